@@ -1,0 +1,31 @@
+# The two commands a newcomer runs: `make demo` and `make test`.
+# Each installs everything it needs first (a virtual environment in .venv).
+.PHONY: demo test lint typecheck unit bench install install-test clean
+
+VENV := .venv
+BIN := $(VENV)/bin
+
+install:
+	@scripts/bootstrap.sh
+
+install-test:
+	@scripts/bootstrap.sh test
+
+demo: install
+	$(BIN)/fencelock demo
+
+lint: install-test
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: install-test
+	$(BIN)/mypy --strict src
+
+test: lint typecheck
+	$(BIN)/pytest -q tests
+
+bench: install-test
+	$(BIN)/python bench/sqlite_bench.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info src/*.egg-info

@@ -1,0 +1,45 @@
+"""fencelock: distributed locks that stay correct when processes pause.
+
+    import fencelock
+
+    with fencelock.connect() as client:
+        with client.lock("orders/99999") as lease:
+            lease.token       # strictly greater than every earlier token for the name
+            lease.check()     # raises LeaseLost if the lease can no longer be trusted
+"""
+
+from fencelock.backends.base import LockInfo
+from fencelock.client import AsyncClient, Client, aconnect, connect, default_url
+from fencelock.errors import (
+    BackendUnavailable,
+    ConfigError,
+    FencelockError,
+    LeaseLost,
+    LockTimeout,
+    NotHolder,
+    StaleToken,
+)
+from fencelock.lease import AsyncLease, Lease
+from fencelock.primitives.lock import AsyncLock, Lock
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncClient",
+    "AsyncLease",
+    "AsyncLock",
+    "BackendUnavailable",
+    "Client",
+    "ConfigError",
+    "FencelockError",
+    "Lease",
+    "LeaseLost",
+    "Lock",
+    "LockInfo",
+    "LockTimeout",
+    "NotHolder",
+    "StaleToken",
+    "aconnect",
+    "connect",
+    "default_url",
+]

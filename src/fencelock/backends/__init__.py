@@ -1,0 +1,52 @@
+"""Backends by URL scheme. Each backend module is imported only when its scheme is used."""
+
+from __future__ import annotations
+
+import importlib
+
+from fencelock.backends.base import AsyncBackend, Backend
+from fencelock.engine.urls import ParsedURL, parse_url
+from fencelock.errors import ConfigError
+
+# scheme -> (module, class) of the blocking implementation
+_SYNC = {
+    "memory": ("fencelock.backends.memory", "MemoryBackend"),
+    "sqlite": ("fencelock.backends.sqlite", "SQLiteBackend"),
+}
+# scheme -> (module, class) of a native asyncio implementation, where one exists
+_ASYNC: dict[str, tuple[str, str]] = {}
+
+SCHEMES = tuple(sorted(_SYNC))
+
+
+def _resolve(parsed: ParsedURL, table: dict[str, tuple[str, str]]) -> type:
+    module_name, class_name = table[parsed.scheme]
+    return getattr(importlib.import_module(module_name), class_name)  # type: ignore[no-any-return]
+
+
+def _check_scheme(parsed: ParsedURL) -> None:
+    if parsed.scheme not in _SYNC:
+        raise ConfigError(
+            f"unknown scheme {parsed.scheme!r} in {parsed.redacted!r} "
+            f"(supported: {', '.join(s + '://' for s in SCHEMES)})"
+        )
+
+
+def open_backend(url: str) -> Backend:
+    """The blocking backend for ``url``."""
+    parsed = parse_url(url)
+    _check_scheme(parsed)
+    backend: Backend = _resolve(parsed, _SYNC)(parsed)
+    return backend
+
+
+def open_async_backend(url: str) -> AsyncBackend:
+    """The asyncio backend for ``url``: native where the driver has one, else threaded."""
+    parsed = parse_url(url)
+    _check_scheme(parsed)
+    if parsed.scheme in _ASYNC:
+        native: AsyncBackend = _resolve(parsed, _ASYNC)(parsed)
+        return native
+    from fencelock.backends.threaded import ThreadedAsyncBackend
+
+    return ThreadedAsyncBackend(_resolve(parsed, _SYNC)(parsed))

@@ -1,0 +1,98 @@
+"""The backend contract: one small protocol, in a sync and an asyncio colour.
+
+An acquisition is an :class:`Attempt`: the backend may keep state in it (a queue
+entry, a watch revision, a doorbell socket), ``wait`` belongs to it, and
+``close`` removes whatever it left behind. Backends raise only fencelock errors;
+driver exceptions are translated here, at the boundary, with the cause chained.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from fencelock.engine.outcomes import Acquired, AttemptResult, Busy
+
+__all__ = [
+    "Acquired",
+    "AsyncAttempt",
+    "AsyncBackend",
+    "Attempt",
+    "AttemptResult",
+    "Backend",
+    "Busy",
+    "LockInfo",
+]
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """What a backend knows about one lock name."""
+
+    name: str
+    owner: str | None
+    token: int
+    remaining: float | None
+    waiters: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self.owner is not None
+
+
+class Attempt(Protocol):
+    def try_acquire(self) -> AttemptResult:
+        """Take the lease if free, issuing its token in the same atomic step."""
+
+    def wait(self, timeout: float) -> None:
+        """Return when the lease may have become free, or after ``timeout`` seconds."""
+
+    def close(self) -> None:
+        """Forget this attempt: remove its queue entry or waiter registration."""
+
+
+class Backend(Protocol):
+    url: str
+
+    def attempt(self, name: str, owner: str, ttl: float) -> Attempt:
+        """Start an acquisition of ``name`` by ``owner`` (no I/O yet)."""
+
+    def release(self, name: str, owner: str) -> bool:
+        """Compare-and-delete; False if ``owner`` no longer held the lease."""
+
+    def renew(self, name: str, owner: str, ttl: float) -> bool:
+        """Compare-and-extend to ``ttl`` from now; False if ``owner`` no longer holds it."""
+
+    def inspect(self, name: str) -> LockInfo | None:
+        """The lock's holder, last token and remaining TTL; None if never used."""
+
+    def list(self, prefix: str) -> list[LockInfo]:
+        """Held locks whose names start with ``prefix``."""
+
+    def close(self) -> None: ...
+
+
+class AsyncAttempt(Protocol):
+    async def try_acquire(self) -> AttemptResult: ...
+
+    async def wait(self, timeout: float) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class AsyncBackend(Protocol):
+    url: str
+
+    def attempt(self, name: str, owner: str, ttl: float) -> AsyncAttempt: ...
+
+    async def release(self, name: str, owner: str) -> bool: ...
+
+    async def renew(self, name: str, owner: str, ttl: float) -> bool: ...
+
+    async def inspect(self, name: str) -> LockInfo | None: ...
+
+    async def list(self, prefix: str) -> list[LockInfo]: ...
+
+    async def close(self) -> None: ...
+
+

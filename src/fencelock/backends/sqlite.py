@@ -1,0 +1,265 @@
+"""``sqlite:///path``: the embedded default, for many processes on one host.
+
+One row per lock name holds the owner, the last token and the expiry. Taking
+the lease and issuing its token is one ``INSERT ... ON CONFLICT DO UPDATE``
+inside one write transaction, so tokens never repeat; the row outlives release
+and expiry, and the file outlives restarts, so tokens never go backwards.
+
+Expiry is measured on the host's boot-time clock (:mod:`fencelock.clock`), one
+clock for every process on the host; a lease written during an earlier boot is
+expired, since its holder cannot still be running. Waiters register a doorbell
+(:mod:`fencelock.backends.doorbell`) in the same transaction that found the
+lease busy, and a release rings them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from fencelock import clock
+from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
+from fencelock.backends.doorbell import Doorbell, Ringer
+from fencelock.engine.urls import ParsedURL, reject_unknown_options
+from fencelock.errors import BackendUnavailable, ConfigError
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS fencelock_leases (
+    name TEXT PRIMARY KEY,
+    owner TEXT,
+    token INTEGER NOT NULL,
+    expires_at REAL NOT NULL,
+    boot TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS fencelock_waiters (
+    name TEXT NOT NULL,
+    address BLOB NOT NULL,
+    PRIMARY KEY (name, address)
+) WITHOUT ROWID;
+"""
+
+_TAKE = """
+INSERT INTO fencelock_leases (name, owner, token, expires_at, boot)
+VALUES (:name, :owner, 1, :expires_at, :boot)
+ON CONFLICT (name) DO UPDATE SET
+    owner = excluded.owner, token = token + 1,
+    expires_at = excluded.expires_at, boot = excluded.boot
+WHERE owner IS NULL OR boot != excluded.boot OR expires_at <= :now
+RETURNING token
+"""
+
+_LIVE = "owner IS NOT NULL AND boot = :boot AND expires_at > :now"
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown-boot"
+
+
+def database_path(parsed: ParsedURL) -> str:
+    """``sqlite:///rel.db`` is relative to the working directory, ``sqlite:////abs.db`` absolute."""
+    if parsed.hosts:
+        raise ConfigError(
+            f"sqlite URL {parsed.raw!r} has a host; use sqlite:///relative.db or sqlite:////abs.db"
+        )
+    path = parsed.path[1:] if parsed.path.startswith("/") else parsed.path
+    if not path:
+        raise ConfigError(f"sqlite URL {parsed.raw!r} names no file: use sqlite:///path/to.db")
+    return path
+
+
+class SQLiteAttempt:
+    def __init__(self, backend: SQLiteBackend, name: str, owner: str, ttl: float) -> None:
+        self._backend, self._name, self._owner, self._ttl = backend, name, owner, ttl
+        self._doorbell: Doorbell | None = None
+
+    def try_acquire(self) -> AttemptResult:
+        if self._doorbell is None:
+            self._doorbell = Doorbell()
+        return self._backend.take(self._name, self._owner, self._ttl, self._doorbell.address)
+
+    def wait(self, timeout: float) -> None:
+        if self._doorbell is not None:
+            self._doorbell.wait(timeout)
+
+    def close(self) -> None:
+        if self._doorbell is not None:
+            self._doorbell.close()
+            self._backend.forget_waiter(self._name, self._doorbell.address)
+            self._doorbell = None
+
+
+class SQLiteBackend:
+    """Leases in an SQLite file shared by the processes of one host."""
+
+    def __init__(self, parsed: ParsedURL) -> None:
+        reject_unknown_options(parsed, {"busy_timeout"})
+        self.url = parsed.raw
+        self.path = database_path(parsed)
+        busy_timeout = _seconds_option(parsed, "busy_timeout", 10.0)
+        self._boot = _boot_id()
+        self._mutex = threading.RLock()
+        self._ringer = Ringer()
+        self._conn = self._open(busy_timeout)
+
+    def _open(self, busy_timeout: float) -> sqlite3.Connection:
+        try:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(
+                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise BackendUnavailable(
+                f"cannot open SQLite database {os.path.abspath(self.path)!r}: {exc}"
+            ) from exc
+        return conn
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._mutex, self._translated():
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise BackendUnavailable(
+                f"SQLite database {os.path.abspath(self.path)!r} failed: {exc}"
+            ) from exc
+
+    def attempt(self, name: str, owner: str, ttl: float) -> SQLiteAttempt:
+        return SQLiteAttempt(self, name, owner, ttl)
+
+    def take(self, name: str, owner: str, ttl: float, doorbell: bytes) -> AttemptResult:
+        """One transaction: take the lease, or register ``doorbell`` and report the holder's TTL."""
+        with self._transaction() as conn:
+            now = clock.now()
+            params = {"name": name, "owner": owner, "expires_at": now + ttl, "boot": self._boot}
+            row = conn.execute(_TAKE, {**params, "now": now}).fetchone()
+            if row is not None:
+                conn.execute(
+                    "DELETE FROM fencelock_waiters WHERE name = ? AND address = ?",
+                    (name, doorbell),
+                )
+                return Acquired(int(row[0]))
+            conn.execute(
+                "INSERT OR IGNORE INTO fencelock_waiters (name, address) VALUES (?, ?)",
+                (name, doorbell),
+            )
+            (expires_at,) = conn.execute(
+                "SELECT expires_at FROM fencelock_leases WHERE name = ?", (name,)
+            ).fetchone()
+            return Busy(max(float(expires_at) - now, 0.0))
+
+    def forget_waiter(self, name: str, address: bytes) -> None:
+        with self._transaction() as conn:
+            conn.execute(
+                "DELETE FROM fencelock_waiters WHERE name = ? AND address = ?", (name, address)
+            )
+
+    def release(self, name: str, owner: str) -> bool:
+        with self._transaction() as conn:
+            now = clock.now()
+            released = conn.execute(
+                f"UPDATE fencelock_leases SET owner = NULL, expires_at = 0 "
+                f"WHERE name = :name AND owner = :owner AND {_LIVE}",
+                {"name": name, "owner": owner, "boot": self._boot, "now": now},
+            ).rowcount
+            waiters = [
+                bytes(r[0])
+                for r in conn.execute(
+                    "SELECT address FROM fencelock_waiters WHERE name = ?", (name,)
+                )
+            ]
+        gone = [address for address in waiters if not self._ringer.ring(address)]
+        for address in gone:
+            self.forget_waiter(name, address)
+        return released == 1
+
+    def renew(self, name: str, owner: str, ttl: float) -> bool:
+        with self._transaction() as conn:
+            now = clock.now()
+            return (
+                conn.execute(
+                    f"UPDATE fencelock_leases SET expires_at = :expires_at "
+                    f"WHERE name = :name AND owner = :owner AND {_LIVE}",
+                    {
+                        "name": name,
+                        "owner": owner,
+                        "boot": self._boot,
+                        "now": now,
+                        "expires_at": now + ttl,
+                    },
+                ).rowcount
+                == 1
+            )
+
+    def inspect(self, name: str) -> LockInfo | None:
+        with self._mutex, self._translated():
+            row = self._conn.execute(
+                "SELECT name, owner, token, expires_at, boot FROM fencelock_leases WHERE name = ?",
+                (name,),
+            ).fetchone()
+            if row is None:
+                return None
+            (waiters,) = self._conn.execute(
+                "SELECT count(*) FROM fencelock_waiters WHERE name = ?", (name,)
+            ).fetchone()
+        return self._info(row, clock.now(), int(waiters))
+
+    def list(self, prefix: str) -> list[LockInfo]:
+        pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        with self._mutex, self._translated():
+            now = clock.now()
+            rows = self._conn.execute(
+                "SELECT name, owner, token, expires_at, boot FROM fencelock_leases "
+                f"WHERE name LIKE :pattern ESCAPE '\\' AND {_LIVE} ORDER BY name",
+                {"pattern": pattern, "boot": self._boot, "now": now},
+            ).fetchall()
+        return [self._info(row, now, None) for row in rows]
+
+    def _info(self, row: tuple[str, str | None, int, float, str], now: float,
+              waiters: int | None) -> LockInfo:
+        name, owner, token, expires_at, boot = row
+        live = owner is not None and boot == self._boot and expires_at > now
+        return LockInfo(
+            name=name,
+            owner=owner if live else None,
+            token=int(token),
+            remaining=expires_at - now if live else None,
+            waiters=waiters,
+        )
+
+    def close(self) -> None:
+        with self._mutex:
+            self._conn.close()
+        self._ringer.close()
+
+
+def _seconds_option(parsed: ParsedURL, key: str, default: float) -> float:
+    text = parsed.options.get(key)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ConfigError(f"option {key}={text!r} in {parsed.raw!r} must be seconds > 0")
+    return value

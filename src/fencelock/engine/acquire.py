@@ -1,0 +1,103 @@
+"""The acquire loop, written once as a sans-I/O generator.
+
+The flow yields the operations it needs (:class:`TryAcquire`, :class:`Wait`) and
+receives their results (:class:`Tried`, :class:`Waited`), which carry the time
+the driver read from its clock. A sync driver and an asyncio driver run it; the
+policy (deadline, when to wake, jitter) lives only here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+
+from fencelock.engine.outcomes import Acquired, AttemptResult, Busy
+from fencelock.engine.timing import trusted_until
+
+# When the holder's remaining TTL is unknown, waits back off between these bounds.
+MIN_BACKOFF = 0.005
+MAX_BACKOFF = 0.5
+# Waiters woken by an expiry spread over this window so they do not all collide.
+EXPIRY_JITTER = 0.005
+
+
+@dataclass(frozen=True)
+class TryAcquire:
+    """Ask the backend to take the lease once (and enqueue us if it is busy)."""
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Block until the lease may have become free, or ``timeout`` seconds pass."""
+
+    timeout: float
+
+
+@dataclass(frozen=True)
+class Tried:
+    result: AttemptResult
+    started: float
+    finished: float
+
+
+@dataclass(frozen=True)
+class Waited:
+    now: float
+
+
+@dataclass(frozen=True)
+class Granted:
+    token: int
+    started: float
+    trusted_until: float
+
+
+@dataclass(frozen=True)
+class GaveUp:
+    waited: float
+    attempts: int
+
+
+Operation = TryAcquire | Wait
+Reply = Tried | Waited
+AcquireFlow = Generator[Operation, Reply, Granted | GaveUp]
+
+
+def acquire_flow(
+    ttl: float, timeout: float | None, now: float, random: Callable[[], float]
+) -> AcquireFlow:
+    """Try, then wait for a release or the holder's expiry, until granted or the deadline.
+
+    ``timeout=None`` waits for as long as it takes; ``0`` tries exactly once.
+    ``random`` returns floats in [0, 1) and spreads retries (jitter).
+    """
+    deadline = None if timeout is None else now + timeout
+    backoff = MIN_BACKOFF
+    attempts = 0
+    while True:
+        tried = yield TryAcquire()
+        assert isinstance(tried, Tried)
+        attempts += 1
+        if isinstance(tried.result, Acquired):
+            return Granted(
+                tried.result.token, tried.started, trusted_until(tried.started, ttl)
+            )
+        remaining = None if deadline is None else deadline - tried.finished
+        if remaining is not None and remaining <= 0:
+            return GaveUp(tried.finished - now, attempts)
+        pause, backoff = next_wait(tried.result, backoff, random)
+        if remaining is not None:
+            pause = min(pause, remaining)
+        yield Wait(pause)
+
+
+def next_wait(busy: Busy, backoff: float, random: Callable[[], float]) -> tuple[float, float]:
+    """How long to wait after ``busy``, and the backoff to use next time.
+
+    With a known holder TTL we wait exactly until it runs out (a release wakes
+    us earlier); without one, exponential backoff with full jitter.
+    """
+    if busy.retry_after is not None:
+        return max(busy.retry_after, 0.0) + EXPIRY_JITTER * random(), MIN_BACKOFF
+    pause = backoff * (0.5 + random() / 2)
+    return pause, min(backoff * 2, MAX_BACKOFF)

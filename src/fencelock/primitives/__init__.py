@@ -1,0 +1,1 @@
+"""Lock primitives built on a client's backend and renewer."""

@@ -1,0 +1,173 @@
+"""The mutual-exclusion lock: :class:`Lock` (sync) and :class:`AsyncLock` (asyncio).
+
+Both run the one acquire algorithm in :mod:`fencelock.engine.acquire`; each
+driver only performs the operations the flow yields.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from fencelock import clock
+from fencelock.backends.base import AsyncAttempt, Attempt
+from fencelock.engine.acquire import (
+    AcquireFlow,
+    GaveUp,
+    Granted,
+    Reply,
+    Tried,
+    TryAcquire,
+    Waited,
+    acquire_flow,
+)
+from fencelock.engine.timing import validate_timeout
+from fencelock.errors import FencelockError, LockTimeout
+from fencelock.lease import AsyncLease, Lease
+
+if TYPE_CHECKING:
+    from fencelock.client import AsyncClient, Client
+
+
+def new_owner() -> str:
+    """20 random bytes, hex: unguessable and new for every acquisition attempt."""
+    return secrets.token_hex(20)
+
+
+def drive(flow: AcquireFlow, attempt: Attempt) -> Granted | GaveUp:
+    """Run the acquire flow with blocking I/O."""
+    reply: Reply | None = None
+    try:
+        while True:
+            op = flow.send(reply) if reply is not None else next(flow)
+            if isinstance(op, TryAcquire):
+                started = clock.now()
+                reply = Tried(attempt.try_acquire(), started, clock.now())
+            else:
+                attempt.wait(op.timeout)
+                reply = Waited(clock.now())
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+async def adrive(flow: AcquireFlow, attempt: AsyncAttempt) -> Granted | GaveUp:
+    """Run the acquire flow with asyncio I/O."""
+    reply: Reply | None = None
+    try:
+        while True:
+            op = flow.send(reply) if reply is not None else next(flow)
+            if isinstance(op, TryAcquire):
+                started = clock.now()
+                reply = Tried(await attempt.try_acquire(), started, clock.now())
+            else:
+                await attempt.wait(op.timeout)
+                reply = Waited(clock.now())
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+def _timed_out(name: str, outcome: GaveUp) -> LockTimeout:
+    return LockTimeout(
+        f"lock {name!r} not acquired: held by another owner for the whole "
+        f"{outcome.waited:.3f}s timeout ({outcome.attempts} attempts)"
+    )
+
+
+class _LockBase:
+    def __init__(self, name: str, ttl: float, renew: bool) -> None:
+        self.name, self.ttl, self.renew = name, ttl, renew
+
+    def _flow(self, timeout: float | None) -> AcquireFlow:
+        return acquire_flow(self.ttl, validate_timeout(timeout), clock.now(), random.random)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} ttl={self.ttl}>"
+
+
+class Lock(_LockBase):
+    """A named mutual-exclusion lock. ``with lock as lease:`` holds it for the block."""
+
+    def __init__(self, client: Client, name: str, ttl: float, renew: bool) -> None:
+        super().__init__(name, ttl, renew)
+        self._client = client
+        self._lease: Lease | None = None
+
+    def acquire(self, timeout: float | None = None) -> Lease:
+        """Take the lock and return its :class:`Lease`.
+
+        ``timeout=None`` waits as long as it takes; ``0`` tries once. Raises
+        :class:`LockTimeout` when it gives up, :class:`BackendUnavailable` when
+        the server cannot be reached; nothing is left held in either case.
+        """
+        owner = new_owner()
+        attempt = self._client.backend.attempt(self.name, owner, self.ttl)
+        try:
+            outcome = drive(self._flow(timeout), attempt)
+        finally:
+            attempt.close()
+        if isinstance(outcome, GaveUp):
+            raise _timed_out(self.name, outcome)
+        lease = Lease(self._client.backend, self._client.renewer, self.name, owner,
+                      outcome.token, self.ttl, self.renew, outcome.trusted_until)
+        self._client.renewer.track(lease)
+        return lease
+
+    def __enter__(self) -> Lease:
+        if self._lease is not None and not self._lease.released:
+            raise FencelockError(f"{self!r} is already held here; it is not reentrant")
+        self._lease = self.acquire()
+        return self._lease
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        lease, self._lease = self._lease, None
+        if lease is None:
+            return
+        try:
+            lease.release()
+        except FencelockError:
+            if exc is None:
+                raise
+
+
+class AsyncLock(_LockBase):
+    """A named lock for asyncio: ``async with lock as lease:``."""
+
+    def __init__(self, client: AsyncClient, name: str, ttl: float, renew: bool) -> None:
+        super().__init__(name, ttl, renew)
+        self._client = client
+        self._lease: AsyncLease | None = None
+
+    async def acquire(self, timeout: float | None = None) -> AsyncLease:
+        """Take the lock; same contract as :meth:`Lock.acquire`."""
+        owner = new_owner()
+        attempt = self._client.backend.attempt(self.name, owner, self.ttl)
+        try:
+            outcome = await adrive(self._flow(timeout), attempt)
+        finally:
+            await attempt.close()
+        if isinstance(outcome, GaveUp):
+            raise _timed_out(self.name, outcome)
+        lease = AsyncLease(self._client.backend, self._client.renewer, self.name, owner,
+                           outcome.token, self.ttl, self.renew, outcome.trusted_until)
+        self._client.renewer.track(lease)
+        return lease
+
+    async def __aenter__(self) -> AsyncLease:
+        if self._lease is not None and not self._lease.released:
+            raise FencelockError(f"{self!r} is already held here; it is not reentrant")
+        self._lease = await self.acquire()
+        return self._lease
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        lease, self._lease = self._lease, None
+        if lease is None:
+            return
+        try:
+            await lease.release()
+        except FencelockError:
+            if exc is None:
+                raise

@@ -1,0 +1,198 @@
+"""One renewer per client keeps every held lease alive: a heap of deadlines.
+
+The sync client runs it on one daemon thread, the asyncio client as one task;
+never a thread per lock. What to do at each deadline (renew, retry, declare the
+lease lost) is decided by :mod:`fencelock.engine.renewal` and the lease state
+table; only the waiting and the renew call differ between the two colours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import threading
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from fencelock import clock
+from fencelock.backends.base import AsyncBackend, Backend
+from fencelock.engine import renewal as plan
+from fencelock.engine.lease_state import LeaseEvent, is_live
+from fencelock.errors import FencelockError
+from fencelock.lease import AsyncLease, Lease, LeaseBase
+
+L = TypeVar("L", bound=LeaseBase)
+
+
+@dataclass(order=True)
+class _Entry(Generic[L]):
+    due: float
+    seq: int
+    version: int = field(compare=False)
+    lease: L = field(compare=False)
+
+
+class Schedule(Generic[L]):
+    """Deadlines of held leases; a reschedule makes the older entry stale."""
+
+    def __init__(self) -> None:
+        self._heap: list[_Entry[L]] = []
+        self._seq = itertools.count()
+
+    def put(self, lease: L, due: float) -> None:
+        lease.schedule_version += 1
+        heapq.heappush(self._heap, _Entry(due, next(self._seq), lease.schedule_version, lease))
+
+    def next_due(self) -> float | None:
+        while self._heap and not self._current(self._heap[0]):
+            heapq.heappop(self._heap)
+        return self._heap[0].due if self._heap else None
+
+    def pop_due(self, now: float) -> L | None:
+        due = self.next_due()
+        if due is None or due > now:
+            return None
+        return heapq.heappop(self._heap).lease
+
+    @staticmethod
+    def _current(entry: _Entry[L]) -> bool:
+        return entry.version == entry.lease.schedule_version and is_live(entry.lease.state)
+
+
+def first_due(lease: LeaseBase, started: float) -> float:
+    return plan.next_check(started, lease.ttl, lease.trusted_until, lease.renews)
+
+
+def needs_renewal(lease: LeaseBase, now: float) -> bool:
+    """False when the lease is past its safe time (now marked lost) or never renews."""
+    if now >= lease.trusted_until:
+        lease.apply(LeaseEvent.SAFE_TIME_PASSED, "not renewed within its TTL (process paused?)")
+        return False
+    return lease.renews
+
+
+def after_renewal(lease: LeaseBase, started: float, outcome: bool | FencelockError) -> float | None:
+    """Record a renewal's outcome; the next deadline, or None once the lease is lost."""
+    if isinstance(outcome, FencelockError):
+        lease.apply(LeaseEvent.RENEW_FAILED, str(outcome))
+        return plan.retry_at(clock.now(), lease.ttl, lease.trusted_until)
+    if not outcome:
+        lease.apply(LeaseEvent.RENEW_REJECTED, "the server says another owner has it")
+        return None
+    lease.renewed(started, lease.ttl)
+    return plan.next_check(started, lease.ttl, lease.trusted_until, lease.renews)
+
+
+class Renewer:
+    """Renews the sync client's leases on one daemon thread."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self._schedule: Schedule[Lease] = Schedule()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def track(self, lease: Lease) -> None:
+        with self._wake:
+            self._schedule.put(lease, first_due(lease, clock.now()))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="fencelock-renewer", daemon=True
+                )
+                self._thread.start()
+            self._wake.notify()
+
+    def forget(self, lease: Lease) -> None:
+        with self._wake:
+            lease.schedule_version += 1
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _run(self) -> None:
+        with self._wake:
+            while not self._closed:
+                lease = self._schedule.pop_due(clock.now())
+                if lease is None:
+                    due = self._schedule.next_due()
+                    self._wake.wait(None if due is None else max(due - clock.now(), 0.0))
+                    continue
+                self._wake.release()
+                try:
+                    due = self._service(lease)
+                finally:
+                    self._wake.acquire()
+                if due is not None and is_live(lease.state):
+                    self._schedule.put(lease, due)
+
+    def _service(self, lease: Lease) -> float | None:
+        started = clock.now()
+        if not needs_renewal(lease, started):
+            return None if lease.lost else lease.trusted_until
+        outcome: bool | FencelockError
+        try:
+            outcome = self._backend.renew(lease.name, lease.owner, lease.ttl)
+        except FencelockError as exc:
+            outcome = exc
+        return after_renewal(lease, started, outcome)
+
+
+class AsyncRenewer:
+    """Renews the asyncio client's leases in one task."""
+
+    def __init__(self, backend: AsyncBackend) -> None:
+        self._backend = backend
+        self._schedule: Schedule[AsyncLease] = Schedule()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def track(self, lease: AsyncLease) -> None:
+        self._schedule.put(lease, first_due(lease, clock.now()))
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        self._wake.set()
+
+    def forget(self, lease: AsyncLease) -> None:
+        lease.schedule_version += 1
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            lease = self._schedule.pop_due(clock.now())
+            if lease is None:
+                due = self._schedule.next_due()
+                self._wake.clear()
+                timeout = None if due is None else max(due - clock.now(), 0.0)
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            due = await self._service(lease)
+            if due is not None and is_live(lease.state):
+                self._schedule.put(lease, due)
+
+    async def _service(self, lease: AsyncLease) -> float | None:
+        started = clock.now()
+        if not needs_renewal(lease, started):
+            return None if lease.lost else lease.trusted_until
+        outcome: bool | FencelockError
+        try:
+            outcome = await self._backend.renew(lease.name, lease.owner, lease.ttl)
+        except FencelockError as exc:
+            outcome = exc
+        return after_renewal(lease, started, outcome)
