@@ -43,9 +43,14 @@ class Client:
     def url(self) -> str:
         return self.backend.url
 
-    def lock(self, name: str, *, ttl: float = DEFAULT_TTL, renew: bool = True) -> Lock:
-        """A mutual-exclusion lock on ``name``; ``renew=False`` gives a plain TTL lease."""
-        return Lock(self, validate_name(name), validate_ttl(ttl), renew)
+    def lock(self, name: str, *, ttl: float = DEFAULT_TTL, renew: bool = True,
+             timeout: float | None = None) -> Lock:
+        """A mutual-exclusion lock on ``name``.
+
+        ``ttl``: seconds the lease lives without renewal; ``renew=False`` gives a
+        plain TTL lease. ``timeout``: how long ``with lock:`` waits (None: forever).
+        """
+        return Lock(self, validate_name(name), validate_ttl(ttl), renew, timeout)
 
     def inspect(self, name: str) -> LockInfo | None:
         """Holder, last token and remaining TTL of ``name``; None if never locked."""
@@ -79,9 +84,10 @@ class AsyncClient:
     def url(self) -> str:
         return self.backend.url
 
-    def lock(self, name: str, *, ttl: float = DEFAULT_TTL, renew: bool = True) -> AsyncLock:
-        """A mutual-exclusion lock on ``name`` for asyncio."""
-        return AsyncLock(self, validate_name(name), validate_ttl(ttl), renew)
+    def lock(self, name: str, *, ttl: float = DEFAULT_TTL, renew: bool = True,
+             timeout: float | None = None) -> AsyncLock:
+        """A mutual-exclusion lock on ``name`` for asyncio; arguments as :meth:`Client.lock`."""
+        return AsyncLock(self, validate_name(name), validate_ttl(ttl), renew, timeout)
 
     async def inspect(self, name: str) -> LockInfo | None:
         return await self.backend.inspect(validate_name(name))

@@ -69,6 +69,8 @@ async def adrive(flow: AcquireFlow, attempt: AsyncAttempt) -> Granted | GaveUp:
 
 
 def _timed_out(name: str, outcome: GaveUp) -> LockTimeout:
+    if outcome.attempts == 1:
+        return LockTimeout(f"lock {name!r} is held by another owner (tried once, no wait)")
     return LockTimeout(
         f"lock {name!r} not acquired: held by another owner for the whole "
         f"{outcome.waited:.3f}s timeout ({outcome.attempts} attempts)"
@@ -76,8 +78,9 @@ def _timed_out(name: str, outcome: GaveUp) -> LockTimeout:
 
 
 class _LockBase:
-    def __init__(self, name: str, ttl: float, renew: bool) -> None:
+    def __init__(self, name: str, ttl: float, renew: bool, timeout: float | None) -> None:
         self.name, self.ttl, self.renew = name, ttl, renew
+        self.timeout = validate_timeout(timeout)
 
     def _flow(self, timeout: float | None) -> AcquireFlow:
         return acquire_flow(self.ttl, validate_timeout(timeout), clock.now(), random.random)
@@ -87,17 +90,24 @@ class _LockBase:
 
 
 class Lock(_LockBase):
-    """A named mutual-exclusion lock. ``with lock as lease:`` holds it for the block."""
+    """A named mutual-exclusion lock. ``with lock as lease:`` holds it for the block.
 
-    def __init__(self, client: Client, name: str, ttl: float, renew: bool) -> None:
-        super().__init__(name, ttl, renew)
+    Entering raises (and the block does not run) if the lock is not acquired
+    within the lock's ``timeout``; leaving raises :class:`LeaseLost` if the
+    lease was lost while the block ran.
+    """
+
+    def __init__(self, client: Client, name: str, ttl: float, renew: bool,
+                 timeout: float | None = None) -> None:
+        super().__init__(name, ttl, renew, timeout)
         self._client = client
         self._lease: Lease | None = None
 
     def acquire(self, timeout: float | None = None) -> Lease:
         """Take the lock and return its :class:`Lease`.
 
-        ``timeout=None`` waits as long as it takes; ``0`` tries once. Raises
+        ``timeout=None`` waits as long as it takes; ``0`` tries once (``with``
+        uses the lock's own ``timeout``). Raises
         :class:`LockTimeout` when it gives up, :class:`BackendUnavailable` when
         the server cannot be reached; nothing is left held in either case.
         """
@@ -117,7 +127,7 @@ class Lock(_LockBase):
     def __enter__(self) -> Lease:
         if self._lease is not None and not self._lease.released:
             raise FencelockError(f"{self!r} is already held here; it is not reentrant")
-        self._lease = self.acquire()
+        self._lease = self.acquire(self.timeout)
         return self._lease
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -135,8 +145,9 @@ class Lock(_LockBase):
 class AsyncLock(_LockBase):
     """A named lock for asyncio: ``async with lock as lease:``."""
 
-    def __init__(self, client: AsyncClient, name: str, ttl: float, renew: bool) -> None:
-        super().__init__(name, ttl, renew)
+    def __init__(self, client: AsyncClient, name: str, ttl: float, renew: bool,
+                 timeout: float | None = None) -> None:
+        super().__init__(name, ttl, renew, timeout)
         self._client = client
         self._lease: AsyncLease | None = None
 
@@ -158,7 +169,7 @@ class AsyncLock(_LockBase):
     async def __aenter__(self) -> AsyncLease:
         if self._lease is not None and not self._lease.released:
             raise FencelockError(f"{self!r} is already held here; it is not reentrant")
-        self._lease = await self.acquire()
+        self._lease = await self.acquire(self.timeout)
         return self._lease
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

@@ -1,0 +1,71 @@
+"""``fencelock status NAME`` and ``fencelock list [PREFIX]``."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+import fencelock
+from fencelock.backends.base import LockInfo
+from fencelock.cli import errors_as_exit_codes, url_option
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+
+
+def info_dict(info: LockInfo) -> dict[str, object]:
+    return {
+        "name": info.name,
+        "held": info.held,
+        "owner": info.owner,
+        "token": info.token,
+        "remaining": None if info.remaining is None else round(info.remaining, 3),
+        "waiters": info.waiters,
+    }
+
+
+def describe(info: LockInfo) -> str:
+    if not info.held:
+        return f"{info.name}: free (last token {info.token})"
+    waiters = "" if not info.waiters else f", {info.waiters} waiting"
+    return (
+        f"{info.name}: held by {(info.owner or '')[:8]} (token {info.token}), "
+        f"{info.remaining or 0.0:.1f}s left{waiters}"
+    )
+
+
+@click.command()
+@url_option
+@json_option
+@click.argument("name")
+def status(url: str | None, as_json: bool, name: str) -> None:
+    """Show who holds lock NAME, its token and remaining TTL."""
+    with errors_as_exit_codes(), fencelock.connect(url) as client:
+        info = client.inspect(name)
+    if as_json:
+        click.echo(json.dumps(info_dict(info) if info else {"name": name, "held": False,
+                                                             "token": None}))
+    else:
+        click.echo(describe(info) if info else f"{name}: never locked")
+
+
+@click.command(name="list")
+@url_option
+@json_option
+@click.argument("prefix", default="")
+def list_locks(url: str | None, as_json: bool, prefix: str) -> None:
+    """List held locks, optionally only those whose names start with PREFIX."""
+    with errors_as_exit_codes(), fencelock.connect(url) as client:
+        infos = client.list(prefix)
+    if as_json:
+        click.echo(json.dumps([info_dict(i) for i in infos]))
+        return
+    if not infos:
+        click.echo("no locks held" + (f" under {prefix!r}" if prefix else ""))
+    for info in infos:
+        click.echo(describe(info))
+
+
+def register(group: click.Group) -> None:
+    group.add_command(status)
+    group.add_command(list_locks)

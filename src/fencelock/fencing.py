@@ -1,0 +1,127 @@
+"""Fencing guards: the resource side of a fencing token.
+
+A guard accepts a write for ``key`` only when its token is greater than the
+last token accepted for that key, atomically, and raises :class:`StaleToken`
+(counting the rejection) otherwise. A paused process that wakes up holding a
+lost lease carries an old token, so its late write is refused.
+
+Put the check in the same transaction as the write it protects::
+
+    with sqlite3.connect("shop.db", isolation_level=None) as db:
+        db.execute("BEGIN IMMEDIATE")
+        fencing.sqlite_fence(db, "show/42", lease.token)   # raises StaleToken
+        db.execute("UPDATE seats SET buyer = ? WHERE seat = ?", (buyer, seat))
+        db.execute("COMMIT")
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from typing import Protocol
+
+from fencelock.errors import BackendUnavailable, StaleToken
+from fencelock.metrics import COUNTERS, FENCING_REJECTIONS
+
+__all__ = ["FencingGuard", "MemoryGuard", "SQLiteGuard", "StaleToken", "sqlite_fence"]
+
+
+class FencingGuard(Protocol):
+    def accept(self, key: str, token: int) -> None:
+        """Record ``token`` for ``key``, or raise StaleToken if it is not newer."""
+
+    def last(self, key: str) -> int | None:
+        """The last token accepted for ``key``."""
+
+
+class _Rejections:
+    rejections: int = 0
+
+    def _reject(self, key: str, token: int, last: int) -> StaleToken:
+        self.rejections += 1
+        COUNTERS.add(FENCING_REJECTIONS)
+        return StaleToken(key, token, last)
+
+
+class MemoryGuard(_Rejections):
+    """A guard for a resource in this process's memory."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, int] = {}
+        self._guard = threading.Lock()
+
+    def accept(self, key: str, token: int) -> None:
+        with self._guard:
+            last = self._last.get(key)
+            if last is not None and token <= last:
+                raise self._reject(key, token, last)
+            self._last[key] = token
+
+    def last(self, key: str) -> int | None:
+        with self._guard:
+            return self._last.get(key)
+
+
+_CREATE = """CREATE TABLE IF NOT EXISTS fencelock_fences (
+    key TEXT PRIMARY KEY, token INTEGER NOT NULL) WITHOUT ROWID"""
+_ADVANCE = """INSERT INTO fencelock_fences (key, token) VALUES (?, ?)
+ON CONFLICT (key) DO UPDATE SET token = excluded.token
+WHERE excluded.token > fencelock_fences.token"""
+
+
+def install_sqlite_fences(conn: sqlite3.Connection) -> None:
+    """Create the table the SQLite guard keeps its last tokens in."""
+    conn.execute(_CREATE)
+
+
+def sqlite_fence(conn: sqlite3.Connection, key: str, token: int) -> None:
+    """Check-and-advance the fence for ``key`` inside the caller's open transaction.
+
+    Raises StaleToken if ``token`` is not greater than the last accepted one;
+    roll the transaction back then, so the protected write never lands.
+    """
+    if conn.execute(_ADVANCE, (key, token)).rowcount != 1:
+        (last,) = conn.execute(
+            "SELECT token FROM fencelock_fences WHERE key = ?", (key,)
+        ).fetchone()
+        raise _SHARED_COUNT._reject(key, token, int(last))
+
+
+_SHARED_COUNT = _Rejections()
+
+
+class SQLiteGuard(_Rejections):
+    """A guard whose last tokens live in an SQLite file (shared by processes)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            self._conn = sqlite3.connect(
+                path, timeout=10, isolation_level=None, check_same_thread=False
+            )
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            install_sqlite_fences(self._conn)
+        except sqlite3.Error as exc:
+            raise BackendUnavailable(f"cannot open fencing database {path!r}: {exc}") from exc
+        self._guard = threading.Lock()
+
+    def accept(self, key: str, token: int) -> None:
+        with self._guard:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                sqlite_fence(self._conn, key, token)
+            except StaleToken as exc:
+                self._conn.execute("ROLLBACK")
+                self.rejections += 1
+                raise exc from None
+            self._conn.execute("COMMIT")
+
+    def last(self, key: str) -> int | None:
+        with self._guard:
+            row = self._conn.execute(
+                "SELECT token FROM fencelock_fences WHERE key = ?", (key,)
+            ).fetchone()
+        return None if row is None else int(row[0])
+
+    def close(self) -> None:
+        self._conn.close()
