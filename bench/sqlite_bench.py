@@ -1,0 +1,768 @@
+"""fencelock's SQLite backend side by side with peer locks on this host.
+
+Run with ``make bench`` or ``.venv/bin/python bench/sqlite_bench.py`` (``--quick`` for a
+smoke run). Two measurements, one run:
+
+1. **Uncontended** acquire+release cycles per second in one process on one name:
+   fencelock (``ttl=30, renew=True``), py-filelock, a raw ``fcntl.flock`` loop and a raw
+   sqlite3 "UPSERT token + UPDATE release" loop (the floor of fencelock's transaction).
+2. **Contended**: N processes loop acquire -> hold ~1 ms -> release on one name. The
+   handoff latency is the time from one holder's release call start to the next
+   holder's acquire return, both read from :func:`fencelock.clock.now` (one clock for
+   every process on the host).
+
+It prints tables (rich) and writes ``bench/results/sqlite-<timestamp>.json``. It installs
+nothing: a peer library missing from the venv is reported and skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import inspect
+import itertools
+import json
+import math
+import multiprocessing as mp
+import os
+import platform
+import queue
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from multiprocessing.context import SpawnProcess
+from pathlib import Path
+from typing import Any, Protocol
+
+from rich.console import Console
+from rich.table import Table
+
+import fencelock
+from fencelock import clock
+
+LOCK_NAME = "bench/one"
+TTL = 30.0
+ACQUIRE_TIMEOUT = 20.0  # a bounded wait: a stuck run fails loudly instead of hanging
+READY_TIMEOUT = 60.0  # for 8 spawned interpreters to import and warm up on a slow host
+BATCH = 50  # uncontended cycles between two clock reads
+MAX_UNCONTENDED_CYCLES = 5_000_000
+MAX_SECTIONS_PER_WORKER = 200_000
+MAX_WORKER_ERRORS = 10
+INSTALL_HINT = ".venv/bin/pip install -e '.[bench]'"
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+Cycle = Callable[[], None]
+Closer = Callable[[], None]
+# one critical section: acquire called, acquired, release called, released, token (-1: none)
+Section = tuple[float, float, float, float, int]
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class Settings:
+    rounds: int
+    round_seconds: float
+    workers: int
+    contended_seconds: float
+    hold: float
+
+    @classmethod
+    def from_args(cls, argv: Sequence[str] | None) -> Settings:
+        parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+        parser.add_argument("--quick", action="store_true", help="short smoke run (~15 s)")
+        parser.add_argument("--workers", type=int, default=8, help="contending processes")
+        parser.add_argument("--seconds", type=float, default=6.0, help="contended run length")
+        parser.add_argument("--hold-ms", type=float, default=1.0, help="critical section length")
+        args = parser.parse_args(argv)
+        if args.workers < 2 or args.seconds <= 0 or args.hold_ms < 0:
+            parser.error("need --workers >= 2, --seconds > 0 and --hold-ms >= 0")
+        if args.quick:
+            return cls(1, 0.4, args.workers, 1.5, args.hold_ms / 1000)
+        return cls(3, 0.8, args.workers, args.seconds, args.hold_ms / 1000)
+
+
+def peer_version(module: str) -> str | None:
+    """The installed version of a peer library, or None (after saying so) if missing."""
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        print(
+            f"note: {module!r} is not installed in this venv, so its rows are skipped "
+            f"(install the bench extra: {INSTALL_HINT})",
+            file=sys.stderr,
+        )
+        return None
+    try:
+        return importlib.metadata.version(module)
+    except importlib.metadata.PackageNotFoundError:
+        return "stdlib"
+
+
+def filelock_default_poll_interval() -> float:
+    """filelock's own default, read from its signature rather than assumed."""
+    from filelock import FileLock  # noqa: PLC0415 (an optional peer: imported only if present)
+
+    default = inspect.signature(FileLock.__init__).parameters["poll_interval"].default
+    return float(default)
+
+
+def sqlite_url(path: Path) -> str:
+    """``sqlite:////abs/path.db`` for an absolute ``path``."""
+    return "sqlite:///" + str(path.resolve())
+
+
+# --------------------------------------------------------------------------- uncontended
+
+
+@dataclass
+class RateResult:
+    key: str
+    label: str
+    rates: list[float] = field(default_factory=list)
+    cycles: int = 0
+
+    @property
+    def rate(self) -> float:
+        return statistics.median(self.rates)
+
+    @property
+    def micros(self) -> float:
+        return 1e6 / self.rate
+
+
+def open_fencelock(tmp: Path) -> tuple[Cycle, Closer]:
+    client = fencelock.connect(sqlite_url(tmp / "uncontended-fencelock.db"))
+    lock = client.lock(LOCK_NAME, ttl=TTL, renew=True)
+
+    def cycle() -> None:
+        lock.acquire(timeout=ACQUIRE_TIMEOUT).release()
+
+    return cycle, client.close
+
+
+def open_raw_sqlite(tmp: Path) -> tuple[Cycle, Closer]:
+    """The least a lease needs: one UPSERT that issues the token, one UPDATE that frees it."""
+    conn = sqlite3.connect(tmp / "uncontended-raw.db", timeout=10.0, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS leases (name TEXT PRIMARY KEY, owner TEXT, "
+        "token INTEGER NOT NULL, expires_at REAL NOT NULL) WITHOUT ROWID"
+    )
+    take = (
+        "INSERT INTO leases (name, owner, token, expires_at) VALUES (:name, :owner, 1, :exp) "
+        "ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, token = token + 1, "
+        "expires_at = excluded.expires_at WHERE owner IS NULL OR expires_at <= :now "
+        "RETURNING token"
+    )
+    free = "UPDATE leases SET owner = NULL, expires_at = 0 WHERE name = :name AND owner = :owner"
+    params = {"name": LOCK_NAME, "owner": "bench-owner"}
+
+    def cycle() -> None:
+        now = clock.now()
+        if conn.execute(take, {**params, "exp": now + TTL, "now": now}).fetchone() is None:
+            raise RuntimeError("raw sqlite loop found its own lease still held")
+        conn.execute(free, params)
+
+    return cycle, conn.close
+
+
+def open_filelock(tmp: Path) -> tuple[Cycle, Closer]:
+    from filelock import FileLock  # noqa: PLC0415 (optional peer)
+
+    lock = FileLock(str(tmp / "uncontended-filelock.lock"))
+
+    def cycle() -> None:
+        lock.acquire()
+        lock.release()
+
+    return cycle, lambda: None
+
+
+def open_flock(tmp: Path) -> tuple[Cycle, Closer]:
+    import fcntl  # noqa: PLC0415 (Unix only)
+
+    fd = os.open(tmp / "uncontended-flock.lock", os.O_RDWR | os.O_CREAT, 0o600)
+
+    def cycle() -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+    return cycle, lambda: os.close(fd)
+
+
+def run_for(cycle: Cycle, seconds: float) -> tuple[int, float]:
+    """Run ``cycle`` in batches until ``seconds`` pass; (cycles, elapsed)."""
+    done = 0
+    start = clock.now()
+    deadline = start + seconds
+    now = start
+    while done < MAX_UNCONTENDED_CYCLES:
+        for _ in range(BATCH):
+            cycle()
+        done += BATCH
+        now = clock.now()
+        if now >= deadline:
+            break
+    return done, now - start
+
+
+def measure_uncontended(
+    tmp: Path, settings: Settings, versions: dict[str, str | None]
+) -> list[RateResult]:
+    """Interleaved rounds (each contender once per round); the median round counts."""
+    openers: list[tuple[str, str, Callable[[Path], tuple[Cycle, Closer]]]] = [
+        ("fencelock", "fencelock (sqlite, ttl=30, renew)", open_fencelock),
+        ("raw-sqlite", "raw sqlite3 UPSERT + UPDATE", open_raw_sqlite),
+        ("filelock", "filelock.FileLock", open_filelock),
+        ("flock", "raw fcntl.flock (fd kept open)", open_flock),
+    ]
+    needs = {"filelock": "filelock", "flock": "fcntl"}
+    opened: list[tuple[RateResult, Cycle, Closer]] = []
+    try:
+        for key, label, opener in openers:
+            if key in needs and versions.get(needs[key]) is None:
+                continue
+            cycle, closer = opener(tmp)
+            opened.append((RateResult(key, label), cycle, closer))
+            run_for(cycle, 0.1)  # warm up: files, pages, the renewer thread
+        for _ in range(settings.rounds):
+            for result, cycle, _closer in opened:
+                cycles, elapsed = run_for(cycle, settings.round_seconds)
+                result.rates.append(cycles / elapsed)
+                result.cycles += cycles
+    finally:
+        for _result, _cycle, closer in opened:
+            closer()
+    return [result for result, _cycle, _closer in opened]
+
+
+# --------------------------------------------------------------------------- contended
+
+
+class Locker(Protocol):
+    def acquire(self) -> int: ...
+
+    def release(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class FencelockLocker:
+    def __init__(self, path: Path) -> None:
+        self._client = fencelock.connect(sqlite_url(path))
+        self._lock = self._client.lock(LOCK_NAME, ttl=TTL, renew=True)
+        self._lease: fencelock.Lease | None = None
+
+    def acquire(self) -> int:
+        self._lease = self._lock.acquire(timeout=ACQUIRE_TIMEOUT)
+        return self._lease.token
+
+    def release(self) -> None:
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
+
+    def close(self) -> None:
+        self.release()
+        self._client.close()
+
+
+class FileLockLocker:
+    def __init__(self, path: Path, poll_interval: float | None) -> None:
+        from filelock import FileLock  # noqa: PLC0415 (optional peer)
+
+        self._lock = (
+            FileLock(str(path))
+            if poll_interval is None
+            else FileLock(str(path), poll_interval=poll_interval)
+        )
+
+    def acquire(self) -> int:
+        self._lock.acquire(timeout=ACQUIRE_TIMEOUT)
+        return -1
+
+    def release(self) -> None:
+        if self._lock.is_locked:
+            self._lock.release()
+
+    def close(self) -> None:
+        self.release()
+
+
+class FlockLocker:
+    """Blocking ``flock``: the kernel wakes a waiter on unlock; no polling at all."""
+
+    def __init__(self, path: Path) -> None:
+        import fcntl  # noqa: PLC0415 (Unix only)
+
+        self._fcntl = fcntl
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+
+    def acquire(self) -> int:
+        self._fcntl.flock(self._fd, self._fcntl.LOCK_EX)
+        return -1
+
+    def release(self) -> None:
+        self._fcntl.flock(self._fd, self._fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+@dataclass(frozen=True)
+class Contender:
+    key: str
+    label: str
+    wait: str  # how a waiter learns the lock is free
+    path: Path
+    poll_interval: float | None = None
+
+    def locker(self) -> Locker:
+        if self.key == "fencelock":
+            return FencelockLocker(self.path)
+        if self.key.startswith("filelock"):
+            return FileLockLocker(self.path, self.poll_interval)
+        return FlockLocker(self.path)
+
+
+@dataclass
+class WorkerReport:
+    index: int
+    sections: list[Section]
+    cpu_seconds: float
+    errors: int
+    first_error: str | None
+
+
+@dataclass(frozen=True)
+class Channels:
+    ready: Any  # multiprocessing queues: worker index when set up, then (start, end)
+    start: Any
+    results: Any
+
+
+def contended_worker(contender: Contender, index: int, hold: float, channels: Channels) -> None:
+    """One contending process; always sends one :class:`WorkerReport`, even on failure."""
+    report = WorkerReport(index, [], 0.0, 0, None)
+    try:
+        run_worker(contender, hold, channels, report)
+    except BaseException:  # KeyboardInterrupt too: report, then exit
+        report.errors += 1
+        report.first_error = report.first_error or traceback.format_exc(limit=4)
+    finally:
+        channels.results.put(report)
+
+
+def run_worker(contender: Contender, hold: float, channels: Channels, report: WorkerReport) -> None:
+    """Acquire -> hold -> release from the shared start time until the shared end time."""
+    locker = contender.locker()
+    try:
+        locker.acquire()  # warm up (connections, files, threads) before the clock starts
+        locker.release()
+        channels.ready.put(report.index)
+        start_at, end_at = channels.start.get(timeout=READY_TIMEOUT)
+        time.sleep(max(start_at - clock.now(), 0.0))
+        cpu = time.process_time()
+        while clock.now() < end_at and len(report.sections) < MAX_SECTIONS_PER_WORKER:
+            try:
+                report.sections.append(one_section(locker, hold))
+            except Exception as exc:
+                report.errors += 1
+                report.first_error = report.first_error or f"{type(exc).__name__}: {exc}"
+                if report.errors >= MAX_WORKER_ERRORS:
+                    break
+        report.cpu_seconds = time.process_time() - cpu
+    finally:
+        locker.close()
+
+
+def one_section(locker: Locker, hold: float) -> Section:
+    called = clock.now()
+    token = locker.acquire()
+    acquired = clock.now()
+    if hold > 0:
+        time.sleep(hold)
+    releasing = clock.now()
+    locker.release()
+    return called, acquired, releasing, clock.now(), token
+
+
+def run_contended(contender: Contender, settings: Settings) -> list[WorkerReport]:
+    """Start the workers, release them together, collect every report, leave nothing running."""
+    ctx = mp.get_context("spawn")
+    channels = Channels(ctx.Queue(), ctx.Queue(), ctx.Queue())
+    procs: list[SpawnProcess] = [
+        ctx.Process(
+            target=contended_worker,
+            args=(contender, i, settings.hold, channels),
+            name=f"bench-{contender.key}-{i}",
+            daemon=True,
+        )
+        for i in range(settings.workers)
+    ]
+    reports: list[WorkerReport] = []
+    grace = 5.0
+    try:
+        for proc in procs:
+            proc.start()
+        if not wait_ready(channels.ready, procs):
+            grace = 0.0
+            return collect(channels.results, len(procs), clock.now() + 2.0)
+        start_at = clock.now() + 0.1
+        for _ in procs:
+            channels.start.put((start_at, start_at + settings.contended_seconds))
+        deadline = start_at + settings.contended_seconds + ACQUIRE_TIMEOUT + 10
+        reports = collect(channels.results, len(procs), deadline)
+    finally:
+        stop(procs, grace)
+    return reports
+
+
+def wait_ready(ready: Any, procs: Sequence[SpawnProcess]) -> bool:
+    """True once every worker is set up; False as soon as one died or time ran out."""
+    count, deadline = 0, clock.now() + READY_TIMEOUT
+    while count < len(procs) and clock.now() < deadline:
+        try:
+            ready.get(timeout=0.2)
+            count += 1
+        except queue.Empty:
+            if any(proc.exitcode is not None for proc in procs):
+                break
+    if count < len(procs):
+        print(f"error: only {count} of {len(procs)} workers started", file=sys.stderr)
+    return count == len(procs)
+
+
+def collect(results: Any, expected: int, deadline: float) -> list[WorkerReport]:
+    """Up to ``expected`` reports, sorted by worker, read before the workers are joined."""
+    reports: list[WorkerReport] = []
+    try:
+        while len(reports) < expected:
+            reports.append(results.get(timeout=max(deadline - clock.now(), 0.1)))
+    except queue.Empty:
+        print(f"error: {expected - len(reports)} workers did not report", file=sys.stderr)
+    return sorted(reports, key=lambda report: report.index)
+
+
+def stop(procs: Sequence[SpawnProcess], grace: float) -> None:
+    """Join every worker within ``grace`` seconds in all; terminate the rest."""
+    deadline = clock.now() + grace
+    for proc in procs:
+        proc.join(timeout=max(deadline - clock.now(), 0.0))
+    for proc in procs:
+        if proc.is_alive():
+            print(f"warning: terminating {proc.name}", file=sys.stderr)
+            proc.terminate()
+            proc.join(timeout=5)
+
+
+# --------------------------------------------------------------------------- analysis
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of sorted values (nan when empty)."""
+    if not ordered:
+        return math.nan
+    rank = max(math.ceil(q / 100 * len(ordered)), 1)
+    return ordered[rank - 1]
+
+
+def summary_ms(values: Sequence[float]) -> dict[str, float | int]:
+    ordered = sorted(v * 1000 for v in values)
+    return {
+        "n": len(ordered),
+        "mean": statistics.fmean(ordered) if ordered else math.nan,
+        "p50": percentile(ordered, 50),
+        "p90": percentile(ordered, 90),
+        "p99": percentile(ordered, 99),
+        "p999": percentile(ordered, 99.9),
+        "max": ordered[-1] if ordered else math.nan,
+    }
+
+
+def jain(counts: Sequence[int]) -> float:
+    """Jain's fairness index: 1.0 when every worker got the same share, 1/n when one got all."""
+    total = sum(counts)
+    squares = sum(c * c for c in counts)
+    return total * total / (len(counts) * squares) if squares else math.nan
+
+
+@dataclass
+class ContendedResult:
+    key: str
+    label: str
+    wait: str
+    workers: int
+    seconds: float
+    sections_per_second: float
+    handoff_ms: dict[str, float | int]
+    cross_handoff_ms: dict[str, float | int]
+    acquire_wait_ms: dict[str, float | int]
+    self_reacquire_fraction: float
+    per_worker: list[int]
+    jain_index: float
+    cpu_cores: float
+    overlaps: int
+    token_inversions: int
+    errors: int
+    first_error: str | None
+
+
+def analyse(
+    contender: Contender, reports: list[WorkerReport], settings: Settings
+) -> ContendedResult:
+    """Order every critical section by acquire time; each neighbour pair is one handoff."""
+    ordered = sorted(
+        ((section, report.index) for report in reports for section in report.sections),
+        key=lambda item: item[0][1],
+    )
+    handoffs, cross = [], []
+    self_handoffs = overlaps = inversions = 0
+    for (prev, prev_worker), (nxt, nxt_worker) in itertools.pairwise(ordered):
+        gap = nxt[1] - prev[2]  # next acquire return - previous release call start
+        overlaps += gap < 0
+        inversions += contender.key == "fencelock" and nxt[4] <= prev[4]
+        handoffs.append(gap)
+        if nxt_worker == prev_worker:
+            self_handoffs += 1
+        else:
+            cross.append(gap)
+    start = min((s[0] for s, _ in ordered), default=0.0)
+    in_window = sum(1 for s, _ in ordered if s[1] <= start + settings.contended_seconds)
+    errors = sum(report.errors for report in reports)
+    first_error = next((r.first_error for r in reports if r.first_error), None)
+    if len(reports) < settings.workers:
+        errors += settings.workers - len(reports)
+        first_error = first_error or f"only {len(reports)} of {settings.workers} workers reported"
+    counts = [len(report.sections) for report in reports]
+    return ContendedResult(
+        key=contender.key,
+        label=contender.label,
+        wait=contender.wait,
+        workers=settings.workers,
+        seconds=settings.contended_seconds,
+        sections_per_second=in_window / settings.contended_seconds,
+        handoff_ms=summary_ms(handoffs),
+        cross_handoff_ms=summary_ms(cross),
+        acquire_wait_ms=summary_ms([s[1] - s[0] for s, _ in ordered]),
+        self_reacquire_fraction=self_handoffs / len(handoffs) if handoffs else math.nan,
+        per_worker=counts,
+        jain_index=jain(counts),
+        cpu_cores=sum(r.cpu_seconds for r in reports) / settings.contended_seconds,
+        overlaps=int(overlaps),
+        token_inversions=int(inversions),
+        errors=errors,
+        first_error=first_error,
+    )
+
+
+def contenders(tmp: Path, versions: dict[str, str | None]) -> list[Contender]:
+    found = [
+        Contender("fencelock", "fencelock sqlite", "doorbell rung", tmp / "contended-fencelock.db")
+    ]
+    if versions.get("filelock") is not None:
+        default_ms = filelock_default_poll_interval() * 1000
+        found += [
+            Contender(
+                "filelock",
+                f"filelock poll {default_ms:g} ms (default)",
+                f"sleep {default_ms:g} ms, retry",
+                tmp / "contended-filelock.lock",
+            ),
+            Contender(
+                "filelock-1ms",
+                "filelock poll 1 ms",
+                "sleep 1 ms, retry",
+                tmp / "contended-filelock-1ms.lock",
+                poll_interval=0.001,
+            ),
+        ]
+    if versions.get("fcntl") is not None:
+        found.append(
+            Contender(
+                "flock", "fcntl.flock blocking", "kernel wake-up", tmp / "contended-flock.lock"
+            )
+        )
+    return found
+
+
+# --------------------------------------------------------------------------- output
+
+
+def fmt_ms(value: float | int | None) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:.3f}" if value < 10 else f"{value:,.1f}"
+
+
+def fmt_number(value: float, spec: str) -> str:
+    return "-" if math.isnan(value) else spec.format(value)
+
+
+def new_table(title: str, columns: Sequence[str], left: int = 1) -> Table:
+    """A table whose first ``left`` columns are text and the rest right-aligned numbers."""
+    table = Table(title=title, title_justify="left")
+    for i, column in enumerate(columns):
+        table.add_column(column, justify="left" if i < left else "right", no_wrap=i < left)
+    return table
+
+
+def uncontended_table(results: list[RateResult], settings: Settings) -> Table:
+    ours = next((r for r in results if r.key == "fencelock"), None)
+    table = new_table(
+        f"1. Uncontended acquire+release, one process, one name "
+        f"(median of {settings.rounds} rounds x {settings.round_seconds:g} s)",
+        ("lock", "cycles/s", "µs/cycle", "each round (cycles/s)", "fencelock ÷ this"),
+    )
+    for r in results:
+        ratio = f"{ours.rate / r.rate:.2f}x" if ours else "-"
+        rounds = " ".join(f"{x:,.0f}" for x in r.rates)
+        table.add_row(r.label, f"{r.rate:,.0f}", f"{r.micros:.1f}", rounds, ratio)
+    return table
+
+
+def handoff_table(results: list[ContendedResult], settings: Settings) -> Table:
+    table = new_table(
+        f"2. Contended: {settings.workers} processes, one name, hold "
+        f"{settings.hold * 1000:g} ms, {settings.contended_seconds:g} s each; "
+        "handoff = next acquire return - release call start (ms)",
+        ("lock", "waiter wakes by", "CS/s", "handoff p50", "p99", "max",
+         "to other worker p50", "p99", "max", "handoffs (to other)"),
+        left=2,
+    )  # fmt: skip
+    for c in results:
+        h, x = c.handoff_ms, c.cross_handoff_ms
+        table.add_row(
+            c.label, c.wait, f"{c.sections_per_second:,.0f}",
+            fmt_ms(h["p50"]), fmt_ms(h["p99"]), fmt_ms(h["max"]),
+            fmt_ms(x["p50"]), fmt_ms(x["p99"]), fmt_ms(x["max"]), f"{h['n']:,} ({x['n']:,})",
+        )  # fmt: skip
+    return table
+
+
+def fairness_table(results: list[ContendedResult]) -> Table:
+    table = new_table(
+        "3. Contended: fairness, acquire() wait (ms), CPU and safety checks",
+        ("lock", "sections per worker", "Jain", "self re-acq", "wait p99", "wait max",
+         "CPU cores", "overlaps", "token inv.", "errors"),
+        left=2,
+    )  # fmt: skip
+    for c in results:
+        table.add_row(
+            c.label, " ".join(str(n) for n in c.per_worker), fmt_number(c.jain_index, "{:.2f}"),
+            fmt_number(c.self_reacquire_fraction, "{:.0%}"), fmt_ms(c.acquire_wait_ms["p99"]),
+            fmt_ms(c.acquire_wait_ms["max"]), f"{c.cpu_cores:.2f}", str(c.overlaps),
+            str(c.token_inversions) if c.key == "fencelock" else "n/a", str(c.errors),
+        )  # fmt: skip
+    return table
+
+
+def render(
+    uncontended: list[RateResult], contended: list[ContendedResult], settings: Settings
+) -> None:
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    console.print(uncontended_table(uncontended, settings))
+    if contended:
+        console.print(handoff_table(contended, settings))
+        console.print(fairness_table(contended))
+    for c in contended:
+        if c.first_error:
+            last_line = c.first_error.strip().splitlines()[-1]
+            console.print(f"[red]{c.label}: {c.errors} errors; first: {last_line}[/red]")
+
+
+def write_json(
+    uncontended: list[RateResult],
+    contended: list[ContendedResult],
+    settings: Settings,
+    versions: dict[str, str | None],
+    tmp: Path,
+) -> Path:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = RESULTS_DIR / f"sqlite-{stamp}.json"
+    ours = next((r for r in uncontended if r.key == "fencelock"), None)
+    document = {
+        "benchmark": "sqlite_bench",
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "settings": asdict(settings),
+        "environment": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "sqlite": sqlite3.sqlite_version,
+            "fencelock": fencelock.__version__,
+            "peers": versions,
+            "temp_dir": str(tmp),
+        },
+        "uncontended": [
+            {
+                "key": r.key,
+                "label": r.label,
+                "cycles_per_second": r.rate,
+                "micros_per_cycle": r.micros,
+                "rounds_cycles_per_second": r.rates,
+                "total_cycles": r.cycles,
+                "fencelock_ratio": ours.rate / r.rate if ours else None,
+            }
+            for r in uncontended
+        ],
+        "contended": [asdict(c) for c in contended],
+    }
+    path.write_text(json.dumps(_clean(document), indent=2, allow_nan=False) + "\n")
+    return path
+
+
+def _clean(value: Any) -> Any:
+    """NaN (an empty sample) becomes null so the JSON stays strict."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    settings = Settings.from_args(argv)
+    versions = {"filelock": peer_version("filelock"), "fcntl": peer_version("fcntl")}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="fencelock-bench-") as name:
+        tmp = Path(name)
+        print(
+            f"uncontended: {settings.rounds} rounds x {settings.round_seconds:g} s per lock ...",
+            file=sys.stderr,
+        )
+        uncontended = measure_uncontended(tmp, settings, versions)
+        contended = []
+        for contender in contenders(tmp, versions):
+            print(
+                f"contended: {contender.label}, {settings.workers} processes, "
+                f"{settings.contended_seconds:g} s ...",
+                file=sys.stderr,
+            )
+            if contender.key == "fencelock":
+                fencelock.connect(sqlite_url(contender.path)).close()  # create the schema once
+            contended.append(analyse(contender, run_contended(contender, settings), settings))
+        render(uncontended, contended, settings)
+        path = write_json(uncontended, contended, settings, versions, tmp)
+    print(f"results: {path} ({time.monotonic() - started:.0f} s)")
+    failed = any(c.errors or c.overlaps or c.token_inversions for c in contended)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

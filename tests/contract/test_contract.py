@@ -1,0 +1,214 @@
+"""The backend contract (DESIGN.md), the same for every backend."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import fencelock
+from fencelock import clock
+from tests.contract.conftest import BackendCase
+from tests.contract.workers import unsafe_increments
+
+
+def test_acquire_release_and_tokens_increase(client: fencelock.Client, name: str) -> None:
+    tokens = []
+    for _ in range(3):
+        with client.lock(name) as lease:
+            assert lease.name == name and not lease.lost
+            assert len(lease.owner) == 40
+            tokens.append(lease.token)
+    assert tokens == sorted(set(tokens))
+
+
+def test_held_lock_excludes_others(client: fencelock.Client, other: fencelock.Client,
+                                   name: str) -> None:
+    lease = client.lock(name).acquire()
+    with pytest.raises(fencelock.LockTimeout):
+        other.lock(name).acquire(timeout=0)
+    with pytest.raises(fencelock.LockTimeout):
+        other.lock(name).acquire(timeout=0.1)
+    lease.release()
+    assert other.lock(name).acquire(timeout=0).token > lease.token
+
+
+def test_failed_acquire_in_with_does_not_run_body(client: fencelock.Client,
+                                                  other: fencelock.Client, name: str) -> None:
+    held = client.lock(name).acquire()
+    ran = False
+    with pytest.raises(fencelock.LockTimeout), other.lock(name, timeout=0):
+        ran = True
+    assert not ran
+    held.release()
+
+
+def test_owners_are_unique_per_attempt(client: fencelock.Client, name: str) -> None:
+    lock = client.lock(name)
+    owners = set()
+    for _ in range(5):
+        with lock as lease:
+            owners.add(lease.owner)
+    assert len(owners) == 5
+
+
+def test_non_owner_cannot_release_or_renew(client: fencelock.Client, name: str) -> None:
+    lease = client.lock(name).acquire()
+    assert client.backend.release(name, "f" * 40) is False
+    assert client.backend.renew(name, "f" * 40, 60) is False
+    info = client.inspect(name)
+    assert info is not None and info.owner == lease.owner and info.token == lease.token
+    lease.release()
+
+
+def test_lease_expires_without_renewal(client: fencelock.Client, other: fencelock.Client,
+                                       name: str) -> None:
+    lease = client.lock(name, ttl=0.3, renew=False).acquire()
+    lost = threading.Event()
+    lease.on_lost(lambda _l: lost.set())
+    assert lease.remaining() > 0.2
+    assert lost.wait(2)
+    assert lease.lost and lease.remaining() == 0
+    with pytest.raises(fencelock.LeaseLost):
+        lease.check()
+    successor = other.lock(name).acquire(timeout=2)
+    assert successor.token > lease.token
+    with pytest.raises(fencelock.LeaseLost):
+        lease.release()
+    info = client.inspect(name)
+    assert info is not None and info.owner == successor.owner
+    successor.release()
+
+
+def test_renewal_keeps_the_lease(client: fencelock.Client, other: fencelock.Client,
+                                 name: str) -> None:
+    lease = client.lock(name, ttl=0.3).acquire()
+    time.sleep(1.0)
+    assert not lease.lost
+    lease.check()
+    with pytest.raises(fencelock.LockTimeout):
+        other.lock(name).acquire(timeout=0)
+    lease.release()
+    assert lease.released
+
+
+def test_extend_and_release_twice(client: fencelock.Client, name: str) -> None:
+    lease = client.lock(name, ttl=0.5, renew=False).acquire()
+    lease.extend(5)
+    assert lease.remaining() > 4
+    lease.release()
+    lease.release()
+    with pytest.raises(fencelock.LeaseLost):
+        lease.extend()
+
+
+def test_taken_over_lease_is_lost_at_renewal(client: fencelock.Client, other: fencelock.Client,
+                                             name: str) -> None:
+    lease = client.lock(name, ttl=0.3, renew=False).acquire()
+    time.sleep(0.35)
+    successor = other.lock(name).acquire(timeout=0)
+    with pytest.raises(fencelock.LeaseLost):
+        lease.extend(10)
+    assert successor.token > lease.token
+    successor.release()
+
+
+def test_waiter_wakes_promptly_on_release(client: fencelock.Client, other: fencelock.Client,
+                                          name: str) -> None:
+    lease = client.lock(name, ttl=30).acquire()
+    woke: list[float] = []
+
+    def wait_for_it() -> None:
+        waiter_lease = other.lock(name).acquire(timeout=10)
+        woke.append(clock.now())
+        waiter_lease.release()
+
+    waiter = threading.Thread(target=wait_for_it)
+    waiter.start()
+    time.sleep(0.2)
+    released_at = clock.now()
+    lease.release()
+    waiter.join(10)
+    # Without a notification the waiter would sleep until the 30 s TTL ran out.
+    assert woke and woke[0] - released_at < 0.25
+
+
+def test_waiter_takes_an_expired_lease_promptly(client: fencelock.Client,
+                                                other: fencelock.Client, name: str) -> None:
+    lease = client.lock(name, ttl=0.4, renew=False).acquire()
+    started = clock.now()
+    successor = other.lock(name).acquire(timeout=5)
+    assert 0.3 < clock.now() - started < 0.8
+    assert successor.token > lease.token
+    successor.release()
+
+
+def test_mutual_exclusion_across_workers(backend: BackendCase, name: str,
+                                         tmp_path: Path) -> None:
+    counter, log = tmp_path / "counter", tmp_path / "log"
+    counter.write_text("0")
+    workers, rounds = 4, 15
+    args = (backend.url, name, str(counter), rounds, str(log))
+    if backend.cross_process:
+        ctx = multiprocessing.get_context("spawn")
+        procs = [ctx.Process(target=unsafe_increments, args=args) for _ in range(workers)]
+    else:
+        procs = [threading.Thread(target=unsafe_increments, args=args) for _ in range(workers)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert int(counter.read_text()) == workers * rounds
+    spans = sorted(tuple(map(float, line.split())) for line in log.read_text().splitlines())
+    tokens = [int(t) for _, _, t in spans]
+    assert tokens == sorted(set(tokens)), "tokens follow the order of the critical sections"
+    for (_, end, _), (start, _, _) in zip(spans, spans[1:]):
+        assert end <= start, "two critical sections overlapped"
+
+
+def test_tokens_survive_restart(backend: BackendCase, name: str) -> None:
+    if not backend.persistent:
+        pytest.skip("memory:// keeps nothing across a restart, by design")
+    with fencelock.connect(backend.url) as first, first.lock(name) as lease:
+        before = lease.token
+    with fencelock.connect(backend.url) as second, second.lock(name) as lease:
+        assert lease.token > before
+
+
+def test_inspect_and_list(client: fencelock.Client, name: str) -> None:
+    assert client.inspect(name) is None
+    lease = client.lock(name).acquire()
+    info = client.inspect(name)
+    assert info is not None and info.held and info.token == lease.token
+    assert info.remaining is not None and 0 < info.remaining <= 30
+    assert [i.name for i in client.list(name.split("/")[0] + "/")] == [name]
+    lease.release()
+    info = client.inspect(name)
+    assert info is not None and not info.held and info.token == lease.token
+    assert client.list(name) == []
+
+
+def test_leaving_with_after_loss_raises(client: fencelock.Client, name: str) -> None:
+    with pytest.raises(fencelock.LeaseLost), client.lock(name, ttl=0.2, renew=False) as lease:
+        time.sleep(0.3)
+    assert lease.lost
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"ttl": 0}, "ttl must be > 0"), ({"ttl": -1}, "ttl must be > 0"),
+     ({"ttl": "5"}, "number of seconds"), ({"timeout": -1}, "timeout must be")],
+)
+def test_bad_arguments_are_config_errors(client: fencelock.Client, name: str,
+                                         kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(fencelock.ConfigError, match=message):
+        client.lock(name, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", ["", "a b", "/lead", "trail/", "a//b", "a/../b", "x" * 201, "ü"])
+def test_bad_names_are_config_errors(client: fencelock.Client, bad: str) -> None:
+    with pytest.raises(fencelock.ConfigError):
+        client.lock(bad)

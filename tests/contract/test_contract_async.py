@@ -1,0 +1,108 @@
+"""The contract through the asyncio API (same algorithm, async drivers)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+import pytest
+
+import fencelock
+from fencelock import clock
+from tests.contract.conftest import BackendCase
+
+
+def run(coro: object) -> None:
+    asyncio.run(coro)  # type: ignore[arg-type]
+
+
+def test_async_acquire_release_tokens(backend: BackendCase, name: str) -> None:
+    async def main() -> None:
+        async with fencelock.aconnect(backend.url) as client:
+            tokens = []
+            for _ in range(3):
+                async with client.lock(name) as lease:
+                    lease.check()
+                    tokens.append(lease.token)
+            assert tokens == sorted(set(tokens))
+            info = await client.inspect(name)
+            assert info is not None and info.token == tokens[-1] and not info.held
+
+    run(main())
+
+
+def test_async_mutual_exclusion_between_tasks(backend: BackendCase, name: str) -> None:
+    inside: list[int] = []
+    overlaps: list[int] = []
+
+    async def worker(client: fencelock.AsyncClient) -> None:
+        for _ in range(5):
+            async with client.lock(name, ttl=5):
+                inside.append(1)
+                if len(inside) > 1:
+                    overlaps.append(1)
+                await asyncio.sleep(0.002)
+                inside.pop()
+
+    async def main() -> None:
+        async with fencelock.aconnect(backend.url) as a, fencelock.aconnect(backend.url) as b:
+            await asyncio.gather(*(worker(c) for c in (a, b, a, b)))
+
+    run(main())
+    assert overlaps == []
+
+
+def test_async_waiter_wakes_on_release(backend: BackendCase, name: str) -> None:
+    async def main() -> float:
+        async with fencelock.aconnect(backend.url) as a, fencelock.aconnect(backend.url) as b:
+            lease = await a.lock(name, ttl=30).acquire()
+            waiter = asyncio.ensure_future(b.lock(name).acquire(timeout=10))
+            await asyncio.sleep(0.2)
+            released = clock.now()
+            await lease.release()
+            second = await waiter
+            woke = clock.now() - released
+            assert second.token > lease.token
+            await second.release()
+            return woke
+
+    assert asyncio.run(main()) < 0.25
+
+
+def test_async_renewer_keeps_and_loses(backend: BackendCase, name: str) -> None:
+    async def main() -> None:
+        async with fencelock.aconnect(backend.url) as client:
+            kept = await client.lock(name, ttl=0.3).acquire()
+            dropped = await client.lock(name + "x", ttl=0.3, renew=False).acquire()
+            lost: list[str] = []
+            dropped.on_lost(lambda lease: lost.append(lease.name))
+            await asyncio.sleep(0.8)
+            assert not kept.lost and dropped.lost and lost == [name + "x"]
+            with pytest.raises(fencelock.LeaseLost):
+                dropped.check()
+            await kept.release()
+
+    run(main())
+
+
+def test_async_timeout(backend: BackendCase, name: str) -> None:
+    async def main() -> None:
+        async with fencelock.aconnect(backend.url) as client:
+            held = await client.lock(name).acquire()
+            with pytest.raises(fencelock.LockTimeout):
+                await client.lock(name).acquire(timeout=0.1)
+            await held.release()
+
+    run(main())
+
+
+def test_sync_and_async_signatures_match() -> None:
+    pairs = [(fencelock.Lock, fencelock.AsyncLock), (fencelock.Lease, fencelock.AsyncLease),
+             (fencelock.Client, fencelock.AsyncClient)]
+    for sync_cls, async_cls in pairs:
+        for attr, member in vars(sync_cls).items():
+            if attr.startswith("_") or not callable(member) or attr == "close":
+                continue
+            twin = getattr(async_cls, attr)
+            assert list(inspect.signature(member).parameters)[1:] == list(
+                inspect.signature(twin).parameters)[1:], f"{sync_cls.__name__}.{attr}"

@@ -1,0 +1,24 @@
+"""Code that runs in child processes of the contract suite (importable by spawn)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import fencelock
+from fencelock import clock
+
+
+def unsafe_increments(url: str, name: str, counter: str, rounds: int, log: str) -> None:
+    """Read-modify-write a file counter under the lock; log (start, end, token)."""
+    with fencelock.connect(url) as client:
+        lock = client.lock(name, ttl=10)
+        for _ in range(rounds):
+            with lock as lease:
+                start = clock.now()
+                value = int(Path(counter).read_text())
+                time.sleep(0.002)
+                Path(counter).write_text(str(value + 1))
+                end = clock.now()
+            with open(log, "a") as out:
+                out.write(f"{start} {end} {lease.token}\n")

@@ -1,0 +1,79 @@
+"""The acquire loop, stepped by hand: no I/O, no clock, no server."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fencelock.engine.acquire import (
+    MAX_BACKOFF,
+    GaveUp,
+    Granted,
+    Tried,
+    TryAcquire,
+    Wait,
+    Waited,
+    acquire_flow,
+)
+from fencelock.engine.outcomes import Acquired, Busy
+from fencelock.engine.timing import clock_drift
+
+busy = st.builds(Busy, st.one_of(st.none(), st.floats(0, 5)))
+results = st.lists(st.one_of(busy, st.builds(Acquired, st.integers(1, 10**6))), min_size=1,
+                   max_size=30)
+
+
+def simulate(ttl: float, timeout: float | None, script: list[Busy | Acquired],
+             rtt: float = 0.001) -> tuple[Granted | GaveUp, list[float], float]:
+    """Drive the flow over ``script``; Wait ops always run to their timeout."""
+    now = 100.0
+    flow = acquire_flow(ttl, timeout, now, lambda: 0.5)
+    waits: list[float] = []
+    op = next(flow)
+    items = iter(script)
+    try:
+        while True:
+            if isinstance(op, TryAcquire):
+                result = next(items, Busy(None))
+                started, now = now, now + rtt
+                op = flow.send(Tried(result, started, now))
+            else:
+                assert isinstance(op, Wait)
+                waits.append(op.timeout)
+                now += op.timeout
+                op = flow.send(Waited(now))
+    except StopIteration as done:
+        return done.value, waits, now
+
+
+@given(st.floats(0.05, 60), st.one_of(st.none(), st.floats(0, 10)), results)
+def test_flow_never_overruns_its_deadline(ttl: float, timeout: float | None,
+                                          script: list[Busy | Acquired]) -> None:
+    outcome, waits, end = simulate(ttl, timeout, script)
+    assert all(w >= 0 for w in waits)
+    if timeout is not None:
+        assert end <= 100.0 + timeout + 0.002  # at most one try in flight at the deadline
+    if isinstance(outcome, Granted):
+        first_grant = next(r for r in script if isinstance(r, Acquired))
+        assert outcome.token == first_grant.token
+        assert outcome.trusted_until == outcome.started + ttl - clock_drift(ttl)
+    elif timeout is None:
+        raise AssertionError("an unbounded wait only ends when granted")
+
+
+@given(busy)
+def test_timeout_zero_tries_exactly_once(first: Busy) -> None:
+    outcome, waits, _ = simulate(30, 0, [first])
+    assert isinstance(outcome, GaveUp) and outcome.attempts == 1 and waits == []
+
+
+@given(st.floats(0.001, 5))
+def test_waits_until_the_holders_ttl(retry_after: float) -> None:
+    _, waits, _ = simulate(30, None, [Busy(retry_after), Acquired(7)])
+    assert retry_after <= waits[0] <= retry_after + 0.01
+
+
+def test_unknown_ttl_backs_off_exponentially_to_a_cap() -> None:
+    _, waits, _ = simulate(30, None, [Busy(None)] * 12 + [Acquired(1)])
+    assert waits == sorted(waits) and waits[-1] <= MAX_BACKOFF
+    assert waits[1] > waits[0]

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fencelock.fencing import MemoryGuard, SQLiteGuard
+from fencelock.errors import StaleToken
+
+
+@given(st.lists(st.integers(0, 50), max_size=60))
+def test_memory_guard_accepts_only_increasing_tokens(tokens: list[int]) -> None:
+    guard = MemoryGuard()
+    accepted = []
+    for token in tokens:
+        try:
+            guard.accept("k", token)
+            accepted.append(token)
+        except StaleToken as exc:
+            assert exc.token == token and exc.last >= token
+    assert accepted == sorted(set(accepted))
+    assert guard.rejections == len(tokens) - len(accepted)
+    assert guard.last("k") == (accepted[-1] if accepted else None)
+
+
+def test_sqlite_guard_shared_between_instances(tmp_path: Path) -> None:
+    path = str(tmp_path / "fences.db")
+    first, second = SQLiteGuard(path), SQLiteGuard(path)
+    first.accept("seat", 5)
+    with pytest.raises(StaleToken, match="token 4"):
+        second.accept("seat", 4)
+    with pytest.raises(StaleToken):
+        second.accept("seat", 5)
+    second.accept("seat", 6)
+    second.accept("other", 1)
+    assert first.last("seat") == 6 and second.rejections == 2 and first.rejections == 0
+    first.close()
+    second.close()

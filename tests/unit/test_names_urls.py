@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fencelock.engine.names import MAX_NAME_LENGTH, validate_name
+from fencelock.engine.urls import parse_url
+from fencelock.errors import ConfigError
+
+part = st.from_regex(r"[A-Za-z0-9_:@=+-][A-Za-z0-9_.:@=+-]{0,10}", fullmatch=True)
+
+
+@given(st.lists(part, min_size=1, max_size=5))
+def test_valid_names_pass(parts: list[str]) -> None:
+    name = "/".join(parts)
+    if len(name) <= MAX_NAME_LENGTH:
+        assert validate_name(name) == name
+
+
+@given(st.text(min_size=1, max_size=20).filter(lambda s: any(c in s for c in " \n\t\0{}#%?*")))
+def test_names_with_forbidden_characters_fail(name: str) -> None:
+    with pytest.raises(ConfigError, match="lock name"):
+        validate_name(name)
+
+
+def test_non_str_name() -> None:
+    with pytest.raises(ConfigError, match="must be a str"):
+        validate_name(b"x")
+
+
+def test_parse_multi_host_url_with_credentials() -> None:
+    parsed = parse_url("redlock://u:p%40ss@h1:7001,h2:7002,[::1]:7003/0?timeout=0.05")
+    assert parsed.scheme == "redlock"
+    assert parsed.hosts == (("h1", 7001), ("h2", 7002), ("::1", 7003))
+    assert parsed.username == "u" and parsed.password == "p@ss"
+    assert parsed.options == {"timeout": "0.05"}
+    assert "p%40ss" not in parsed.redacted and "***" in parsed.redacted
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [("no-scheme", "expected scheme://"), ("redis://h:99999", "bad port"),
+     ("redis://h:x", "bad port"), ("redis://h,,k", "empty host"),
+     ("redis://h?a=1&a=2", "given twice"), (5, "must be a str")],
+)
+def test_bad_urls(url: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_url(url)

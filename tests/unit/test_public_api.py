@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+import fencelock
+
+
+def test_all_is_sorted_and_complete() -> None:
+    public = sorted(n for n in vars(fencelock) if not n.startswith("_") and n not in {
+        "annotations", "backends", "client", "engine", "errors", "lease", "primitives",
+        "renewal", "clock", "metrics", "fencing", "cli", "demo"})
+    assert fencelock.__all__ == sorted(fencelock.__all__)
+    assert public == fencelock.__all__
+
+
+def test_every_error_is_a_fencelock_error() -> None:
+    for name in fencelock.__all__:
+        obj = getattr(fencelock, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, fencelock.FencelockError)
