@@ -108,7 +108,7 @@ def peer_version(module: str) -> str | None:
 
 def filelock_default_poll_interval() -> float:
     """filelock's own default, read from its signature rather than assumed."""
-    from filelock import FileLock  # noqa: PLC0415 (an optional peer: imported only if present)
+    from filelock import FileLock
 
     default = inspect.signature(FileLock.__init__).parameters["poll_interval"].default
     return float(default)
@@ -176,7 +176,7 @@ def open_raw_sqlite(tmp: Path) -> tuple[Cycle, Closer]:
 
 
 def open_filelock(tmp: Path) -> tuple[Cycle, Closer]:
-    from filelock import FileLock  # noqa: PLC0415 (optional peer)
+    from filelock import FileLock
 
     lock = FileLock(str(tmp / "uncontended-filelock.lock"))
 
@@ -188,7 +188,7 @@ def open_filelock(tmp: Path) -> tuple[Cycle, Closer]:
 
 
 def open_flock(tmp: Path) -> tuple[Cycle, Closer]:
-    import fcntl  # noqa: PLC0415 (Unix only)
+    import fcntl
 
     fd = os.open(tmp / "uncontended-flock.lock", os.O_RDWR | os.O_CREAT, 0o600)
 
@@ -278,7 +278,7 @@ class FencelockLocker:
 
 class FileLockLocker:
     def __init__(self, path: Path, poll_interval: float | None) -> None:
-        from filelock import FileLock  # noqa: PLC0415 (optional peer)
+        from filelock import FileLock
 
         self._lock = (
             FileLock(str(path))
@@ -302,7 +302,7 @@ class FlockLocker:
     """Blocking ``flock``: the kernel wakes a waiter on unlock; no polling at all."""
 
     def __init__(self, path: Path) -> None:
-        import fcntl  # noqa: PLC0415 (Unix only)
+        import fcntl
 
         self._fcntl = fcntl
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)

@@ -1,12 +1,14 @@
 """fencelock: distributed locks that stay correct when processes pause.
 
-    import fencelock
+import fencelock
 
-    with fencelock.connect() as client:
-        with client.lock("orders/99999") as lease:
-            lease.token       # strictly greater than every earlier token for the name
-            lease.check()     # raises LeaseLost if the lease can no longer be trusted
+with fencelock.connect() as client:
+    with client.lock("orders/99999") as lease:
+        lease.token       # strictly greater than every earlier token for the name
+        lease.check()     # raises LeaseLost if the lease can no longer be trusted
 """
+
+import logging
 
 from fencelock.backends.base import LockInfo
 from fencelock.client import AsyncClient, Client, aconnect, connect, default_url
@@ -23,6 +25,9 @@ from fencelock.lease import AsyncLease, Lease
 from fencelock.primitives.lock import AsyncLock, Lock
 
 __version__ = "0.1.0"
+
+# A library stays quiet unless the application configures logging.
+logging.getLogger("fencelock").addHandler(logging.NullHandler())
 
 __all__ = [
     "AsyncClient",

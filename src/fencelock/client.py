@@ -43,8 +43,14 @@ class Client:
     def url(self) -> str:
         return self.backend.url
 
-    def lock(self, name: str, *, ttl: float = DEFAULT_TTL, renew: bool = True,
-             timeout: float | None = None) -> Lock:
+    def lock(
+        self,
+        name: str,
+        *,
+        ttl: float = DEFAULT_TTL,
+        renew: bool = True,
+        timeout: float | None = None,
+    ) -> Lock:
         """A mutual-exclusion lock on ``name``.
 
         ``ttl``: seconds the lease lives without renewal; ``renew=False`` gives a
@@ -68,8 +74,12 @@ class Client:
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
 
@@ -84,8 +94,14 @@ class AsyncClient:
     def url(self) -> str:
         return self.backend.url
 
-    def lock(self, name: str, *, ttl: float = DEFAULT_TTL, renew: bool = True,
-             timeout: float | None = None) -> AsyncLock:
+    def lock(
+        self,
+        name: str,
+        *,
+        ttl: float = DEFAULT_TTL,
+        renew: bool = True,
+        timeout: float | None = None,
+    ) -> AsyncLock:
         """A mutual-exclusion lock on ``name`` for asyncio; arguments as :meth:`Client.lock`."""
         return AsyncLock(self, validate_name(name), validate_ttl(ttl), renew, timeout)
 
@@ -103,8 +119,12 @@ class AsyncClient:
     async def __aenter__(self) -> AsyncClient:
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         await self.aclose()
 
 

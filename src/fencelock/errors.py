@@ -44,7 +44,8 @@ class StaleToken(FencelockError):
 
     def __init__(self, key: str, token: int, last: int) -> None:
         super().__init__(
-            f"stale fencing token {token} for {key!r}: a write with token {last} was already accepted"
+            f"stale fencing token {token} for {key!r}: "
+            f"a write with token {last} was already accepted"
         )
         self.key = key
         self.token = token

@@ -99,8 +99,12 @@ class LeaseBase:
                 self.lost_reason = reason or event.value
                 callbacks, self._callbacks = self._callbacks, []
         if newly_lost:
-            log.warning("fencelock: lease on %r (token %d) lost: %s", self.name, self.token,
-                        self.lost_reason)
+            log.warning(
+                "fencelock: lease on %r (token %d) lost: %s",
+                self.name,
+                self.token,
+                self.lost_reason,
+            )
             self._lost.set()
             for callback in callbacks:
                 self._run_callback(callback)
@@ -141,8 +145,17 @@ class LeaseBase:
 class Lease(LeaseBase):
     """A held lease (sync API). ``token`` is the fencing token to pass to resources."""
 
-    def __init__(self, backend: Backend, renewer: Renewer, name: str, owner: str, token: int,
-                 ttl: float, renew: bool, trusted_until: float) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        renewer: Renewer,
+        name: str,
+        owner: str,
+        token: int,
+        ttl: float,
+        renew: bool,
+        trusted_until: float,
+    ) -> None:
         super().__init__(name, owner, token, ttl, renew, trusted_until)
         self._backend, self._renewer = backend, renewer
 
@@ -175,8 +188,17 @@ class Lease(LeaseBase):
 class AsyncLease(LeaseBase):
     """A held lease (asyncio API)."""
 
-    def __init__(self, backend: AsyncBackend, renewer: AsyncRenewer, name: str, owner: str,
-                 token: int, ttl: float, renew: bool, trusted_until: float) -> None:
+    def __init__(
+        self,
+        backend: AsyncBackend,
+        renewer: AsyncRenewer,
+        name: str,
+        owner: str,
+        token: int,
+        ttl: float,
+        renew: bool,
+        trusted_until: float,
+    ) -> None:
         super().__init__(name, owner, token, ttl, renew, trusted_until)
         self._backend, self._renewer = backend, renewer
 

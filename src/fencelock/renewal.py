@@ -9,6 +9,7 @@ table; only the waiting and the renew call differ between the two colours.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import threading
@@ -96,13 +97,16 @@ class Renewer:
 
     def track(self, lease: Lease) -> None:
         with self._wake:
-            self._schedule.put(lease, first_due(lease, clock.now()))
+            head = self._schedule.next_due()
+            due = first_due(lease, clock.now())
+            self._schedule.put(lease, due)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="fencelock-renewer", daemon=True
                 )
                 self._thread.start()
-            self._wake.notify()
+            elif head is None or due < head:
+                self._wake.notify()
 
     def forget(self, lease: Lease) -> None:
         with self._wake:
@@ -164,10 +168,8 @@ class AsyncRenewer:
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
             self._task = None
 
     async def _run(self) -> None:
@@ -177,10 +179,8 @@ class AsyncRenewer:
                 due = self._schedule.next_due()
                 self._wake.clear()
                 timeout = None if due is None else max(due - clock.now(), 0.0)
-                try:
+                with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
-                except asyncio.TimeoutError:
-                    pass
                 continue
             due = await self._service(lease)
             if due is not None and is_live(lease.state):

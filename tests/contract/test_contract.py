@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import threading
 import time
@@ -25,8 +26,9 @@ def test_acquire_release_and_tokens_increase(client: fencelock.Client, name: str
     assert tokens == sorted(set(tokens))
 
 
-def test_held_lock_excludes_others(client: fencelock.Client, other: fencelock.Client,
-                                   name: str) -> None:
+def test_held_lock_excludes_others(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
     lease = client.lock(name).acquire()
     with pytest.raises(fencelock.LockTimeout):
         other.lock(name).acquire(timeout=0)
@@ -36,8 +38,9 @@ def test_held_lock_excludes_others(client: fencelock.Client, other: fencelock.Cl
     assert other.lock(name).acquire(timeout=0).token > lease.token
 
 
-def test_failed_acquire_in_with_does_not_run_body(client: fencelock.Client,
-                                                  other: fencelock.Client, name: str) -> None:
+def test_failed_acquire_in_with_does_not_run_body(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
     held = client.lock(name).acquire()
     ran = False
     with pytest.raises(fencelock.LockTimeout), other.lock(name, timeout=0):
@@ -64,8 +67,9 @@ def test_non_owner_cannot_release_or_renew(client: fencelock.Client, name: str) 
     lease.release()
 
 
-def test_lease_expires_without_renewal(client: fencelock.Client, other: fencelock.Client,
-                                       name: str) -> None:
+def test_lease_expires_without_renewal(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
     lease = client.lock(name, ttl=0.3, renew=False).acquire()
     lost = threading.Event()
     lease.on_lost(lambda _l: lost.set())
@@ -83,8 +87,9 @@ def test_lease_expires_without_renewal(client: fencelock.Client, other: fenceloc
     successor.release()
 
 
-def test_renewal_keeps_the_lease(client: fencelock.Client, other: fencelock.Client,
-                                 name: str) -> None:
+def test_renewal_keeps_the_lease(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
     lease = client.lock(name, ttl=0.3).acquire()
     time.sleep(1.0)
     assert not lease.lost
@@ -105,8 +110,9 @@ def test_extend_and_release_twice(client: fencelock.Client, name: str) -> None:
         lease.extend()
 
 
-def test_taken_over_lease_is_lost_at_renewal(client: fencelock.Client, other: fencelock.Client,
-                                             name: str) -> None:
+def test_taken_over_lease_is_lost_at_renewal(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
     lease = client.lock(name, ttl=0.3, renew=False).acquire()
     time.sleep(0.35)
     successor = other.lock(name).acquire(timeout=0)
@@ -116,8 +122,9 @@ def test_taken_over_lease_is_lost_at_renewal(client: fencelock.Client, other: fe
     successor.release()
 
 
-def test_waiter_wakes_promptly_on_release(client: fencelock.Client, other: fencelock.Client,
-                                          name: str) -> None:
+def test_waiter_wakes_promptly_on_release(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
     lease = client.lock(name, ttl=30).acquire()
     woke: list[float] = []
 
@@ -136,8 +143,9 @@ def test_waiter_wakes_promptly_on_release(client: fencelock.Client, other: fence
     assert woke and woke[0] - released_at < 0.25
 
 
-def test_waiter_takes_an_expired_lease_promptly(client: fencelock.Client,
-                                                other: fencelock.Client, name: str) -> None:
+def test_waiter_takes_an_expired_lease_promptly(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
     lease = client.lock(name, ttl=0.4, renew=False).acquire()
     started = clock.now()
     successor = other.lock(name).acquire(timeout=5)
@@ -146,8 +154,7 @@ def test_waiter_takes_an_expired_lease_promptly(client: fencelock.Client,
     successor.release()
 
 
-def test_mutual_exclusion_across_workers(backend: BackendCase, name: str,
-                                         tmp_path: Path) -> None:
+def test_mutual_exclusion_across_workers(backend: BackendCase, name: str, tmp_path: Path) -> None:
     counter, log = tmp_path / "counter", tmp_path / "log"
     counter.write_text("0")
     workers, rounds = 4, 15
@@ -165,7 +172,7 @@ def test_mutual_exclusion_across_workers(backend: BackendCase, name: str,
     spans = sorted(tuple(map(float, line.split())) for line in log.read_text().splitlines())
     tokens = [int(t) for _, _, t in spans]
     assert tokens == sorted(set(tokens)), "tokens follow the order of the critical sections"
-    for (_, end, _), (start, _, _) in zip(spans, spans[1:]):
+    for (_, end, _), (start, _, _) in itertools.pairwise(spans):
         assert end <= start, "two critical sections overlapped"
 
 
@@ -184,7 +191,7 @@ def test_inspect_and_list(client: fencelock.Client, name: str) -> None:
     info = client.inspect(name)
     assert info is not None and info.held and info.token == lease.token
     assert info.remaining is not None and 0 < info.remaining <= 30
-    assert [i.name for i in client.list(name.split("/")[0] + "/")] == [name]
+    assert [i.name for i in client.list(name.split("/", maxsplit=1)[0] + "/")] == [name]
     lease.release()
     info = client.inspect(name)
     assert info is not None and not info.held and info.token == lease.token
@@ -199,11 +206,16 @@ def test_leaving_with_after_loss_raises(client: fencelock.Client, name: str) -> 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"ttl": 0}, "ttl must be > 0"), ({"ttl": -1}, "ttl must be > 0"),
-     ({"ttl": "5"}, "number of seconds"), ({"timeout": -1}, "timeout must be")],
+    [
+        ({"ttl": 0}, "ttl must be > 0"),
+        ({"ttl": -1}, "ttl must be > 0"),
+        ({"ttl": "5"}, "number of seconds"),
+        ({"timeout": -1}, "timeout must be"),
+    ],
 )
-def test_bad_arguments_are_config_errors(client: fencelock.Client, name: str,
-                                         kwargs: dict[str, object], message: str) -> None:
+def test_bad_arguments_are_config_errors(
+    client: fencelock.Client, name: str, kwargs: dict[str, object], message: str
+) -> None:
     with pytest.raises(fencelock.ConfigError, match=message):
         client.lock(name, **kwargs)  # type: ignore[arg-type]
 

@@ -97,12 +97,17 @@ def test_async_timeout(backend: BackendCase, name: str) -> None:
 
 
 def test_sync_and_async_signatures_match() -> None:
-    pairs = [(fencelock.Lock, fencelock.AsyncLock), (fencelock.Lease, fencelock.AsyncLease),
-             (fencelock.Client, fencelock.AsyncClient)]
+    pairs = [
+        (fencelock.Lock, fencelock.AsyncLock),
+        (fencelock.Lease, fencelock.AsyncLease),
+        (fencelock.Client, fencelock.AsyncClient),
+    ]
     for sync_cls, async_cls in pairs:
         for attr, member in vars(sync_cls).items():
             if attr.startswith("_") or not callable(member) or attr == "close":
                 continue
             twin = getattr(async_cls, attr)
-            assert list(inspect.signature(member).parameters)[1:] == list(
-                inspect.signature(twin).parameters)[1:], f"{sync_cls.__name__}.{attr}"
+            assert (
+                list(inspect.signature(member).parameters)[1:]
+                == list(inspect.signature(twin).parameters)[1:]
+            ), f"{sync_cls.__name__}.{attr}"

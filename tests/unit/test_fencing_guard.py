@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fencelock.fencing import MemoryGuard, SQLiteGuard
 from fencelock.errors import StaleToken
+from fencelock.fencing import MemoryGuard, SQLiteGuard
 
 
 @given(st.lists(st.integers(0, 50), max_size=60))

@@ -40,9 +40,14 @@ def test_parse_multi_host_url_with_credentials() -> None:
 
 @pytest.mark.parametrize(
     ("url", "message"),
-    [("no-scheme", "expected scheme://"), ("redis://h:99999", "bad port"),
-     ("redis://h:x", "bad port"), ("redis://h,,k", "empty host"),
-     ("redis://h?a=1&a=2", "given twice"), (5, "must be a str")],
+    [
+        ("no-scheme", "expected scheme://"),
+        ("redis://h:99999", "bad port"),
+        ("redis://h:x", "bad port"),
+        ("redis://h,,k", "empty host"),
+        ("redis://h?a=1&a=2", "given twice"),
+        (5, "must be a str"),
+    ],
 )
 def test_bad_urls(url: object, message: str) -> None:
     with pytest.raises(ConfigError, match=message):

@@ -18,4 +18,6 @@ def test_renewal_comes_well_before_the_safe_time_ends(started: float, ttl: float
 @given(times, ttls, st.floats(0, 100))
 def test_retry_never_lands_after_the_safe_time(now: float, ttl: float, left: float) -> None:
     end = now + left
-    assert now < renewal.retry_at(now, ttl, end) <= end or left == 0
+    retry = renewal.retry_at(now, ttl, end)
+    assert now <= retry <= end
+    assert retry > now or end == now

@@ -139,3 +139,25 @@ def test_html_is_self_contained_and_escapes_text() -> None:
 def test_empty_round_renders() -> None:
     root = _parse(timeline.render_svg([Trace("nothing happened", 2, 5.0, 5.0)]))
     assert _with_class(root, "hold") == []
+
+
+def test_labels_in_one_row_are_spread_apart() -> None:
+    first = timeline.Label(1, 100.0, "seat 6 sold twice", "red")
+    second = timeline.Label(1, 110.0, "SIGSTOP 0.9s", "red")
+    other_row = timeline.Label(2, 105.0, "#7 rejected", "orange")
+    placed = timeline.spread([second, other_row, first])
+    by_text = {label.text: label for label in placed}
+    assert by_text["seat 6 sold twice"].x == 100.0
+    assert by_text["SIGSTOP 0.9s"].x >= 100.0 + first.width
+    assert by_text["#7 rejected"].x == 105.0
+
+
+def test_callouts_near_the_right_edge_turn_left() -> None:
+    trace = _trace()
+    late = Write(2, trace.end, 1, 2, "double")
+    labels = timeline.top_labels(
+        dataclasses.replace(trace, writes=(late,), pauses=()),
+        timeline.Scale(trace.start, trace.end - trace.start),
+    )
+    (callout,) = labels
+    assert callout.x + callout.width <= timeline.WIDTH - timeline.RIGHT

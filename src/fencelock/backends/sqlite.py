@@ -7,9 +7,12 @@ and expiry, and the file outlives restarts, so tokens never go backwards.
 
 Expiry is measured on the host's boot-time clock (:mod:`fencelock.clock`), one
 clock for every process on the host; a lease written during an earlier boot is
-expired, since its holder cannot still be running. Waiters register a doorbell
-(:mod:`fencelock.backends.doorbell`) in the same transaction that found the
-lease busy, and a release rings them.
+expired, since its holder cannot still be running.
+
+Waiters queue a doorbell (:mod:`fencelock.backends.doorbell`) in the same
+transaction that found the lease busy. A release rings the oldest live waiter
+only (no thundering herd); a waiter that leaves the queue while the lease is
+free passes the ring on, so a wake-up is never swallowed by a departing waiter.
 """
 
 from __future__ import annotations
@@ -35,11 +38,12 @@ CREATE TABLE IF NOT EXISTS fencelock_leases (
     expires_at REAL NOT NULL,
     boot TEXT NOT NULL
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS fencelock_waiters (
+CREATE TABLE IF NOT EXISTS fencelock_queue (
+    seq INTEGER PRIMARY KEY,
     name TEXT NOT NULL,
-    address BLOB NOT NULL,
-    PRIMARY KEY (name, address)
-) WITHOUT ROWID;
+    address BLOB NOT NULL UNIQUE
+);
+CREATE INDEX IF NOT EXISTS fencelock_queue_name ON fencelock_queue (name, seq);
 """
 
 _TAKE = """
@@ -75,14 +79,23 @@ def database_path(parsed: ParsedURL) -> str:
 
 
 class SQLiteAttempt:
+    """One acquisition; its doorbell and queue entry exist only once it has had to wait."""
+
     def __init__(self, backend: SQLiteBackend, name: str, owner: str, ttl: float) -> None:
         self._backend, self._name, self._owner, self._ttl = backend, name, owner, ttl
         self._doorbell: Doorbell | None = None
+        self._queued = False
 
     def try_acquire(self) -> AttemptResult:
-        if self._doorbell is None:
+        address = None if self._doorbell is None else self._doorbell.address
+        result = self._backend.take(self._name, self._owner, self._ttl, address)
+        if isinstance(result, Busy) and self._doorbell is None:
+            # Queue a doorbell and look again in the same transaction, so that a
+            # release between the two looks cannot go unnoticed.
             self._doorbell = Doorbell()
-        return self._backend.take(self._name, self._owner, self._ttl, self._doorbell.address)
+            result = self._backend.take(self._name, self._owner, self._ttl, self._doorbell.address)
+        self._queued = isinstance(result, Busy)
+        return result
 
     def wait(self, timeout: float) -> None:
         if self._doorbell is not None:
@@ -91,7 +104,8 @@ class SQLiteAttempt:
     def close(self) -> None:
         if self._doorbell is not None:
             self._doorbell.close()
-            self._backend.forget_waiter(self._name, self._doorbell.address)
+            if self._queued:
+                self._backend.leave_queue(self._name, self._doorbell.address)
             self._doorbell = None
 
 
@@ -146,50 +160,62 @@ class SQLiteBackend:
     def attempt(self, name: str, owner: str, ttl: float) -> SQLiteAttempt:
         return SQLiteAttempt(self, name, owner, ttl)
 
-    def take(self, name: str, owner: str, ttl: float, doorbell: bytes) -> AttemptResult:
-        """One transaction: take the lease, or register ``doorbell`` and report the holder's TTL."""
+    def take(self, name: str, owner: str, ttl: float, doorbell: bytes | None) -> AttemptResult:
+        """One transaction: take the lease, or queue ``doorbell`` and report the holder's TTL."""
         with self._transaction() as conn:
             now = clock.now()
             params = {"name": name, "owner": owner, "expires_at": now + ttl, "boot": self._boot}
             row = conn.execute(_TAKE, {**params, "now": now}).fetchone()
             if row is not None:
+                if doorbell is not None:
+                    conn.execute("DELETE FROM fencelock_queue WHERE address = ?", (doorbell,))
+                return Acquired(int(row[0]))
+            if doorbell is not None:
                 conn.execute(
-                    "DELETE FROM fencelock_waiters WHERE name = ? AND address = ?",
+                    "INSERT OR IGNORE INTO fencelock_queue (name, address) VALUES (?, ?)",
                     (name, doorbell),
                 )
-                return Acquired(int(row[0]))
-            conn.execute(
-                "INSERT OR IGNORE INTO fencelock_waiters (name, address) VALUES (?, ?)",
-                (name, doorbell),
-            )
             (expires_at,) = conn.execute(
                 "SELECT expires_at FROM fencelock_leases WHERE name = ?", (name,)
             ).fetchone()
             return Busy(max(float(expires_at) - now, 0.0))
 
-    def forget_waiter(self, name: str, address: bytes) -> None:
+    def leave_queue(self, name: str, address: bytes) -> None:
+        """Remove a waiter; if the lease is free now, wake the next one in its place."""
         with self._transaction() as conn:
-            conn.execute(
-                "DELETE FROM fencelock_waiters WHERE name = ? AND address = ?", (name, address)
+            conn.execute("DELETE FROM fencelock_queue WHERE address = ?", (address,))
+            free = (
+                conn.execute(
+                    f"SELECT 1 FROM fencelock_leases WHERE name = :name AND {_LIVE}",
+                    {"name": name, "boot": self._boot, "now": clock.now()},
+                ).fetchone()
+                is None
             )
+        if free:
+            self._wake_next(name)
+
+    def _wake_next(self, name: str) -> None:
+        """Ring the oldest waiter that still listens; drop the ones that died."""
+        while True:
+            with self._mutex, self._translated():
+                row = self._conn.execute(
+                    "SELECT address FROM fencelock_queue WHERE name = ? ORDER BY seq LIMIT 1",
+                    (name,),
+                ).fetchone()
+            if row is None or self._ringer.ring(bytes(row[0])):
+                return
+            with self._transaction() as conn:
+                conn.execute("DELETE FROM fencelock_queue WHERE address = ?", (row[0],))
 
     def release(self, name: str, owner: str) -> bool:
         with self._transaction() as conn:
-            now = clock.now()
             released = conn.execute(
                 f"UPDATE fencelock_leases SET owner = NULL, expires_at = 0 "
                 f"WHERE name = :name AND owner = :owner AND {_LIVE}",
-                {"name": name, "owner": owner, "boot": self._boot, "now": now},
+                {"name": name, "owner": owner, "boot": self._boot, "now": clock.now()},
             ).rowcount
-            waiters = [
-                bytes(r[0])
-                for r in conn.execute(
-                    "SELECT address FROM fencelock_waiters WHERE name = ?", (name,)
-                )
-            ]
-        gone = [address for address in waiters if not self._ringer.ring(address)]
-        for address in gone:
-            self.forget_waiter(name, address)
+        if released:
+            self._wake_next(name)
         return released == 1
 
     def renew(self, name: str, owner: str, ttl: float) -> bool:
@@ -219,7 +245,7 @@ class SQLiteBackend:
             if row is None:
                 return None
             (waiters,) = self._conn.execute(
-                "SELECT count(*) FROM fencelock_waiters WHERE name = ?", (name,)
+                "SELECT count(*) FROM fencelock_queue WHERE name = ?", (name,)
             ).fetchone()
         return self._info(row, clock.now(), int(waiters))
 
@@ -234,8 +260,9 @@ class SQLiteBackend:
             ).fetchall()
         return [self._info(row, now, None) for row in rows]
 
-    def _info(self, row: tuple[str, str | None, int, float, str], now: float,
-              waiters: int | None) -> LockInfo:
+    def _info(
+        self, row: tuple[str, str | None, int, float, str], now: float, waiters: int | None
+    ) -> LockInfo:
         name, owner, token, expires_at, boot = row
         live = owner is not None and boot == self._boot and expires_at > now
         return LockInfo(

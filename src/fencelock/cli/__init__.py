@@ -61,16 +61,10 @@ def cli() -> None:
 
 def main() -> None:
     """Entry point of the ``fencelock`` command."""
-    from fencelock.cli import inspect_cmds, run_cmd
+    from fencelock.cli import demo, inspect_cmds, run_cmd
 
-    for module in (run_cmd, inspect_cmds):
+    for module in (run_cmd, inspect_cmds, demo):
         module.register(cli)
-    try:
-        from fencelock.cli import demo
-
-        demo.register(cli)
-    except ImportError:
-        pass
     # The CLI reports losses itself, one line each; keep the library's log quiet.
     logging.getLogger("fencelock").addHandler(logging.NullHandler())
     logging.getLogger("fencelock").propagate = False

@@ -43,8 +43,9 @@ def status(url: str | None, as_json: bool, name: str) -> None:
     with errors_as_exit_codes(), fencelock.connect(url) as client:
         info = client.inspect(name)
     if as_json:
-        click.echo(json.dumps(info_dict(info) if info else {"name": name, "held": False,
-                                                             "token": None}))
+        click.echo(
+            json.dumps(info_dict(info) if info else {"name": name, "held": False, "token": None})
+        )
     else:
         click.echo(describe(info) if info else f"{name}: never locked")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -27,10 +28,8 @@ class GroupStopper:
         self.stopping = threading.Event()
 
     def signal(self, signum: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pgid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def stop(self) -> None:
         if not self.stopping.is_set():
@@ -77,16 +76,19 @@ def run_locked(lease: Lease, command: tuple[str, ...], grace: float) -> int:
     proc = _spawn(command, lease)
     stopper = GroupStopper(proc.pid, grace)
     lost_at: list[float] = []
-    lease.on_lost(lambda _lease: (lost_at.append(time.monotonic()), stopper.stop()))
+
+    def stop_command(_lease: Lease) -> None:
+        lost_at.append(time.monotonic())
+        stopper.stop()
+
+    lease.on_lost(stop_command)
     _forward_signals(stopper)
     returncode = proc.wait()
     if lost_at:
         stopper.finish(lost_at[0])
         reason = lease.lost_reason
-        try:
+        with contextlib.suppress(fencelock.LeaseLost):
             lease.release()
-        except fencelock.LeaseLost:
-            pass
         fail(
             f"lease on {lease.name!r} (token {lease.token}) lost while the command ran "
             f"({reason}); the command was stopped",
@@ -99,17 +101,40 @@ def run_locked(lease: Lease, command: tuple[str, ...], grace: float) -> int:
 
 @click.command(context_settings={"allow_interspersed_args": False})
 @url_option
-@click.option("--ttl", type=float, default=30.0, show_default=True,
-              help="Lease TTL in seconds; renewed at about a third of it while CMD runs.")
-@click.option("--wait", "wait", type=float, default=None, metavar="SECONDS",
-              help="Give up after waiting this long for the lock (default: wait forever).")
+@click.option(
+    "--ttl",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Lease TTL in seconds; renewed at about a third of it while CMD runs.",
+)
+@click.option(
+    "--wait",
+    "wait",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Give up after waiting this long for the lock (default: wait forever).",
+)
 @click.option("--no-wait", is_flag=True, help="Try once; exit 75 at once if the lock is busy.")
-@click.option("--grace", type=float, default=10.0, show_default=True,
-              help="Seconds between SIGTERM and SIGKILL when the lease is lost.")
+@click.option(
+    "--grace",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="Seconds between SIGTERM and SIGKILL when the lease is lost.",
+)
 @click.argument("name")
 @click.argument("command", nargs=-1, required=True)
-def run(url: str | None, ttl: float, wait: float | None, no_wait: bool, grace: float,
-        name: str, command: tuple[str, ...]) -> None:
+def run(
+    url: str | None,
+    ttl: float,
+    wait: float | None,
+    no_wait: bool,
+    grace: float,
+    name: str,
+    command: tuple[str, ...],
+) -> None:
     """Hold lock NAME while COMMAND runs.
 
     COMMAND gets FENCELOCK_TOKEN and FENCELOCK_NAME in its environment. Exits

@@ -79,9 +79,7 @@ def acquire_flow(
         assert isinstance(tried, Tried)
         attempts += 1
         if isinstance(tried.result, Acquired):
-            return Granted(
-                tried.result.token, tried.started, trusted_until(tried.started, ttl)
-            )
+            return Granted(tried.result.token, tried.started, trusted_until(tried.started, ttl))
         remaining = None if deadline is None else deadline - tried.finished
         if remaining is not None and remaining <= 0:
             return GaveUp(tried.finished - now, attempts)

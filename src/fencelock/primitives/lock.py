@@ -97,8 +97,9 @@ class Lock(_LockBase):
     lease was lost while the block ran.
     """
 
-    def __init__(self, client: Client, name: str, ttl: float, renew: bool,
-                 timeout: float | None = None) -> None:
+    def __init__(
+        self, client: Client, name: str, ttl: float, renew: bool, timeout: float | None = None
+    ) -> None:
         super().__init__(name, ttl, renew, timeout)
         self._client = client
         self._lease: Lease | None = None
@@ -119,8 +120,16 @@ class Lock(_LockBase):
             attempt.close()
         if isinstance(outcome, GaveUp):
             raise _timed_out(self.name, outcome)
-        lease = Lease(self._client.backend, self._client.renewer, self.name, owner,
-                      outcome.token, self.ttl, self.renew, outcome.trusted_until)
+        lease = Lease(
+            self._client.backend,
+            self._client.renewer,
+            self.name,
+            owner,
+            outcome.token,
+            self.ttl,
+            self.renew,
+            outcome.trusted_until,
+        )
         self._client.renewer.track(lease)
         return lease
 
@@ -130,8 +139,12 @@ class Lock(_LockBase):
         self._lease = self.acquire(self.timeout)
         return self._lease
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         lease, self._lease = self._lease, None
         if lease is None:
             return
@@ -145,8 +158,9 @@ class Lock(_LockBase):
 class AsyncLock(_LockBase):
     """A named lock for asyncio: ``async with lock as lease:``."""
 
-    def __init__(self, client: AsyncClient, name: str, ttl: float, renew: bool,
-                 timeout: float | None = None) -> None:
+    def __init__(
+        self, client: AsyncClient, name: str, ttl: float, renew: bool, timeout: float | None = None
+    ) -> None:
         super().__init__(name, ttl, renew, timeout)
         self._client = client
         self._lease: AsyncLease | None = None
@@ -161,8 +175,16 @@ class AsyncLock(_LockBase):
             await attempt.close()
         if isinstance(outcome, GaveUp):
             raise _timed_out(self.name, outcome)
-        lease = AsyncLease(self._client.backend, self._client.renewer, self.name, owner,
-                           outcome.token, self.ttl, self.renew, outcome.trusted_until)
+        lease = AsyncLease(
+            self._client.backend,
+            self._client.renewer,
+            self.name,
+            owner,
+            outcome.token,
+            self.ttl,
+            self.renew,
+            outcome.trusted_until,
+        )
         self._client.renewer.track(lease)
         return lease
 
@@ -172,8 +194,12 @@ class AsyncLock(_LockBase):
         self._lease = await self.acquire(self.timeout)
         return self._lease
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         lease, self._lease = self._lease, None
         if lease is None:
             return
