@@ -24,7 +24,8 @@ typecheck: install-test
 test: lint typecheck
 	$(BIN)/pytest -q tests
 
-bench: install-test
+bench:
+	@scripts/bootstrap.sh test,bench
 	$(BIN)/python bench/sqlite_bench.py
 
 clean:

@@ -27,8 +27,12 @@ __all__ = ["FencingGuard", "MemoryGuard", "SQLiteGuard", "StaleToken", "sqlite_f
 
 
 class FencingGuard(Protocol):
-    def accept(self, key: str, token: int) -> None:
-        """Record ``token`` for ``key``, or raise StaleToken if it is not newer."""
+    def accept(self, key: str, token: int, *, allow_equal: bool = False) -> None:
+        """Record ``token`` for ``key``, or raise StaleToken if it is not newer.
+
+        ``allow_equal=True`` also accepts the last accepted token again, so one
+        lease may write the same key several times (two leases never share a token).
+        """
 
     def last(self, key: str) -> int | None:
         """The last token accepted for ``key``."""
@@ -50,10 +54,10 @@ class MemoryGuard(_Rejections):
         self._last: dict[str, int] = {}
         self._guard = threading.Lock()
 
-    def accept(self, key: str, token: int) -> None:
+    def accept(self, key: str, token: int, *, allow_equal: bool = False) -> None:
         with self._guard:
             last = self._last.get(key)
-            if last is not None and token <= last:
+            if last is not None and (token < last or (token == last and not allow_equal)):
                 raise self._reject(key, token, last)
             self._last[key] = token
 
@@ -66,7 +70,8 @@ _CREATE = """CREATE TABLE IF NOT EXISTS fencelock_fences (
     key TEXT PRIMARY KEY, token INTEGER NOT NULL) WITHOUT ROWID"""
 _ADVANCE = """INSERT INTO fencelock_fences (key, token) VALUES (?, ?)
 ON CONFLICT (key) DO UPDATE SET token = excluded.token
-WHERE excluded.token > fencelock_fences.token"""
+WHERE excluded.token > fencelock_fences.token
+   OR (? AND excluded.token = fencelock_fences.token)"""
 
 
 def install_sqlite_fences(conn: sqlite3.Connection) -> None:
@@ -74,13 +79,16 @@ def install_sqlite_fences(conn: sqlite3.Connection) -> None:
     conn.execute(_CREATE)
 
 
-def sqlite_fence(conn: sqlite3.Connection, key: str, token: int) -> None:
+def sqlite_fence(
+    conn: sqlite3.Connection, key: str, token: int, *, allow_equal: bool = False
+) -> None:
     """Check-and-advance the fence for ``key`` inside the caller's open transaction.
 
-    Raises StaleToken if ``token`` is not greater than the last accepted one;
-    roll the transaction back then, so the protected write never lands.
+    Raises StaleToken if ``token`` is not greater than the last accepted one
+    (or equal, with ``allow_equal``); roll the transaction back then, so the
+    protected write never lands.
     """
-    if conn.execute(_ADVANCE, (key, token)).rowcount != 1:
+    if conn.execute(_ADVANCE, (key, token, allow_equal)).rowcount != 1:
         (last,) = conn.execute(
             "SELECT token FROM fencelock_fences WHERE key = ?", (key,)
         ).fetchone()
@@ -105,11 +113,11 @@ class SQLiteGuard(_Rejections):
             raise BackendUnavailable(f"cannot open fencing database {path!r}: {exc}") from exc
         self._guard = threading.Lock()
 
-    def accept(self, key: str, token: int) -> None:
+    def accept(self, key: str, token: int, *, allow_equal: bool = False) -> None:
         with self._guard:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                sqlite_fence(self._conn, key, token)
+                sqlite_fence(self._conn, key, token, allow_equal=allow_equal)
             except StaleToken as exc:
                 self._conn.execute("ROLLBACK")
                 self.rejections += 1

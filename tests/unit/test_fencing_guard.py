@@ -38,3 +38,15 @@ def test_sqlite_guard_shared_between_instances(tmp_path: Path) -> None:
     assert first.last("seat") == 6 and second.rejections == 2 and first.rejections == 0
     first.close()
     second.close()
+
+
+@pytest.mark.parametrize("make", [lambda p: MemoryGuard(), lambda p: SQLiteGuard(str(p / "f.db"))])
+def test_allow_equal_lets_one_lease_write_twice(make: object, tmp_path: Path) -> None:
+    guard = make(tmp_path)  # type: ignore[operator]
+    guard.accept("k", 3)
+    with pytest.raises(StaleToken):
+        guard.accept("k", 3)
+    guard.accept("k", 3, allow_equal=True)
+    with pytest.raises(StaleToken):
+        guard.accept("k", 2, allow_equal=True)
+    assert guard.last("k") == 3

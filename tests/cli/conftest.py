@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FENCELOCK = str(Path(sys.executable).parent / "fencelock")
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """An environment whose default backend is a fresh SQLite file."""
+    return dict(os.environ, FENCELOCK_URL=f"sqlite:///{tmp_path / 'locks.db'}")
+
+
+def fencelock_cmd(
+    env: dict[str, str],
+    *args: str,
+    timeout: float = 30,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [FENCELOCK, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )

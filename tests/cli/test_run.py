@@ -1,0 +1,159 @@
+"""``fencelock run`` end to end, with real processes."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import FENCELOCK, fencelock_cmd
+
+CRITICAL = (
+    "import os, sys, time\n"
+    "from fencelock import clock\n"
+    "start = clock.now(); time.sleep(0.03); end = clock.now()\n"
+    "with open(sys.argv[1], 'a') as f:\n"
+    "    f.write(f\"{start} {end} {os.environ['FENCELOCK_TOKEN']}\\n\")\n"
+)
+
+
+def test_exit_code_and_environment_pass_through(env: dict[str, str]) -> None:
+    done = fencelock_cmd(
+        env, "run", "jobs/a", "--", "sh", "-c", 'echo "$FENCELOCK_NAME $FENCELOCK_TOKEN"; exit 3'
+    )
+    assert done.returncode == 3
+    assert done.stdout.split() == ["jobs/a", "1"]
+
+
+def test_concurrent_runs_never_overlap(env: dict[str, str], tmp_path: Path) -> None:
+    log = tmp_path / "spans"
+    script = tmp_path / "critical.py"
+    script.write_text(CRITICAL)
+    loop = f"for i in 1 2 3; do {FENCELOCK} run --ttl 5 jobs/x -- {sys.executable} {script} {log}; done"
+    procs = [subprocess.Popen(["sh", "-c", loop], env=env) for _ in range(4)]
+    assert [p.wait(60) for p in procs] == [0, 0, 0, 0]
+    spans = sorted(tuple(map(float, line.split())) for line in log.read_text().splitlines())
+    assert len(spans) == 12
+    tokens = [int(t) for _, _, t in spans]
+    assert tokens == sorted(set(tokens))
+    for (_, end, _), (start, _, _) in zip(spans, spans[1:], strict=False):
+        assert end <= start
+
+
+def test_no_wait_exits_75_at_once(env: dict[str, str], tmp_path: Path) -> None:
+    holder = subprocess.Popen([FENCELOCK, "run", "jobs/b", "--", "sleep", "5"], env=env)
+    try:
+        _wait_until_held(env, "jobs/b")
+        marker = tmp_path / "ran"
+        started = time.monotonic()
+        done = fencelock_cmd(env, "run", "--no-wait", "jobs/b", "--", "touch", str(marker))
+        assert done.returncode == 75
+        assert time.monotonic() - started < 3
+        assert not marker.exists()
+        assert "held by another owner" in done.stderr
+        timed = fencelock_cmd(env, "run", "--wait", "0.3", "jobs/b", "--", "true")
+        assert timed.returncode == 75
+    finally:
+        holder.terminate()
+        holder.wait(10)
+
+
+def test_paused_run_loses_lease_and_stops_its_command(env: dict[str, str], tmp_path: Path) -> None:
+    survived = tmp_path / "survived"
+    child = f"sleep 30 & sleep 4; touch {survived}"
+    runner = subprocess.Popen(
+        [FENCELOCK, "run", "--ttl", "0.5", "--grace", "0.5", "jobs/c", "--", "sh", "-c", child],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    first = _wait_until_held(env, "jobs/c")
+    runner.send_signal(signal.SIGSTOP)  # like a long GC pause of the fencelock process
+    try:
+        second = fencelock_cmd(
+            env, "run", "--wait", "5", "jobs/c", "--", "sh", "-c", 'echo "$FENCELOCK_TOKEN"'
+        )
+        assert second.returncode == 0
+        assert int(second.stdout) > first["token"]
+    finally:
+        runner.send_signal(signal.SIGCONT)
+    _, stderr = runner.communicate(timeout=10)
+    assert runner.returncode == 76, stderr
+    assert "lost while the command ran" in stderr
+    time.sleep(4)
+    assert not survived.exists(), "the command went on after the lease was lost"
+    leftovers = subprocess.run(["pgrep", "-f", "sleep 30"], capture_output=True, check=False)
+    assert leftovers.stdout == b"", "a process the command started survived"
+
+
+def test_sigterm_reaches_the_command_and_the_lease_is_released(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    got = tmp_path / "got-term"
+    child = f"trap 'touch {got}; exit 9' TERM; while :; do sleep 0.05; done"
+    runner = subprocess.Popen([FENCELOCK, "run", "jobs/d", "--", "sh", "-c", child], env=env)
+    _wait_until_held(env, "jobs/d")
+    runner.send_signal(signal.SIGTERM)
+    assert runner.wait(10) == 9
+    assert got.exists()
+    status = json.loads(fencelock_cmd(env, "status", "--json", "jobs/d").stdout)
+    assert status["held"] is False and status["token"] == 1
+
+
+def test_status_and_list(env: dict[str, str]) -> None:
+    assert fencelock_cmd(env, "status", "jobs/e").stdout.strip() == "jobs/e: never locked"
+    holder = subprocess.Popen([FENCELOCK, "run", "jobs/e", "--", "sleep", "5"], env=env)
+    try:
+        info = _wait_until_held(env, "jobs/e")
+        assert info["token"] == 1 and 0 < info["remaining"] <= 30
+        human = fencelock_cmd(env, "status", "jobs/e").stdout
+        assert "held by" in human and "(token 1)" in human
+        listed = json.loads(fencelock_cmd(env, "list", "--json", "jobs/").stdout)
+        assert [entry["name"] for entry in listed] == ["jobs/e"]
+        assert json.loads(fencelock_cmd(env, "list", "--json", "other/").stdout) == []
+    finally:
+        holder.terminate()
+        holder.wait(10)
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["run", "--url", "foo://x", "n", "--", "true"], 64, "unknown scheme 'foo'"),
+        (["run", "--url", "sqlite:", "n", "--", "true"], 64, "malformed backend URL"),
+        (["run", "bad name", "--", "true"], 64, "lock name 'bad name'"),
+        (["run", "--ttl", "0", "n", "--", "true"], 64, "ttl must be > 0"),
+        (["run", "--wait", "1", "--no-wait", "n", "--", "true"], 64, "exclude each other"),
+        (
+            ["run", "--url", "sqlite:////proc/no/such/dir.db", "n", "--", "true"],
+            69,
+            "cannot open SQLite database",
+        ),
+        (["run", "n", "--", "/no/such/program"], 127, "cannot run"),
+        (["status", "--url", "nosuch://h", "n"], 64, "unknown scheme"),
+    ],
+)
+def test_bad_input_is_one_clear_line(
+    env: dict[str, str], args: list[str], code: int, message: str
+) -> None:
+    done = fencelock_cmd(env, *args)
+    assert done.returncode == code, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def _wait_until_held(env: dict[str, str], name: str) -> dict[str, object]:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        done = fencelock_cmd(env, "status", "--json", name)
+        info: dict[str, object] = json.loads(done.stdout)
+        if info.get("held"):
+            return info
+        time.sleep(0.05)
+    raise AssertionError(f"{name} was never held")
