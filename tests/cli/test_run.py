@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import subprocess
@@ -34,14 +35,15 @@ def test_concurrent_runs_never_overlap(env: dict[str, str], tmp_path: Path) -> N
     log = tmp_path / "spans"
     script = tmp_path / "critical.py"
     script.write_text(CRITICAL)
-    loop = f"for i in 1 2 3; do {FENCELOCK} run --ttl 5 jobs/x -- {sys.executable} {script} {log}; done"
+    run = f"{FENCELOCK} run --ttl 5 jobs/x -- {sys.executable} {script} {log}"
+    loop = f"for i in 1 2 3; do {run}; done"
     procs = [subprocess.Popen(["sh", "-c", loop], env=env) for _ in range(4)]
     assert [p.wait(60) for p in procs] == [0, 0, 0, 0]
     spans = sorted(tuple(map(float, line.split())) for line in log.read_text().splitlines())
     assert len(spans) == 12
     tokens = [int(t) for _, _, t in spans]
     assert tokens == sorted(set(tokens))
-    for (_, end, _), (start, _, _) in zip(spans, spans[1:], strict=False):
+    for (_, end, _), (start, _, _) in itertools.pairwise(spans):
         assert end <= start
 
 
