@@ -1,6 +1,6 @@
 # The two commands a newcomer runs: `make demo` and `make test`.
 # Each installs everything it needs first (a virtual environment in .venv).
-.PHONY: demo test lint typecheck unit bench install install-test clean
+.PHONY: demo test lint typecheck servers bench install install-test clean
 
 VENV := .venv
 BIN := $(VENV)/bin
@@ -21,7 +21,10 @@ lint: install-test
 typecheck: install-test
 	$(BIN)/mypy --strict src
 
-test: lint typecheck
+servers:
+	@scripts/install-servers.sh
+
+test: lint typecheck servers
 	$(BIN)/pytest -q tests
 
 bench:

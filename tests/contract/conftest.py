@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 import fencelock
+from tests.servers import RedisServer
 
 
 @dataclass(frozen=True)
@@ -27,13 +28,42 @@ def _sqlite(tmp: Path) -> BackendCase:
     return BackendCase(f"sqlite:///{tmp / 'locks.db'}", cross_process=True, persistent=True)
 
 
-BACKENDS = {"memory": _memory, "sqlite": _sqlite}
+def _redis(tmp: Path, servers: Callable[[str], list[str]]) -> BackendCase:
+    return BackendCase(servers("redis")[0], cross_process=True, persistent=True)
 
 
-@pytest.fixture(params=sorted(BACKENDS))
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> BackendCase:
-    case: BackendCase = BACKENDS[request.param](tmp_path)
-    return case
+BACKENDS = ["memory", "sqlite", "redis"]
+
+
+@pytest.fixture(scope="session")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], list[str]]]:
+    """Starts each kind of server once per session, on first use; URLs by kind."""
+    started: dict[str, list[RedisServer]] = {}
+
+    def urls(kind: str) -> list[str]:
+        if kind not in started:
+            count = 5 if kind == "redlock" else 1
+            procs = [RedisServer(tmp_path_factory.mktemp(kind)) for _ in range(count)]
+            started[kind] = procs
+            for proc in procs:
+                proc.start()
+        return [p.url for p in started[kind]]
+
+    yield urls
+    for procs in started.values():
+        for proc in procs:
+            proc.stop()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(
+    request: pytest.FixtureRequest, tmp_path: Path, servers: Callable[[str], list[str]]
+) -> BackendCase:
+    if request.param == "memory":
+        return _memory(tmp_path)
+    if request.param == "sqlite":
+        return _sqlite(tmp_path)
+    return _redis(tmp_path, servers)
 
 
 @pytest.fixture
@@ -51,4 +81,4 @@ def other(backend: BackendCase) -> Iterator[fencelock.Client]:
 
 @pytest.fixture
 def name() -> str:
-    return f"contract/{secrets.token_hex(4)}"
+    return f"t{secrets.token_hex(4)}/lock"  # a namespace of its own per test

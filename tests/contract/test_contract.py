@@ -191,7 +191,7 @@ def test_inspect_and_list(client: fencelock.Client, name: str) -> None:
     info = client.inspect(name)
     assert info is not None and info.held and info.token == lease.token
     assert info.remaining is not None and 0 < info.remaining <= 30
-    assert [i.name for i in client.list(name.split("/", maxsplit=1)[0] + "/")] == [name]
+    assert [i.name for i in client.list(name.rsplit("/", maxsplit=1)[0] + "/")] == [name]
     lease.release()
     info = client.inspect(name)
     assert info is not None and not info.held and info.token == lease.token

@@ -12,16 +12,30 @@ from fencelock.errors import ConfigError
 _SYNC = {
     "memory": ("fencelock.backends.memory", "MemoryBackend"),
     "sqlite": ("fencelock.backends.sqlite", "SQLiteBackend"),
+    "redis": ("fencelock.backends.redis", "RedisBackend"),
+    "rediss": ("fencelock.backends.redis", "RedisBackend"),
 }
 # scheme -> (module, class) of a native asyncio implementation, where one exists
-_ASYNC: dict[str, tuple[str, str]] = {}
+_ASYNC = {
+    "redis": ("fencelock.backends.redis_async", "AsyncRedisBackend"),
+    "rediss": ("fencelock.backends.redis_async", "AsyncRedisBackend"),
+}
+# scheme -> the extra that installs its driver
+_EXTRAS = {"redis": "redis", "rediss": "redis"}
 
 SCHEMES = tuple(sorted(_SYNC))
 
 
 def _resolve(parsed: ParsedURL, table: dict[str, tuple[str, str]]) -> type:
     module_name, class_name = table[parsed.scheme]
-    return getattr(importlib.import_module(module_name), class_name)  # type: ignore[no-any-return]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        extra = _EXTRAS.get(parsed.scheme, parsed.scheme)
+        raise ConfigError(
+            f"{parsed.scheme}:// needs the {exc.name!r} package: pip install 'fencelock[{extra}]'"
+        ) from exc
+    return getattr(module, class_name)  # type: ignore[no-any-return]
 
 
 def _check_scheme(parsed: ParsedURL) -> None:

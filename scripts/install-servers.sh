@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the lock servers the test suite starts (Debian packages), when missing.
+set -euo pipefail
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v openssl >/dev/null || need+=(openssl)
+if [ ${#need[@]} -gt 0 ]; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "install-servers: need root to install: ${need[*]}" >&2
+        exit 1
+    fi
+    echo "install-servers: installing ${need[*]} from Debian" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+# Debian starts a redis-server service on 6379; the tests start their own on free ports.
+if command -v systemctl >/dev/null && systemctl is-active --quiet redis-server 2>/dev/null; then
+    systemctl stop redis-server || true
+fi

@@ -1,0 +1,182 @@
+"""What the sync and asyncio Redis backends share: options, keys, scripts, replies, errors."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
+from fencelock.engine.urls import ParsedURL, reject_unknown_options
+from fencelock.errors import BackendUnavailable, ConfigError
+
+KEY_PREFIX = "fencelock:"
+_SSL_OPTIONS = {
+    "ssl_ca_certs",
+    "ssl_certfile",
+    "ssl_keyfile",
+    "ssl_cert_reqs",
+    "ssl_check_hostname",
+}
+_OPTIONS = {"timeout", "connect_timeout", "wait_replicas", "wait_timeout"} | _SSL_OPTIONS
+
+
+def lua(name: str) -> str:
+    """The source of ``backends/lua/<name>.lua``."""
+    return resources.files("fencelock.backends").joinpath(f"lua/{name}.lua").read_text()
+
+
+@dataclass(frozen=True)
+class LockKeys:
+    """Keys of one lock, hash-tagged so they share a Redis Cluster slot."""
+
+    lock: str
+    token: str
+    channel: str
+
+    @classmethod
+    def of(cls, name: str) -> LockKeys:
+        tagged = f"{KEY_PREFIX}{{{name}}}"
+        return cls(lock=tagged, token=tagged + ":token", channel=tagged + ":free")
+
+
+def name_of(key: str) -> str:
+    return key[len(KEY_PREFIX) + 1 : -1]
+
+
+def scan_pattern(prefix: str) -> str:
+    return f"{KEY_PREFIX}{{{prefix}*}}"
+
+
+@dataclass(frozen=True)
+class RedisOptions:
+    host: str
+    port: int
+    db: int
+    username: str | None
+    password: str | None
+    tls: bool
+    timeout: float
+    connect_timeout: float
+    wait_replicas: int
+    wait_timeout_ms: int
+    ssl: dict[str, Any]
+
+    @property
+    def where(self) -> str:
+        return f"Redis at {self.host}:{self.port}"
+
+    def client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``redis.Redis`` and ``redis.asyncio.Redis``."""
+        kwargs: dict[str, Any] = {
+            "host": self.host,
+            "port": self.port,
+            "db": self.db,
+            "username": self.username,
+            "password": self.password,
+            "socket_timeout": self.timeout,
+            "socket_connect_timeout": self.connect_timeout,
+            "decode_responses": True,
+        }
+        if self.tls:
+            kwargs.update(ssl=True, **self.ssl)
+        return kwargs
+
+
+def redis_options(parsed: ParsedURL, host: tuple[str, int | None] | None = None) -> RedisOptions:
+    """Options for one Redis server, from a ``redis://`` or ``rediss://`` URL."""
+    reject_unknown_options(parsed, _OPTIONS)
+    if host is None:
+        if len(parsed.hosts) != 1:
+            raise ConfigError(
+                f"{parsed.scheme}:// takes exactly one host, got {len(parsed.hosts)} in "
+                f"{parsed.redacted!r}; for several independent masters use redlock://"
+            )
+        host = parsed.hosts[0]
+    db_text = parsed.path.strip("/") or "0"
+    if not db_text.isdigit():
+        raise ConfigError(
+            f"Redis database must be a number, got {db_text!r} in {parsed.redacted!r}"
+        )
+    ssl: dict[str, Any] = {k: v for k, v in parsed.options.items() if k in _SSL_OPTIONS}
+    if "ssl_check_hostname" in ssl:
+        ssl["ssl_check_hostname"] = _flag(parsed, "ssl_check_hostname")
+    return RedisOptions(
+        host=host[0],
+        port=host[1] or 6379,
+        db=int(db_text),
+        username=parsed.username,
+        password=parsed.password,
+        tls=parsed.scheme in ("rediss", "redlocks") or parsed.options.get("tls") == "1",
+        timeout=_seconds(parsed, "timeout", 2.0),
+        connect_timeout=_seconds(parsed, "connect_timeout", 2.0),
+        wait_replicas=int(_seconds(parsed, "wait_replicas", 0, allow_zero=True)),
+        wait_timeout_ms=int(_seconds(parsed, "wait_timeout", 0.1) * 1000),
+        ssl=ssl,
+    )
+
+
+def _flag(parsed: ParsedURL, key: str) -> bool:
+    text = parsed.options[key].lower()
+    if text not in ("1", "0", "true", "false", "yes", "no"):
+        raise ConfigError(f"option {key}={text!r} in {parsed.redacted!r} must be true or false")
+    return text in ("1", "true", "yes")
+
+
+def _seconds(parsed: ParsedURL, key: str, default: float, allow_zero: bool = False) -> float:
+    text = parsed.options.get(key)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(f"option {key}={text!r} in {parsed.redacted!r} must be a number > 0")
+    return value
+
+
+def attempt_result(reply: list[Any]) -> AttemptResult:
+    """Parse the acquire script's ``{1, token}`` or ``{0, pttl}``."""
+    if int(reply[0]) == 1:
+        return Acquired(int(reply[1]))
+    pttl = int(reply[1])
+    return Busy(pttl / 1000 if pttl >= 0 else None)
+
+
+def lock_info(
+    name: str, owner: str | None, pttl: int, token: str | None, waiters: int | None = None
+) -> LockInfo | None:
+    if owner is None and token is None:
+        return None
+    return LockInfo(
+        name=name,
+        owner=owner,
+        token=int(token or 0),
+        remaining=pttl / 1000 if owner is not None and pttl >= 0 else None,
+        waiters=waiters,
+    )
+
+
+@contextlib.contextmanager
+def translated(where: str) -> Iterator[None]:
+    """Turn redis-py's exceptions into fencelock's, naming the server."""
+    import redis.exceptions as rex
+
+    try:
+        yield
+    except rex.AuthenticationError as exc:
+        raise BackendUnavailable(f"{where} refused the credentials: {exc}") from exc
+    except rex.ResponseError as exc:
+        text = str(exc)
+        if text.startswith(("WRONGPASS", "NOAUTH", "NOPERM")):
+            raise BackendUnavailable(f"{where} refused the credentials: {text}") from exc
+        raise BackendUnavailable(f"{where} failed: {text}") from exc
+    except (rex.TimeoutError, TimeoutError) as exc:
+        raise BackendUnavailable(f"{where} did not answer in time: {exc}") from exc
+    except (rex.ConnectionError, OSError) as exc:
+        raise BackendUnavailable(f"cannot reach {where}: {exc}") from exc
+    except rex.RedisError as exc:
+        raise BackendUnavailable(f"{where} failed: {exc}") from exc
