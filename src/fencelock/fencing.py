@@ -18,12 +18,19 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from typing import Protocol
+from typing import Any, Protocol
 
 from fencelock.errors import BackendUnavailable, StaleToken
 from fencelock.metrics import COUNTERS, FENCING_REJECTIONS
 
-__all__ = ["FencingGuard", "MemoryGuard", "SQLiteGuard", "StaleToken", "sqlite_fence"]
+__all__ = [
+    "FencingGuard",
+    "MemoryGuard",
+    "RedisGuard",
+    "SQLiteGuard",
+    "StaleToken",
+    "sqlite_fence",
+]
 
 
 class FencingGuard(Protocol):
@@ -133,3 +140,58 @@ class SQLiteGuard(_Rejections):
 
     def close(self) -> None:
         self._conn.close()
+
+
+class RedisGuard(_Rejections):
+    """A guard for data kept in Redis: check-and-set by token in one Lua script.
+
+    ``write(key, token, data_key, value)`` sets ``data_key`` only if ``token``
+    passes the fence for ``key``, in the same script, so a stale holder can
+    never overwrite a newer holder's value.
+    """
+
+    def __init__(self, url: str) -> None:
+        import redis
+
+        from fencelock.backends.redis_common import lua, redis_options, translated
+        from fencelock.engine.urls import parse_url
+
+        self._options = redis_options(parse_url(url))
+        self._translated = translated
+        self._redis: Any = redis.Redis(**self._options.client_kwargs())
+        self._script = self._redis.register_script(lua("fence"))
+
+    @staticmethod
+    def fence_key(key: str) -> str:
+        return f"fencelock-fence:{{{key}}}"
+
+    def accept(self, key: str, token: int, *, allow_equal: bool = False) -> None:
+        self._run(key, token, allow_equal, [])
+
+    def write(
+        self, key: str, token: int, data_key: str, value: str, *, allow_equal: bool = False
+    ) -> None:
+        """Set ``data_key`` to ``value`` if ``token`` passes the fence for ``key``.
+
+        In Redis Cluster, hash-tag ``data_key`` with ``{key}`` so both share a slot.
+        """
+        self._run(key, token, allow_equal, [data_key], value)
+
+    def _run(
+        self, key: str, token: int, allow_equal: bool, extra_keys: list[str], value: str = ""
+    ) -> None:
+        with self._translated(self._options.where):
+            accepted, last = self._script(
+                keys=[self.fence_key(key), *extra_keys],
+                args=[str(token), "1" if allow_equal else "0", value],
+            )
+        if int(accepted) != 1:
+            raise self._reject(key, token, int(last))
+
+    def last(self, key: str) -> int | None:
+        with self._translated(self._options.where):
+            value = self._redis.get(self.fence_key(key))
+        return None if value is None else int(value)
+
+    def close(self) -> None:
+        self._redis.close()

@@ -32,7 +32,12 @@ def _redis(tmp: Path, servers: Callable[[str], list[str]]) -> BackendCase:
     return BackendCase(servers("redis")[0], cross_process=True, persistent=True)
 
 
-BACKENDS = ["memory", "sqlite", "redis"]
+def _redlock(tmp: Path, servers: Callable[[str], list[str]]) -> BackendCase:
+    hosts = ",".join(url.split("//")[1].split("/")[0] for url in servers("redlock"))
+    return BackendCase(f"redlock://{hosts}", cross_process=True, persistent=True)
+
+
+BACKENDS = ["memory", "sqlite", "redis", "redlock"]
 
 
 @pytest.fixture(scope="session")
@@ -63,6 +68,8 @@ def backend(
         return _memory(tmp_path)
     if request.param == "sqlite":
         return _sqlite(tmp_path)
+    if request.param == "redlock":
+        return _redlock(tmp_path, servers)
     return _redis(tmp_path, servers)
 
 

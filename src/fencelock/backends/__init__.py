@@ -14,14 +14,18 @@ _SYNC = {
     "sqlite": ("fencelock.backends.sqlite", "SQLiteBackend"),
     "redis": ("fencelock.backends.redis", "RedisBackend"),
     "rediss": ("fencelock.backends.redis", "RedisBackend"),
+    "redlock": ("fencelock.backends.redlock", "RedlockBackend"),
+    "redlocks": ("fencelock.backends.redlock", "RedlockBackend"),
 }
 # scheme -> (module, class) of a native asyncio implementation, where one exists
 _ASYNC = {
     "redis": ("fencelock.backends.redis_async", "AsyncRedisBackend"),
     "rediss": ("fencelock.backends.redis_async", "AsyncRedisBackend"),
+    "redlock": ("fencelock.backends.redlock", "AsyncRedlockBackend"),
+    "redlocks": ("fencelock.backends.redlock", "AsyncRedlockBackend"),
 }
 # scheme -> the extra that installs its driver
-_EXTRAS = {"redis": "redis", "rediss": "redis"}
+_EXTRAS = {"redis": "redis", "rediss": "redis", "redlock": "redis", "redlocks": "redis"}
 
 SCHEMES = tuple(sorted(_SYNC))
 

@@ -35,8 +35,9 @@ class AsyncReleaseListener:
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self._task: asyncio.Task[None] | None = None
 
-    async def watch(self, channel: str) -> asyncio.Event:
-        event = asyncio.Event()
+    async def watch(self, channel: str, event: asyncio.Event | None = None) -> asyncio.Event:
+        """Subscribe (once) and return an event set on the next release of ``channel``."""
+        event = event or asyncio.Event()
         if self._pubsub is None:
             self._pubsub = self._client.pubsub()
         if channel not in self._confirmed:

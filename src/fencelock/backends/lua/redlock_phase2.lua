@@ -1,0 +1,11 @@
+-- Redlock phase 2 on one node: record the chosen token, if we still hold the key.
+-- KEYS[1] lock key, KEYS[2] token counter; ARGV[1] owner, ARGV[2] token T.
+-- counter = max(counter, T): counters never decrease.
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  local counter = tonumber(redis.call('GET', KEYS[2]) or '0')
+  if tonumber(ARGV[2]) > counter then
+    redis.call('SET', KEYS[2], ARGV[2])
+  end
+  return 1
+end
+return 0

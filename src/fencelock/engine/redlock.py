@@ -1,0 +1,279 @@
+"""Redlock over N independent nodes: quorum, validity, and two-phase fencing tokens.
+
+Pure: no I/O, no clock reads; the backend passes in what its nodes answered and
+the times it read. One acquisition, as a backend drives it::
+
+    started = clock()
+    results = [phase 1 on node i for i in range(n)]        # concurrently, each within
+                                                           # reply_timeout(...)
+    step = decide_phase_one(results, ttl, started, clock())
+    if isinstance(step, Abort):
+        release on step.release; return busy_result(step, random)
+    replies = {i: phase 2 with step.token on node i for i in step.nodes}
+    done = decide_phase_two(step, replies, clock())
+    if isinstance(done, Abort):
+        release on done.release; return busy_result(done, random)
+    return Acquired(done.token)
+
+Node scripts, one atomic step each: phase 1 is ``SET key owner NX PX ttl`` and, if
+it set the key, returns the node's counter (:class:`NodeWon`), else the key's PTTL
+(:class:`NodeBusy`); phase 2 with ``T = max(counters) + 1`` is "if key == owner then
+counter = max(counter, T)" (``True``), else ``False``. Timeouts and errors are
+:class:`NodeError`. Why two phases give unique, increasing tokens:
+``docs/redlock-tokens.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import TypeVar
+
+from fencelock.engine.outcomes import Busy
+from fencelock.engine.timing import clock_drift, trusted_until
+from fencelock.errors import ConfigError
+
+MIN_NODES = 3
+# A failed attempt that saw no holder (a split vote, slow or unreachable nodes) retries
+# after a random delay in this range, so that competing clients fall out of step.
+RETRY_DELAY_MIN = 0.01
+RETRY_DELAY_MAX = 0.2
+
+NodeT = TypeVar("NodeT", bound=Hashable)
+
+
+# -- what one node answers ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeWon:
+    """Phase 1 set our key on the node; ``counter`` is the node's token counter."""
+
+    counter: int
+
+
+@dataclass(frozen=True)
+class NodeBusy:
+    """Phase 1 found another owner's key; it expires in ``remaining`` s (None: no TTL)."""
+
+    remaining: float | None
+
+
+@dataclass(frozen=True)
+class NodeError:
+    """The node did not answer within the timeout, or answered with an error."""
+
+    reason: str = "no reply"
+
+
+PhaseOneResult = NodeWon | NodeBusy | NodeError
+# Phase 2, extend and release: True if the key was still ours (and the script ran),
+# False if it was not, NodeError if we do not know.
+NodeReply = bool | NodeError
+
+
+# -- what the backend does next -----------------------------------------------------
+
+
+class AbortReason(Enum):
+    BUSY = "held by another owner on too many nodes"
+    CONTENDED = "no quorum: other clients took some of the nodes"
+    UNREACHABLE = "too many nodes did not answer"
+    LOST = "our keys expired or were taken before phase 2 reached them"
+    TOO_SLOW = "a quorum answered, but after the validity time ran out"
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """Go on to phase 2: write ``token`` on ``nodes``, the nodes won in phase 1."""
+
+    token: int
+    nodes: tuple[int, ...]
+    n: int
+    ttl: float
+    started: float
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    """The lease is ours: ``token`` is stamped on ``nodes``, a quorum, in time."""
+
+    token: int
+    nodes: tuple[int, ...]
+    trusted_until: float
+
+
+@dataclass(frozen=True)
+class Abort:
+    """Not acquired: compare-and-delete our key on ``release`` (every node), then retry.
+
+    ``unreachable`` lists the nodes that gave no answer (for the error message);
+    ``retry_after`` is when a quorum could next be free, if the busy nodes tell.
+    """
+
+    reason: AbortReason
+    release: tuple[int, ...]
+    unreachable: tuple[int, ...]
+    retry_after: float | None = None
+
+
+# -- arithmetic ---------------------------------------------------------------------
+
+
+def quorum(n: int) -> int:
+    """A majority of ``n`` nodes: any two majorities share at least one node."""
+    return n // 2 + 1
+
+
+def validate_node_count(n: object) -> int:
+    """Return ``n`` if Redlock can run on that many nodes, else raise ConfigError."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise ConfigError(f"redlock node count must be an int, not {type(n).__name__}")
+    if n < MIN_NODES:
+        raise ConfigError(
+            f"redlock needs at least {MIN_NODES} independent nodes, got {n}: with fewer, "
+            "one node down stops every lock (for a single server use redis://)"
+        )
+    return n
+
+
+def validate_nodes(nodes: Sequence[NodeT]) -> tuple[NodeT, ...]:
+    """Return ``nodes`` as a tuple if there are enough and none is listed twice.
+
+    A node listed twice would vote twice, and two majorities might then share no node.
+    """
+    validate_node_count(len(nodes))
+    seen: set[NodeT] = set()
+    for node in nodes:
+        if node in seen:
+            raise ConfigError(f"redlock node {node!r} is listed twice; each node votes once")
+        seen.add(node)
+    return tuple(nodes)
+
+
+def validity(ttl: float, started: float, now: float) -> float:
+    """Seconds the lease is still safe to act on, measured from before the first request.
+
+    The TTL minus the time elapsed since ``started`` minus the clock-drift allowance.
+    """
+    return ttl - (now - started) - clock_drift(ttl)
+
+
+def reply_timeout(ttl: float, started: float, now: float, cap: float) -> float:
+    """How long to wait for a node's reply: at most ``cap``, never past the validity."""
+    return max(0.0, min(cap, validity(ttl, started, now)))
+
+
+def phase_two_token(counters: Iterable[int]) -> int:
+    """The token of an acquisition: one more than the largest counter read in phase 1."""
+    return max(counters) + 1
+
+
+def release_nodes(n: int) -> tuple[int, ...]:
+    """Which nodes to release: all of them, since a node that timed out may have our key."""
+    return tuple(range(n))
+
+
+def retry_delay(
+    random: Callable[[], float], low: float = RETRY_DELAY_MIN, high: float = RETRY_DELAY_MAX
+) -> float:
+    """A random pause in [low, high) before the next try; ``random`` returns [0, 1)."""
+    return low + (high - low) * random()
+
+
+def retry_after(results: Sequence[PhaseOneResult]) -> float | None:
+    """When enough busy nodes will have expired for a quorum to be free, if known.
+
+    Nodes not busy count as free; of the busy ones, the ``quorum - free`` soonest to
+    expire must go. None when no busy node stands in the way, or their TTLs are unknown.
+    """
+    n = len(results)
+    busy = [r.remaining for r in results if isinstance(r, NodeBusy)]
+    must_expire = quorum(n) - (n - len(busy))
+    known = sorted(max(r, 0.0) for r in busy if r is not None)
+    if must_expire <= 0 or len(known) < must_expire:
+        return None
+    return known[must_expire - 1]
+
+
+def busy_result(abort: Abort, random: Callable[[], float]) -> Busy:
+    """What ``try_acquire`` returns after an abort: when to retry, or a random delay."""
+    if abort.retry_after is not None:
+        return Busy(abort.retry_after)
+    return Busy(retry_delay(random))
+
+
+# -- decisions ----------------------------------------------------------------------
+
+
+def decide_phase_one(
+    results: Sequence[PhaseOneResult], ttl: float, started: float, now: float
+) -> Stamp | Abort:
+    """After phase 1 (``results[i]`` from node i): stamp a token, or give up.
+
+    Go on when we won a quorum and the validity (from ``started``, before the first
+    request, to ``now``, after the last reply) is still positive.
+    """
+    n = validate_node_count(len(results))
+    won = {i: r.counter for i, r in enumerate(results) if isinstance(r, NodeWon)}
+    if len(won) >= quorum(n) and validity(ttl, started, now) > 0:
+        return Stamp(phase_two_token(won.values()), tuple(won), n, ttl, started)
+    failed = tuple(i for i, r in enumerate(results) if isinstance(r, NodeError))
+    busy = sum(isinstance(r, NodeBusy) for r in results)
+    reason = _phase_one_reason(n, len(won), busy, len(failed))
+    return Abort(reason, release_nodes(n), failed, retry_after(results))
+
+
+def _phase_one_reason(n: int, won: int, busy: int, failed: int) -> AbortReason:
+    spare = n - quorum(n)  # how many nodes a quorum can do without
+    if won >= quorum(n):
+        return AbortReason.TOO_SLOW
+    if busy > spare:
+        return AbortReason.BUSY
+    if failed > spare:
+        return AbortReason.UNREACHABLE
+    return AbortReason.CONTENDED
+
+
+def decide_phase_two(
+    stamp: Stamp, results: Mapping[int, NodeReply], now: float
+) -> Confirmed | Abort:
+    """After phase 2 (``results[i]`` from each node i of ``stamp.nodes``): held or not.
+
+    Held when the token was stamped on a quorum (replies from nodes outside
+    ``stamp.nodes`` do not count: their counters were not read) within the validity.
+    """
+    stamped = tuple(i for i in stamp.nodes if results.get(i) is True)
+    q = quorum(stamp.n)
+    if len(stamped) >= q and validity(stamp.ttl, stamp.started, now) > 0:
+        return Confirmed(stamp.token, stamped, trusted_until(stamp.started, stamp.ttl))
+    failed = tuple(i for i in stamp.nodes if not isinstance(results.get(i), bool))
+    if len(stamped) >= q:
+        reason = AbortReason.TOO_SLOW
+    elif any(results.get(i) is False for i in stamp.nodes):
+        reason = AbortReason.LOST
+    else:
+        reason = AbortReason.UNREACHABLE
+    return Abort(reason, release_nodes(stamp.n), failed)
+
+
+def decide_extend(
+    results: Sequence[NodeReply], ttl: float, started: float, now: float, until: float
+) -> float | None:
+    """After a compare-and-extend to ``ttl`` on every node: the new trust bound, or None.
+
+    It held when a quorum extended, the replies came before the lease's current
+    bound ``until`` and the new validity (from ``started``, before the requests)
+    is positive. The new bound replaces the old one even if it is sooner.
+    """
+    n = validate_node_count(len(results))
+    extended = sum(r is True for r in results)
+    if extended >= quorum(n) and now < until and validity(ttl, started, now) > 0:
+        return trusted_until(started, ttl)
+    return None
+
+
+def decide_release(results: Sequence[NodeReply]) -> bool:
+    """After a compare-and-delete on every node: True if a quorum still had our key."""
+    return sum(r is True for r in results) >= quorum(len(results))
