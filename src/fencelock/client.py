@@ -26,6 +26,12 @@ def default_url() -> str:
     return "sqlite:///" + str(Path(state_home) / "fencelock" / "locks.db")
 
 
+def _check_fair(supported: bool, fair: bool, url: str) -> None:
+    if fair and not supported:
+        scheme = url.split(":", 1)[0]
+        raise ConfigError(f"fair locks are not available on {scheme}:// (see docs/backends.md)")
+
+
 def _resolve_url(url: str | None, options: dict[str, object]) -> str:
     if options:
         raise ConfigError(f"unknown option {sorted(options)[0]!r} for connect()")
@@ -50,13 +56,16 @@ class Client:
         ttl: float = DEFAULT_TTL,
         renew: bool = True,
         timeout: float | None = None,
+        fair: bool = False,
     ) -> Lock:
         """A mutual-exclusion lock on ``name``.
 
         ``ttl``: seconds the lease lives without renewal; ``renew=False`` gives a
         plain TTL lease. ``timeout``: how long ``with lock:`` waits (None: forever).
+        ``fair=True``: waiters get the lock in arrival order (where the backend can).
         """
-        return Lock(self, validate_name(name), validate_ttl(ttl), renew, timeout)
+        _check_fair(self.backend.supports_fair, fair, self.url)
+        return Lock(self, validate_name(name), validate_ttl(ttl), renew, timeout, fair)
 
     def inspect(self, name: str) -> LockInfo | None:
         """Holder, last token and remaining TTL of ``name``; None if never locked."""
@@ -101,9 +110,11 @@ class AsyncClient:
         ttl: float = DEFAULT_TTL,
         renew: bool = True,
         timeout: float | None = None,
+        fair: bool = False,
     ) -> AsyncLock:
         """A mutual-exclusion lock on ``name`` for asyncio; arguments as :meth:`Client.lock`."""
-        return AsyncLock(self, validate_name(name), validate_ttl(ttl), renew, timeout)
+        _check_fair(self.backend.supports_fair, fair, self.url)
+        return AsyncLock(self, validate_name(name), validate_ttl(ttl), renew, timeout, fair)
 
     async def inspect(self, name: str) -> LockInfo | None:
         return await self.backend.inspect(validate_name(name))

@@ -224,3 +224,44 @@ def test_bad_arguments_are_config_errors(
 def test_bad_names_are_config_errors(client: fencelock.Client, bad: str) -> None:
     with pytest.raises(fencelock.ConfigError):
         client.lock(bad)
+
+
+def test_fair_lock_serves_waiters_in_arrival_order(
+    client: fencelock.Client, backend: BackendCase, name: str
+) -> None:
+    if not client.backend.supports_fair:
+        with pytest.raises(fencelock.ConfigError, match="fair locks are not available"):
+            client.lock(name, fair=True)
+        return
+    holder = client.lock(name, fair=True).acquire()
+    order: list[int] = []
+    clients = [fencelock.connect(backend.url) for _ in range(4)]
+
+    def wait_in_line(i: int) -> None:
+        with clients[i].lock(name, fair=True, timeout=10):
+            order.append(i)
+
+    threads = []
+    for i in range(4):
+        threads.append(threading.Thread(target=wait_in_line, args=(i,)))
+        threads[-1].start()
+        time.sleep(0.15)  # arrive one after another
+    holder.release()
+    for t in threads:
+        t.join(15)
+    for c in clients:
+        c.close()
+    assert order == [0, 1, 2, 3]
+
+
+def test_fair_waiter_that_gives_up_leaves_the_line(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
+    if not client.backend.supports_fair:
+        pytest.skip("this backend has no fair locks (checked above)")
+    holder = client.lock(name, fair=True).acquire()
+    with pytest.raises(fencelock.LockTimeout):
+        other.lock(name, fair=True).acquire(timeout=0.2)
+    holder.release()
+    # The waiter that gave up is not first in line any more: a newcomer gets the lock.
+    assert other.lock(name, fair=True).acquire(timeout=1).token > holder.token

@@ -53,9 +53,10 @@ class Attempt(Protocol):
 
 class Backend(Protocol):
     url: str
+    supports_fair: bool
 
-    def attempt(self, name: str, owner: str, ttl: float) -> Attempt:
-        """Start an acquisition of ``name`` by ``owner`` (no I/O yet)."""
+    def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> Attempt:
+        """Start an acquisition of ``name`` by ``owner`` (no I/O yet); FIFO if ``fair``."""
 
     def release(self, name: str, owner: str) -> bool:
         """Compare-and-delete; False if ``owner`` no longer held the lease."""
@@ -82,8 +83,9 @@ class AsyncAttempt(Protocol):
 
 class AsyncBackend(Protocol):
     url: str
+    supports_fair: bool
 
-    def attempt(self, name: str, owner: str, ttl: float) -> AsyncAttempt: ...
+    def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> AsyncAttempt: ...
 
     async def release(self, name: str, owner: str) -> bool: ...
 

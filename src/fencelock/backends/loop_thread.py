@@ -60,9 +60,10 @@ class LoopThreadBackend:
             self._loop.stop()
             raise
         self.url = self.inner.url
+        self.supports_fair = self.inner.supports_fair
 
-    def attempt(self, name: str, owner: str, ttl: float) -> LoopThreadAttempt:
-        return LoopThreadAttempt(self.inner.attempt(name, owner, ttl), self._loop)
+    def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> LoopThreadAttempt:
+        return LoopThreadAttempt(self.inner.attempt(name, owner, ttl, fair), self._loop)
 
     def release(self, name: str, owner: str) -> bool:
         return self._loop.run(self.inner.release(name, owner))

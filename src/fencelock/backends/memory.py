@@ -72,6 +72,8 @@ class MemoryAttempt:
 class MemoryBackend:
     """Leases in this process's memory."""
 
+    supports_fair = False
+
     def __init__(self, parsed: ParsedURL) -> None:
         reject_unknown_options(parsed, set())
         if parsed.hosts and len(parsed.hosts) > 1:
@@ -79,7 +81,7 @@ class MemoryBackend:
         self.url = parsed.raw
         self._store = _store(parsed.hosts[0][0] if parsed.hosts else "")
 
-    def attempt(self, name: str, owner: str, ttl: float) -> MemoryAttempt:
+    def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> MemoryAttempt:
         return MemoryAttempt(self._store, name, owner, ttl)
 
     def release(self, name: str, owner: str) -> bool:

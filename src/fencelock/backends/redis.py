@@ -15,6 +15,7 @@ import redis
 
 from fencelock.backends.base import AttemptResult, Busy, LockInfo
 from fencelock.backends.redis_common import (
+    FAIR_LIVENESS,
     LockKeys,
     RedisOptions,
     attempt_result,
@@ -31,17 +32,21 @@ from fencelock.errors import BackendUnavailable
 
 
 class RedisAttempt:
-    def __init__(self, backend: RedisBackend, name: str, owner: str, ttl: float) -> None:
-        self._backend, self._owner, self._ttl = backend, owner, ttl
+    def __init__(
+        self, backend: RedisBackend, name: str, owner: str, ttl: float, fair: bool
+    ) -> None:
+        self._backend, self._owner, self._ttl, self._fair = backend, owner, ttl, fair
         self._keys = LockKeys.of(name)
         self._event: threading.Event | None = None
+        self._queued = False
 
     def try_acquire(self) -> AttemptResult:
-        result = self._backend.take(self._keys, self._owner, self._ttl)
+        result = self._backend.take(self._keys, self._owner, self._ttl, self._fair)
         if isinstance(result, Busy) and self._event is None:
             # Watch first, then look again: a release in between is not missed.
             self._event = self._backend.listener.watch(self._keys.channel)
-            result = self._backend.take(self._keys, self._owner, self._ttl)
+            result = self._backend.take(self._keys, self._owner, self._ttl, self._fair)
+        self._queued = self._fair and isinstance(result, Busy)
         return result
 
     def wait(self, timeout: float) -> None:
@@ -53,10 +58,15 @@ class RedisAttempt:
         if self._event is not None:
             self._backend.listener.unwatch(self._keys.channel, self._event)
             self._event = None
+        if self._queued:
+            self._queued = False
+            self._backend.leave_queue(self._keys, self._owner)
 
 
 class RedisBackend:
     """Leases on one Redis server."""
+
+    supports_fair = True
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.url = parsed.redacted
@@ -67,22 +77,31 @@ class RedisBackend:
         self._acquire = self.redis.register_script(lua("acquire"))
         self._release = self.redis.register_script(lua("release"))
         self._renew = self.redis.register_script(lua("renew"))
+        self._fair_acquire = self.redis.register_script(lua("fair_acquire"))
+        self._fair_leave = self.redis.register_script(lua("fair_leave"))
         self.listener = ReleaseListener(self.redis)
 
-    def attempt(self, name: str, owner: str, ttl: float) -> RedisAttempt:
-        return RedisAttempt(self, name, owner, ttl)
+    def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> RedisAttempt:
+        return RedisAttempt(self, name, owner, ttl, fair)
 
-    def take(self, keys: LockKeys, owner: str, ttl: float) -> AttemptResult:
+    def take(self, keys: LockKeys, owner: str, ttl: float, fair: bool = False) -> AttemptResult:
         with translated(self.options.where):
-            result = attempt_result(
-                self._acquire(keys=[keys.lock, keys.token], args=[owner, _ms(ttl)])
-            )
+            if fair:
+                liveness = _ms(FAIR_LIVENESS)
+                reply = self._fair_acquire(keys=keys.fair, args=[owner, _ms(ttl), liveness])
+            else:
+                reply = self._acquire(keys=[keys.lock, keys.token], args=[owner, _ms(ttl)])
+            result = attempt_result(reply, fair)
             if self.options.wait_replicas and not isinstance(result, Busy):
                 acked = self.redis.wait(self.options.wait_replicas, self.options.wait_timeout_ms)
                 if acked < self.options.wait_replicas:
                     self._release(keys=[keys.lock], args=[owner, keys.channel])
                     raise _not_replicated(self.options, acked)
         return result
+
+    def leave_queue(self, keys: LockKeys, owner: str) -> None:
+        with translated(self.options.where):
+            self._fair_leave(keys=[keys.lock, *keys.fair[2:4]], args=[owner, keys.channel])
 
     def release(self, name: str, owner: str) -> bool:
         keys = LockKeys.of(name)

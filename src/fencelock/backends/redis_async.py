@@ -11,6 +11,7 @@ import redis.asyncio
 from fencelock.backends.base import AttemptResult, Busy, LockInfo
 from fencelock.backends.redis import _ms, _not_replicated
 from fencelock.backends.redis_common import (
+    FAIR_LIVENESS,
     LockKeys,
     attempt_result,
     lock_info,
@@ -88,16 +89,20 @@ class AsyncReleaseListener:
 
 
 class AsyncRedisAttempt:
-    def __init__(self, backend: AsyncRedisBackend, name: str, owner: str, ttl: float) -> None:
-        self._backend, self._owner, self._ttl = backend, owner, ttl
+    def __init__(
+        self, backend: AsyncRedisBackend, name: str, owner: str, ttl: float, fair: bool
+    ) -> None:
+        self._backend, self._owner, self._ttl, self._fair = backend, owner, ttl, fair
         self._keys = LockKeys.of(name)
         self._event: asyncio.Event | None = None
+        self._queued = False
 
     async def try_acquire(self) -> AttemptResult:
-        result = await self._backend.take(self._keys, self._owner, self._ttl)
+        result = await self._backend.take(self._keys, self._owner, self._ttl, self._fair)
         if isinstance(result, Busy) and self._event is None:
             self._event = await self._backend.listener.watch(self._keys.channel)
-            result = await self._backend.take(self._keys, self._owner, self._ttl)
+            result = await self._backend.take(self._keys, self._owner, self._ttl, self._fair)
+        self._queued = self._fair and isinstance(result, Busy)
         return result
 
     async def wait(self, timeout: float) -> None:
@@ -110,10 +115,15 @@ class AsyncRedisAttempt:
         if self._event is not None:
             self._backend.listener.unwatch(self._keys.channel, self._event)
             self._event = None
+        if self._queued:
+            self._queued = False
+            await self._backend.leave_queue(self._keys, self._owner)
 
 
 class AsyncRedisBackend:
     """Leases on one Redis server, for asyncio."""
+
+    supports_fair = True
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.url = parsed.redacted
@@ -122,16 +132,23 @@ class AsyncRedisBackend:
         self._acquire = self.redis.register_script(lua("acquire"))
         self._release = self.redis.register_script(lua("release"))
         self._renew = self.redis.register_script(lua("renew"))
+        self._fair_acquire = self.redis.register_script(lua("fair_acquire"))
+        self._fair_leave = self.redis.register_script(lua("fair_leave"))
         self.listener = AsyncReleaseListener(self.redis)
 
-    def attempt(self, name: str, owner: str, ttl: float) -> AsyncRedisAttempt:
-        return AsyncRedisAttempt(self, name, owner, ttl)
+    def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> AsyncRedisAttempt:
+        return AsyncRedisAttempt(self, name, owner, ttl, fair)
 
-    async def take(self, keys: LockKeys, owner: str, ttl: float) -> AttemptResult:
+    async def take(
+        self, keys: LockKeys, owner: str, ttl: float, fair: bool = False
+    ) -> AttemptResult:
         with translated(self.options.where):
-            result = attempt_result(
-                await self._acquire(keys=[keys.lock, keys.token], args=[owner, _ms(ttl)])
-            )
+            if fair:
+                liveness = _ms(FAIR_LIVENESS)
+                reply = await self._fair_acquire(keys=keys.fair, args=[owner, _ms(ttl), liveness])
+            else:
+                reply = await self._acquire(keys=[keys.lock, keys.token], args=[owner, _ms(ttl)])
+            result = attempt_result(reply, fair)
             if self.options.wait_replicas and not isinstance(result, Busy):
                 acked = await self.redis.wait(
                     self.options.wait_replicas, self.options.wait_timeout_ms
@@ -140,6 +157,10 @@ class AsyncRedisBackend:
                     await self._release(keys=[keys.lock], args=[owner, keys.channel])
                     raise _not_replicated(self.options, acked)
         return result
+
+    async def leave_queue(self, keys: LockKeys, owner: str) -> None:
+        with translated(self.options.where):
+            await self._fair_leave(keys=[keys.lock, *keys.fair[2:4]], args=[owner, keys.channel])
 
     async def release(self, name: str, owner: str) -> bool:
         keys = LockKeys.of(name)

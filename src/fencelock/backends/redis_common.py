@@ -41,6 +41,17 @@ class LockKeys:
         tagged = f"{KEY_PREFIX}{{{name}}}"
         return cls(lock=tagged, token=tagged + ":token", channel=tagged + ":free")
 
+    @property
+    def fair(self) -> list[str]:
+        """KEYS of fair_acquire.lua: lock, token, queue, liveness, arrival counter."""
+        return [
+            self.lock,
+            self.token,
+            self.lock + ":queue",
+            self.lock + ":alive",
+            self.lock + ":arrivals",
+        ]
+
 
 def name_of(key: str) -> str:
     return key[len(KEY_PREFIX) + 1 : -1]
@@ -138,11 +149,19 @@ def _seconds(parsed: ParsedURL, key: str, default: float, allow_zero: bool = Fal
     return value
 
 
-def attempt_result(reply: list[Any]) -> AttemptResult:
+# A fair waiter retries at least this often, to stay alive in the queue (the script
+# drops waiters silent for FAIR_LIVENESS).
+FAIR_LIVENESS = 3.0
+FAIR_REFRESH = FAIR_LIVENESS / 3
+
+
+def attempt_result(reply: list[Any], fair: bool = False) -> AttemptResult:
     """Parse the acquire script's ``{1, token}`` or ``{0, pttl}``."""
     if int(reply[0]) == 1:
         return Acquired(int(reply[1]))
     pttl = int(reply[1])
+    if fair:
+        return Busy(FAIR_REFRESH if pttl < 0 else min(pttl / 1000, FAIR_REFRESH))
     return Busy(pttl / 1000 if pttl >= 0 else None)
 
 

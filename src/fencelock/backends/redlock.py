@@ -99,13 +99,15 @@ class RedlockAttempt:
 class AsyncRedlockBackend:
     """Leases on a quorum of independent Redis masters."""
 
+    supports_fair = False
+
     def __init__(self, parsed: ParsedURL) -> None:
         self.url = parsed.redacted
         self.nodes = [Node(options) for options in node_options(parsed)]
         self.timeout = self.nodes[0].options.timeout
         self._background: set[asyncio.Task[Any]] = set()
 
-    def attempt(self, name: str, owner: str, ttl: float) -> RedlockAttempt:
+    def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> RedlockAttempt:
         return RedlockAttempt(self, name, owner, ttl)
 
     async def take(self, keys: LockKeys, owner: str, ttl: float) -> AttemptResult:

@@ -112,6 +112,8 @@ class SQLiteAttempt:
 class SQLiteBackend:
     """Leases in an SQLite file shared by the processes of one host."""
 
+    supports_fair = False
+
     def __init__(self, parsed: ParsedURL) -> None:
         reject_unknown_options(parsed, {"busy_timeout"})
         self.url = parsed.raw
@@ -157,7 +159,7 @@ class SQLiteBackend:
                 f"SQLite database {os.path.abspath(self.path)!r} failed: {exc}"
             ) from exc
 
-    def attempt(self, name: str, owner: str, ttl: float) -> SQLiteAttempt:
+    def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> SQLiteAttempt:
         return SQLiteAttempt(self, name, owner, ttl)
 
     def take(self, name: str, owner: str, ttl: float, doorbell: bytes | None) -> AttemptResult:

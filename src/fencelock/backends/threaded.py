@@ -52,10 +52,13 @@ class ThreadedAsyncBackend:
     def __init__(self, backend: Backend) -> None:
         self.sync = backend
         self.url = backend.url
+        self.supports_fair = backend.supports_fair
         self._pools = _Pools()
 
-    def attempt(self, name: str, owner: str, ttl: float) -> ThreadedAsyncAttempt:
-        return ThreadedAsyncAttempt(self.sync.attempt(name, owner, ttl), self._pools)
+    def attempt(
+        self, name: str, owner: str, ttl: float, fair: bool = False
+    ) -> ThreadedAsyncAttempt:
+        return ThreadedAsyncAttempt(self.sync.attempt(name, owner, ttl, fair), self._pools)
 
     async def release(self, name: str, owner: str) -> bool:
         return await self._pools.run(

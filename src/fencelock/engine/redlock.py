@@ -77,6 +77,8 @@ NodeReply = bool | NodeError
 
 
 class AbortReason(Enum):
+    """Why an acquisition stopped; the values read as the end of "not acquired: ..."."""
+
     BUSY = "held by another owner on too many nodes"
     CONTENDED = "no quorum: other clients took some of the nodes"
     UNREACHABLE = "too many nodes did not answer"

@@ -78,8 +78,10 @@ def _timed_out(name: str, outcome: GaveUp) -> LockTimeout:
 
 
 class _LockBase:
-    def __init__(self, name: str, ttl: float, renew: bool, timeout: float | None) -> None:
-        self.name, self.ttl, self.renew = name, ttl, renew
+    def __init__(
+        self, name: str, ttl: float, renew: bool, timeout: float | None, fair: bool
+    ) -> None:
+        self.name, self.ttl, self.renew, self.fair = name, ttl, renew, fair
         self.timeout = validate_timeout(timeout)
 
     def _flow(self, timeout: float | None) -> AcquireFlow:
@@ -98,9 +100,15 @@ class Lock(_LockBase):
     """
 
     def __init__(
-        self, client: Client, name: str, ttl: float, renew: bool, timeout: float | None = None
+        self,
+        client: Client,
+        name: str,
+        ttl: float,
+        renew: bool,
+        timeout: float | None = None,
+        fair: bool = False,
     ) -> None:
-        super().__init__(name, ttl, renew, timeout)
+        super().__init__(name, ttl, renew, timeout, fair)
         self._client = client
         self._lease: Lease | None = None
 
@@ -113,7 +121,7 @@ class Lock(_LockBase):
         the server cannot be reached; nothing is left held in either case.
         """
         owner = new_owner()
-        attempt = self._client.backend.attempt(self.name, owner, self.ttl)
+        attempt = self._client.backend.attempt(self.name, owner, self.ttl, self.fair)
         try:
             outcome = drive(self._flow(timeout), attempt)
         finally:
@@ -159,16 +167,22 @@ class AsyncLock(_LockBase):
     """A named lock for asyncio: ``async with lock as lease:``."""
 
     def __init__(
-        self, client: AsyncClient, name: str, ttl: float, renew: bool, timeout: float | None = None
+        self,
+        client: AsyncClient,
+        name: str,
+        ttl: float,
+        renew: bool,
+        timeout: float | None = None,
+        fair: bool = False,
     ) -> None:
-        super().__init__(name, ttl, renew, timeout)
+        super().__init__(name, ttl, renew, timeout, fair)
         self._client = client
         self._lease: AsyncLease | None = None
 
     async def acquire(self, timeout: float | None = None) -> AsyncLease:
         """Take the lock; same contract as :meth:`Lock.acquire`."""
         owner = new_owner()
-        attempt = self._client.backend.attempt(self.name, owner, self.ttl)
+        attempt = self._client.backend.attempt(self.name, owner, self.ttl, self.fair)
         try:
             outcome = await adrive(self._flow(timeout), attempt)
         finally:
