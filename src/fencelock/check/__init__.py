@@ -1,0 +1,1 @@
+"""The safety harness behind ``fencelock check``: history, workloads, nemeses, checker, report."""
