@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from fencelock import clock
@@ -20,18 +21,28 @@ log = logging.getLogger("fencelock")
 L = TypeVar("L", bound="LeaseBase")
 
 
+@dataclass(frozen=True)
+class LeaseTerms:
+    """What an acquisition granted: who, which token, for how long, trusted until when."""
+
+    name: str
+    owner: str
+    token: int
+    ttl: float
+    renew: bool
+    trusted_until: float
+
+
 class LeaseBase:
     """State shared by :class:`Lease` and :class:`AsyncLease`; no I/O here."""
 
-    def __init__(
-        self, name: str, owner: str, token: int, ttl: float, renew: bool, trusted_until: float
-    ) -> None:
-        self.name = name
-        self.owner = owner
-        self.token = token
-        self.ttl = ttl
-        self.renews = renew
-        self.trusted_until = trusted_until
+    def __init__(self, terms: LeaseTerms) -> None:
+        self.name = terms.name
+        self.owner = terms.owner
+        self.token = terms.token
+        self.ttl = terms.ttl
+        self.renews = terms.renew
+        self.trusted_until = terms.trusted_until
         self.lost_reason: str | None = None
         self._state = LeaseState.HELD
         self._guard = threading.Lock()
@@ -127,6 +138,17 @@ class LeaseBase:
         except Exception:
             log.exception("fencelock: on_lost callback for %r failed", self.name)
 
+    def _begin_extend(self, ttl: float | None) -> tuple[float, float]:
+        new_ttl = self.ttl if ttl is None else timing.validate_ttl(ttl)
+        self.check()
+        return new_ttl, clock.now()
+
+    def _finish_extend(self, extended: bool, ttl: float, started: float) -> None:
+        if not extended:
+            self.apply(LeaseEvent.RENEW_REJECTED, "another owner had it at extend")
+            self.check()
+        self.renewed(started, ttl)
+
     def _finish_release(self, released_on_server: bool) -> None:
         was_lost = self.lost
         if not released_on_server and not was_lost:
@@ -145,18 +167,8 @@ class LeaseBase:
 class Lease(LeaseBase):
     """A held lease (sync API). ``token`` is the fencing token to pass to resources."""
 
-    def __init__(
-        self,
-        backend: Backend,
-        renewer: Renewer,
-        name: str,
-        owner: str,
-        token: int,
-        ttl: float,
-        renew: bool,
-        trusted_until: float,
-    ) -> None:
-        super().__init__(name, owner, token, ttl, renew, trusted_until)
+    def __init__(self, backend: Backend, renewer: Renewer, terms: LeaseTerms) -> None:
+        super().__init__(terms)
         self._backend, self._renewer = backend, renewer
 
     def extend(self, ttl: float | None = None) -> None:
@@ -164,13 +176,9 @@ class Lease(LeaseBase):
 
         Raises :class:`LeaseLost` if it is already lost or another owner has it.
         """
-        new_ttl = self.ttl if ttl is None else timing.validate_ttl(ttl)
-        self.check()
-        started = clock.now()
-        if not self._backend.renew(self.name, self.owner, new_ttl):
-            self.apply(LeaseEvent.RENEW_REJECTED, "another owner had it at extend")
-            self.check()
-        self.renewed(started, new_ttl)
+        new_ttl, started = self._begin_extend(ttl)
+        extended = self._backend.renew(self.name, self.owner, new_ttl)
+        self._finish_extend(extended, new_ttl, started)
         self._renewer.track(self)
 
     def release(self) -> None:
@@ -188,29 +196,15 @@ class Lease(LeaseBase):
 class AsyncLease(LeaseBase):
     """A held lease (asyncio API)."""
 
-    def __init__(
-        self,
-        backend: AsyncBackend,
-        renewer: AsyncRenewer,
-        name: str,
-        owner: str,
-        token: int,
-        ttl: float,
-        renew: bool,
-        trusted_until: float,
-    ) -> None:
-        super().__init__(name, owner, token, ttl, renew, trusted_until)
+    def __init__(self, backend: AsyncBackend, renewer: AsyncRenewer, terms: LeaseTerms) -> None:
+        super().__init__(terms)
         self._backend, self._renewer = backend, renewer
 
     async def extend(self, ttl: float | None = None) -> None:
         """Extend the lease to ``ttl`` seconds from now; raises :class:`LeaseLost`."""
-        new_ttl = self.ttl if ttl is None else timing.validate_ttl(ttl)
-        self.check()
-        started = clock.now()
-        if not await self._backend.renew(self.name, self.owner, new_ttl):
-            self.apply(LeaseEvent.RENEW_REJECTED, "another owner had it at extend")
-            self.check()
-        self.renewed(started, new_ttl)
+        new_ttl, started = self._begin_extend(ttl)
+        extended = await self._backend.renew(self.name, self.owner, new_ttl)
+        self._finish_extend(extended, new_ttl, started)
         self._renewer.track(self)
 
     async def release(self) -> None:
@@ -221,4 +215,4 @@ class AsyncLease(LeaseBase):
         self._finish_release(await self._backend.release(self.name, self.owner))
 
 
-__all__ = ["AsyncLease", "Lease", "LeaseBase"]
+__all__ = ["AsyncLease", "Lease", "LeaseBase", "LeaseTerms"]

@@ -9,7 +9,7 @@ from importlib import resources
 from typing import Any
 
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
-from fencelock.engine.urls import ParsedURL, reject_unknown_options
+from fencelock.engine.urls import ParsedURL, flag_option, number_option, reject_unknown_options
 from fencelock.errors import BackendUnavailable, ConfigError
 
 KEY_PREFIX = "fencelock:"
@@ -113,7 +113,7 @@ def redis_options(parsed: ParsedURL, host: tuple[str, int | None] | None = None)
         )
     ssl: dict[str, Any] = {k: v for k, v in parsed.options.items() if k in _SSL_OPTIONS}
     if "ssl_check_hostname" in ssl:
-        ssl["ssl_check_hostname"] = _flag(parsed, "ssl_check_hostname")
+        ssl["ssl_check_hostname"] = flag_option(parsed, "ssl_check_hostname")
     return RedisOptions(
         host=host[0],
         port=host[1] or 6379,
@@ -121,32 +121,12 @@ def redis_options(parsed: ParsedURL, host: tuple[str, int | None] | None = None)
         username=parsed.username,
         password=parsed.password,
         tls=parsed.scheme in ("rediss", "redlocks") or parsed.options.get("tls") == "1",
-        timeout=_seconds(parsed, "timeout", 2.0),
-        connect_timeout=_seconds(parsed, "connect_timeout", 2.0),
-        wait_replicas=int(_seconds(parsed, "wait_replicas", 0, allow_zero=True)),
-        wait_timeout_ms=int(_seconds(parsed, "wait_timeout", 0.1) * 1000),
+        timeout=number_option(parsed, "timeout", 2.0),
+        connect_timeout=number_option(parsed, "connect_timeout", 2.0),
+        wait_replicas=int(number_option(parsed, "wait_replicas", 0, allow_zero=True)),
+        wait_timeout_ms=int(number_option(parsed, "wait_timeout", 0.1) * 1000),
         ssl=ssl,
     )
-
-
-def _flag(parsed: ParsedURL, key: str) -> bool:
-    text = parsed.options[key].lower()
-    if text not in ("1", "0", "true", "false", "yes", "no"):
-        raise ConfigError(f"option {key}={text!r} in {parsed.redacted!r} must be true or false")
-    return text in ("1", "true", "yes")
-
-
-def _seconds(parsed: ParsedURL, key: str, default: float, allow_zero: bool = False) -> float:
-    text = parsed.options.get(key)
-    if text is None:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if value < 0 or (value == 0 and not allow_zero):
-        raise ConfigError(f"option {key}={text!r} in {parsed.redacted!r} must be a number > 0")
-    return value
 
 
 # A fair waiter retries at least this often, to stay alive in the queue (the script

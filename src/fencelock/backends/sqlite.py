@@ -27,7 +27,7 @@ from pathlib import Path
 from fencelock import clock
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
 from fencelock.backends.doorbell import Doorbell, Ringer
-from fencelock.engine.urls import ParsedURL, reject_unknown_options
+from fencelock.engine.urls import ParsedURL, number_option, reject_unknown_options
 from fencelock.errors import BackendUnavailable, ConfigError
 
 _SCHEMA = """
@@ -118,7 +118,7 @@ class SQLiteBackend:
         reject_unknown_options(parsed, {"busy_timeout"})
         self.url = parsed.raw
         self.path = database_path(parsed)
-        busy_timeout = _seconds_option(parsed, "busy_timeout", 10.0)
+        busy_timeout = number_option(parsed, "busy_timeout", 10.0)
         self._boot = _boot_id()
         self._mutex = threading.RLock()
         self._ringer = Ringer()
@@ -279,16 +279,3 @@ class SQLiteBackend:
         with self._mutex:
             self._conn.close()
         self._ringer.close()
-
-
-def _seconds_option(parsed: ParsedURL, key: str, default: float) -> float:
-    text = parsed.options.get(key)
-    if text is None:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise ConfigError(f"option {key}={text!r} in {parsed.raw!r} must be seconds > 0")
-    return value

@@ -94,3 +94,26 @@ def reject_unknown_options(parsed: ParsedURL, known: set[str]) -> None:
         raise ConfigError(
             f"unknown option {unknown[0]!r} for {parsed.scheme}:// URLs (valid: {valid})"
         )
+
+
+def number_option(parsed: ParsedURL, key: str, default: float, allow_zero: bool = False) -> float:
+    """A numeric URL option (seconds, counts): > 0, or >= 0 with ``allow_zero``."""
+    text = parsed.options.get(key)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (value > 0 or (allow_zero and value == 0)):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ConfigError(f"option {key}={text!r} in {parsed.redacted!r} must be a number {bound}")
+    return value
+
+
+def flag_option(parsed: ParsedURL, key: str) -> bool:
+    """A boolean URL option: 1/0, true/false, yes/no."""
+    text = parsed.options[key].lower()
+    if text not in ("1", "0", "true", "false", "yes", "no"):
+        raise ConfigError(f"option {key}={text!r} in {parsed.redacted!r} must be true or false")
+    return text in ("1", "true", "yes")

@@ -25,7 +25,7 @@ from fencelock.engine.acquire import (
 )
 from fencelock.engine.timing import validate_timeout
 from fencelock.errors import FencelockError, LockTimeout
-from fencelock.lease import AsyncLease, Lease
+from fencelock.lease import AsyncLease, Lease, LeaseTerms
 
 if TYPE_CHECKING:
     from fencelock.client import AsyncClient, Client
@@ -84,6 +84,13 @@ class _LockBase:
         self.name, self.ttl, self.renew, self.fair = name, ttl, renew, fair
         self.timeout = validate_timeout(timeout)
 
+    def _terms(self, owner: str, outcome: Granted | GaveUp) -> LeaseTerms:
+        if isinstance(outcome, GaveUp):
+            raise _timed_out(self.name, outcome)
+        return LeaseTerms(
+            self.name, owner, outcome.token, self.ttl, self.renew, outcome.trusted_until
+        )
+
     def _flow(self, timeout: float | None) -> AcquireFlow:
         return acquire_flow(self.ttl, validate_timeout(timeout), clock.now(), random.random)
 
@@ -126,18 +133,7 @@ class Lock(_LockBase):
             outcome = drive(self._flow(timeout), attempt)
         finally:
             attempt.close()
-        if isinstance(outcome, GaveUp):
-            raise _timed_out(self.name, outcome)
-        lease = Lease(
-            self._client.backend,
-            self._client.renewer,
-            self.name,
-            owner,
-            outcome.token,
-            self.ttl,
-            self.renew,
-            outcome.trusted_until,
-        )
+        lease = Lease(self._client.backend, self._client.renewer, self._terms(owner, outcome))
         self._client.renewer.track(lease)
         return lease
 
@@ -187,18 +183,7 @@ class AsyncLock(_LockBase):
             outcome = await adrive(self._flow(timeout), attempt)
         finally:
             await attempt.close()
-        if isinstance(outcome, GaveUp):
-            raise _timed_out(self.name, outcome)
-        lease = AsyncLease(
-            self._client.backend,
-            self._client.renewer,
-            self.name,
-            owner,
-            outcome.token,
-            self.ttl,
-            self.renew,
-            outcome.trusted_until,
-        )
+        lease = AsyncLease(self._client.backend, self._client.renewer, self._terms(owner, outcome))
         self._client.renewer.track(lease)
         return lease
 
