@@ -13,6 +13,8 @@ import contextlib
 import heapq
 import itertools
 import threading
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -94,6 +96,8 @@ class Renewer:
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
+        # Renew calls run here so a call stuck on a hung server can be abandoned.
+        self._calls = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fencelock-renew")
 
     def track(self, lease: Lease) -> None:
         with self._wake:
@@ -118,6 +122,7 @@ class Renewer:
             self._wake.notify()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
+        self._calls.shutdown(wait=False, cancel_futures=True)
 
     def _run(self) -> None:
         with self._wake:
@@ -139,12 +144,20 @@ class Renewer:
         started = clock.now()
         if not needs_renewal(lease, started):
             return None if lease.lost else lease.trusted_until
+        call = self._calls.submit(self._backend.renew, lease.name, lease.owner, lease.ttl)
         outcome: bool | FencelockError
         try:
-            outcome = self._backend.renew(lease.name, lease.owner, lease.ttl)
+            # A hung server must not hold the loss back past the lease's safe time.
+            outcome = call.result(timeout=max(lease.trusted_until - started, 0.0))
         except FencelockError as exc:
             outcome = exc
+        except FutureTimeout:
+            outcome = _too_slow(lease)
         return after_renewal(lease, started, outcome)
+
+
+def _too_slow(lease: LeaseBase) -> FencelockError:
+    return FencelockError(f"renewal of {lease.name!r} did not finish within the lease's safe time")
 
 
 class AsyncRenewer:
@@ -192,7 +205,12 @@ class AsyncRenewer:
             return None if lease.lost else lease.trusted_until
         outcome: bool | FencelockError
         try:
-            outcome = await self._backend.renew(lease.name, lease.owner, lease.ttl)
+            outcome = await asyncio.wait_for(
+                self._backend.renew(lease.name, lease.owner, lease.ttl),
+                max(lease.trusted_until - started, 0.0),
+            )
         except FencelockError as exc:
             outcome = exc
+        except asyncio.TimeoutError:
+            outcome = _too_slow(lease)
         return after_renewal(lease, started, outcome)

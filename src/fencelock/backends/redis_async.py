@@ -128,7 +128,7 @@ class AsyncRedisBackend:
     def __init__(self, parsed: ParsedURL) -> None:
         self.url = parsed.redacted
         self.options = redis_options(parsed)
-        self.redis: Any = redis.asyncio.Redis(**self.options.client_kwargs())
+        self.redis: Any = redis.asyncio.Redis(**self.options.client_kwargs(asyncio=True))
         self._acquire = self.redis.register_script(lua("acquire"))
         self._release = self.redis.register_script(lua("release"))
         self._renew = self.redis.register_script(lua("renew"))

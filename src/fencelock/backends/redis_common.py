@@ -79,9 +79,24 @@ class RedisOptions:
     def where(self) -> str:
         return f"Redis at {self.host}:{self.port}"
 
-    def client_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``redis.Redis`` and ``redis.asyncio.Redis``."""
+    def client_kwargs(self, asyncio: bool = False) -> dict[str, Any]:
+        """Keyword arguments for ``redis.Redis`` (or ``redis.asyncio.Redis``).
+
+        No driver retries: redis-py would retry a dead or hung server for seconds
+        with backoff, past a lease's TTL. fencelock's own loop decides when to retry.
+        """
+        from redis.backoff import NoBackoff
+
+        if asyncio:
+            from redis.asyncio.retry import Retry as AsyncRetry
+
+            retry: Any = AsyncRetry(NoBackoff(), 0)
+        else:
+            from redis.retry import Retry
+
+            retry = Retry(NoBackoff(), 0)
         kwargs: dict[str, Any] = {
+            "retry": retry,
             "host": self.host,
             "port": self.port,
             "db": self.db,
@@ -168,6 +183,13 @@ def translated(where: str) -> Iterator[None]:
         yield
     except rex.AuthenticationError as exc:
         raise BackendUnavailable(f"{where} refused the credentials: {exc}") from exc
+    except rex.MovedError as exc:
+        raise BackendUnavailable(
+            f"{where} is a Redis Cluster node that does not own this lock's slot (MOVED {exc}); "
+            "connect to the node that owns it"
+        ) from exc
+    except rex.NoPermissionError as exc:
+        raise BackendUnavailable(f"{where} denied the command to this user (ACL): {exc}") from exc
     except rex.ResponseError as exc:
         text = str(exc)
         if text.startswith(("WRONGPASS", "NOAUTH", "NOPERM")):

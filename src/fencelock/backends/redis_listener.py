@@ -74,7 +74,7 @@ class ReleaseListener:
     def _listen(self) -> None:
         while not self._closed:
             try:
-                message = self._pubsub.get_message(timeout=1.0)
+                message = self._pubsub.get_message(timeout=0.2)
             except Exception:
                 self._wake_all()  # the waiters retry and meet the error themselves
                 time.sleep(0.1)

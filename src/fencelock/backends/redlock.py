@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -34,6 +35,20 @@ from fencelock.engine.urls import ParsedURL
 from fencelock.errors import BackendUnavailable
 
 DEFAULT_NODE_TIMEOUT = 0.1
+
+if sys.version_info >= (3, 11):
+
+    async def within(awaitable: Awaitable[T], seconds: float) -> T:
+        """Await with a deadline, without the extra task ``wait_for`` costs before 3.12."""
+        async with asyncio.timeout(seconds):
+            return await awaitable
+
+else:  # pragma: no cover - Python 3.10
+
+    async def within(awaitable: Awaitable[T], seconds: float) -> T:
+        return await asyncio.wait_for(awaitable, seconds)
+
+
 T = TypeVar("T")
 Reply = Any  # a node's parsed answer, or plan.NodeError
 
@@ -44,7 +59,7 @@ class Node:
     def __init__(self, options: RedisOptions) -> None:
         self.options = options
         self.where = options.where
-        self.redis: Any = redis.asyncio.Redis(**options.client_kwargs())
+        self.redis: Any = redis.asyncio.Redis(**options.client_kwargs(asyncio=True))
         self.phase1 = self.redis.register_script(lua("redlock_phase1"))
         self.phase2 = self.redis.register_script(lua("redlock_phase2"))
         self.release = self.redis.register_script(lua("release"))
@@ -176,7 +191,7 @@ class AsyncRedlockBackend:
         self, call: Callable[[Node], Awaitable[T]], node: Node
     ) -> T | plan.NodeError:
         try:
-            return await asyncio.wait_for(call(node), self.timeout)
+            return await within(call(node), self.timeout)
         except asyncio.TimeoutError:
             return plan.NodeError(f"{node.where}: no reply within {self.timeout}s")
         except Exception as exc:  # a driver error of any kind is this node's failure

@@ -1,0 +1,147 @@
+"""Real ``redis-server`` processes for the Redis-specific tests, and small helpers.
+
+Servers come from a :class:`ServerPool`; every pool stops all of its servers when
+its fixture ends, also when a test failed or left a server paused (``stop`` sends
+SIGCONT first). Tests that pause or kill a server take the function-scoped
+``servers`` pool; tests that only read and write share ``plain_redis``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Generic, TypeVar
+
+import pytest
+
+from tests.servers import RedisServer, ServerProcess, require
+
+T = TypeVar("T")
+S = TypeVar("S", bound=ServerProcess)
+
+
+class ServerPool:
+    """Starts servers in fresh directories and stops every one of them at the end."""
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self._factory = factory
+        self._started: list[ServerProcess] = []
+
+    def workdir(self, kind: str) -> Path:
+        return self._factory.mktemp(kind)
+
+    def add(self, server: S) -> S:
+        self._started.append(server)  # registered first: stopped even if start fails
+        server.start()
+        return server
+
+    def redis(self, *extra: str, name: str = "redis") -> RedisServer:
+        return self.add(RedisServer(self.workdir(name), *extra, name=name))
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {s.name} ---\n{s.log()}" for s in self._started)
+
+    def stop_all(self) -> None:
+        for server in reversed(self._started):
+            server.stop()
+
+
+@pytest.fixture(scope="session")
+def session_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
+    pool = ServerPool(tmp_path_factory)
+    yield pool
+    pool.stop_all()
+
+
+@pytest.fixture(scope="module")
+def module_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
+    pool = ServerPool(tmp_path_factory)
+    yield pool
+    pool.stop_all()
+
+
+@pytest.fixture
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
+    """Servers of one test (for tests that pause, kill or promote them)."""
+    pool = ServerPool(tmp_path_factory)
+    yield pool
+    pool.stop_all()
+
+
+@pytest.fixture(scope="session")
+def plain_redis(session_servers: ServerPool) -> RedisServer:
+    """One plain redis-server shared by the tests that neither pause nor kill it."""
+    return session_servers.redis(name="plain")
+
+
+@pytest.fixture
+def name() -> str:
+    """A lock name no other test uses."""
+    return f"t{secrets.token_hex(4)}/lock"
+
+
+def redis_cli(port: int, *args: str, user: str | None = None, password: str | None = None) -> str:
+    """``redis-cli -p PORT ARGS...`` with optional ACL credentials; stdout, stripped."""
+    auth = ["--no-auth-warning"]
+    if user is not None:
+        auth += ["--user", user]
+    if password is not None:
+        auth += ["--pass", password]
+    done = subprocess.run(
+        [require("redis-cli"), "-p", str(port), *auth, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=10,
+    )
+    return done.stdout.strip()
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
+    """Poll ``predicate`` until true, or fail after ``timeout`` seconds with ``what()``."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true after {timeout}s: {what()}")
+        time.sleep(0.01)
+
+
+class Background(Generic[T]):
+    """Runs ``fn`` on a daemon thread, remembering its result or exception and duration.
+
+    For calls that may hang: wait for them with a deadline, then undo the fault
+    (resume the server) and join, so a failing test never leaves a thread stuck.
+    """
+
+    def __init__(self, fn: Callable[[], T]) -> None:
+        self._fn = fn
+        self.value: T | None = None
+        self.error: BaseException | None = None
+        self.elapsed: float | None = None
+        self._done = threading.Event()
+        self._started = time.monotonic()
+        threading.Thread(target=self._run, daemon=True, name="test-background").start()
+
+    def _run(self) -> None:
+        try:
+            self.value = self._fn()
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            self.elapsed = time.monotonic() - self._started
+            self._done.set()
+
+    def wait(self, timeout: float) -> bool:
+        """True if ``fn`` finished within ``timeout`` seconds (from now)."""
+        return self._done.wait(timeout)
+
+    def outcome(self) -> str:
+        if not self._done.is_set():
+            return "still running"
+        if self.error is not None:
+            return f"raised {type(self.error).__name__}: {self.error} after {self.elapsed:.2f}s"
+        return f"returned {self.value!r} after {self.elapsed:.2f}s"

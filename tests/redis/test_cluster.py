@@ -1,0 +1,225 @@
+"""fencelock's redis:// backend against the nodes of a real 3-master Redis Cluster.
+
+The backend speaks to one server with a plain ``redis.Redis`` client, not
+``RedisCluster``: it does not follow MOVED redirections. What it does promise is
+that every key of one lock (the lock, its token counter, its release channel)
+carries the ``{name}`` hash tag, so each script touches a single slot and runs
+unchanged on the node that owns that slot. These tests point fencelock at that
+node and show the scripts work there, and that the same script with untagged
+keys is refused with CROSSSLOT.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import redis
+import redis.exceptions
+
+import fencelock
+from fencelock.backends.redis_common import LockKeys, lua
+from fencelock.fencing import RedisGuard
+from tests.redis.conftest import Background, ServerPool, redis_cli, wait_until
+from tests.servers import RedisServer, free_port, require
+
+NAMES = ["orders/1", "orders/2", "orders/3", "payments/eu/7", "a", "x:y@z=1+2"]
+# With the three even slot ranges of ``--cluster create`` these land on three nodes.
+ONE_PER_NODE = ["orders/1", "orders/4", "orders/2"]
+BUS_OFFSET = 10000  # a cluster node also listens on port + 10000 (the cluster bus)
+
+
+def cluster_port() -> int:
+    """A free port whose cluster-bus port (port + 10000) is free as well."""
+    for _ in range(100):
+        port = free_port()
+        if port + BUS_OFFSET < 65536:
+            with socket.socket() as bus:
+                try:
+                    bus.bind(("127.0.0.1", port + BUS_OFFSET))
+                except OSError:
+                    continue
+            return port
+    raise RuntimeError("no free port pair (port, port + 10000) for a cluster node")
+
+
+@dataclass
+class Cluster:
+    nodes: list[RedisServer]
+
+    def slot(self, key: str) -> int:
+        return int(redis_cli(self.nodes[0].port, "cluster", "keyslot", key))
+
+    def slot_owners(self) -> list[tuple[int, int, int]]:
+        """(first slot, last slot, port of the master) for every slot range."""
+        client: Any = redis.Redis(port=self.nodes[0].port, decode_responses=True)
+        try:
+            ranges = client.execute_command("CLUSTER", "SLOTS")
+        finally:
+            client.close()
+        return [(int(first), int(last), int(master[1])) for first, last, master, *_ in ranges]
+
+    def node_for(self, key: str) -> RedisServer:
+        slot = self.slot(key)
+        port = next(p for first, last, p in self.slot_owners() if first <= slot <= last)
+        return next(n for n in self.nodes if n.port == port)
+
+    def other_node(self, key: str) -> RedisServer:
+        owner = self.node_for(key)
+        return next(n for n in self.nodes if n is not owner)
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {n.name} ---\n{n.log()}" for n in self.nodes)
+
+
+@pytest.fixture(scope="module")
+def cluster(module_servers: ServerPool) -> Iterator[Cluster]:
+    """Three masters, no replicas, all 16384 slots assigned; fails with the reason."""
+    workdir = module_servers.workdir("cluster")
+    nodes = []
+    for _ in range(3):
+        port = cluster_port()
+        node = RedisServer(
+            workdir,
+            *("--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf"),
+            *("--cluster-node-timeout", "2000"),
+            port=port,
+            name="cluster",
+        )
+        nodes.append(module_servers.add(node))
+    cluster = Cluster(nodes)
+    created = subprocess.run(
+        [require("redis-cli"), "--cluster", "create"]
+        + [f"127.0.0.1:{n.port}" for n in nodes]
+        + ["--cluster-replicas", "0", "--cluster-yes"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if created.returncode != 0:
+        pytest.fail(
+            f"redis-cli --cluster create failed ({created.returncode}):\n"
+            f"{created.stdout}\n{created.stderr}\n{cluster.logs()}"
+        )
+
+    def ready() -> bool:
+        infos = [redis_cli(n.port, "cluster", "info") for n in nodes]
+        return all("cluster_state:ok" in i and "cluster_slots_ok:16384" in i for i in infos)
+
+    wait_until(ready, 20, lambda: f"cluster_state not ok on every node\n{cluster.logs()}")
+    yield cluster
+
+
+def test_every_key_of_a_lock_shares_one_slot(cluster: Cluster) -> None:
+    for name in NAMES:
+        keys = LockKeys.of(name)
+        slots = {
+            cluster.slot(key)
+            for key in (
+                keys.lock,
+                keys.token,
+                keys.channel,
+                RedisGuard.fence_key(name),
+                f"{{{name}}}:data",  # a guarded data key, tagged as RedisGuard.write says
+            )
+        }
+        assert slots == {cluster.slot(name)}, (name, slots)
+    owners = {cluster.node_for(LockKeys.of(name).lock).port for name in ONE_PER_NODE}
+    assert len(owners) == 3  # so the next test exercises every node
+
+
+@pytest.mark.parametrize("name", ONE_PER_NODE)
+def test_acquire_renew_release_on_the_owning_node(cluster: Cluster, name: str) -> None:
+    node = cluster.node_for(LockKeys.of(name).lock)
+    with fencelock.connect(node.url) as client, fencelock.connect(node.url) as other:
+        with client.lock(name, ttl=5) as first:
+            with pytest.raises(fencelock.LockTimeout):
+                other.lock(name, ttl=5).acquire(timeout=0)
+            first.extend(10)  # renew.lua
+            info = client.inspect(name)
+            assert info is not None and info.owner == first.owner, info
+            assert info.remaining is not None and info.remaining > 5
+        with other.lock(name, ttl=5) as second:  # release.lua freed it
+            assert second.token > first.token
+    assert redis_cli(node.port, "exists", LockKeys.of(name).lock) == "0"
+
+
+def test_a_release_wakes_a_waiter_on_the_owning_node(cluster: Cluster) -> None:
+    name = "orders/1"
+    node = cluster.node_for(LockKeys.of(name).lock)
+    with fencelock.connect(node.url) as holder, fencelock.connect(node.url) as waiter:
+        lease = holder.lock(name, ttl=30).acquire(timeout=0)
+        attempt = Background(lambda: waiter.lock(name, ttl=30).acquire(timeout=10))
+        channel = LockKeys.of(name).channel
+        wait_until(
+            lambda: redis_cli(node.port, "pubsub", "numsub", channel).split() == [channel, "1"],
+            5,
+            lambda: f"waiter never subscribed: {attempt.outcome()}",
+        )
+        assert not attempt.wait(0), attempt.outcome()  # subscribed and still waiting
+        lease.release()  # publishes on the lock's channel
+        assert attempt.wait(2), "waiter not woken by the release (it would wait for the TTL)"
+        assert attempt.value is not None, attempt.outcome()
+        assert attempt.value.token > lease.token
+        attempt.value.release()
+
+
+def test_the_same_script_with_untagged_keys_is_refused_crossslot(cluster: Cluster) -> None:
+    """The control: without the hash tag, the acquire script would not run at all."""
+    untagged = ["fencelock:orders/1", "fencelock:orders/1:token"]
+    assert cluster.slot(untagged[0]) != cluster.slot(untagged[1])
+    client: Any = redis.Redis(port=cluster.node_for(untagged[0]).port, decode_responses=True)
+    try:
+        with pytest.raises(redis.exceptions.ResponseError) as caught:
+            client.eval(lua("acquire"), 2, *untagged, "owner", 5000)
+    finally:
+        client.close()
+    assert "hash to the same slot" in str(caught.value)  # CROSSSLOT
+
+
+def test_redis_guard_on_the_owning_node(cluster: Cluster) -> None:
+    name = "orders/1"
+    node = cluster.node_for(RedisGuard.fence_key(name))
+    guard = RedisGuard(node.url)
+    try:
+        guard.write(name, 5, f"{{{name}}}:data", "five")
+        with pytest.raises(fencelock.StaleToken):
+            guard.write(name, 4, f"{{{name}}}:data", "four")
+        assert redis_cli(node.port, "get", f"{{{name}}}:data") == "five"
+        # A data key in another slot cannot share the script: refused, not half-done.
+        with pytest.raises(fencelock.BackendUnavailable, match="same slot"):
+            guard.write(name, 6, "orders-1-data", "six")
+        assert guard.last(name) == 5
+    finally:
+        guard.close()
+
+
+def wrong_node_error(cluster: Cluster, name: str) -> tuple[RedisServer, RedisServer, Exception]:
+    owner = cluster.node_for(LockKeys.of(name).lock)
+    wrong = cluster.other_node(LockKeys.of(name).lock)
+    with fencelock.connect(wrong.url) as client:  # PING works on any node
+        try:
+            client.lock(name, ttl=5).acquire(timeout=0)
+        except Exception as exc:
+            return owner, wrong, exc
+    raise AssertionError(f"acquire of {name!r} on a node not owning its slot succeeded")
+
+
+def test_the_wrong_node_raises_backend_unavailable(cluster: Cluster) -> None:
+    owner, wrong, error = wrong_node_error(cluster, "orders/1")
+    assert isinstance(error, fencelock.BackendUnavailable), repr(error)
+    assert f"127.0.0.1:{wrong.port}" in str(error), str(error)
+    assert isinstance(error.__cause__, redis.exceptions.ResponseError)  # MovedError
+    assert redis_cli(owner.port, "exists", LockKeys.of("orders/1").lock) == "0"
+
+
+def test_the_wrong_node_error_says_moved_and_where_to(cluster: Cluster) -> None:
+    owner, _, error = wrong_node_error(cluster, "orders/1")
+    message = str(error)
+    assert "MOVED" in message or "cluster" in message.lower(), message
+    assert f"127.0.0.1:{owner.port}" in message, message
