@@ -1,0 +1,230 @@
+"""The check report: terminal table, JSON and the self-contained HTML page with its SVG."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+from pathlib import Path
+
+from rich.console import Console
+
+from fencelock.check.checker import CheckResult, check
+from fencelock.check.history import History, Op
+from fencelock.check.report import render_html, terminal_table, to_json, write_html
+from fencelock.demo.timeline import WIDTH
+from tests.unit.test_checker import acq, final, lost, rel, simulate, stale, wr
+
+SVG = "{http://www.w3.org/2000/svg}"
+VOID = {"meta", "br", "img", "input", "link", "hr"}
+
+
+def _paused_history() -> History:
+    """Client 1 frozen past its TTL, client 2 takes over, client 1's late write is rejected."""
+    ops = [
+        acq(1, 1, 0.0),
+        Op(1, "nemesis", 0.1, 2.1, "info", detail="pause client 1 for 2.0s"),
+        acq(2, 2, 1.1, start=0.2),
+        wr(2, 2, 1.2, 1),
+        rel(2, 2, 1.3),
+        stale(1, 1, 2.2),
+        lost(1, 1, 2.3),
+        Op(3, "acquire", 0.3, 2.3, "timeout"),
+        Op(3, "nemesis", 2.4, 2.4, "info", detail="kill client 3"),
+        Op(3, "crash", 2.4, 2.4, "info"),
+        Op(-1, "nemesis", 2.5, 2.9, "info", detail="pause server redis-7001"),
+        final(1, 3.0),
+    ]
+    return History(ops, {"workload": "register", "clients": 3, "ttl": 0.5, "fencing": True})
+
+
+def _svg(html: str) -> ET.Element:
+    match = re.search(r"<svg\b.*</svg>", html, re.S)
+    assert match, "no inline SVG"
+    return ET.fromstring(match.group(0))
+
+
+def _with_class(root: ET.Element, *classes: str) -> list[ET.Element]:
+    return [e for e in root.iter() if set(classes) <= set((e.get("class") or "").split())]
+
+
+class _Balance(HTMLParser):
+    """Checks that every non-void tag is closed in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.errors: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        pass
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"</{tag}> closes {self.stack[-1:] or 'nothing'}")
+        else:
+            self.stack.pop()
+
+
+def _report(history: History) -> tuple[CheckResult, str, ET.Element]:
+    result = check(history)
+    html = render_html(result, history)
+    return result, html, _svg(html)
+
+
+def test_html_is_balanced_and_the_svg_parses() -> None:
+    history = simulate(seed=5, clients=6, duration=8.0, fencing=False, workload="seats")
+    _, html, root = _report(history)
+    parser = _Balance()
+    parser.feed(html)
+    parser.close()
+    assert parser.errors == []
+    assert parser.stack == []
+    assert root.tag == f"{SVG}svg"
+    assert html.startswith("<!doctype html>")
+    assert "<script" not in html  # self-contained and inert
+    assert "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_one_bar_per_lease_and_one_marker_per_write_and_fault() -> None:
+    history = simulate(seed=11, clients=8, duration=12.0, fencing=True, workload="register")
+    result, _, root = _report(history)
+    assert len(_with_class(root, "lease")) == len(result.leases) > 50
+    writes = history.of_kind("write")
+    assert len(_with_class(root, "write")) == len(writes)
+    for outcome in ("accepted", "stale", "error"):
+        expected = sum(1 for w in writes if w.result == outcome)
+        assert len(_with_class(root, outcome)) == expected, outcome
+    assert len(_with_class(root, "fault")) == len(history.of_kind("nemesis"))
+    timeouts = [op for op in history.of_kind("acquire") if op.result == "timeout"]
+    assert len(_with_class(root, "timeout")) == len(timeouts)
+
+
+def test_small_history_is_drawn_where_it_happened() -> None:
+    history = _paused_history()
+    result, html, root = _report(history)
+    assert result.ok
+    assert len(_with_class(root, "lease")) == 2
+    (ghost,) = _with_class(root, "ghost")  # client 1 believed on after token 2 was issued
+    (overlap_1, overlap_2) = _with_class(root, "overlap")
+    assert overlap_1.get("x") == overlap_2.get("x") == ghost.get("x")
+    assert len(_with_class(root, "lost")) == 1
+    (pause,) = _with_class(root, "client", "pause")
+    assert "pause client 1" in "".join(pause.itertext())
+    assert len(_with_class(root, "client", "kill")) == 1
+    (server,) = _with_class(root, "server", "pause")
+    server_box = server.find(f"{SVG}rect")
+    assert server_box is not None
+    assert float(server_box.get("x", 0)) > float(pause.get("x", 0))
+    labels = ["".join(e.itertext()) for e in _with_class(root, "label")]
+    assert "SIGSTOP 2.0s" in labels
+    assert "kill -9" in labels
+    assert "pause redis-7001" in labels
+    assert "PASS" in html
+    assert "rejected 1 stale write." in html
+
+
+def test_violating_writes_are_red_crosses_and_listed() -> None:
+    history = simulate(seed=3, clients=5, duration=10.0, fencing=False, workload="seats")
+    result, html, root = _report(history)
+    assert not result.ok
+    marked = _with_class(root, "violation")
+    assert len(marked) == len(result.violating_writes()) > 0
+    assert 'class="verdict fail"' in html
+    assert "sold twice" in html
+    assert "<h2>Problems</h2>" in html
+
+
+def test_token_labels_only_where_they_fit() -> None:
+    ops = [acq(1, 7, 0.0), rel(1, 7, 9.0), acq(2, 8, 9.0), rel(2, 8, 9.02), final(0, 10.0)]
+    _, _, root = _report(History(ops, {"workload": "register"}))
+    assert ["".join(e.itertext()) for e in _with_class(root, "token")] == ["#7"]
+
+
+def test_huge_tokens_are_shortened_to_their_last_digits() -> None:
+    token = 1_718_000_000_123_456  # a counter seeded from the server's clock
+    ops = [acq(1, token, 0.0), rel(1, token, 9.0), final(0, 10.0)]
+    _, _, root = _report(History(ops, {"workload": "register"}))
+    assert ["".join(e.itertext()) for e in _with_class(root, "token")] == ["#…3456"]
+
+
+def test_labels_stay_inside_the_picture() -> None:
+    ops = [acq(1, 1, 0.0), rel(1, 1, 9.99), final(0, 10.0)]
+    ops += [
+        Op(-1, "nemesis", 9.9, 10.0, "info", detail="clock +120s on server redis-7001"),
+        Op(1, "nemesis", 9.95, 10.0, "info", detail="pause client 1 for 0.05s"),
+    ]
+    _, _, root = _report(History(ops, {"workload": "register"}))
+    for label in _with_class(root, "label"):
+        width = len("".join(label.itertext())) * 6.8
+        assert float(label.get("x", 0)) + width <= WIDTH
+
+
+def test_a_replacement_client_takes_the_killed_clients_row() -> None:
+    detail = "kill client 3 (token 1): SIGKILL; replaced by client 9"
+    ops = [
+        acq(3, 1, 0.0),
+        Op(3, "nemesis", 1.0, 1.0, "info", token=1, detail=detail),
+        Op(3, "crash", 1.0, 1.0, "info", token=1),
+        acq(4, 2, 1.6, start=0.1),
+        rel(4, 2, 2.0),
+        acq(9, 3, 2.1, start=1.2),
+        rel(9, 3, 3.0),
+        final(0, 3.1),
+    ]
+    _, html, root = _report(History(ops, {"workload": "register"}))
+    rows = ["".join(e.itertext()) for e in _with_class(root, "row")]
+    assert [r.split("clients")[0] for r in rows] == ["client 3", "client 4"]
+    assert "then 9" in html
+    ys = {e.get("y") for e in _with_class(root, "lease")}
+    assert len(ys) == 2  # clients 3 and 9 share a row
+    assert "16 client" not in html and "3 client processes in 2 rows" in html
+
+
+def test_server_fault_labels_are_short() -> None:
+    detail = "clock of server redis-7001 stepped +1.00s (total +2.00s) while client 3 held token 1"
+    ops = [acq(1, 1, 0.0), rel(1, 1, 9.0), Op(-1, "nemesis", 2.0, 2.0, "info", detail=detail)]
+    _, html, root = _report(History([*ops, final(0, 10.0)], {"workload": "register"}))
+    labels = ["".join(e.itertext()) for e in _with_class(root, "label")]
+    assert labels == ["clock redis-7001 stepped +1.00s"]
+    assert "while client 3 held token 1" in html  # the whole detail in the tooltip
+
+
+def test_write_html_writes_the_page(tmp_path: Path) -> None:
+    history = _paused_history()
+    path = write_html(check(history), history, tmp_path / "report.html")
+    assert path == tmp_path / "report.html"
+    assert path.read_text(encoding="utf-8") == render_html(check(history), history)
+
+
+def test_json_round_trips() -> None:
+    history = simulate(seed=3, clients=4, duration=6.0, fencing=False, workload="seats")
+    result = check(history)
+    data = to_json(result, history)
+    assert json.loads(json.dumps(data)) == data
+    params = data["params"]
+    assert isinstance(params, dict)
+    assert params["seed"] == 3
+    assert params["nemeses"] == list(history.params["nemeses"])  # type: ignore[call-overload]
+    assert data["ok"] is False
+    assert data["counts"] == data["result"]["counts"]  # type: ignore[index]
+    assert data["result"]["overlap_count"] == result.overlap_count  # type: ignore[index]
+
+
+def test_terminal_table_says_the_verdict_and_why() -> None:
+    console = Console(record=True, width=140, color_system=None)
+    history = simulate(seed=3, clients=4, duration=6.0, fencing=False, workload="seats")
+    console.print(terminal_table(check(history), history))
+    text = console.export_text()
+    assert "FAIL" in text
+    assert "sold twice" in text
+    assert "acquisitions" in text
+    console = Console(record=True, width=140, color_system=None)
+    history = _paused_history()
+    console.print(terminal_table(check(history), history))
+    assert "PASS" in console.export_text()
