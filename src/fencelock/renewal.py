@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import heapq
 import itertools
+import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -96,12 +97,12 @@ class Renewer:
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._wakes_at = -math.inf  # when the thread's current sleep ends (-inf: awake)
         # Renew calls run here so a call stuck on a hung server can be abandoned.
         self._calls = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fencelock-renew")
 
     def track(self, lease: Lease) -> None:
         with self._wake:
-            head = self._schedule.next_due()
             due = first_due(lease, clock.now())
             self._schedule.put(lease, due)
             if self._thread is None:
@@ -109,7 +110,9 @@ class Renewer:
                     target=self._run, name="fencelock-renewer", daemon=True
                 )
                 self._thread.start()
-            elif head is None or due < head:
+            elif due < self._wakes_at:
+                # Wake the thread only if it sleeps past the new deadline: a thread
+                # switch on every acquire would cost more than the acquire itself.
                 self._wake.notify()
 
     def forget(self, lease: Lease) -> None:
@@ -130,7 +133,9 @@ class Renewer:
                 lease = self._schedule.pop_due(clock.now())
                 if lease is None:
                     due = self._schedule.next_due()
+                    self._wakes_at = math.inf if due is None else due
                     self._wake.wait(None if due is None else max(due - clock.now(), 0.0))
+                    self._wakes_at = -math.inf
                     continue
                 self._wake.release()
                 try:
