@@ -4,6 +4,8 @@ set -euo pipefail
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v openssl >/dev/null || need+=(openssl)
+# fencelock check's clock nemesis runs redis-server under libfaketime.
+ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || need+=(libfaketime faketime)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "install-servers: need root to install: ${need[*]}" >&2

@@ -1,0 +1,291 @@
+"""Nemeses: the faults a check run injects, each on its own seeded schedule.
+
+Every nemesis waits a random gap, then *arms*; an armed nemesis strikes at the
+next moment a client reports it is inside its critical section (between its
+lease check and its write, where a fault does the most harm), or, for faults
+not aimed at a client, right away. A fault lasts a random multiple of the TTL,
+then heals. Each fault is recorded as one ``nemesis`` op (process = the target
+client, or -1 for a server fault) whose start and end are the fault window.
+
+* ``pause``: SIGSTOP a holder for 1.5-3 x TTL, then SIGCONT (a GC pause).
+* ``kill``: SIGKILL a holder (a ``crash`` op is recorded) and start a
+  replacement client with a new id.
+* ``server``: SIGSTOP, or SIGKILL and restart empty after 1.5-3 x TTL, a lock
+  server (harness-started servers only; for Redlock at most a minority).
+* ``clock``: step a lock server's wall clock forward by 2 x TTL with
+  libfaketime (Redis expires keys by the wall clock); for Redlock a majority of
+  nodes steps at once (a shared bad time source: the only way a step can let a
+  second client in).
+* ``partition``: cut a holder off from every lock server for 1.5-3 x TTL
+  (through the harness's TCP proxies).
+
+The schedule (gaps, durations, which servers) is reproducible from the seed;
+which client happens to hold the lock at that moment is up to the run.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from fencelock.check.history import Op
+from fencelock.check.servers import RedisNode, ServerSet
+
+NEMESES = ("pause", "kill", "server", "clock", "partition")
+SERVER_NEMESES = ("server", "clock")
+NETWORK_NEMESES = ("partition",)
+
+
+class Harness(Protocol):
+    """What the runner lets a nemesis do."""
+
+    ttl: float
+    servers: ServerSet | None
+
+    def freeze(self, client: int) -> bool:
+        """SIGSTOP ``client`` (outside any SQLite write lock); False if it could not."""
+
+    def thaw(self, client: int) -> None:
+        """SIGCONT ``client``."""
+
+    def crash(self, client: int, token: int | None, detail: str) -> int:
+        """SIGKILL ``client``, record its crash, start a replacement; the new client's id."""
+
+    def cut(self, client: int) -> None:
+        """Black-hole every link between ``client`` and the servers."""
+
+    def heal(self, client: int) -> None:
+        """Restore ``client``'s links."""
+
+    def kill_server(self, node: RedisNode) -> None:
+        """SIGKILL lock server ``node`` (it loses every key)."""
+
+    def restart(self, node: RedisNode) -> None:
+        """Start ``node`` again (empty) on its port."""
+
+    def record(self, op: Op) -> None:
+        """Add a runner op to the history."""
+
+    def note(self, text: str) -> None:
+        """Tell the user about a fault as it happens."""
+
+
+@dataclass
+class _Active:
+    target: int  # a client id, or -1
+    start: float
+    until: float
+    detail: str
+    token: int | None = None
+    nodes: tuple[RedisNode, ...] = ()
+    killed: bool = False
+
+
+class Nemesis:
+    """Base class: the arm / strike / heal cycle on a seeded schedule."""
+
+    name = "nemesis"
+    aims_at_holder = True  # strikes when a client reports it is in its critical section
+    gap = (1.0, 3.0)  # seconds between faults, in TTLs
+    length = (1.5, 3.0)  # fault duration, in TTLs
+
+    def __init__(self, seed: int, ttl: float, start: float) -> None:
+        self.rng = random.Random(f"{seed}:{self.name}")
+        self.ttl = ttl
+        self.active: _Active | None = None
+        self.faults = 0
+        self.next_at = start + self._draw(self.gap)
+
+    def _draw(self, span: tuple[float, float]) -> float:
+        return self.rng.uniform(*span) * self.ttl
+
+    def armed(self, now: float) -> bool:
+        return self.active is None and now >= self.next_at
+
+    def on_hold(self, h: Harness, now: float, client: int, token: int) -> bool:
+        """A client reported it holds ``token`` mid-critical-section; True if we took it."""
+        if not (self.aims_at_holder and self.armed(now)):
+            return False
+        return self.strike(h, now, client, token)
+
+    def poll(self, h: Harness, now: float) -> None:
+        """Called every tick: heal a fault that is due, or strike if not aiming at holders."""
+        if self.active is not None and now >= self.active.until:
+            self.end(h, now)
+        elif not self.aims_at_holder and self.armed(now):
+            self.strike(h, now, -1, None)
+
+    def strike(self, h: Harness, now: float, client: int, token: int | None) -> bool:
+        raise NotImplementedError
+
+    def end(self, h: Harness, now: float) -> None:
+        """Heal the active fault, record it, schedule the next."""
+        active, self.active = self.active, None
+        if active is None:
+            return
+        self.heal(h, active)
+        detail = active.detail
+        if now < active.until - 0.01:
+            detail += f" (cut short to {now - active.start:.2f}s by the end of the run)"
+        h.record(
+            Op(active.target, "nemesis", active.start, now, "info", active.token, detail=detail)
+        )
+        self.next_at = now + self._draw(self.gap)
+
+    def heal(self, h: Harness, active: _Active) -> None:
+        raise NotImplementedError
+
+    def _begin(self, h: Harness, active: _Active) -> None:
+        self.active = active
+        self.faults += 1
+        h.note(active.detail)
+
+    def busy_clients(self) -> set[int]:
+        """Clients this nemesis is holding in a fault (others must leave them alone)."""
+        return (
+            {self.active.target} if self.active is not None and self.active.target >= 0 else set()
+        )
+
+
+class Pause(Nemesis):
+    name = "pause"
+    gap = (0.5, 2.0)
+
+    def strike(self, h: Harness, now: float, client: int, token: int | None) -> bool:
+        if not h.freeze(client):
+            return False
+        length = self._draw(self.length)
+        detail = f"pause client {client} (token {token}) for {length:.2f}s: SIGSTOP"
+        self._begin(h, _Active(client, now, now + length, detail, token))
+        return True
+
+    def heal(self, h: Harness, active: _Active) -> None:
+        h.thaw(active.target)
+
+
+class Kill(Nemesis):
+    name = "kill"
+    gap = (2.0, 4.0)
+
+    def strike(self, h: Harness, now: float, client: int, token: int | None) -> bool:
+        new = h.crash(client, token, f"killed by the kill nemesis holding token {token}")
+        detail = f"kill client {client} (token {token}): SIGKILL; replaced by client {new}"
+        h.record(Op(client, "nemesis", now, now, "info", token, detail=detail))
+        h.note(detail)
+        self.faults += 1
+        self.next_at = now + self._draw(self.gap)
+        return True
+
+    def heal(self, h: Harness, active: _Active) -> None:
+        return None
+
+
+class Partition(Nemesis):
+    name = "partition"
+    gap = (1.0, 3.0)
+
+    def strike(self, h: Harness, now: float, client: int, token: int | None) -> bool:
+        h.cut(client)
+        length = self._draw(self.length)
+        detail = f"partition client {client} (token {token}) from the servers for {length:.2f}s"
+        self._begin(h, _Active(client, now, now + length, detail, token))
+        return True
+
+    def heal(self, h: Harness, active: _Active) -> None:
+        h.heal(active.target)
+
+
+class ServerFault(Nemesis):
+    """Pause, or kill and later restart, a lock server (a minority of Redlock's nodes)."""
+
+    name = "server"
+    aims_at_holder = False
+    gap = (1.0, 3.0)
+
+    def _victims(self, nodes: Sequence[RedisNode]) -> tuple[RedisNode, ...]:
+        if len(nodes) == 1:
+            return (nodes[0],)
+        minority = (len(nodes) - 1) // 2
+        return tuple(self.rng.sample(list(nodes), self.rng.randint(1, minority)))
+
+    def strike(self, h: Harness, now: float, client: int, token: int | None) -> bool:
+        assert h.servers is not None
+        nodes = self._victims(h.servers.nodes)
+        length = self._draw(self.length)
+        names = ",".join(n.name for n in nodes)
+        kill = self.rng.random() < 0.5
+        for node in nodes:
+            if kill:
+                h.kill_server(node)
+            else:
+                node.pause()
+        if kill:
+            detail = f"kill server {names}: SIGKILL, restarted empty after {length:.2f}s"
+        else:
+            detail = f"pause server {names} for {length:.2f}s: SIGSTOP"
+        self._begin(h, _Active(-1, now, now + length, detail, None, nodes, kill))
+        return True
+
+    def heal(self, h: Harness, active: _Active) -> None:
+        for node in active.nodes:
+            if active.killed:
+                h.restart(node)
+            else:
+                node.resume()
+
+
+class ClockJump(Nemesis):
+    """Step lock servers' wall clocks forward by 2 x TTL; strikes while a client holds."""
+
+    name = "clock"
+    gap = (2.0, 4.0)
+    step = 2.0  # in TTLs
+
+    def strike(self, h: Harness, now: float, client: int, token: int | None) -> bool:
+        assert h.servers is not None
+        all_nodes = h.servers.nodes
+        nodes = (
+            tuple(all_nodes)
+            if len(all_nodes) == 1
+            else tuple(self.rng.sample(list(all_nodes), len(all_nodes) // 2 + 1))
+        )
+        seconds = self.step * self.ttl
+        totals = [node.step_clock(seconds) for node in nodes]
+        names = ",".join(n.name for n in nodes)
+        detail = (
+            f"clock of server {names} stepped +{seconds:.2f}s (total +{max(totals):.2f}s) "
+            f"while client {client} held token {token}"
+        )
+        h.record(Op(-1, "nemesis", now, now, "info", token, detail=detail))
+        h.note(detail)
+        self.faults += 1
+        self.next_at = now + self._draw(self.gap)
+        return True
+
+    def heal(self, h: Harness, active: _Active) -> None:
+        return None
+
+
+_KINDS: dict[str, type[Nemesis]] = {
+    "pause": Pause,
+    "kill": Kill,
+    "server": ServerFault,
+    "clock": ClockJump,
+    "partition": Partition,
+}
+
+
+def parse_nemeses(text: str) -> tuple[str, ...]:
+    """``"pause,kill"`` -> ``("pause", "kill")``; ValueError naming an unknown one."""
+    names = tuple(dict.fromkeys(n.strip().lower() for n in text.split(",") if n.strip()))
+    for name in names:
+        if name not in NEMESES and name != "none":
+            raise ValueError(f"unknown nemesis {name!r} (choose from {', '.join(NEMESES)})")
+    return tuple(n for n in names if n != "none")
+
+
+def build(names: Sequence[str], seed: int, ttl: float, start: float) -> list[Nemesis]:
+    """The nemeses named, each with its own stream of the seed."""
+    return [_KINDS[name](seed, ttl, start) for name in names]

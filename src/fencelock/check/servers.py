@@ -1,0 +1,477 @@
+"""What the check harness runs besides its clients: lock servers, fault proxies, a reaper.
+
+* :class:`RedisNode` / :class:`ServerSet`: ``redis-server`` processes on free
+  loopback ports (1 for ``--servers redis``, 5 for ``--servers redlock``), each
+  optionally under libfaketime so the clock nemesis can step its wall clock.
+* :class:`ProxyHub`: one TCP proxy per (client, server) link, so the partition
+  nemesis can cut one client off from every server (black hole: bytes are
+  swallowed, nothing is forwarded, closes are held back until the link heals).
+* :class:`Reaper`: a tiny watchdog process that SIGKILLs every process the
+  harness started if the harness itself dies, even by SIGKILL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import glob
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+from fencelock.errors import BackendUnavailable
+
+ServerKind = Literal["redis", "redlock"]
+T = TypeVar("T")
+NODES = {"redis": 1, "redlock": 5}
+READY_TIMEOUT = 15.0
+
+
+class ToolMissing(BackendUnavailable):
+    """A program or library the harness needs is not installed; names the package."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def require_binary(name: str, package: str) -> str:
+    """The path of ``name``, or ToolMissing naming the Debian package to install."""
+    path = shutil.which(name)
+    if path is None:
+        raise ToolMissing(f"{name} is not installed: apt-get install {package}")
+    return path
+
+
+def _first(patterns: list[str]) -> str | None:
+    for pattern in patterns:
+        found = sorted(glob.glob(pattern))
+        if found:
+            return found[0]
+    return None
+
+
+def faketime_preload() -> str:
+    """``LD_PRELOAD`` for a redis-server whose wall clock the harness can step.
+
+    Debian's redis-server uses jemalloc, which deadlocks under libfaketime at
+    start-up; preloading glibc's malloc (``libc_malloc_debug.so.0``) first
+    keeps jemalloc from initialising.
+    """
+    faketime = _first(
+        [
+            "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+            "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+            "/usr/lib/*/faketime/libfaketime.so.1",
+            "/usr/lib/faketime/libfaketime.so.1",
+        ]
+    )
+    if faketime is None:
+        raise ToolMissing(
+            "the clock nemesis needs libfaketime (libfaketime.so.1): "
+            "apt-get install libfaketime faketime"
+        )
+    malloc = _first(
+        [
+            "/usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0",
+            "/usr/lib/aarch64-linux-gnu/libc_malloc_debug.so.0",
+            "/lib/*/libc_malloc_debug.so.0",
+            "/usr/lib/*/libc_malloc_debug.so.0",
+        ]
+    )
+    if malloc is None:
+        raise ToolMissing(
+            "the clock nemesis needs glibc's libc_malloc_debug.so.0 (glibc >= 2.34, "
+            "package libc6) to run redis-server under libfaketime"
+        )
+    return f"{malloc} {faketime}"
+
+
+class RedisNode:
+    """One ``redis-server`` without persistence on a fixed free port; faults by signal.
+
+    ``faketime``: run it under libfaketime, its wall clock offset by the number of
+    seconds in ``clock_file`` (monotonic clocks stay real, like an NTP step).
+    """
+
+    def __init__(self, workdir: Path, name: str, *, faketime: bool = False) -> None:
+        self.name = name
+        self.workdir = workdir
+        self.port = free_port()
+        self.log_path = workdir / f"{name}.log"
+        self.clock_file = workdir / f"{name}.faketime"
+        self.clock_offset = 0.0
+        self.faketime = faketime
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.paused = False
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        """Start (or restart, empty) on this node's port; waits until it answers PING."""
+        binary = require_binary("redis-server", "redis-server")
+        argv = [binary, "--port", str(self.port), "--bind", "127.0.0.1"]
+        argv += ["--save", "", "--appendonly", "no", "--dir", str(self.workdir)]
+        env = dict(os.environ)
+        if self.faketime:
+            env["LD_PRELOAD"] = faketime_preload()
+            env["FAKETIME_TIMESTAMP_FILE"] = str(self.clock_file)
+            env["FAKETIME_NO_CACHE"] = "1"
+            env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
+            self._write_clock()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                env=env,
+                start_new_session=True,  # Ctrl-C in the terminal is the harness's to handle
+            )
+        self.paused = False
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            if not self.alive:
+                raise BackendUnavailable(f"{self.name} exited at start: {self.log_tail()}")
+            if _ping(self.port):
+                return
+            time.sleep(0.02)
+        self.kill()
+        raise BackendUnavailable(f"{self.name} not ready after {READY_TIMEOUT:.0f}s")
+
+    def log_tail(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-2000:]
+        except OSError:
+            return ""
+
+    def pause(self) -> None:
+        if self.alive and self.pid is not None:
+            os.kill(self.pid, signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self) -> None:
+        if self.alive and self.pid is not None:
+            os.kill(self.pid, signal.SIGCONT)
+        self.paused = False
+
+    def kill(self) -> None:
+        """SIGKILL (the node loses every key: it has no persistence)."""
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait(10)
+        self.paused = False
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it does not exit within 5 s."""
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def step_clock(self, seconds: float) -> float:
+        """Step this node's wall clock forward by ``seconds``; the total offset now."""
+        if not self.faketime:
+            raise RuntimeError(f"{self.name} was not started under libfaketime")
+        self.clock_offset += seconds
+        self._write_clock()
+        return self.clock_offset
+
+    def _write_clock(self) -> None:
+        tmp = self.clock_file.with_suffix(".tmp")
+        tmp.write_text(f"{self.clock_offset:+.3f}\n")
+        tmp.replace(self.clock_file)  # libfaketime re-reads it on every call: no torn reads
+
+
+def _ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+@dataclass
+class ServerSet:
+    """The redis-server processes of one run: ``url`` reaches them all."""
+
+    kind: ServerKind
+    nodes: list[RedisNode] = field(default_factory=list)
+    timeout: float = 2.0
+
+    @classmethod
+    def start(cls, kind: ServerKind, workdir: Path, *, faketime: bool, timeout: float) -> ServerSet:
+        """Start 1 (redis) or 5 (redlock) nodes; stops the started ones if one fails."""
+        if faketime:
+            faketime_preload()  # fail before starting anything
+        servers = cls(kind, timeout=timeout)
+        try:
+            for n in range(1, NODES[kind] + 1):
+                node = RedisNode(workdir, f"redis-{n}", faketime=faketime)
+                servers.nodes.append(node)
+                node.start()
+        except BaseException:
+            servers.stop()
+            raise
+        return servers
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(node.address for node in self.nodes)
+        if self.kind == "redis":
+            return f"redis://{hosts}/0?timeout={self.timeout:g}"
+        return f"redlock://{hosts}"  # the backend's own short per-node timeout
+
+    def pids(self) -> list[int]:
+        return [node.pid for node in self.nodes if node.pid is not None]
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+# --- partitions: a black-holing TCP proxy per client and server -------------------------
+
+
+def proxied_url(url: str, addresses: list[tuple[str, int]]) -> str:
+    """``url`` with its host list replaced by ``addresses`` (same order, same options)."""
+    parts = urlsplit(url)
+    userinfo, at, _ = parts.netloc.rpartition("@")
+    hosts = ",".join(f"{host}:{port}" for host, port in addresses)
+    return urlunsplit(parts._replace(netloc=f"{userinfo}{at}{hosts}"))
+
+
+class _Link:
+    """One client's links to every server: cut or healed together."""
+
+    def __init__(self) -> None:
+        self.cut = False
+        self.healed = asyncio.Event()
+        self.healed.set()
+        self.writers: set[asyncio.StreamWriter] = set()
+
+
+class ProxyHub:
+    """TCP proxies on 127.0.0.1, one per (client, upstream), run on one asyncio thread.
+
+    While a client's link is cut, its proxies forward nothing in either
+    direction (the bytes are dropped, as a partition drops packets), still
+    accept new connections (which then hear nothing) and hold back a close by
+    either side until the link heals. The client sees replies stop: its
+    socket timeouts fire, exactly as behind a dropped-packet firewall rule.
+    """
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._links: dict[int, _Link] = {}
+        self._servers: list[asyncio.base_events.Server] = []
+        self._thread = threading.Thread(target=self._loop.run_forever, name="fencelock-proxy")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def route(self, client: int, upstreams: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Proxies for ``client`` to each upstream; their local addresses, in order."""
+        return self._call(self._route(client, upstreams))
+
+    def cut(self, client: int) -> None:
+        self._call(self._set(client, cut=True))
+
+    def heal(self, client: int) -> None:
+        self._call(self._set(client, cut=False))
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError, TimeoutError):
+            self._call(self._close_all())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(10)
+
+    async def _route(self, client: int, upstreams: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        link = self._links.setdefault(client, _Link())
+        out = []
+        for host, port in upstreams:
+            server = await asyncio.start_server(self._handler(link, host, port), "127.0.0.1", 0)
+            self._servers.append(server)
+            out.append(("127.0.0.1", int(server.sockets[0].getsockname()[1])))
+        return out
+
+    def _handler(
+        self, link: _Link, host: str, port: int
+    ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await self._serve(link, reader, writer, host, port)
+
+        return handle
+
+    async def _set(self, client: int, *, cut: bool) -> None:
+        link = self._links.setdefault(client, _Link())
+        link.cut = cut
+        if cut:
+            link.healed.clear()
+        else:
+            link.healed.set()
+
+    async def _close_all(self) -> None:
+        for server in self._servers:
+            server.close()
+        for link in self._links.values():
+            link.healed.set()
+            for writer in list(link.writers):
+                writer.close()
+
+    async def _serve(
+        self,
+        link: _Link,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        host: str,
+        port: int,
+    ) -> None:
+        link.writers.add(writer)
+        try:
+            try:
+                up_reader, up_writer = await asyncio.open_connection(host, port)
+            except OSError:
+                return
+            link.writers.add(up_writer)
+            try:
+                await asyncio.gather(
+                    self._pump(link, reader, up_writer), self._pump(link, up_reader, writer)
+                )
+            finally:
+                link.writers.discard(up_writer)
+                up_writer.close()
+        finally:
+            link.writers.discard(writer)
+            writer.close()
+
+    @staticmethod
+    async def _pump(
+        link: _Link, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        with contextlib.suppress(OSError, asyncio.CancelledError):
+            while True:
+                data = await reader.read(65536)
+                if not data:
+                    await link.healed.wait()  # a close does not cross a partition either
+                    break
+                if link.cut:
+                    continue  # dropped on the floor
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+
+# --- the reaper ------------------------------------------------------------------------
+
+_REAPER = """
+import os, signal, sys
+watched = set()
+for line in sys.stdin:
+    line = line.strip()
+    if line.startswith('+'):
+        watched.add(int(line[1:]))
+    elif line.startswith('-'):
+        watched.discard(int(line[1:]))
+for pid in watched:
+    for sig in (signal.SIGCONT, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+"""
+
+
+class Reaper:
+    """A watchdog process: when the harness's pipe to it closes, it SIGKILLs what is left.
+
+    The harness stops everything itself on a normal exit, on Ctrl-C and on
+    SIGTERM; the reaper covers the one case it cannot: being killed outright.
+    """
+
+    def __init__(self) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _REAPER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            text=True,
+        )
+        self._guard = threading.Lock()
+
+    def watch(self, pid: int) -> None:
+        self._send(f"+{pid}")
+
+    def unwatch(self, pid: int) -> None:
+        self._send(f"-{pid}")
+
+    def _send(self, line: str) -> None:
+        with self._guard:
+            if self._proc.stdin is not None and not self._proc.stdin.closed:
+                with contextlib.suppress(OSError, ValueError):
+                    self._proc.stdin.write(line + "\n")
+                    self._proc.stdin.flush()
+
+    def close(self) -> None:
+        """Let the reaper exit (after the harness has unwatched what it stopped)."""
+        with self._guard:
+            if self._proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    self._proc.stdin.close()
+        try:
+            self._proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+@contextlib.contextmanager
+def reaper() -> Iterator[Reaper]:
+    r = Reaper()
+    try:
+        yield r
+    finally:
+        r.close()

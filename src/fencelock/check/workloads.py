@@ -1,0 +1,392 @@
+"""The check clients: each one a process that takes the lock and touches the resource.
+
+The *resource* is an SQLite file in the run directory, independent of the lock
+backend under test. Every accepted write also appends a row to ``commits``
+(``seq INTEGER PRIMARY KEY AUTOINCREMENT``) in the same transaction, and the
+write's ``value`` in the history is that sequence number: the order in which
+the resource really committed the writes.
+
+Workloads (one lease = one read-modify-write):
+
+* ``register``: read an integer, work, write it + 1. A lost update shows up as
+  a final value below the number of accepted writes.
+* ``seats``: read the first free seat of a show, work, sell it. A seat sold
+  twice shows up as two accepted writes of ``seat:N``.
+
+With fencing, **the read goes through the fence as well as the write**
+(``sqlite_fence(..., allow_equal=True)`` in the read's transaction, then again
+in the write's). Fencing only the write is not enough for a read-modify-write:
+a holder whose lease was lost (after a clock jump, say) can still get its write
+in *between* the new holder's read and write, with a token the fence has not
+seen beaten yet, and one update is lost. Fencing the read too makes the new
+holder's token known to the resource before it acts, so every write of the old
+holder after that is refused.
+
+An acquire that times out only because the run's deadline cut its wait short is
+not recorded: it says nothing about the lock.
+
+A client tells the runner what it is doing on stdout, one word and a token per
+line (``A`` acquired, ``H`` in the critical section between the check and the
+write, ``W`` wrote, ``L`` lost, ``R`` released), so nemeses can aim at a holder.
+Run with ``python -m fencelock.check.workloads SPEC_JSON``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import random
+import signal
+import sqlite3
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import fencelock
+from fencelock import clock
+from fencelock.check.history import Op, Recorder, Result
+from fencelock.errors import FencelockError, LeaseLost, LockTimeout, StaleToken
+from fencelock.fencing import install_sqlite_fences, sqlite_fence
+
+WORKLOADS = ("register", "seats")
+REGISTER_KEY = "register"
+SEATS_KEY = "seats"
+BUSY_TIMEOUT_MS = 30_000
+
+_SCHEMA = """
+CREATE TABLE register (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER NOT NULL);
+INSERT INTO register (id, value) VALUES (1, 0);
+CREATE TABLE seats (seat INTEGER PRIMARY KEY, buyer TEXT NOT NULL, token INTEGER NOT NULL);
+CREATE TABLE commits (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    client INTEGER NOT NULL, token INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+    at REAL NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """Everything one client process needs, passed as JSON on its command line."""
+
+    client: int
+    url: str
+    workload: str
+    lock_name: str
+    resource: str
+    history: str
+    ttl: float
+    work: float
+    fencing: bool
+    seed: int
+    fence_reads: bool = True
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> ClientSpec:
+        return cls(**json.loads(text))
+
+    @property
+    def fence_key(self) -> str:
+        return REGISTER_KEY if self.workload == "register" else SEATS_KEY
+
+
+# --- the resource ------------------------------------------------------------------------
+
+
+def connect_resource(path: Path | str) -> sqlite3.Connection:
+    """An autocommit connection; transactions are explicit ``BEGIN IMMEDIATE``."""
+    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return conn
+
+
+def create_resource(path: Path) -> None:
+    """A fresh resource database (register at 0, no seat sold, no fence yet)."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    conn = connect_resource(path)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.executescript(_SCHEMA)
+        install_sqlite_fences(conn)
+    finally:
+        conn.close()
+
+
+def final_read(path: Path, workload: str) -> tuple[str, str]:
+    """The key and value of the run's final read: the register, or a summary of the seats."""
+    conn = connect_resource(path)
+    try:
+        if workload == "register":
+            (value,) = conn.execute("SELECT value FROM register WHERE id = 1").fetchone()
+            return REGISTER_KEY, str(int(value))
+        (sold,) = conn.execute("SELECT count(*) FROM seats").fetchone()
+        twice = [
+            int(seat)
+            for (seat,) in conn.execute(
+                "SELECT CAST(substr(key, 6) AS INTEGER) AS seat FROM commits "
+                "GROUP BY key HAVING count(*) > 1 ORDER BY seat"
+            )
+        ]
+        (sales,) = conn.execute("SELECT count(*) FROM commits").fetchone()
+        summary = {"sold": int(sold), "sales": int(sales), "sold_twice": twice}
+        return SEATS_KEY, json.dumps(summary, separators=(",", ":"))
+    finally:
+        conn.close()
+
+
+def _fenced_read(conn: sqlite3.Connection, spec: ClientSpec, token: int, query: str) -> int:
+    """Run ``query`` (one integer) in a transaction that first passes the fence, if fencing."""
+    if not (spec.fencing and spec.fence_reads):
+        (value,) = conn.execute(query).fetchone()
+        return int(value)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        sqlite_fence(conn, spec.fence_key, token, allow_equal=True)
+        (value,) = conn.execute(query).fetchone()
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return int(value)
+
+
+def _commit(
+    conn: sqlite3.Connection,
+    spec: ClientSpec,
+    token: int,
+    key: str,
+    value: str,
+    update: tuple[str, tuple[object, ...]],
+) -> int:
+    """Apply ``update`` and log the commit in one transaction (fenced); the commit's seq."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if spec.fencing:
+            sqlite_fence(conn, spec.fence_key, token, allow_equal=True)
+        conn.execute(*update)
+        cursor = conn.execute(
+            "INSERT INTO commits (client, token, key, value, at) VALUES (?, ?, ?, ?, ?)",
+            (spec.client, token, key, value, clock.now()),
+        )
+        seq = cursor.lastrowid
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    assert seq is not None
+    return int(seq)
+
+
+# --- the client process ------------------------------------------------------------------
+
+
+class Channel:
+    """Lines to the runner on stdout, and the history file; both thread-safe."""
+
+    def __init__(self, spec: ClientSpec) -> None:
+        self.spec = spec
+        self._guard = threading.Lock()
+        self._recorder = Recorder(Path(spec.history))
+
+    def say(self, word: str, token: int | None = None) -> None:
+        line = word if token is None else f"{word} {token}"
+        with self._guard, contextlib.suppress(OSError, ValueError):
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    def record(self, op: Op) -> None:
+        with self._guard:
+            self._recorder.record(op)
+
+    def op(
+        self,
+        kind: str,
+        start: float,
+        result: str,
+        *,
+        token: int | None = None,
+        key: str | None = None,
+        value: str | None = None,
+        detail: str = "",
+        end: float | None = None,
+    ) -> None:
+        self.record(
+            Op(
+                self.spec.client,
+                kind,  # type: ignore[arg-type]
+                start,
+                clock.now() if end is None else end,
+                result,  # type: ignore[arg-type]
+                token,
+                key,
+                value,
+                detail,
+            )
+        )
+
+    def close(self) -> None:
+        with self._guard:
+            self._recorder.close()
+
+
+class Worker:
+    """One client's loop: acquire, read, check, work, write, release, until the deadline."""
+
+    def __init__(
+        self, spec: ClientSpec, lock: fencelock.Lock, db: sqlite3.Connection, out: Channel
+    ) -> None:
+        self.spec, self.lock, self.db, self.out = spec, lock, db, out
+        self.rng = random.Random(spec.seed * 1_000_003 + spec.client)
+        self.acquire_timeout = max(1.0, 4 * spec.ttl)
+
+    def run(self, deadline: float) -> None:
+        while True:
+            left = deadline - clock.now()
+            if left < 0.02:
+                return
+            lease = self._acquire(min(self.acquire_timeout, left), left <= self.acquire_timeout)
+            if lease is None:
+                continue
+            try:
+                self._step(lease)
+            finally:
+                self._release(lease)
+
+    def _acquire(self, timeout: float, last: bool) -> fencelock.Lease | None:
+        """Take the lease; None if not. ``last``: the run ends at the timeout."""
+        start = clock.now()
+        try:
+            lease = self.lock.acquire(timeout=timeout)
+        except LockTimeout as exc:
+            if not last:  # a wait cut short by the end of the run is not the lock's fault
+                self.out.op("acquire", start, "timeout", detail=str(exc))
+            return None
+        except FencelockError as exc:
+            self.out.op("acquire", start, "error", detail=f"{type(exc).__name__}: {exc}")
+            time.sleep(min(self.spec.ttl / 2, 0.2))  # a dead server: do not spin
+            return None
+        self.out.op("acquire", start, "ok", token=lease.token)
+        lease.on_lost(self._lost)
+        self.out.say("A", lease.token)
+        return lease
+
+    def _lost(self, lease: fencelock.Lease) -> None:
+        now = clock.now()
+        reason = lease.lost_reason or "lost"
+        self.out.op("lost", now, "info", token=lease.token, detail=reason, end=now)
+        self.out.say("L", lease.token)
+
+    def _step(self, lease: fencelock.Lease) -> None:
+        """One read-modify-write under ``lease``; the pause window is between check and write."""
+        token, spec = lease.token, self.spec
+        start = clock.now()
+        query = (
+            "SELECT value FROM register WHERE id = 1"
+            if spec.workload == "register"
+            else "SELECT coalesce(max(seat), 0) + 1 FROM seats"
+        )
+        key = REGISTER_KEY if spec.workload == "register" else None
+        try:
+            read = _fenced_read(self.db, spec, token, query)
+        except StaleToken as exc:
+            self.out.op("write", start, "stale", token=token, key=key, detail=f"read: {exc}")
+            self.out.say("W stale")
+            return
+        except sqlite3.Error as exc:
+            self.out.op("write", start, "error", token=token, key=key, detail=f"read: {exc}")
+            return
+        try:
+            lease.check()  # a careful client: the lease is fine *now* ...
+        except LeaseLost:
+            return
+        self.out.say("H", token)  # ... and this is where a pause hurts
+        time.sleep(spec.work * self.rng.uniform(0.5, 1.5))
+        self._write(token, read)
+
+    def _write(self, token: int, read: int) -> None:
+        spec = self.spec
+        if spec.workload == "register":
+            key, value = REGISTER_KEY, str(read + 1)
+            update: tuple[str, tuple[object, ...]] = (
+                "UPDATE register SET value = ? WHERE id = 1",
+                (read + 1,),
+            )
+            detail = f"read {read}, wrote {read + 1}"
+        else:
+            key, value = f"seat:{read}", f"client-{spec.client}"
+            update = (
+                "INSERT INTO seats (seat, buyer, token) VALUES (?, ?, ?) ON CONFLICT (seat) "
+                "DO UPDATE SET buyer = excluded.buyer, token = excluded.token",
+                (read, value, token),
+            )
+            detail = f"sold seat {read} to {value}"
+        start = clock.now()
+        try:
+            seq = _commit(self.db, spec, token, key, value, update)
+        except StaleToken as exc:
+            self.out.op("write", start, "stale", token=token, key=key, detail=str(exc))
+            self.out.say("W stale")
+            return
+        except sqlite3.Error as exc:
+            self.out.op("write", start, "error", token=token, key=key, detail=str(exc))
+            self.out.say("W error")
+            return
+        self.out.op("write", start, "accepted", token=token, key=key, value=str(seq), detail=detail)
+        self.out.say("W accepted")
+
+    def _release(self, lease: fencelock.Lease) -> None:
+        start = clock.now()
+        result: Result = "ok"
+        detail = ""
+        try:
+            lease.release()
+        except LeaseLost as exc:
+            result, detail = "lost", str(exc)
+        except FencelockError as exc:
+            result, detail = "error", f"{type(exc).__name__}: {exc}"
+        self.out.op("release", start, result, token=lease.token, detail=detail)
+        self.out.say("R", lease.token)
+
+
+def _exit_when_orphaned() -> None:
+    """The runner holds our stdin open; when it is gone, so are we."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdin.buffer.read()
+    os._exit(3)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Process entry point: ``ready``, wait for ``go DEADLINE``, run until the deadline."""
+    args = sys.argv[1:] if argv is None else argv
+    spec = ClientSpec.from_json(args[0])
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle
+    logging.getLogger("fencelock").addHandler(logging.NullHandler())
+    logging.getLogger("fencelock").propagate = False
+    out = Channel(spec)
+    db = connect_resource(spec.resource)
+    try:
+        with fencelock.connect(spec.url) as client:
+            lock = client.lock(spec.lock_name, ttl=spec.ttl, renew=True)
+            out.say("ready")
+            go = sys.stdin.readline().split()
+            if len(go) != 2 or go[0] != "go":
+                return 3
+            threading.Thread(target=_exit_when_orphaned, daemon=True).start()
+            Worker(spec, lock, db, out).run(float(go[1]))
+    finally:
+        db.close()
+        out.close()
+    out.say("bye")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
