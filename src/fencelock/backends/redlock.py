@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import random
+import secrets
 import sys
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -86,18 +89,27 @@ def _with_timeout(options: RedisOptions, timeout: float) -> RedisOptions:
 
 
 class RedlockAttempt:
+    """One acquisition. Every try stores a fresh owner (20 random bytes), so a late
+    reply or release of an earlier, abandoned try can never touch a later one."""
+
     def __init__(self, backend: AsyncRedlockBackend, name: str, owner: str, ttl: float) -> None:
         self._backend, self._owner, self._ttl = backend, owner, ttl
         self._keys = LockKeys.of(name)
         self._event: asyncio.Event | None = None
+        self._tries = 0
+
+    async def _take(self) -> AttemptResult:
+        self._tries += 1
+        owner = self._owner if self._tries == 1 else secrets.token_hex(20)
+        return await self._backend.take(self._keys, owner, self._ttl)
 
     async def try_acquire(self) -> AttemptResult:
-        result = await self._backend.take(self._keys, self._owner, self._ttl)
+        result = await self._take()
         if isinstance(result, Acquired) or self._event is not None:
             return result
         self._event = asyncio.Event()
         await self._backend.watch(self._keys.channel, self._event)
-        return await self._backend.take(self._keys, self._owner, self._ttl)
+        return await self._take()
 
     async def wait(self, timeout: float) -> None:
         if self._event is not None:
@@ -121,6 +133,9 @@ class AsyncRedlockBackend:
         self.nodes = [Node(options) for options in node_options(parsed)]
         self.timeout = self.nodes[0].options.timeout
         self._background: set[asyncio.Task[Any]] = set()
+        # Owners given up (released or abandoned): a phase-1 win for one of them that
+        # arrives late left a key behind, and is undone at once.
+        self._finished: OrderedDict[str, None] = OrderedDict()
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> RedlockAttempt:
         return RedlockAttempt(self, name, owner, ttl)
@@ -131,6 +146,7 @@ class AsyncRedlockBackend:
         firsts = await self._fan_out(
             lambda node: self._phase1(node, keys, owner, ttl),
             lambda done: _count(done, plan.NodeWon) >= q or _count_not(done, plan.NodeWon) > n - q,
+            late=lambda i, reply: self._late_phase1(keys, owner, i, reply),
         )
         step = plan.decide_phase_one(firsts, ttl, started, clock.now())
         if isinstance(step, plan.Stamp):
@@ -144,14 +160,24 @@ class AsyncRedlockBackend:
             )
             done = plan.decide_phase_two(step, dict(enumerate(seconds)), clock.now())
             if isinstance(done, plan.Confirmed):
-                return Acquired(done.token)
+                return Acquired(done.token, owner)
             step_abort = done
         else:
             step_abort = step
         self._release_everywhere(keys, owner)
-        if step_abort.reason is plan.AbortReason.UNREACHABLE:
-            raise self._unreachable(step_abort.unreachable, firsts)
+        failed = [i for i, r in enumerate(firsts) if _answered_error(r)]
+        if len(failed) > n - q:  # replies merely not awaited do not count as failures
+            raise self._unreachable(failed, firsts)
         return plan.busy_result(step_abort, random.random)
+
+    def _late_phase1(self, keys: LockKeys, owner: str, index: int, reply: Reply) -> None:
+        if isinstance(reply, plan.NodeWon) and owner in self._finished:
+            self._background_release(keys, owner, [self.nodes[index]])
+
+    def _finish(self, owner: str) -> None:
+        self._finished[owner] = None
+        while len(self._finished) > 4096:
+            self._finished.popitem(last=False)
 
     async def _phase1(self, node: Node, keys: LockKeys, owner: str, ttl: float) -> Reply:
         reply = await node.phase1(keys=[keys.lock, keys.token], args=[owner, _ms(ttl)])
@@ -168,11 +194,12 @@ class AsyncRedlockBackend:
         call: Callable[[Node], Awaitable[Reply]],
         decided: Callable[[list[Reply]], bool],
         only: Sequence[int] | None = None,
+        late: Callable[[int, Reply], None] | None = None,
     ) -> list[Reply]:
         """Send ``call`` to the nodes at once; return when ``decided`` or all answered.
 
         Replies still missing are NodeError("pending"); their requests go on in the
-        background, bounded by the per-node timeout.
+        background, bounded by the per-node timeout, and ``late(i, reply)`` sees them.
         """
         indexes = list(range(len(self.nodes))) if only is None else list(only)
         replies: list[Reply] = [None] * len(self.nodes)
@@ -185,6 +212,8 @@ class AsyncRedlockBackend:
         for task in pending:
             self._background.add(task)
             task.add_done_callback(self._background.discard)
+            if late is not None:
+                task.add_done_callback(functools.partial(_report_late, late, tasks[task]))
         return [plan.NodeError("pending") if r is None else r for r in replies]
 
     async def _bounded(
@@ -198,11 +227,14 @@ class AsyncRedlockBackend:
             return plan.NodeError(f"{node.where}: {_describe(exc)}")
 
     def _release_everywhere(self, keys: LockKeys, owner: str) -> None:
-        for node in self.nodes:
+        """Undo a failed try on every node, quietly: waking rivals would split them again."""
+        self._finish(owner)
+        self._background_release(keys, owner, self.nodes)
+
+    def _background_release(self, keys: LockKeys, owner: str, nodes: Sequence[Node]) -> None:
+        for node in nodes:
             task = asyncio.ensure_future(
-                self._bounded(
-                    lambda nd: nd.release(keys=[keys.lock], args=[owner, keys.channel]), node
-                )
+                self._bounded(lambda nd: nd.release(keys=[keys.lock], args=[owner, ""]), node)
             )
             self._background.add(task)
             task.add_done_callback(self._background.discard)
@@ -233,6 +265,7 @@ class AsyncRedlockBackend:
 
     async def release(self, name: str, owner: str) -> bool:
         keys = LockKeys.of(name)
+        self._finish(owner)
         q = plan.quorum(len(self.nodes))
         replies = await self._fan_out(
             lambda node: self._on_lock(node.release, keys, [owner, keys.channel]),
@@ -313,6 +346,15 @@ def _quorum_view(name: str, answers: list[list[Any]], q: int) -> LockInfo | None
     if holder is not None:
         remaining = sorted(owners[holder], reverse=True)[q - 1] / 1000
     return LockInfo(name=name, owner=holder, token=max(tokens, default=0), remaining=remaining)
+
+
+def _report_late(late: Callable[[int, Reply], None], index: int, task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        late(index, task.result())
+
+
+def _answered_error(reply: Reply) -> bool:
+    return isinstance(reply, plan.NodeError) and reply.reason != "pending"
 
 
 def _count(replies: list[Reply], kind: type) -> int:

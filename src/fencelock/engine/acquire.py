@@ -50,6 +50,7 @@ class Granted:
     token: int
     started: float
     trusted_until: float
+    owner: str | None = None
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,8 @@ def acquire_flow(
         assert isinstance(tried, Tried)
         attempts += 1
         if isinstance(tried.result, Acquired):
-            return Granted(tried.result.token, tried.started, trusted_until(tried.started, ttl))
+            granted_until = trusted_until(tried.started, ttl)
+            return Granted(tried.result.token, tried.started, granted_until, tried.result.owner)
         remaining = None if deadline is None else deadline - tried.finished
         if remaining is not None and remaining <= 0:
             return GaveUp(tried.finished - now, attempts)

@@ -7,9 +7,14 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Acquired:
-    """The lease is ours; ``token`` is greater than every token issued before for the name."""
+    """The lease is ours; ``token`` is greater than every token issued before for the name.
+
+    ``owner`` is set when the backend stored a different owner value than the one
+    the attempt began with (Redlock uses a fresh one per try).
+    """
 
     token: int
+    owner: str | None = None
 
 
 @dataclass(frozen=True)
