@@ -88,7 +88,12 @@ class _LockBase:
         if isinstance(outcome, GaveUp):
             raise _timed_out(self.name, outcome)
         return LeaseTerms(
-            self.name, owner, outcome.token, self.ttl, self.renew, outcome.trusted_until
+            self.name,
+            outcome.owner or owner,
+            outcome.token,
+            self.ttl,
+            self.renew,
+            outcome.trusted_until,
         )
 
     def _flow(self, timeout: float | None) -> AcquireFlow:
