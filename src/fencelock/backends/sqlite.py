@@ -21,6 +21,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,6 +65,21 @@ def _boot_id() -> str:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         return "unknown-boot"
+
+
+def _prepare(conn: sqlite3.Connection) -> None:
+    if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("BEGIN IMMEDIATE")  # waits on the busy handler, unlike a lock upgrade
+    try:
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def database_path(parsed: ParsedURL) -> str:
@@ -125,19 +141,33 @@ class SQLiteBackend:
         self._conn = self._open(busy_timeout)
 
     def _open(self, busy_timeout: float) -> sqlite3.Connection:
-        try:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-            )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise BackendUnavailable(
-                f"cannot open SQLite database {os.path.abspath(self.path)!r}: {exc}"
-            ) from exc
-        return conn
+        deadline = time.monotonic() + busy_timeout
+        while True:
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(
+                    self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+                )
+            except (OSError, sqlite3.Error) as exc:
+                raise self._cannot_open(exc) from exc
+            try:
+                _prepare(conn)
+                return conn
+            except sqlite3.OperationalError as exc:
+                conn.close()
+                # Switching to WAL or creating the tables can meet SQLITE_BUSY without
+                # the busy handler when processes open a new file at once: try again.
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise self._cannot_open(exc) from exc
+                time.sleep(0.005)
+            except sqlite3.Error as exc:
+                conn.close()
+                raise self._cannot_open(exc) from exc
+
+    def _cannot_open(self, exc: Exception) -> BackendUnavailable:
+        return BackendUnavailable(
+            f"cannot open SQLite database {os.path.abspath(self.path)!r}: {exc}"
+        )
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
