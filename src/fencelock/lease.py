@@ -46,7 +46,7 @@ class LeaseBase:
         self.lost_reason: str | None = None
         self._state = LeaseState.HELD
         self._guard = threading.Lock()
-        self._lost = threading.Event()
+        self._lost: threading.Event | None = None  # made on first wait_lost()
         self._callbacks: list[Callable[[LeaseBase], object]] = []
         self.schedule_version = 0
 
@@ -98,7 +98,13 @@ class LeaseBase:
 
     def wait_lost(self, timeout: float | None = None) -> bool:
         """Block until the lease is lost (True) or ``timeout`` passes (False)."""
-        return self._lost.wait(timeout)
+        with self._guard:
+            if self._lost is None:
+                self._lost = threading.Event()
+                if self._state is LeaseState.LOST:
+                    self._lost.set()
+            event = self._lost
+        return event.wait(timeout)
 
     def apply(self, event: LeaseEvent, reason: str | None = None) -> None:
         """Move through the lease state table; on entering LOST, run the callbacks."""
@@ -116,7 +122,9 @@ class LeaseBase:
                 self.token,
                 self.lost_reason,
             )
-            self._lost.set()
+            with self._guard:
+                if self._lost is not None:
+                    self._lost.set()
             for callback in callbacks:
                 self._run_callback(callback)
 

@@ -16,7 +16,6 @@ import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from fencelock import clock
@@ -29,39 +28,52 @@ from fencelock.lease import AsyncLease, Lease, LeaseBase
 L = TypeVar("L", bound=LeaseBase)
 
 
-@dataclass(order=True)
-class _Entry(Generic[L]):
-    due: float
-    seq: int
-    version: int = field(compare=False)
-    lease: L = field(compare=False)
+# (due, sequence number, schedule version, lease): plain tuples, compared in C; the
+# unique sequence number means the lease itself is never compared.
+_Entry = tuple[float, int, int, L]
 
 
 class Schedule(Generic[L]):
-    """Deadlines of held leases; a reschedule makes the older entry stale."""
+    """Deadlines of held leases; a reschedule or a release makes the older entry stale.
+
+    Stale entries are dropped lazily, and all at once when they outnumber the live
+    ones, so a client that takes and releases leases quickly keeps a small heap.
+    """
 
     def __init__(self) -> None:
         self._heap: list[_Entry[L]] = []
         self._seq = itertools.count()
+        self._compact_at = 1024
 
     def put(self, lease: L, due: float) -> None:
         lease.schedule_version += 1
-        heapq.heappush(self._heap, _Entry(due, next(self._seq), lease.schedule_version, lease))
+        if len(self._heap) >= self._compact_at:
+            self._compact()
+        heapq.heappush(self._heap, (due, next(self._seq), lease.schedule_version, lease))
+
+    def _compact(self) -> None:
+        self._heap = [entry for entry in self._heap if self._current(entry)]
+        heapq.heapify(self._heap)
+        self._compact_at = max(1024, 2 * len(self._heap))
 
     def next_due(self) -> float | None:
         while self._heap and not self._current(self._heap[0]):
             heapq.heappop(self._heap)
-        return self._heap[0].due if self._heap else None
+        return self._heap[0][0] if self._heap else None
 
     def pop_due(self, now: float) -> L | None:
         due = self.next_due()
         if due is None or due > now:
             return None
-        return heapq.heappop(self._heap).lease
+        return heapq.heappop(self._heap)[3]
+
+    def __len__(self) -> int:
+        return len(self._heap)
 
     @staticmethod
     def _current(entry: _Entry[L]) -> bool:
-        return entry.version == entry.lease.schedule_version and is_live(entry.lease.state)
+        lease = entry[3]
+        return entry[2] == lease.schedule_version and is_live(lease.state)
 
 
 def first_due(lease: LeaseBase, started: float) -> float:
