@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Installs the lock servers the test suite starts (Debian packages), when missing.
+# Installs what the test suite runs besides Python (Debian packages), when missing:
+# the lock servers, libfaketime for clock faults, Chromium for the report screenshot.
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v openssl >/dev/null || need+=(openssl)
+# The HTML report test takes a screenshot in headless Chromium.
+command -v chromium >/dev/null || need+=(chromium)
 # fencelock check's clock nemesis runs redis-server under libfaketime.
 ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || need+=(libfaketime faketime)
 if [ ${#need[@]} -gt 0 ]; then
