@@ -15,20 +15,18 @@ import redis
 
 from fencelock.backends.base import AttemptResult, Busy, LockInfo
 from fencelock.backends.redis_common import (
-    FAIR_LIVENESS,
     LockKeys,
-    RedisOptions,
+    Scripts,
     attempt_result,
     lock_info,
-    lua,
     name_of,
+    not_replicated,
     redis_options,
     scan_pattern,
     translated,
 )
 from fencelock.backends.redis_listener import ReleaseListener
 from fencelock.engine.urls import ParsedURL
-from fencelock.errors import BackendUnavailable
 
 
 class RedisAttempt:
@@ -74,11 +72,7 @@ class RedisBackend:
         self.redis: Any = redis.Redis(**self.options.client_kwargs())
         with translated(self.options.where):
             self.redis.ping()
-        self._acquire = self.redis.register_script(lua("acquire"))
-        self._release = self.redis.register_script(lua("release"))
-        self._renew = self.redis.register_script(lua("renew"))
-        self._fair_acquire = self.redis.register_script(lua("fair_acquire"))
-        self._fair_leave = self.redis.register_script(lua("fair_leave"))
+        self.scripts = Scripts(self.redis)
         self.listener = ReleaseListener(self.redis)
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> RedisAttempt:
@@ -86,31 +80,27 @@ class RedisBackend:
 
     def take(self, keys: LockKeys, owner: str, ttl: float, fair: bool = False) -> AttemptResult:
         with translated(self.options.where):
-            if fair:
-                liveness = _ms(FAIR_LIVENESS)
-                reply = self._fair_acquire(keys=keys.fair, args=[owner, _ms(ttl), liveness])
-            else:
-                reply = self._acquire(keys=[keys.lock, keys.token], args=[owner, _ms(ttl)])
+            reply = self.scripts.acquire(keys, owner, ttl, fair)
             result = attempt_result(reply, fair)
             if self.options.wait_replicas and not isinstance(result, Busy):
                 acked = self.redis.wait(self.options.wait_replicas, self.options.wait_timeout_ms)
                 if acked < self.options.wait_replicas:
-                    self._release(keys=[keys.lock], args=[owner, keys.channel])
-                    raise _not_replicated(self.options, acked)
+                    self.scripts.release(keys, owner)
+                    raise not_replicated(self.options, acked)
         return result
 
     def leave_queue(self, keys: LockKeys, owner: str) -> None:
         with translated(self.options.where):
-            self._fair_leave(keys=[keys.lock, *keys.fair[2:4]], args=[owner, keys.channel])
+            self.scripts.leave_queue(keys, owner)
 
     def release(self, name: str, owner: str) -> bool:
         keys = LockKeys.of(name)
         with translated(self.options.where):
-            return bool(self._release(keys=[keys.lock], args=[owner, keys.channel]))
+            return bool(self.scripts.release(keys, owner))
 
     def renew(self, name: str, owner: str, ttl: float) -> bool:
         with translated(self.options.where):
-            return bool(self._renew(keys=[LockKeys.of(name).lock], args=[owner, _ms(ttl)]))
+            return bool(self.scripts.renew(LockKeys.of(name), owner, ttl))
 
     def inspect(self, name: str) -> LockInfo | None:
         keys = LockKeys.of(name)
@@ -136,14 +126,3 @@ class RedisBackend:
     def close(self) -> None:
         self.listener.close()
         self.redis.close()
-
-
-def _ms(ttl: float) -> int:
-    return max(int(ttl * 1000), 1)
-
-
-def _not_replicated(options: RedisOptions, acked: int) -> BackendUnavailable:
-    return BackendUnavailable(
-        f"{options.where}: only {acked} of {options.wait_replicas} replicas acknowledged the "
-        f"lock within {options.wait_timeout_ms} ms; not taking it (wait_replicas)"
-    )

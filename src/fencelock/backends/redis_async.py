@@ -9,14 +9,13 @@ from typing import Any
 import redis.asyncio
 
 from fencelock.backends.base import AttemptResult, Busy, LockInfo
-from fencelock.backends.redis import _ms, _not_replicated
 from fencelock.backends.redis_common import (
-    FAIR_LIVENESS,
     LockKeys,
+    Scripts,
     attempt_result,
     lock_info,
-    lua,
     name_of,
+    not_replicated,
     redis_options,
     scan_pattern,
     translated,
@@ -129,11 +128,7 @@ class AsyncRedisBackend:
         self.url = parsed.redacted
         self.options = redis_options(parsed)
         self.redis: Any = redis.asyncio.Redis(**self.options.client_kwargs(asyncio=True))
-        self._acquire = self.redis.register_script(lua("acquire"))
-        self._release = self.redis.register_script(lua("release"))
-        self._renew = self.redis.register_script(lua("renew"))
-        self._fair_acquire = self.redis.register_script(lua("fair_acquire"))
-        self._fair_leave = self.redis.register_script(lua("fair_leave"))
+        self.scripts = Scripts(self.redis)
         self.listener = AsyncReleaseListener(self.redis)
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> AsyncRedisAttempt:
@@ -143,33 +138,29 @@ class AsyncRedisBackend:
         self, keys: LockKeys, owner: str, ttl: float, fair: bool = False
     ) -> AttemptResult:
         with translated(self.options.where):
-            if fair:
-                liveness = _ms(FAIR_LIVENESS)
-                reply = await self._fair_acquire(keys=keys.fair, args=[owner, _ms(ttl), liveness])
-            else:
-                reply = await self._acquire(keys=[keys.lock, keys.token], args=[owner, _ms(ttl)])
+            reply = await self.scripts.acquire(keys, owner, ttl, fair)
             result = attempt_result(reply, fair)
             if self.options.wait_replicas and not isinstance(result, Busy):
                 acked = await self.redis.wait(
                     self.options.wait_replicas, self.options.wait_timeout_ms
                 )
                 if acked < self.options.wait_replicas:
-                    await self._release(keys=[keys.lock], args=[owner, keys.channel])
-                    raise _not_replicated(self.options, acked)
+                    await self.scripts.release(keys, owner)
+                    raise not_replicated(self.options, acked)
         return result
 
     async def leave_queue(self, keys: LockKeys, owner: str) -> None:
         with translated(self.options.where):
-            await self._fair_leave(keys=[keys.lock, *keys.fair[2:4]], args=[owner, keys.channel])
+            await self.scripts.leave_queue(keys, owner)
 
     async def release(self, name: str, owner: str) -> bool:
         keys = LockKeys.of(name)
         with translated(self.options.where):
-            return bool(await self._release(keys=[keys.lock], args=[owner, keys.channel]))
+            return bool(await self.scripts.release(keys, owner))
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool:
         with translated(self.options.where):
-            return bool(await self._renew(keys=[LockKeys.of(name).lock], args=[owner, _ms(ttl)]))
+            return bool(await self.scripts.renew(LockKeys.of(name), owner, ttl))
 
     async def inspect(self, name: str) -> LockInfo | None:
         keys = LockKeys.of(name)

@@ -28,6 +28,41 @@ def lua(name: str) -> str:
     return resources.files("fencelock.backends").joinpath(f"lua/{name}.lua").read_text()
 
 
+class Scripts:
+    """The lock scripts registered on one client, called with the right keys and args.
+
+    Each call returns the reply for a ``redis.Redis`` client and an awaitable of it
+    for a ``redis.asyncio.Redis`` client: the sync and asyncio backends share the
+    calling conventions here and differ only in ``await``.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._acquire = client.register_script(lua("acquire"))
+        self._fair_acquire = client.register_script(lua("fair_acquire"))
+        self._fair_leave = client.register_script(lua("fair_leave"))
+        self._release = client.register_script(lua("release"))
+        self._renew = client.register_script(lua("renew"))
+
+    def acquire(self, keys: LockKeys, owner: str, ttl: float, fair: bool) -> Any:
+        if fair:
+            return self._fair_acquire(keys=keys.fair, args=[owner, ms(ttl), ms(FAIR_LIVENESS)])
+        return self._acquire(keys=[keys.lock, keys.token], args=[owner, ms(ttl)])
+
+    def leave_queue(self, keys: LockKeys, owner: str) -> Any:
+        return self._fair_leave(keys=[keys.lock, *keys.fair[2:4]], args=[owner, keys.channel])
+
+    def release(self, keys: LockKeys, owner: str) -> Any:
+        return self._release(keys=[keys.lock], args=[owner, keys.channel])
+
+    def renew(self, keys: LockKeys, owner: str, ttl: float) -> Any:
+        return self._renew(keys=[keys.lock], args=[owner, ms(ttl)])
+
+
+def ms(seconds: float) -> int:
+    """Seconds as whole milliseconds, at least 1 (Redis TTLs are in ms)."""
+    return max(int(seconds * 1000), 1)
+
+
 @dataclass(frozen=True)
 class LockKeys:
     """Keys of one lock, hash-tagged so they share a Redis Cluster slot."""
@@ -201,3 +236,10 @@ def translated(where: str) -> Iterator[None]:
         raise BackendUnavailable(f"cannot reach {where}: {exc}") from exc
     except rex.RedisError as exc:
         raise BackendUnavailable(f"{where} failed: {exc}") from exc
+
+
+def not_replicated(options: RedisOptions, acked: int) -> BackendUnavailable:
+    return BackendUnavailable(
+        f"{options.where}: only {acked} of {options.wait_replicas} replicas acknowledged the "
+        f"lock within {options.wait_timeout_ms} ms; not taking it (wait_replicas)"
+    )

@@ -28,6 +28,7 @@ from fencelock.backends.redis_common import (
     LockKeys,
     RedisOptions,
     lua,
+    ms,
     name_of,
     redis_options,
     scan_pattern,
@@ -180,7 +181,7 @@ class AsyncRedlockBackend:
             self._finished.popitem(last=False)
 
     async def _phase1(self, node: Node, keys: LockKeys, owner: str, ttl: float) -> Reply:
-        reply = await node.phase1(keys=[keys.lock, keys.token], args=[owner, _ms(ttl)])
+        reply = await node.phase1(keys=[keys.lock, keys.token], args=[owner, ms(ttl)])
         if int(reply[0]) == 1:
             return plan.NodeWon(int(reply[1]))
         pttl = int(reply[1])
@@ -277,7 +278,7 @@ class AsyncRedlockBackend:
         keys = LockKeys.of(name)
         n, q = len(self.nodes), plan.quorum(len(self.nodes))
         replies = await self._fan_out(
-            lambda node: self._on_lock(node.renew, keys, [owner, _ms(ttl)]),
+            lambda node: self._on_lock(node.renew, keys, [owner, ms(ttl)]),
             lambda done: sum(r is True for r in done) >= q or sum(r is False for r in done) > n - q,
         )
         if sum(r is True for r in replies) >= q:
@@ -363,10 +364,6 @@ def _count(replies: list[Reply], kind: type) -> int:
 
 def _count_not(replies: list[Reply], kind: type) -> int:
     return sum(r is not None and not isinstance(r, kind) for r in replies)
-
-
-def _ms(ttl: float) -> int:
-    return max(int(ttl * 1000), 1)
 
 
 def _describe(exc: BaseException) -> str:
