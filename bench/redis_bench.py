@@ -472,18 +472,18 @@ def open_raw_set_nx(address: Address, name: str) -> Runner:
 
 
 def open_raw_fencelock_lua(address: Address, name: str) -> Runner:
-    """fencelock's wire protocol with nothing around it: its acquire.lua and release.lua."""
+    """fencelock's wire protocol with nothing around it: its acquire.lua and free.lua."""
     client = redis.Redis(host=address[0], port=address[1], decode_responses=True)
     take = client.register_script(lua("acquire"))
-    free = client.register_script(lua("release"))
+    free = client.register_script(lua("free"))
     keys = LockKeys.of(name)
 
     def cycle() -> int:
         owner = secrets.token_hex(20)
-        reply = take(keys=[keys.lock, keys.token], args=[owner, TTL_MS])
+        reply = take(keys=keys.queued, args=[owner, TTL_MS, "bench:wake", 20_000, 1000])
         if int(reply[0]) != 1:
             raise NotAcquired(f"raw fencelock Lua found {name!r} still held")
-        free(keys=[keys.lock], args=[owner, keys.channel])
+        free(keys=keys.waking, args=["release", owner])
         return int(reply[1])
 
     return SyncRunner(cycle, client.close)
@@ -512,7 +512,7 @@ UNCONTENDED = [
                 "python-redis-lock", open_python_redis_lock_renewing),
     Uncontended("raw-set-nx", "raw redis-py: SET NX PX + EVALSHA CAD", "sync", "redis",
                 open_raw_set_nx),
-    Uncontended("raw-fencelock-lua", "raw redis-py: fencelock's acquire.lua + release.lua",
+    Uncontended("raw-fencelock-lua", "raw redis-py: fencelock's acquire.lua + free.lua",
                 "sync", "redis", open_raw_fencelock_lua),
 ]  # fmt: skip
 

@@ -155,14 +155,18 @@ def test_a_release_wakes_a_waiter_on_the_owning_node(cluster: Cluster) -> None:
     with fencelock.connect(node.url) as holder, fencelock.connect(node.url) as waiter:
         lease = holder.lock(name, ttl=30).acquire(timeout=0)
         attempt = Background(lambda: waiter.lock(name, ttl=30).acquire(timeout=10))
-        channel = LockKeys.of(name).channel
+        channel = waiter.backend.listener.channel  # type: ignore[attr-defined]
+        queue = LockKeys.of(name).queue
         wait_until(
-            lambda: redis_cli(node.port, "pubsub", "numsub", channel).split() == [channel, "1"],
+            lambda: (
+                redis_cli(node.port, "pubsub", "numsub", channel).split() == [channel, "1"]
+                and redis_cli(node.port, "zcard", queue) == "1"
+            ),
             5,
-            lambda: f"waiter never subscribed: {attempt.outcome()}",
+            lambda: f"waiter never subscribed and queued: {attempt.outcome()}",
         )
-        assert not attempt.wait(0), attempt.outcome()  # subscribed and still waiting
-        lease.release()  # publishes on the lock's channel
+        assert not attempt.wait(0), attempt.outcome()  # subscribed, queued, still waiting
+        lease.release()  # publishes the oldest waiter's owner on its client's channel
         assert attempt.wait(2), "waiter not woken by the release (it would wait for the TTL)"
         assert attempt.value is not None, attempt.outcome()
         assert attempt.value.token > lease.token

@@ -1,9 +1,10 @@
 """``redis://`` and ``rediss://``: one Redis server (or a primary with replicas).
 
-Acquire is one round trip: ``acquire.lua`` sets the key with NX PX and issues
-the token from the name's counter in the same script. Release is compare-and-
-delete that publishes on the lock's channel; waiters watch that channel through
-one pub/sub connection per client and otherwise wake at the holder's TTL.
+Acquire is one round trip: ``acquire.lua`` takes the key and issues the token
+from the name's counter in the same script, or queues the caller. Release is
+compare-and-delete that wakes the oldest waiter only (``free.lua``), through its
+client's own pub/sub channel; waiters otherwise wake at the holder's TTL. The
+scripts travel pre-packed on connections of their own (:mod:`.redis_wire`).
 """
 
 from __future__ import annotations
@@ -15,17 +16,24 @@ import redis
 
 from fencelock.backends.base import AttemptResult, Busy, LockInfo
 from fencelock.backends.redis_common import (
+    DRIVER_ERRORS,
+    Command,
     LockKeys,
-    Scripts,
+    acquire_command,
     attempt_result,
+    leave_command,
     lock_info,
     name_of,
     not_replicated,
     redis_options,
+    release_command,
+    renew_command,
     scan_pattern,
+    translate,
     translated,
 )
-from fencelock.backends.redis_listener import ReleaseListener
+from fencelock.backends.redis_listener import WakeListener
+from fencelock.backends.redis_wire import Wire, pack
 from fencelock.engine.urls import ParsedURL
 
 
@@ -33,18 +41,20 @@ class RedisAttempt:
     def __init__(
         self, backend: RedisBackend, name: str, owner: str, ttl: float, fair: bool
     ) -> None:
-        self._backend, self._owner, self._ttl, self._fair = backend, owner, ttl, fair
+        self._backend, self._owner = backend, owner
         self._keys = LockKeys.of(name)
+        self._command = acquire_command(self._keys, owner, ttl, backend.listener.channel, fair)
         self._event: threading.Event | None = None
         self._queued = False
 
     def try_acquire(self) -> AttemptResult:
-        result = self._backend.take(self._keys, self._owner, self._ttl, self._fair)
+        result = self._backend.take(self._command, self._keys, self._owner)
         if isinstance(result, Busy) and self._event is None:
-            # Watch first, then look again: a release in between is not missed.
-            self._event = self._backend.listener.watch(self._keys.channel)
-            result = self._backend.take(self._keys, self._owner, self._ttl, self._fair)
-        self._queued = self._fair and isinstance(result, Busy)
+            self._event = self._backend.listener.expect(self._owner)
+            if self._backend.listener.ensure_listening():
+                # We were queued before the subscription: look again, a wake-up may be gone.
+                result = self._backend.take(self._command, self._keys, self._owner)
+        self._queued = isinstance(result, Busy)
         return result
 
     def wait(self, timeout: float) -> None:
@@ -54,7 +64,7 @@ class RedisAttempt:
 
     def close(self) -> None:
         if self._event is not None:
-            self._backend.listener.unwatch(self._keys.channel, self._event)
+            self._backend.listener.forget(self._owner)
             self._event = None
         if self._queued:
             self._queued = False
@@ -69,54 +79,69 @@ class RedisBackend:
     def __init__(self, parsed: ParsedURL) -> None:
         self.url = parsed.redacted
         self.options = redis_options(parsed)
+        self.where = self.options.where
         self.redis: Any = redis.Redis(**self.options.client_kwargs())
-        with translated(self.options.where):
+        with translated(self.where):
             self.redis.ping()
-        self.scripts = Scripts(self.redis)
-        self.listener = ReleaseListener(self.redis)
+        self.wire = Wire(self.redis)
+        self.listener = WakeListener(self.redis)
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> RedisAttempt:
         return RedisAttempt(self, name, owner, ttl, fair)
 
-    def take(self, keys: LockKeys, owner: str, ttl: float, fair: bool = False) -> AttemptResult:
-        with translated(self.options.where):
-            reply = self.scripts.acquire(keys, owner, ttl, fair)
-            result = attempt_result(reply, fair)
-            if self.options.wait_replicas and not isinstance(result, Busy):
-                acked = self.redis.wait(self.options.wait_replicas, self.options.wait_timeout_ms)
-                if acked < self.options.wait_replicas:
-                    self.scripts.release(keys, owner)
-                    raise not_replicated(self.options, acked)
+    def take(self, command: Command, keys: LockKeys, owner: str) -> AttemptResult:
+        try:
+            if not self.options.wait_replicas:
+                return attempt_result(self.wire.run(*command))
+            reply, acked = self.wire.run_then(*command, self._wait_command)
+            result = attempt_result(reply)
+            if acked is not None and acked < self.options.wait_replicas:
+                self.wire.run(*release_command(keys, owner))
+                raise not_replicated(self.options, acked)
+        except DRIVER_ERRORS as exc:
+            raise translate(exc, self.where) from exc
         return result
 
+    def _wait_command(self, reply: Any) -> bytes | None:
+        """``WAIT`` for the replicas after a successful acquire (``wait_replicas``)."""
+        if reply[0] != 1:
+            return None
+        return pack([b"WAIT", self.options.wait_replicas, self.options.wait_timeout_ms])
+
     def leave_queue(self, keys: LockKeys, owner: str) -> None:
-        with translated(self.options.where):
-            self.scripts.leave_queue(keys, owner)
+        try:
+            self.wire.run(*leave_command(keys, owner, self.listener.channel))
+        except DRIVER_ERRORS as exc:
+            raise translate(exc, self.where) from exc
 
     def release(self, name: str, owner: str) -> bool:
-        keys = LockKeys.of(name)
-        with translated(self.options.where):
-            return bool(self.scripts.release(keys, owner))
+        try:
+            return bool(self.wire.run(*release_command(LockKeys.of(name), owner)) == 1)
+        except DRIVER_ERRORS as exc:
+            raise translate(exc, self.where) from exc
 
     def renew(self, name: str, owner: str, ttl: float) -> bool:
-        with translated(self.options.where):
-            return bool(self.scripts.renew(LockKeys.of(name), owner, ttl))
+        try:
+            return bool(self.wire.run(*renew_command(LockKeys.of(name), owner, ttl)) == 1)
+        except DRIVER_ERRORS as exc:
+            raise translate(exc, self.where) from exc
 
     def inspect(self, name: str) -> LockInfo | None:
         keys = LockKeys.of(name)
-        with translated(self.options.where):
-            owner, pttl, token = (
+        with translated(self.where):
+            owner, pttl, token, waiters = (
                 self.redis.pipeline(transaction=False)
                 .get(keys.lock)
                 .pttl(keys.lock)
                 .get(keys.token)
+                .zcard(keys.queue)
                 .execute()
             )
-        return lock_info(name, owner, pttl, token)
+        return lock_info(name, owner, pttl, token, waiters)
 
     def list(self, prefix: str) -> list[LockInfo]:
         infos = []
-        with translated(self.options.where):
+        with translated(self.where):
             for key in sorted(self.redis.scan_iter(match=scan_pattern(prefix), count=500)):
                 info = self.inspect(name_of(key))
                 if info is not None and info.held:
@@ -125,4 +150,5 @@ class RedisBackend:
 
     def close(self) -> None:
         self.listener.close()
+        self.wire.close()
         self.redis.close()

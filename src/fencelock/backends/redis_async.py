@@ -1,4 +1,4 @@
-"""The asyncio face of ``redis://``: the same scripts through ``redis.asyncio``."""
+"""The asyncio face of ``redis://``: the same scripts and wake-ups, on ``redis.asyncio``."""
 
 from __future__ import annotations
 
@@ -10,16 +10,24 @@ import redis.asyncio
 
 from fencelock.backends.base import AttemptResult, Busy, LockInfo
 from fencelock.backends.redis_common import (
+    DRIVER_ERRORS,
+    Command,
     LockKeys,
-    Scripts,
+    acquire_command,
     attempt_result,
+    leave_command,
     lock_info,
     name_of,
     not_replicated,
     redis_options,
+    release_command,
+    renew_command,
     scan_pattern,
+    translate,
     translated,
 )
+from fencelock.backends.redis_listener import EarlyWakeups, new_channel
+from fencelock.backends.redis_wire import AsyncWire, pack
 from fencelock.engine.urls import ParsedURL
 
 CONFIRM_TIMEOUT = 2.0
@@ -87,21 +95,93 @@ class AsyncReleaseListener:
                 await self._pubsub.aclose()
 
 
+class AsyncWakeListener:
+    """:class:`~fencelock.backends.redis_listener.WakeListener` for an asyncio client."""
+
+    def __init__(self, client: Any) -> None:
+        self.channel = new_channel()
+        self._client = client
+        self._pubsub: Any = None
+        self._task: asyncio.Task[None] | None = None
+        self._subscribed = asyncio.Event()
+        self._waiters: dict[str, asyncio.Event] = {}
+        self._early = EarlyWakeups()
+
+    def expect(self, owner: str) -> asyncio.Event:
+        event = asyncio.Event()
+        self._waiters[owner] = event
+        if self._early.take(owner):
+            event.set()
+        return event
+
+    def forget(self, owner: str) -> None:
+        self._waiters.pop(owner, None)
+        self._early.take(owner)
+
+    async def ensure_listening(self) -> bool:
+        if self._subscribed.is_set():
+            return False
+        if self._pubsub is None:
+            self._pubsub = self._client.pubsub()
+            await self._pubsub.subscribe(self.channel)
+            self._task = asyncio.get_running_loop().create_task(self._listen())
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._subscribed.wait(), CONFIRM_TIMEOUT)
+        return True
+
+    async def _listen(self) -> None:
+        while True:
+            try:
+                message = await self._pubsub.get_message(timeout=1.0)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self._subscribed.clear()
+                for waiter in self._waiters.values():
+                    waiter.set()
+                await asyncio.sleep(0.1)
+                continue
+            if message is None:
+                continue
+            if message["type"] == "subscribe":
+                self._subscribed.set()
+            elif message["type"] == "message":
+                self._wake(message["data"])
+
+    def _wake(self, owner: str) -> None:
+        event = self._waiters.get(owner)
+        if event is None:
+            self._early.add(owner)
+        else:
+            event.set()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._pubsub is not None:
+            with contextlib.suppress(Exception):
+                await self._pubsub.aclose()
+
+
 class AsyncRedisAttempt:
     def __init__(
         self, backend: AsyncRedisBackend, name: str, owner: str, ttl: float, fair: bool
     ) -> None:
-        self._backend, self._owner, self._ttl, self._fair = backend, owner, ttl, fair
+        self._backend, self._owner = backend, owner
         self._keys = LockKeys.of(name)
+        self._command = acquire_command(self._keys, owner, ttl, backend.listener.channel, fair)
         self._event: asyncio.Event | None = None
         self._queued = False
 
     async def try_acquire(self) -> AttemptResult:
-        result = await self._backend.take(self._keys, self._owner, self._ttl, self._fair)
+        result = await self._backend.take(self._command, self._keys, self._owner)
         if isinstance(result, Busy) and self._event is None:
-            self._event = await self._backend.listener.watch(self._keys.channel)
-            result = await self._backend.take(self._keys, self._owner, self._ttl, self._fair)
-        self._queued = self._fair and isinstance(result, Busy)
+            self._event = self._backend.listener.expect(self._owner)
+            if await self._backend.listener.ensure_listening():
+                result = await self._backend.take(self._command, self._keys, self._owner)
+        self._queued = isinstance(result, Busy)
         return result
 
     async def wait(self, timeout: float) -> None:
@@ -112,7 +192,7 @@ class AsyncRedisAttempt:
 
     async def close(self) -> None:
         if self._event is not None:
-            self._backend.listener.unwatch(self._keys.channel, self._event)
+            self._backend.listener.forget(self._owner)
             self._event = None
         if self._queued:
             self._queued = False
@@ -127,56 +207,67 @@ class AsyncRedisBackend:
     def __init__(self, parsed: ParsedURL) -> None:
         self.url = parsed.redacted
         self.options = redis_options(parsed)
+        self.where = self.options.where
         self.redis: Any = redis.asyncio.Redis(**self.options.client_kwargs(asyncio=True))
-        self.scripts = Scripts(self.redis)
-        self.listener = AsyncReleaseListener(self.redis)
+        self.wire = AsyncWire(self.redis)
+        self.listener = AsyncWakeListener(self.redis)
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> AsyncRedisAttempt:
         return AsyncRedisAttempt(self, name, owner, ttl, fair)
 
-    async def take(
-        self, keys: LockKeys, owner: str, ttl: float, fair: bool = False
-    ) -> AttemptResult:
-        with translated(self.options.where):
-            reply = await self.scripts.acquire(keys, owner, ttl, fair)
-            result = attempt_result(reply, fair)
-            if self.options.wait_replicas and not isinstance(result, Busy):
-                acked = await self.redis.wait(
-                    self.options.wait_replicas, self.options.wait_timeout_ms
-                )
-                if acked < self.options.wait_replicas:
-                    await self.scripts.release(keys, owner)
-                    raise not_replicated(self.options, acked)
+    async def take(self, command: Command, keys: LockKeys, owner: str) -> AttemptResult:
+        try:
+            if not self.options.wait_replicas:
+                return attempt_result(await self.wire.run(*command))
+            reply, acked = await self.wire.run_then(*command, self._wait_command)
+            result = attempt_result(reply)
+            if acked is not None and acked < self.options.wait_replicas:
+                await self.wire.run(*release_command(keys, owner))
+                raise not_replicated(self.options, acked)
+        except DRIVER_ERRORS as exc:
+            raise translate(exc, self.where) from exc
         return result
 
+    def _wait_command(self, reply: Any) -> bytes | None:
+        """``WAIT`` for the replicas after a successful acquire (``wait_replicas``)."""
+        if reply[0] != 1:
+            return None
+        return pack([b"WAIT", self.options.wait_replicas, self.options.wait_timeout_ms])
+
     async def leave_queue(self, keys: LockKeys, owner: str) -> None:
-        with translated(self.options.where):
-            await self.scripts.leave_queue(keys, owner)
+        try:
+            await self.wire.run(*leave_command(keys, owner, self.listener.channel))
+        except DRIVER_ERRORS as exc:
+            raise translate(exc, self.where) from exc
 
     async def release(self, name: str, owner: str) -> bool:
-        keys = LockKeys.of(name)
-        with translated(self.options.where):
-            return bool(await self.scripts.release(keys, owner))
+        try:
+            return bool(await self.wire.run(*release_command(LockKeys.of(name), owner)) == 1)
+        except DRIVER_ERRORS as exc:
+            raise translate(exc, self.where) from exc
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool:
-        with translated(self.options.where):
-            return bool(await self.scripts.renew(LockKeys.of(name), owner, ttl))
+        try:
+            return bool(await self.wire.run(*renew_command(LockKeys.of(name), owner, ttl)) == 1)
+        except DRIVER_ERRORS as exc:
+            raise translate(exc, self.where) from exc
 
     async def inspect(self, name: str) -> LockInfo | None:
         keys = LockKeys.of(name)
-        with translated(self.options.where):
-            owner, pttl, token = (
+        with translated(self.where):
+            owner, pttl, token, waiters = (
                 await self.redis.pipeline(transaction=False)
                 .get(keys.lock)
                 .pttl(keys.lock)
                 .get(keys.token)
+                .zcard(keys.queue)
                 .execute()
             )
-        return lock_info(name, owner, pttl, token)
+        return lock_info(name, owner, pttl, token, waiters)
 
     async def list(self, prefix: str) -> list[LockInfo]:
         infos = []
-        with translated(self.options.where):
+        with translated(self.where):
             keys = sorted([k async for k in self.redis.scan_iter(match=scan_pattern(prefix))])
         for key in keys:
             info = await self.inspect(name_of(key))
@@ -186,4 +277,5 @@ class AsyncRedisBackend:
 
     async def close(self) -> None:
         await self.listener.close()
+        await self.wire.close()
         await self.redis.aclose()

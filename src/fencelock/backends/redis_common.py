@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
+from fencelock.backends.redis_wire import Script
 from fencelock.engine.urls import ParsedURL, flag_option, number_option, reject_unknown_options
 from fencelock.errors import BackendUnavailable, ConfigError
 
@@ -28,34 +32,40 @@ def lua(name: str) -> str:
     return resources.files("fencelock.backends").joinpath(f"lua/{name}.lua").read_text()
 
 
-class Scripts:
-    """The lock scripts registered on one client, called with the right keys and args.
+# Waiting: a free lease goes to whoever asks first, unless the oldest waiter has waited
+# longer than STARVATION_BOUND; then it is kept for that waiter (fair=True: always).
+# Barging keeps a busy lock fast (the releaser often takes it straight back, with no
+# wake-up in between); the bound keeps every waiter's wait short.
+STARVATION_BOUND = 0.02
+# A waiter retries at least every WAITER_REFRESH, which keeps it alive in the queue;
+# one silent for WAITER_LIVENESS (crashed, paused) is dropped, so a dead waiter holds
+# the others up for at most that long.
+WAITER_LIVENESS = 1.0
+WAITER_REFRESH = WAITER_LIVENESS / 3
 
-    Each call returns the reply for a ``redis.Redis`` client and an awaitable of it
-    for a ``redis.asyncio.Redis`` client: the sync and asyncio backends share the
-    calling conventions here and differ only in ``await``.
-    """
+ACQUIRE = Script(lua("acquire"))
+FREE = Script(lua("free"))
+RENEW = Script(lua("renew"))
+Command = tuple[Script, bytes]
 
-    def __init__(self, client: Any) -> None:
-        self._acquire = client.register_script(lua("acquire"))
-        self._fair_acquire = client.register_script(lua("fair_acquire"))
-        self._fair_leave = client.register_script(lua("fair_leave"))
-        self._release = client.register_script(lua("release"))
-        self._renew = client.register_script(lua("renew"))
 
-    def acquire(self, keys: LockKeys, owner: str, ttl: float, fair: bool) -> Any:
-        if fair:
-            return self._fair_acquire(keys=keys.fair, args=[owner, ms(ttl), ms(FAIR_LIVENESS)])
-        return self._acquire(keys=[keys.lock, keys.token], args=[owner, ms(ttl)])
+def acquire_command(keys: LockKeys, owner: str, ttl: float, channel: str, fair: bool) -> Command:
+    """Take the lease (token included) or join the queue, woken on ``channel``."""
+    starve_us = 0 if fair else int(STARVATION_BOUND * 1e6)
+    args: list[bytes | str | int] = [owner, ms(ttl), channel, starve_us, ms(WAITER_LIVENESS)]
+    return ACQUIRE, ACQUIRE.call(keys.queued, args)
 
-    def leave_queue(self, keys: LockKeys, owner: str) -> Any:
-        return self._fair_leave(keys=[keys.lock, *keys.fair[2:4]], args=[owner, keys.channel])
 
-    def release(self, keys: LockKeys, owner: str) -> Any:
-        return self._release(keys=[keys.lock], args=[owner, keys.channel])
+def release_command(keys: LockKeys, owner: str) -> Command:
+    return FREE, FREE.call(keys.waking, [b"release", owner])
 
-    def renew(self, keys: LockKeys, owner: str, ttl: float) -> Any:
-        return self._renew(keys=[keys.lock], args=[owner, ms(ttl)])
+
+def leave_command(keys: LockKeys, owner: str, channel: str) -> Command:
+    return FREE, FREE.call(keys.waking, [b"leave", owner, channel])
+
+
+def renew_command(keys: LockKeys, owner: str, ttl: float) -> Command:
+    return RENEW, RENEW.call((keys.lock,), [owner, ms(ttl)])
 
 
 def ms(seconds: float) -> int:
@@ -69,23 +79,35 @@ class LockKeys:
 
     lock: str
     token: str
-    channel: str
+    channel: str  # Redlock's release broadcast
+    queue: str
+    alive: str
 
     @classmethod
     def of(cls, name: str) -> LockKeys:
-        tagged = f"{KEY_PREFIX}{{{name}}}"
-        return cls(lock=tagged, token=tagged + ":token", channel=tagged + ":free")
+        return _keys_of(name)
 
     @property
-    def fair(self) -> list[str]:
-        """KEYS of fair_acquire.lua: lock, token, queue, liveness, arrival counter."""
-        return [
-            self.lock,
-            self.token,
-            self.lock + ":queue",
-            self.lock + ":alive",
-            self.lock + ":arrivals",
-        ]
+    def queued(self) -> tuple[str, str, str, str]:
+        """KEYS of acquire.lua: lock, token, queue, liveness."""
+        return (self.lock, self.token, self.queue, self.alive)
+
+    @property
+    def waking(self) -> tuple[str, str, str]:
+        """KEYS of free.lua: lock, queue, liveness."""
+        return (self.lock, self.queue, self.alive)
+
+
+@functools.lru_cache(maxsize=4096)
+def _keys_of(name: str) -> LockKeys:
+    tagged = f"{KEY_PREFIX}{{{name}}}"
+    return LockKeys(
+        lock=tagged,
+        token=tagged + ":token",
+        channel=tagged + ":free",
+        queue=tagged + ":queue",
+        alive=tagged + ":alive",
+    )
 
 
 def name_of(key: str) -> str:
@@ -179,20 +201,16 @@ def redis_options(parsed: ParsedURL, host: tuple[str, int | None] | None = None)
     )
 
 
-# A fair waiter retries at least this often, to stay alive in the queue (the script
-# drops waiters silent for FAIR_LIVENESS).
-FAIR_LIVENESS = 3.0
-FAIR_REFRESH = FAIR_LIVENESS / 3
+def attempt_result(reply: list[Any]) -> AttemptResult:
+    """Parse acquire.lua's ``{1, token}`` or ``{0, pttl}`` (we are queued then).
 
-
-def attempt_result(reply: list[Any], fair: bool = False) -> AttemptResult:
-    """Parse the acquire script's ``{1, token}`` or ``{0, pttl}``."""
-    if int(reply[0]) == 1:
+    A queued waiter wakes when the holder's TTL runs out, when woken, or at the
+    latest after WAITER_REFRESH (to stay alive in the queue).
+    """
+    if reply[0] == 1:
         return Acquired(int(reply[1]))
     pttl = int(reply[1])
-    if fair:
-        return Busy(FAIR_REFRESH if pttl < 0 else min(pttl / 1000, FAIR_REFRESH))
-    return Busy(pttl / 1000 if pttl >= 0 else None)
+    return Busy(WAITER_REFRESH if pttl < 0 else min(pttl / 1000, WAITER_REFRESH))
 
 
 def lock_info(
@@ -209,33 +227,41 @@ def lock_info(
     )
 
 
+DRIVER_ERRORS = (RedisError, OSError)
+
+
+def translate(exc: BaseException, where: str) -> BackendUnavailable:
+    """redis-py's exception as fencelock's, naming the server."""
+    import redis.exceptions as rex
+
+    if isinstance(exc, rex.AuthenticationError):
+        return BackendUnavailable(f"{where} refused the credentials: {exc}")
+    if isinstance(exc, rex.MovedError):
+        return BackendUnavailable(
+            f"{where} is a Redis Cluster node that does not own this lock's slot (MOVED {exc}); "
+            "connect to the node that owns it"
+        )
+    if isinstance(exc, rex.NoPermissionError):
+        return BackendUnavailable(f"{where} denied the command to this user (ACL): {exc}")
+    if isinstance(exc, rex.ResponseError):
+        text = str(exc)
+        if text.startswith(("WRONGPASS", "NOAUTH", "NOPERM")):
+            return BackendUnavailable(f"{where} refused the credentials: {text}")
+        return BackendUnavailable(f"{where} failed: {text}")
+    if isinstance(exc, (rex.TimeoutError, TimeoutError)):
+        return BackendUnavailable(f"{where} did not answer in time: {exc}")
+    if isinstance(exc, (rex.ConnectionError, OSError)):
+        return BackendUnavailable(f"cannot reach {where}: {exc}")
+    return BackendUnavailable(f"{where} failed: {exc}")
+
+
 @contextlib.contextmanager
 def translated(where: str) -> Iterator[None]:
     """Turn redis-py's exceptions into fencelock's, naming the server."""
-    import redis.exceptions as rex
-
     try:
         yield
-    except rex.AuthenticationError as exc:
-        raise BackendUnavailable(f"{where} refused the credentials: {exc}") from exc
-    except rex.MovedError as exc:
-        raise BackendUnavailable(
-            f"{where} is a Redis Cluster node that does not own this lock's slot (MOVED {exc}); "
-            "connect to the node that owns it"
-        ) from exc
-    except rex.NoPermissionError as exc:
-        raise BackendUnavailable(f"{where} denied the command to this user (ACL): {exc}") from exc
-    except rex.ResponseError as exc:
-        text = str(exc)
-        if text.startswith(("WRONGPASS", "NOAUTH", "NOPERM")):
-            raise BackendUnavailable(f"{where} refused the credentials: {text}") from exc
-        raise BackendUnavailable(f"{where} failed: {text}") from exc
-    except (rex.TimeoutError, TimeoutError) as exc:
-        raise BackendUnavailable(f"{where} did not answer in time: {exc}") from exc
-    except (rex.ConnectionError, OSError) as exc:
-        raise BackendUnavailable(f"cannot reach {where}: {exc}") from exc
-    except rex.RedisError as exc:
-        raise BackendUnavailable(f"{where} failed: {exc}") from exc
+    except DRIVER_ERRORS as exc:
+        raise translate(exc, where) from exc
 
 
 def not_replicated(options: RedisOptions, acked: int) -> BackendUnavailable:

@@ -1,104 +1,119 @@
-"""One pub/sub connection per client, shared by every waiter of that client.
+"""Wake-ups for waiters of a sync Redis client: one pub/sub channel per client.
 
-A waiter *watches* a lock's release channel before it retries, so a release
-between its failed attempt and its wait cannot be missed; the listener thread
-sets the waiter's event when a release is published. Channels stay subscribed
-while idle (up to ``MAX_IDLE``) so a busy lock costs one subscription, not one
-per wait.
+A waiter that finds the lease busy is queued on the server as ``owner@channel``
+(``acquire.lua``). A release publishes the oldest waiter's owner on that waiter's
+client channel (``free.lua``), so a release wakes one waiter in one process, not
+every waiter everywhere. The client's listener thread sets that waiter's event. A
+wake-up that arrives before its waiter asks for it is kept, not lost.
 """
 
 from __future__ import annotations
 
 import contextlib
+import secrets
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any
 
-MAX_IDLE = 256
+from fencelock.backends.redis_common import KEY_PREFIX
+
 CONFIRM_TIMEOUT = 2.0
+MAX_EARLY = 1024
 
 
-@dataclass
-class _Channel:
-    confirmed: threading.Event = field(default_factory=threading.Event)
-    waiters: set[threading.Event] = field(default_factory=set)
+def new_channel() -> str:
+    """A channel name of the client's own (random: clients never share one)."""
+    return f"{KEY_PREFIX}wake:{secrets.token_hex(8)}"
 
 
-class ReleaseListener:
-    """Fans release notifications out to waiting attempts (sync client)."""
+class EarlyWakeups:
+    """Wake-ups for owners nobody waits for yet: the waiter may still be on its way."""
+
+    def __init__(self) -> None:
+        self._owners: OrderedDict[str, None] = OrderedDict()
+
+    def add(self, owner: str) -> None:
+        self._owners[owner] = None
+        if len(self._owners) > MAX_EARLY:
+            self._owners.popitem(last=False)
+
+    def take(self, owner: str) -> bool:
+        return self._owners.pop(owner, 0) is None
+
+
+class WakeListener:
+    """The sync client's subscription to its own channel, and its waiters by owner."""
 
     def __init__(self, client: Any) -> None:
+        self.channel = new_channel()
         self._client = client
         self._pubsub: Any = None
-        self._channels: OrderedDict[str, _Channel] = OrderedDict()
-        self._guard = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._guard = threading.Lock()
+        self._subscribed = threading.Event()
+        self._waiters: dict[str, threading.Event] = {}
+        self._early = EarlyWakeups()
         self._closed = False
 
-    def watch(self, channel: str) -> threading.Event:
-        """Subscribe (once) and return an event set on the next release of ``channel``."""
+    def expect(self, owner: str) -> threading.Event:
+        """An event set when ``owner`` is woken (already set if it was woken before)."""
         event = threading.Event()
+        with self._guard:
+            self._waiters[owner] = event
+            if self._early.take(owner):
+                event.set()
+        return event
+
+    def forget(self, owner: str) -> None:
+        with self._guard:
+            self._waiters.pop(owner, None)
+            self._early.take(owner)
+
+    def ensure_listening(self) -> bool:
+        """Subscribe if not subscribed; True if it was not (a wake-up may have been missed)."""
+        if self._subscribed.is_set():
+            return False
         with self._guard:
             if self._pubsub is None:
                 self._pubsub = self._client.pubsub()
-            state = self._channels.get(channel)
-            if state is None:
-                state = self._channels[channel] = _Channel()
-                self._pubsub.subscribe(channel)
-            self._channels.move_to_end(channel)
-            state.waiters.add(event)
-            if self._thread is None:
+                self._pubsub.subscribe(self.channel)
                 self._thread = threading.Thread(
                     target=self._listen, daemon=True, name="fencelock-redis-listener"
                 )
                 self._thread.start()
-        state.confirmed.wait(CONFIRM_TIMEOUT)
-        return event
-
-    def unwatch(self, channel: str, event: threading.Event) -> None:
-        with self._guard:
-            state = self._channels.get(channel)
-            if state is not None:
-                state.waiters.discard(event)
-            self._prune()
-
-    def _prune(self) -> None:
-        idle = [c for c, s in self._channels.items() if not s.waiters]
-        for channel in idle[: max(len(idle) - MAX_IDLE, 0)]:
-            del self._channels[channel]
-            with contextlib.suppress(Exception):
-                self._pubsub.unsubscribe(channel)
+        self._subscribed.wait(CONFIRM_TIMEOUT)
+        return True
 
     def _listen(self) -> None:
         while not self._closed:
             try:
                 message = self._pubsub.get_message(timeout=0.2)
             except Exception:
-                self._wake_all()  # the waiters retry and meet the error themselves
+                self._lost_connection()
                 time.sleep(0.1)
                 continue
-            if message is not None:
-                self._dispatch(message)
-
-    def _dispatch(self, message: dict[str, Any]) -> None:
-        with self._guard:
-            state = self._channels.get(message["channel"])
-            if state is None:
-                return
+            if message is None:
+                continue
             if message["type"] == "subscribe":
-                state.confirmed.set()
+                self._subscribed.set()
             elif message["type"] == "message":
-                for event in state.waiters:
-                    event.set()
+                self._wake(message["data"])
 
-    def _wake_all(self) -> None:
+    def _wake(self, owner: str) -> None:
         with self._guard:
-            for state in self._channels.values():
-                state.confirmed.clear()
-                for event in state.waiters:
-                    event.set()
+            event = self._waiters.get(owner)
+            if event is None:
+                self._early.add(owner)
+            else:
+                event.set()
+
+    def _lost_connection(self) -> None:
+        """Wake every waiter: each retries, and meets the error or takes the lease."""
+        self._subscribed.clear()
+        with self._guard:
+            for event in self._waiters.values():
+                event.set()
 
     def close(self) -> None:
         self._closed = True

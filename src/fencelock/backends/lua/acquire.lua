@@ -1,14 +1,53 @@
--- Take the lease and issue its fencing token in one step.
--- KEYS[1] lock key, KEYS[2] token counter; ARGV[1] owner, ARGV[2] TTL in milliseconds.
--- The counter is seeded from the server's clock (microseconds), so a Redis that
+-- Take the lease and issue its fencing token in one step, or join the waiters' queue.
+-- KEYS[1] lock, KEYS[2] token counter, KEYS[3] queue (zset: waiter -> arrival, µs),
+-- KEYS[4] liveness (zset: waiter -> deadline, ms).
+-- ARGV[1] owner, ARGV[2] TTL ms, ARGV[3] the client's wake-up channel,
+-- ARGV[4] starvation bound µs (0: strict FIFO), ARGV[5] waiter liveness ms.
+-- A free lease goes to whoever asks, unless the oldest live waiter has waited longer
+-- than the starvation bound: then only that waiter may take it. Releases wake only the
+-- oldest waiter (release_wake.lua), so a release costs one wake-up, not one per waiter.
+-- The token counter is seeded from the server's clock (microseconds), so a Redis that
 -- restarted empty, or a promoted replica that missed the last writes, still issues
 -- tokens greater than before (as long as its clock did not go back).
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local now = redis.call('TIME')
-  local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, now_us)
-  local text = string.format('%.0f', token)
-  redis.call('SET', KEYS[2], text)
-  return {1, text}
+local now = redis.call('TIME')
+local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local now_ms = math.floor(now_us / 1000)
+local me = ARGV[1] .. '@' .. ARGV[3]
+
+local function oldest_live_waiter()
+  while true do
+    local first = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+    if #first == 0 then return nil, nil end
+    local alive_until = tonumber(redis.call('ZSCORE', KEYS[4], first[1]) or '0')
+    if alive_until >= now_ms then return first[1], tonumber(first[2]) end
+    redis.call('ZREM', KEYS[3], first[1])
+    redis.call('ZREM', KEYS[4], first[1])
+  end
 end
+
+local function join_queue()
+  local liveness = tonumber(ARGV[5])
+  redis.call('ZADD', KEYS[3], 'NX', now_us, me)
+  redis.call('ZADD', KEYS[4], now_ms + liveness, me)
+  redis.call('PEXPIRE', KEYS[3], liveness * 2)
+  redis.call('PEXPIRE', KEYS[4], liveness * 2)
+end
+
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local head, arrived = oldest_live_waiter()
+  if head == nil or head == me or now_us - arrived < tonumber(ARGV[4]) then
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    if head ~= nil then
+      redis.call('ZREM', KEYS[3], me)
+      redis.call('ZREM', KEYS[4], me)
+    end
+    local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, now_us)
+    local text = string.format('%.0f', token)
+    redis.call('SET', KEYS[2], text)
+    return {1, text}
+  end
+  join_queue()
+  return {0, -3}  -- free, but kept for the oldest waiter, who has been woken
+end
+join_queue()
 return {0, redis.call('PTTL', KEYS[1])}
