@@ -763,6 +763,7 @@ class ContendedResult:
     cross_handoff_ms: dict[str, float | int]
     acquire_wait_ms: dict[str, float | int]
     self_reacquire_fraction: float
+    ceiling_per_second: float  # 1 / mean measured hold: no lock can pass more CS/s
     per_worker: list[int]
     jain_index: float
     spread: float  # the largest |count / mean - 1| over the workers
@@ -798,6 +799,7 @@ def analyse(
             self_handoffs += 1
         else:
             cross.append(gap)
+    holds = [s[2] - s[1] for s, _ in ordered if s[2] > s[1]]
     start = min((s[0] for s, _ in ordered), default=0.0)
     in_window = sum(1 for s, _ in ordered if s[1] <= start + settings.contended_seconds)
     errors = sum(report.errors for report in reports)
@@ -818,6 +820,7 @@ def analyse(
         cross_handoff_ms=summary_ms(cross),
         acquire_wait_ms=summary_ms([s[1] - s[0] for s, _ in ordered]),
         self_reacquire_fraction=self_handoffs / len(handoffs) if handoffs else math.nan,
+        ceiling_per_second=1 / statistics.fmean(holds) if holds else math.nan,
         per_worker=counts,
         jain_index=jain(counts),
         spread=max(abs(c / mean - 1) for c in counts) if mean else math.nan,
@@ -1484,8 +1487,9 @@ def targets(
     ours_c = by_key.get("fencelock")
     if ours_c is not None:
         peer = by_key.get("python-redis-lock")
+        ceiling = ratio(ours_c.ceiling_per_second, peer.sections_per_second if peer else None)
         found += [
-            at_least(2, "fencelock CS/s ÷ python-redis-lock",
+            at_least(2, f"fencelock CS/s ÷ python-redis-lock (1/hold: {fmt_ratio(ceiling)})",
                      ratio(ours_c.sections_per_second, peer.sections_per_second if peer else None),
                      1.1, "x"),
             at_most(2, "fencelock handoff p50 (all handoffs)", float(ours_c.handoff_ms["p50"]),

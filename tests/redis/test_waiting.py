@@ -1,0 +1,149 @@
+"""How ``redis://`` waiters wait: queued on the server, woken one at a time, never starved."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import redis
+
+import fencelock
+from fencelock.backends.redis_common import (
+    ACQUIRE,
+    FREE,
+    STARVATION_BOUND,
+    WAITER_LIVENESS,
+    LockKeys,
+)
+from tests.redis.conftest import Background, redis_cli, wait_until
+from tests.servers import RedisServer
+
+
+def acquire_script_calls(server: RedisServer) -> int:
+    """How many EVALSHA calls the server has run so far."""
+    for line in redis_cli(server.port, "info", "commandstats").splitlines():
+        if line.startswith("cmdstat_evalsha:"):
+            return int(line.split("calls=")[1].split(",")[0])
+    return 0
+
+
+def queued(server: RedisServer, name: str) -> int:
+    return int(redis_cli(server.port, "zcard", LockKeys.of(name).queue) or 0)
+
+
+def test_a_release_wakes_one_waiter_not_all(plain_redis: RedisServer, name: str) -> None:
+    clients = [fencelock.connect(plain_redis.url) for _ in range(5)]
+    try:
+        holder = clients[0].lock(name, ttl=30).acquire(timeout=0)
+        waiters = [
+            Background(lambda c=c: c.lock(name, ttl=30).acquire(timeout=10)) for c in clients[1:]
+        ]  # type: ignore[misc]
+        wait_until(lambda: queued(plain_redis, name) == 4, 5, lambda: "waiters never queued")
+        time.sleep(0.05)  # let every waiter settle into its wait
+        before = acquire_script_calls(plain_redis)
+        holder.release()
+        wait_until(lambda: sum(w.wait(0) for w in waiters) == 1, 2, lambda: "nobody woke")
+        calls = acquire_script_calls(plain_redis) - before
+        # the release, and the one woken waiter's acquire; a broadcast would wake all 4
+        assert calls <= 3, f"{calls} scripts ran after one release: every waiter was woken"
+        winner = next(w for w in waiters if w.wait(0))
+        assert winner.value is not None and winner.value.token > holder.token, winner.error
+        winner.value.release()
+        released = {id(winner)}
+        deadline = time.monotonic() + 5
+        while len(released) < len(waiters):  # the rest, woken one after another
+            assert time.monotonic() < deadline, "the others were not woken one after another"
+            for waiter in waiters:
+                if id(waiter) not in released and waiter.wait(0.01):
+                    assert waiter.value is not None, waiter.error
+                    waiter.value.release()
+                    released.add(id(waiter))
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_a_waiter_is_not_starved_by_a_holder_that_takes_it_straight_back(
+    plain_redis: RedisServer, name: str
+) -> None:
+    """The holder releases and re-takes in one MULTI, so no waiter can slip in between:
+    only the starvation bound (acquire.lua refusing it) lets the waiter in."""
+    keys = LockKeys.of(name)
+    raw: Any = redis.Redis(port=plain_redis.port, decode_responses=True)
+    free, acquire = raw.script_load(FREE.source), raw.script_load(ACQUIRE.source)
+    starve_us = int(STARVATION_BOUND * 1e6)
+
+    def take(pipe: Any, owner: str) -> None:
+        pipe.evalsha(acquire, 4, *keys.queued, owner, 30_000, "test:greedy", starve_us, 1000)
+
+    def hog(stop: threading.Event) -> int:
+        owner, rounds = "greedy-0", 0
+        take(raw, owner)
+        while not stop.is_set():
+            pipe = raw.pipeline(transaction=True)
+            pipe.evalsha(free, 3, *keys.waking, "release", owner)
+            take(pipe, f"greedy-{rounds + 1}")
+            freed, taken = pipe.execute()
+            if freed != 1 or taken[0] != 1:
+                return rounds  # refused: a waiter has waited too long
+            rounds, owner = rounds + 1, f"greedy-{rounds + 1}"
+        return rounds
+
+    stop = threading.Event()
+    hogging = Background(lambda: hog(stop))
+    try:
+        time.sleep(0.1)
+        with fencelock.connect(plain_redis.url) as other:
+            started = time.monotonic()
+            lease = other.lock(name, ttl=30).acquire(timeout=5)
+            waited = time.monotonic() - started
+            lease.release()
+    finally:
+        stop.set()
+        assert hogging.wait(5), hogging.error
+        raw.close()
+    assert hogging.value is not None and hogging.value > 10, hogging.error
+    assert waited < 1.0, f"waited {waited:.3f}s while the holder kept re-taking the lock"
+
+
+WAITER = """
+import sys, fencelock
+client = fencelock.connect(sys.argv[1])
+print("queued", flush=True)
+client.lock(sys.argv[2], ttl=30, fair=True).acquire()
+"""
+
+
+def test_a_dead_waiter_first_in_line_holds_the_others_up_briefly(
+    plain_redis: RedisServer, name: str
+) -> None:
+    with (
+        fencelock.connect(plain_redis.url) as holder_client,
+        fencelock.connect(plain_redis.url) as second_client,
+    ):
+        holder = holder_client.lock(name, ttl=30, fair=True).acquire(timeout=0)
+        first = subprocess.Popen(
+            [sys.executable, "-c", WAITER, plain_redis.url, name],
+            stdout=subprocess.PIPE,
+            env={**os.environ},
+        )
+        try:
+            wait_until(lambda: queued(plain_redis, name) == 1, 10, lambda: "first never queued")
+            os.kill(first.pid, signal.SIGSTOP)  # first in line, and silent from now on
+            second = Background(
+                lambda: second_client.lock(name, ttl=30, fair=True).acquire(timeout=10)
+            )
+            wait_until(lambda: queued(plain_redis, name) == 2, 5, lambda: "second never queued")
+            holder.release()
+            assert second.wait(WAITER_LIVENESS * 4), "a silent waiter blocked the line"
+            assert second.value is not None, second.error
+            assert second.elapsed is not None and second.elapsed >= 0
+            second.value.release()
+        finally:
+            first.kill()
+            first.wait(5)
