@@ -480,7 +480,7 @@ def open_raw_fencelock_lua(address: Address, name: str) -> Runner:
 
     def cycle() -> int:
         owner = secrets.token_hex(20)
-        reply = take(keys=keys.queued, args=[owner, TTL_MS, "bench:wake", 20_000, 1000])
+        reply = take(keys=keys.queued, args=[TTL_MS, "bench:wake", 20_000, 1000, owner])
         if int(reply[0]) != 1:
             raise NotAcquired(f"raw fencelock Lua found {name!r} still held")
         free(keys=keys.waking, args=["release", owner])

@@ -79,7 +79,7 @@ def test_a_waiter_is_not_starved_by_a_holder_that_takes_it_straight_back(
     starve_us = int(STARVATION_BOUND * 1e6)
 
     def take(pipe: Any, owner: str) -> None:
-        pipe.evalsha(acquire, 4, *keys.queued, owner, 30_000, "test:greedy", starve_us, 1000)
+        pipe.evalsha(acquire, 4, *keys.queued, 30_000, "test:greedy", starve_us, 1000, owner)
 
     def hog(stop: threading.Event) -> int:
         owner, rounds = "greedy-0", 0

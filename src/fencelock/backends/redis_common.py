@@ -12,7 +12,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
-from fencelock.backends.redis_wire import Script
+from fencelock.backends.redis_wire import Partial, Script
 from fencelock.engine.urls import ParsedURL, flag_option, number_option, reject_unknown_options
 from fencelock.errors import BackendUnavailable, ConfigError
 
@@ -51,13 +51,22 @@ Command = tuple[Script, bytes]
 
 def acquire_command(keys: LockKeys, owner: str, ttl: float, channel: str, fair: bool) -> Command:
     """Take the lease (token included) or join the queue, woken on ``channel``."""
+    return ACQUIRE, _acquire_partial(keys, ms(ttl), channel, fair).complete(owner)
+
+
+@functools.lru_cache(maxsize=1024)
+def _acquire_partial(keys: LockKeys, ttl_ms: int, channel: str, fair: bool) -> Partial:
     starve_us = 0 if fair else int(STARVATION_BOUND * 1e6)
-    args: list[bytes | str | int] = [owner, ms(ttl), channel, starve_us, ms(WAITER_LIVENESS)]
-    return ACQUIRE, ACQUIRE.call(keys.queued, args)
+    return ACQUIRE.partial(keys.queued, [ttl_ms, channel, starve_us, ms(WAITER_LIVENESS)])
 
 
 def release_command(keys: LockKeys, owner: str) -> Command:
-    return FREE, FREE.call(keys.waking, [b"release", owner])
+    return FREE, _release_partial(keys).complete(owner)
+
+
+@functools.lru_cache(maxsize=4096)
+def _release_partial(keys: LockKeys) -> Partial:
+    return FREE.partial(keys.waking, [b"release"])
 
 
 def leave_command(keys: LockKeys, owner: str, channel: str) -> Command:

@@ -49,6 +49,26 @@ class Script:
     def call(self, keys: Sequence[str], args: Sequence[bytes | str | int]) -> bytes:
         return pack([b"EVALSHA", self.sha, len(keys), *keys, *args])
 
+    def partial(self, keys: Sequence[str], args: Sequence[bytes | str | int]) -> Partial:
+        """An EVALSHA packed up to its last arguments (given to :meth:`Partial.complete`)."""
+        parts = [b"EVALSHA", self.sha, len(keys), *keys, *args]
+        return Partial(len(parts), pack(parts).split(b"\r\n", 1)[1])
+
+
+@dataclass(frozen=True)
+class Partial:
+    """A command packed except for its trailing string arguments."""
+
+    count: int
+    body: bytes
+
+    def complete(self, *tail: str) -> bytes:
+        out = [b"*%d\r\n" % (self.count + len(tail)), self.body]
+        for text in tail:
+            data = text.encode()
+            out.append(b"$%d\r\n%b\r\n" % (len(data), data))
+        return b"".join(out)
+
 
 FollowUp = Callable[[Any], "bytes | None"]
 

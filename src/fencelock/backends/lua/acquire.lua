@@ -1,8 +1,9 @@
 -- Take the lease and issue its fencing token in one step, or join the waiters' queue.
 -- KEYS[1] lock, KEYS[2] token counter, KEYS[3] queue (zset: waiter -> arrival, µs),
 -- KEYS[4] liveness (zset: waiter -> deadline, ms).
--- ARGV[1] owner, ARGV[2] TTL ms, ARGV[3] the client's wake-up channel,
--- ARGV[4] starvation bound µs (0: strict FIFO), ARGV[5] waiter liveness ms.
+-- ARGV[1] TTL ms, ARGV[2] the client's wake-up channel, ARGV[3] starvation bound µs
+-- (0: strict FIFO), ARGV[4] waiter liveness ms, ARGV[5] owner (last: the only argument
+-- that changes between calls, so the rest of the command is packed once).
 -- A free lease goes to whoever asks, unless the oldest live waiter has waited longer
 -- than the starvation bound: then only that waiter may take it. Releases wake only the
 -- oldest waiter (release_wake.lua), so a release costs one wake-up, not one per waiter.
@@ -12,7 +13,8 @@
 local now = redis.call('TIME')
 local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
 local now_ms = math.floor(now_us / 1000)
-local me = ARGV[1] .. '@' .. ARGV[3]
+local owner = ARGV[5]
+local me = owner .. '@' .. ARGV[2]
 
 local function oldest_live_waiter()
   while true do
@@ -26,7 +28,7 @@ local function oldest_live_waiter()
 end
 
 local function join_queue()
-  local liveness = tonumber(ARGV[5])
+  local liveness = tonumber(ARGV[4])
   redis.call('ZADD', KEYS[3], 'NX', now_us, me)
   redis.call('ZADD', KEYS[4], now_ms + liveness, me)
   redis.call('PEXPIRE', KEYS[3], liveness * 2)
@@ -35,8 +37,8 @@ end
 
 if redis.call('EXISTS', KEYS[1]) == 0 then
   local head, arrived = oldest_live_waiter()
-  if head == nil or head == me or now_us - arrived < tonumber(ARGV[4]) then
-    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  if head == nil or head == me or now_us - arrived < tonumber(ARGV[3]) then
+    redis.call('SET', KEYS[1], owner, 'PX', ARGV[1])
     if head ~= nil then
       redis.call('ZREM', KEYS[3], me)
       redis.call('ZREM', KEYS[4], me)
