@@ -50,7 +50,7 @@ class RedisAttempt:
     def try_acquire(self) -> AttemptResult:
         result = self._backend.take(self._command, self._keys, self._owner)
         if isinstance(result, Busy) and self._event is None:
-            self._event = self._backend.listener.expect(self._owner)
+            self._event = self._backend.listener.wakeups.expect(self._owner)
             if self._backend.listener.ensure_listening():
                 # We were queued before the subscription: look again, a wake-up may be gone.
                 result = self._backend.take(self._command, self._keys, self._owner)
@@ -64,7 +64,7 @@ class RedisAttempt:
 
     def close(self) -> None:
         if self._event is not None:
-            self._backend.listener.forget(self._owner)
+            self._backend.listener.wakeups.forget(self._owner)
             self._event = None
         if self._queued:
             self._queued = False

@@ -26,7 +26,7 @@ from fencelock.backends.redis_common import (
     translate,
     translated,
 )
-from fencelock.backends.redis_listener import EarlyWakeups, new_channel
+from fencelock.backends.redis_listener import Wakeups, new_channel, on_message
 from fencelock.backends.redis_wire import AsyncWire, pack
 from fencelock.engine.urls import ParsedURL
 
@@ -104,19 +104,7 @@ class AsyncWakeListener:
         self._pubsub: Any = None
         self._task: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
-        self._waiters: dict[str, asyncio.Event] = {}
-        self._early = EarlyWakeups()
-
-    def expect(self, owner: str) -> asyncio.Event:
-        event = asyncio.Event()
-        self._waiters[owner] = event
-        if self._early.take(owner):
-            event.set()
-        return event
-
-    def forget(self, owner: str) -> None:
-        self._waiters.pop(owner, None)
-        self._early.take(owner)
+        self.wakeups = Wakeups(asyncio.Event, contextlib.nullcontext())
 
     async def ensure_listening(self) -> bool:
         if self._subscribed.is_set():
@@ -137,23 +125,11 @@ class AsyncWakeListener:
                 raise
             except Exception:
                 self._subscribed.clear()
-                for waiter in self._waiters.values():
-                    waiter.set()
+                self.wakeups.wake_all()
                 await asyncio.sleep(0.1)
                 continue
-            if message is None:
-                continue
-            if message["type"] == "subscribe":
-                self._subscribed.set()
-            elif message["type"] == "message":
-                self._wake(message["data"])
-
-    def _wake(self, owner: str) -> None:
-        event = self._waiters.get(owner)
-        if event is None:
-            self._early.add(owner)
-        else:
-            event.set()
+            if message is not None:
+                on_message(message, self._subscribed, self.wakeups)
 
     async def close(self) -> None:
         if self._task is not None:
@@ -178,7 +154,7 @@ class AsyncRedisAttempt:
     async def try_acquire(self) -> AttemptResult:
         result = await self._backend.take(self._command, self._keys, self._owner)
         if isinstance(result, Busy) and self._event is None:
-            self._event = self._backend.listener.expect(self._owner)
+            self._event = self._backend.listener.wakeups.expect(self._owner)
             if await self._backend.listener.ensure_listening():
                 result = await self._backend.take(self._command, self._keys, self._owner)
         self._queued = isinstance(result, Busy)
@@ -192,7 +168,7 @@ class AsyncRedisAttempt:
 
     async def close(self) -> None:
         if self._event is not None:
-            self._backend.listener.forget(self._owner)
+            self._backend.listener.wakeups.forget(self._owner)
             self._event = None
         if self._queued:
             self._queued = False

@@ -14,7 +14,9 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, Generic, Protocol, TypeVar
 
 from fencelock.backends.redis_common import KEY_PREFIX
 
@@ -27,19 +29,63 @@ def new_channel() -> str:
     return f"{KEY_PREFIX}wake:{secrets.token_hex(8)}"
 
 
-class EarlyWakeups:
-    """Wake-ups for owners nobody waits for yet: the waiter may still be on its way."""
+class Settable(Protocol):
+    def set(self) -> None: ...
 
-    def __init__(self) -> None:
-        self._owners: OrderedDict[str, None] = OrderedDict()
 
-    def add(self, owner: str) -> None:
-        self._owners[owner] = None
-        if len(self._owners) > MAX_EARLY:
-            self._owners.popitem(last=False)
+E = TypeVar("E", bound=Settable)
 
-    def take(self, owner: str) -> bool:
-        return self._owners.pop(owner, 0) is None
+
+class Wakeups(Generic[E]):
+    """Waiting attempts by owner, and wake-ups that came before their waiter asked.
+
+    A wake-up can overtake its waiter: the waiter is queued by its acquire attempt,
+    and a release may publish before that attempt's reply is even read.
+    """
+
+    def __init__(self, new_event: Callable[[], E], guard: AbstractContextManager[object]) -> None:
+        self._new_event = new_event
+        self._guard = guard
+        self._waiters: dict[str, E] = {}
+        self._early: OrderedDict[str, None] = OrderedDict()
+
+    def expect(self, owner: str) -> E:
+        """An event set when ``owner`` is woken (already set if it was woken before)."""
+        event = self._new_event()
+        with self._guard:
+            self._waiters[owner] = event
+            if self._early.pop(owner, 0) is None:
+                event.set()
+        return event
+
+    def forget(self, owner: str) -> None:
+        with self._guard:
+            self._waiters.pop(owner, None)
+            self._early.pop(owner, None)
+
+    def wake(self, owner: str) -> None:
+        with self._guard:
+            event = self._waiters.get(owner)
+            if event is not None:
+                event.set()
+                return
+            self._early[owner] = None
+            if len(self._early) > MAX_EARLY:
+                self._early.popitem(last=False)
+
+    def wake_all(self) -> None:
+        """After a lost connection: every waiter retries, and meets the error or the lease."""
+        with self._guard:
+            for event in self._waiters.values():
+                event.set()
+
+
+def on_message(message: dict[str, Any], subscribed: Settable, wakeups: Wakeups[Any]) -> None:
+    """Handle one pub/sub message of a client's wake-up channel."""
+    if message["type"] == "subscribe":
+        subscribed.set()
+    elif message["type"] == "message":
+        wakeups.wake(message["data"])
 
 
 class WakeListener:
@@ -52,23 +98,8 @@ class WakeListener:
         self._thread: threading.Thread | None = None
         self._guard = threading.Lock()
         self._subscribed = threading.Event()
-        self._waiters: dict[str, threading.Event] = {}
-        self._early = EarlyWakeups()
+        self.wakeups = Wakeups(threading.Event, threading.Lock())
         self._closed = False
-
-    def expect(self, owner: str) -> threading.Event:
-        """An event set when ``owner`` is woken (already set if it was woken before)."""
-        event = threading.Event()
-        with self._guard:
-            self._waiters[owner] = event
-            if self._early.take(owner):
-                event.set()
-        return event
-
-    def forget(self, owner: str) -> None:
-        with self._guard:
-            self._waiters.pop(owner, None)
-            self._early.take(owner)
 
     def ensure_listening(self) -> bool:
         """Subscribe if not subscribed; True if it was not (a wake-up may have been missed)."""
@@ -90,30 +121,12 @@ class WakeListener:
             try:
                 message = self._pubsub.get_message(timeout=0.2)
             except Exception:
-                self._lost_connection()
+                self._subscribed.clear()
+                self.wakeups.wake_all()
                 time.sleep(0.1)
                 continue
-            if message is None:
-                continue
-            if message["type"] == "subscribe":
-                self._subscribed.set()
-            elif message["type"] == "message":
-                self._wake(message["data"])
-
-    def _wake(self, owner: str) -> None:
-        with self._guard:
-            event = self._waiters.get(owner)
-            if event is None:
-                self._early.add(owner)
-            else:
-                event.set()
-
-    def _lost_connection(self) -> None:
-        """Wake every waiter: each retries, and meets the error or takes the lease."""
-        self._subscribed.clear()
-        with self._guard:
-            for event in self._waiters.values():
-                event.set()
+            if message is not None:
+                on_message(message, self._subscribed, self.wakeups)
 
     def close(self) -> None:
         self._closed = True
