@@ -147,3 +147,27 @@ def test_a_dead_waiter_first_in_line_holds_the_others_up_briefly(
         finally:
             first.kill()
             first.wait(5)
+
+
+def test_a_forked_child_does_not_share_its_parents_connections(
+    plain_redis: RedisServer, name: str
+) -> None:
+    with fencelock.connect(plain_redis.url) as client:
+        client.lock(name + "/parent", ttl=30).acquire(timeout=0).release()  # opens a connection
+        pid = os.fork()
+        if pid == 0:  # the child: the same client object, another lock
+            code = 0
+            try:
+                for _ in range(300):
+                    client.lock(name + "/child", ttl=30).acquire(timeout=1).release()
+            except BaseException:
+                code = 1
+            os._exit(code)
+        tokens = []
+        for _ in range(300):
+            lease = client.lock(name + "/parent", ttl=30).acquire(timeout=1)
+            tokens.append(lease.token)
+            lease.release()
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the child's locks failed"
+    assert tokens == sorted(set(tokens)), "the parent read replies meant for the child"
