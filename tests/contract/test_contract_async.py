@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Coroutine
+from typing import TypeVar
 
 import pytest
 
@@ -11,9 +13,15 @@ import fencelock
 from fencelock import clock
 from tests.contract.conftest import BackendCase
 
+T = TypeVar("T")
+
 
 def run(coro: object) -> None:
     asyncio.run(coro)  # type: ignore[arg-type]
+
+
+def run_for(coro: Coroutine[object, object, T]) -> T:
+    return asyncio.run(coro)
 
 
 def test_async_acquire_release_tokens(backend: BackendCase, name: str) -> None:
@@ -94,6 +102,31 @@ def test_async_timeout(backend: BackendCase, name: str) -> None:
             await held.release()
 
     run(main())
+
+
+def test_async_cancelled_waiter_leaves_no_trace(backend: BackendCase, name: str) -> None:
+    """Cancelling a waiting acquire() takes it out of any queue: the next caller is not
+    held up behind it, and nothing is left held."""
+
+    async def main() -> float:
+        async with fencelock.aconnect(backend.url) as a, fencelock.aconnect(backend.url) as b:
+            fair = {"fair": True} if a.backend.supports_fair else {}
+            holder = await a.lock(name, ttl=30, **fair).acquire()
+            waiter = asyncio.ensure_future(b.lock(name, **fair).acquire(timeout=10))
+            await asyncio.sleep(0.2)
+            waiter.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
+            await holder.release()
+            started = clock.now()
+            lease = await a.lock(name, ttl=30, **fair).acquire(timeout=5)
+            took = clock.now() - started
+            assert lease.token > holder.token
+            await lease.release()
+            return took
+
+    took = run_for(main())
+    assert took < 0.5, f"the next caller waited {took:.3f}s behind a cancelled waiter"
 
 
 def test_sync_and_async_signatures_match() -> None:
