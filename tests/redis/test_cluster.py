@@ -144,7 +144,7 @@ def test_acquire_renew_release_on_the_owning_node(cluster: Cluster, name: str) -
             info = client.inspect(name)
             assert info is not None and info.owner == first.owner, info
             assert info.remaining is not None and info.remaining > 5
-        with other.lock(name, ttl=5) as second:  # release.lua freed it
+        with other.lock(name, ttl=5) as second:  # free.lua freed it
             assert second.token > first.token
     assert redis_cli(node.port, "exists", LockKeys.of(name).lock) == "0"
 

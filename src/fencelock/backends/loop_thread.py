@@ -1,42 +1,141 @@
-"""A blocking face for an asyncio-native backend: its coroutines run on one loop thread.
+"""A blocking face for an asyncio-native backend: its coroutines run on one shared loop.
 
 Used where concurrency is the algorithm (Redlock talks to every node at once):
 the asyncio implementation is the only one, and the sync client calls into it.
+The loop has no thread of its own: the calling thread runs it (a hop to a loop
+thread and back cost two thread wake-ups per call, a third of a Redlock cycle).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from fencelock.backends.base import AsyncAttempt, AsyncBackend, AttemptResult, LockInfo
 
 T = TypeVar("T")
+STOP_WAIT = 5.0  # how long stop() waits for a thread still running the loop
 
 
-class LoopThread:
-    """An event loop running on a daemon thread."""
+class SharedLoop:
+    """An event loop run by whichever thread calls :meth:`run`, one thread at a time.
+
+    The thread holding the baton runs the loop until its own coroutine is done. A
+    thread that calls meanwhile hands its coroutine to the running loop and waits,
+    and takes the loop over if the runner leaves first. Between calls nothing runs:
+    replies that arrive meanwhile wait in their sockets, and timers that fell due
+    fire at the start of the next call.
+    """
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self.loop.run_forever, daemon=True, name="fencelock-loop"
-        )
-        self._thread.start()
+        self._baton = threading.Lock()
+        self._changed = threading.Condition()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        """Run ``coro`` on the loop; block until it is done and return (or raise) its outcome."""
+        if _loop_running_here():  # called from asyncio code: this thread cannot run ours
+            return _on_helper_thread(self.run, coro)
+        if self._baton.acquire(blocking=False):
+            return self._lead(_after_pending_io(coro))
+        return self._join(coro)
+
+    def _lead(self, work: Coroutine[Any, Any, T] | asyncio.Future[T]) -> T:
+        try:
+            return self.loop.run_until_complete(work)
+        finally:
+            self._baton.release()
+            with self._changed:
+                self._changed.notify_all()
+
+    def _join(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Another thread runs the loop: give it ``coro``, and lead if it stops first."""
+        future: asyncio.Future[T] = self.loop.create_future()
+        future.add_done_callback(self._notify)
+
+        def start() -> None:
+            try:
+                task = self.loop.create_task(coro)
+            except BaseException as exc:  # pragma: no cover - create_task itself failed
+                future.set_exception(exc)
+                return
+            task.add_done_callback(lambda done: _copy_outcome(done, future))
+
+        self.loop.call_soon_threadsafe(start)
+        while True:
+            with self._changed:
+                while not future.done() and self._baton.locked():
+                    self._changed.wait()
+            if future.done():
+                return future.result()
+            if self._baton.acquire(blocking=False):
+                return self._lead(future)
+
+    def _notify(self, _future: asyncio.Future[Any]) -> None:
+        with self._changed:
+            self._changed.notify_all()
 
     def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(5)
-        self.loop.close()
+        """Close the loop, once no thread runs it (waiting up to :data:`STOP_WAIT`)."""
+        if self._baton.acquire(timeout=STOP_WAIT):
+            try:
+                self.loop.close()
+            finally:
+                self._baton.release()
+
+
+async def _after_pending_io(coro: Coroutine[Any, Any, T]) -> T:
+    # One turn of the loop first: it reads what arrived while nobody ran it (a
+    # connection the server closed, late replies) and fires timers that fell due,
+    # so ``coro`` does not send on a connection already known to be dead.
+    await asyncio.sleep(0)
+    return await coro
+
+
+def _copy_outcome(task: asyncio.Future[T], future: asyncio.Future[T]) -> None:
+    if future.done():
+        return
+    if task.cancelled():
+        future.cancel()
+    elif task.exception() is not None:
+        future.set_exception(task.exception())  # type: ignore[arg-type]
+    else:
+        future.set_result(task.result())
+
+
+def _loop_running_here() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _on_helper_thread(
+    run: Callable[[Coroutine[Any, Any, T]], T], coro: Coroutine[Any, Any, T]
+) -> T:
+    """``run(coro)`` on a short-lived thread, for a caller whose thread runs another loop."""
+    outcome: list[Any] = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, run(coro)))
+        except BaseException as exc:
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=target, name="fencelock-call")
+    thread.start()
+    thread.join()
+    ok, value = outcome[0]
+    if ok:
+        return value  # type: ignore[no-any-return]
+    raise value
 
 
 class LoopThreadAttempt:
-    def __init__(self, attempt: AsyncAttempt, loop: LoopThread) -> None:
+    def __init__(self, attempt: AsyncAttempt, loop: SharedLoop) -> None:
         self._attempt, self._loop = attempt, loop
 
     def try_acquire(self) -> AttemptResult:
@@ -46,14 +145,17 @@ class LoopThreadAttempt:
         self._loop.run(self._attempt.wait(timeout))
 
     def close(self) -> None:
+        # An attempt that says it holds nothing (``idle``) needs no call into the loop.
+        if getattr(self._attempt, "idle", False):
+            return
         self._loop.run(self._attempt.close())
 
 
 class LoopThreadBackend:
-    """Runs an :class:`AsyncBackend` (created on the loop thread) behind the sync protocol."""
+    """Runs an :class:`AsyncBackend` (created on its loop) behind the sync protocol."""
 
     def __init__(self, make: Any) -> None:
-        self._loop = LoopThread()
+        self._loop = SharedLoop()
         try:
             self.inner: AsyncBackend = self._loop.run(_construct(make))
         except BaseException:

@@ -9,6 +9,7 @@ wake-up that arrives before its waiter asks for it is kept, not lost.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import secrets
 import threading
@@ -135,3 +136,14 @@ class WakeListener:
         if self._pubsub is not None:
             with contextlib.suppress(Exception):
                 self._pubsub.close()
+
+
+async def stop_listening(task: asyncio.Task[None] | None, pubsub: Any) -> None:
+    """Stop an asyncio listener task and close its pub/sub connection."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    if pubsub is not None:
+        with contextlib.suppress(Exception):
+            await pubsub.aclose()

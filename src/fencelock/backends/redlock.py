@@ -3,8 +3,11 @@
 Every request goes to all nodes at once, each bounded by a short per-node timeout,
 and a step ends as soon as its outcome is decided (a quorum agreed, or can no
 longer agree): a hung node costs at most the timeout, never a stall. Tokens come
-from the two-phase quorum counter of :mod:`fencelock.engine.redlock`. The asyncio
-implementation is the only one; the sync client runs it on a loop thread.
+from the two-phase quorum counter of :mod:`fencelock.engine.redlock`. The lock
+scripts run on fencelock's own pipelined connections (:mod:`.redlock_node`, one
+per node, no task per request); waiting for a release, ``inspect`` and ``list``
+use redis-py. The asyncio implementation is the only one; the sync client runs it
+on a loop shared by its calling threads (:mod:`.loop_thread`).
 """
 
 from __future__ import annotations
@@ -14,16 +17,14 @@ import contextlib
 import functools
 import random
 import secrets
-import sys
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
 import redis.asyncio
 
 from fencelock import clock
 from fencelock.backends.base import Acquired, AttemptResult, LockInfo
-from fencelock.backends.redis_async import AsyncReleaseListener
 from fencelock.backends.redis_common import (
     LockKeys,
     RedisOptions,
@@ -34,43 +35,41 @@ from fencelock.backends.redis_common import (
     scan_pattern,
     translated,
 )
+from fencelock.backends.redis_wire import Script
+from fencelock.backends.redlock_listener import AsyncReleaseListener
+from fencelock.backends.redlock_node import NodeLink
+from fencelock.backends.redlock_round import Reply, Round, boolean_reply, phase_one_reply
 from fencelock.engine import redlock as plan
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import BackendUnavailable
 
-DEFAULT_NODE_TIMEOUT = 0.1
-
-if sys.version_info >= (3, 11):
-
-    async def within(awaitable: Awaitable[T], seconds: float) -> T:
-        """Await with a deadline, without the extra task ``wait_for`` costs before 3.12."""
-        async with asyncio.timeout(seconds):
-            return await awaitable
-
-else:  # pragma: no cover - Python 3.10
-
-    async def within(awaitable: Awaitable[T], seconds: float) -> T:
-        return await asyncio.wait_for(awaitable, seconds)
-
-
 T = TypeVar("T")
-Reply = Any  # a node's parsed answer, or plan.NodeError
+DEFAULT_NODE_TIMEOUT = 0.1
+PHASE1 = Script(lua("redlock_phase1"))
+PHASE2 = Script(lua("redlock_phase2"))
+RELEASE = Script(lua("redlock_release"))
+RENEW = Script(lua("renew"))
+# Owners given up remembered for late phase-1 wins (a late win arrives within the
+# per-node timeout, so this only has to outlast a burst of failed tries).
+FINISHED_REMEMBERED = 4096
+
+
+def _ignore(answer: Any) -> None:
+    pass
 
 
 class Node:
-    """One Redis master: its client, scripts and release listener."""
+    """One Redis master: the scripts' connection, and redis-py for everything else."""
 
     def __init__(self, options: RedisOptions) -> None:
         self.options = options
         self.where = options.where
+        self.link = NodeLink(options, (PHASE1, PHASE2, RELEASE, RENEW))
         self.redis: Any = redis.asyncio.Redis(**options.client_kwargs(asyncio=True))
-        self.phase1 = self.redis.register_script(lua("redlock_phase1"))
-        self.phase2 = self.redis.register_script(lua("redlock_phase2"))
-        self.release = self.redis.register_script(lua("release"))
-        self.renew = self.redis.register_script(lua("renew"))
         self.listener = AsyncReleaseListener(self.redis)
 
     async def close(self) -> None:
+        await self.link.close()
         await self.listener.close()
         await self.redis.aclose()
 
@@ -98,6 +97,11 @@ class RedlockAttempt:
         self._keys = LockKeys.of(name)
         self._event: asyncio.Event | None = None
         self._tries = 0
+
+    @property
+    def idle(self) -> bool:
+        """True while :meth:`close` has nothing to do (no release watch to drop)."""
+        return self._event is None
 
     async def _take(self) -> AttemptResult:
         self._tries += 1
@@ -132,8 +136,9 @@ class AsyncRedlockBackend:
     def __init__(self, parsed: ParsedURL) -> None:
         self.url = parsed.redacted
         self.nodes = [Node(options) for options in node_options(parsed)]
+        self.links = [node.link for node in self.nodes]
         self.timeout = self.nodes[0].options.timeout
-        self._background: set[asyncio.Task[Any]] = set()
+        self._quorum = plan.quorum(len(self.nodes))
         # Owners given up (released or abandoned): a phase-1 win for one of them that
         # arrives late left a key behind, and is undone at once.
         self._finished: OrderedDict[str, None] = OrderedDict()
@@ -142,103 +147,58 @@ class AsyncRedlockBackend:
         return RedlockAttempt(self, name, owner, ttl)
 
     async def take(self, keys: LockKeys, owner: str, ttl: float) -> AttemptResult:
-        n, q = len(self.nodes), plan.quorum(len(self.nodes))
         started = clock.now()
-        firsts = await self._fan_out(
-            lambda node: self._phase1(node, keys, owner, ttl),
-            lambda done: _count(done, plan.NodeWon) >= q or _count_not(done, plan.NodeWon) > n - q,
-            late=lambda i, reply: self._late_phase1(keys, owner, i, reply),
-        )
-        step = plan.decide_phase_one(firsts, ttl, started, clock.now())
-        if isinstance(step, plan.Stamp):
-            seconds = await self._fan_out(
-                lambda node: self._on(node, node.phase2, keys, [owner, str(step.token)]),
-                lambda done: (
-                    sum(r is True for r in done) >= q
-                    or sum(r is not True and r is not None for r in done) > len(step.nodes) - q
-                ),
-                only=step.nodes,
-            )
-            done = plan.decide_phase_two(step, dict(enumerate(seconds)), clock.now())
-            if isinstance(done, plan.Confirmed):
-                return Acquired(done.token, owner)
-            step_abort = done
-        else:
-            step_abort = step
+        try:
+            firsts, outcome = await self._phases(keys, owner, ttl, started)
+        except BaseException:  # cancelled (or failed): whatever phase 1 set must not linger
+            self._release_everywhere(keys, owner)
+            raise
+        if isinstance(outcome, Acquired):
+            return outcome
         self._release_everywhere(keys, owner)
         failed = [i for i, r in enumerate(firsts) if _answered_error(r)]
-        if len(failed) > n - q:  # replies merely not awaited do not count as failures
+        if len(failed) > len(self.nodes) - self._quorum:  # replies not awaited do not count
             raise self._unreachable(failed, firsts)
-        return plan.busy_result(step_abort, random.random)
+        return plan.busy_result(outcome, random.random)
+
+    async def _phases(
+        self, keys: LockKeys, owner: str, ttl: float, started: float
+    ) -> tuple[list[Reply], plan.Abort | Acquired]:
+        """Phase 1, then phase 2 if it won: the phase-1 replies and the outcome."""
+        late = functools.partial(self._late_phase1, keys, owner)
+        first = Round(self.links, self._quorum, phase_one_reply, late=late)
+        first.send(PHASE1.call((keys.lock, keys.token), (owner, ms(ttl))), PHASE1)
+        firsts = await first.outcome()
+        step = plan.decide_phase_one(firsts, ttl, started, clock.now())
+        if isinstance(step, plan.Abort):
+            return firsts, step
+        second = Round(self.links, self._quorum, boolean_reply)
+        second.send(PHASE2.call((keys.lock, keys.token), (owner, step.token)), PHASE2, step.nodes)
+        seconds = await second.outcome()
+        done = plan.decide_phase_two(step, dict(enumerate(seconds)), clock.now())
+        if isinstance(done, plan.Confirmed):
+            return firsts, Acquired(done.token, owner)
+        return firsts, done
 
     def _late_phase1(self, keys: LockKeys, owner: str, index: int, reply: Reply) -> None:
         if isinstance(reply, plan.NodeWon) and owner in self._finished:
-            self._background_release(keys, owner, [self.nodes[index]])
+            self.links[index].send(RELEASE.call((keys.lock,), (owner, "")), _ignore, RELEASE)
 
     def _finish(self, owner: str) -> None:
         self._finished[owner] = None
-        while len(self._finished) > 4096:
+        while len(self._finished) > FINISHED_REMEMBERED:
             self._finished.popitem(last=False)
 
-    async def _phase1(self, node: Node, keys: LockKeys, owner: str, ttl: float) -> Reply:
-        reply = await node.phase1(keys=[keys.lock, keys.token], args=[owner, ms(ttl)])
-        if int(reply[0]) == 1:
-            return plan.NodeWon(int(reply[1]))
-        pttl = int(reply[1])
-        return plan.NodeBusy(pttl / 1000 if pttl >= 0 else None)
-
-    async def _on(self, node: Node, script: Any, keys: LockKeys, args: list[str]) -> Reply:
-        return bool(await script(keys=[keys.lock, keys.token], args=args))
-
-    async def _fan_out(
-        self,
-        call: Callable[[Node], Awaitable[Reply]],
-        decided: Callable[[list[Reply]], bool],
-        only: Sequence[int] | None = None,
-        late: Callable[[int, Reply], None] | None = None,
-    ) -> list[Reply]:
-        """Send ``call`` to the nodes at once; return when ``decided`` or all answered.
-
-        Replies still missing are NodeError("pending"); their requests go on in the
-        background, bounded by the per-node timeout, and ``late(i, reply)`` sees them.
-        """
-        indexes = list(range(len(self.nodes))) if only is None else list(only)
-        replies: list[Reply] = [None] * len(self.nodes)
-        tasks = {asyncio.ensure_future(self._bounded(call, self.nodes[i])): i for i in indexes}
-        pending = set(tasks)
-        while pending and not decided(replies):
-            finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for task in finished:
-                replies[tasks[task]] = task.result()
-        for task in pending:
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-            if late is not None:
-                task.add_done_callback(functools.partial(_report_late, late, tasks[task]))
-        return [plan.NodeError("pending") if r is None else r for r in replies]
-
-    async def _bounded(
-        self, call: Callable[[Node], Awaitable[T]], node: Node
-    ) -> T | plan.NodeError:
-        try:
-            return await within(call(node), self.timeout)
-        except asyncio.TimeoutError:
-            return plan.NodeError(f"{node.where}: no reply within {self.timeout}s")
-        except Exception as exc:  # a driver error of any kind is this node's failure
-            return plan.NodeError(f"{node.where}: {_describe(exc)}")
-
     def _release_everywhere(self, keys: LockKeys, owner: str) -> None:
-        """Undo a failed try on every node, quietly: waking rivals would split them again."""
-        self._finish(owner)
-        self._background_release(keys, owner, self.nodes)
+        """Undo a failed try on every node, quietly: waking rivals would split them again.
 
-    def _background_release(self, keys: LockKeys, owner: str, nodes: Sequence[Node]) -> None:
-        for node in nodes:
-            task = asyncio.ensure_future(
-                self._bounded(lambda nd: nd.release(keys=[keys.lock], args=[owner, ""]), node)
-            )
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+        No waiting: each node runs its requests in order, so this release runs after
+        our phase-1 request there; a phase-1 win it misses is undone as it arrives.
+        """
+        self._finish(owner)
+        command = RELEASE.call((keys.lock,), (owner, ""))
+        for link in self.links:
+            link.send(command, _ignore, RELEASE)
 
     def _unreachable(self, failed: Sequence[int], replies: Sequence[Reply]) -> BackendUnavailable:
         reasons = (
@@ -249,15 +209,12 @@ class AsyncRedlockBackend:
         )
         return BackendUnavailable(
             f"redlock: {len(failed)} of {len(self.nodes)} nodes unavailable, no quorum of "
-            f"{plan.quorum(len(self.nodes))} possible ({reasons})"
+            f"{self._quorum} possible ({reasons})"
         )
 
     async def watch(self, channel: str, event: asyncio.Event) -> None:
         await asyncio.gather(
-            *(
-                self._bounded(lambda nd: nd.listener.watch(channel, event), node)
-                for node in self.nodes
-            )
+            *(self._bounded(node, node.listener.watch(channel, event)) for node in self.nodes)
         )
 
     def unwatch(self, channel: str, event: asyncio.Event) -> None:
@@ -267,20 +224,16 @@ class AsyncRedlockBackend:
     async def release(self, name: str, owner: str) -> bool:
         keys = LockKeys.of(name)
         self._finish(owner)
-        q = plan.quorum(len(self.nodes))
-        replies = await self._fan_out(
-            lambda node: self._on_lock(node.release, keys, [owner, keys.channel]),
-            lambda done: sum(r is True for r in done) >= q,
-        )
-        return plan.decide_release(replies)
+        step = Round(self.links, self._quorum, boolean_reply)
+        step.send(RELEASE.call((keys.lock,), (owner, keys.channel)), RELEASE)
+        return plan.decide_release(await step.outcome())
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool:
         keys = LockKeys.of(name)
-        n, q = len(self.nodes), plan.quorum(len(self.nodes))
-        replies = await self._fan_out(
-            lambda node: self._on_lock(node.renew, keys, [owner, ms(ttl)]),
-            lambda done: sum(r is True for r in done) >= q or sum(r is False for r in done) > n - q,
-        )
+        n, q = len(self.nodes), self._quorum
+        step = Round(self.links, q, boolean_reply, errors_say_no=False)
+        step.send(RENEW.call((keys.lock,), (owner, ms(ttl))), RENEW)
+        replies = await step.outcome()
         if sum(r is True for r in replies) >= q:
             return True
         if sum(r is False for r in replies) > n - q:
@@ -289,32 +242,36 @@ class AsyncRedlockBackend:
             [i for i, r in enumerate(replies) if isinstance(r, plan.NodeError)], replies
         )
 
-    async def _on_lock(self, script: Any, keys: LockKeys, args: list[Any]) -> bool:
-        return bool(await script(keys=[keys.lock], args=args))
+    async def _bounded(self, node: Node, work: Awaitable[T]) -> T | plan.NodeError:
+        """``work`` on ``node`` within the per-node timeout, or that node's failure."""
+        try:
+            return await asyncio.wait_for(work, self.timeout)
+        except asyncio.TimeoutError:
+            return plan.NodeError(f"{node.where} did not answer within {self.timeout:g}s")
+        except Exception as exc:  # a driver error of any kind is this node's failure
+            return plan.NodeError(f"{node.where}: {_describe(exc)}")
 
     async def inspect(self, name: str) -> LockInfo | None:
         keys = LockKeys.of(name)
         replies = await asyncio.gather(
             *(
                 self._bounded(
-                    lambda nd: (
-                        nd.redis.pipeline(transaction=False)
-                        .get(keys.lock)
-                        .pttl(keys.lock)
-                        .get(keys.token)
-                        .execute()
-                    ),
                     node,
+                    node.redis.pipeline(transaction=False)
+                    .get(keys.lock)
+                    .pttl(keys.lock)
+                    .get(keys.token)
+                    .execute(),
                 )
                 for node in self.nodes
             )
         )
         answers = [r for r in replies if not isinstance(r, plan.NodeError)]
-        if len(answers) < plan.quorum(len(self.nodes)):
+        if len(answers) < self._quorum:
             raise self._unreachable(
                 [i for i, r in enumerate(replies) if isinstance(r, plan.NodeError)], replies
             )
-        return _quorum_view(name, answers, plan.quorum(len(self.nodes)))
+        return _quorum_view(name, answers, self._quorum)
 
     async def list(self, prefix: str) -> list[LockInfo]:
         names: set[str] = set()
@@ -329,8 +286,6 @@ class AsyncRedlockBackend:
         return [i for i in infos if i is not None and i.held]
 
     async def close(self) -> None:
-        for task in list(self._background):
-            task.cancel()
         await asyncio.gather(*(node.close() for node in self.nodes), return_exceptions=True)
 
 
@@ -349,21 +304,8 @@ def _quorum_view(name: str, answers: list[list[Any]], q: int) -> LockInfo | None
     return LockInfo(name=name, owner=holder, token=max(tokens, default=0), remaining=remaining)
 
 
-def _report_late(late: Callable[[int, Reply], None], index: int, task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        late(index, task.result())
-
-
 def _answered_error(reply: Reply) -> bool:
     return isinstance(reply, plan.NodeError) and reply.reason != "pending"
-
-
-def _count(replies: list[Reply], kind: type) -> int:
-    return sum(isinstance(r, kind) for r in replies)
-
-
-def _count_not(replies: list[Reply], kind: type) -> int:
-    return sum(r is not None and not isinstance(r, kind) for r in replies)
 
 
 def _describe(exc: BaseException) -> str:
@@ -371,7 +313,7 @@ def _describe(exc: BaseException) -> str:
 
 
 class RedlockBackend:
-    """The blocking face: the asyncio implementation on a loop thread."""
+    """The blocking face: the asyncio implementation on a shared loop."""
 
     def __new__(cls, parsed: ParsedURL) -> Any:
         from fencelock.backends.loop_thread import LoopThreadBackend

@@ -1,0 +1,85 @@
+"""RESP2 replies, parsed incrementally: just enough of the protocol for the Redlock scripts.
+
+Pure: bytes in, Python values out. Simple strings become ``str``, bulk strings
+``bytes`` (``None`` when null), integers ``int``, arrays ``list`` and error
+replies :class:`ReplyError` *values* (returned, not raised), so that one error
+reply never disturbs the replies queued behind it on a pipelined connection.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_CRLF = b"\r\n"
+_INCOMPLETE: Any = object()
+
+
+class ReplyError(Exception):
+    """An error reply (``-ERR ...``, ``-NOSCRIPT ...``) from the server."""
+
+    @property
+    def text(self) -> str:
+        return str(self.args[0])
+
+
+class ProtocolError(Exception):
+    """The bytes received are not RESP2."""
+
+
+class ReplyParser:
+    """Feed it bytes as they arrive; it returns each complete reply, in order."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, data: bytes) -> list[Any]:
+        """Append ``data`` and return the replies it completed (often exactly one)."""
+        buffer = self._buffer + data if self._buffer else data
+        replies: list[Any] = []
+        pos, size = 0, len(buffer)
+        while pos < size:
+            reply, end = _parse(buffer, pos)
+            if reply is _INCOMPLETE:
+                break
+            replies.append(reply)
+            pos = end
+        self._buffer = buffer[pos:] if pos < size else b""
+        return replies
+
+
+def _parse(buffer: bytes, pos: int) -> tuple[Any, int]:
+    """The reply starting at ``pos`` and where the next one starts; _INCOMPLETE if cut."""
+    line_end = buffer.find(_CRLF, pos)
+    if line_end < 0:
+        return _INCOMPLETE, pos
+    kind, head = buffer[pos], buffer[pos + 1 : line_end]
+    after = line_end + 2
+    if kind == 0x3A:  # ':' integer
+        return int(head), after
+    if kind == 0x24:  # '$' bulk string
+        length = int(head)
+        if length < 0:
+            return None, after
+        stop = after + length
+        if len(buffer) < stop + 2:
+            return _INCOMPLETE, pos
+        return buffer[after:stop], stop + 2
+    if kind == 0x2A:  # '*' array
+        return _parse_array(buffer, pos, int(head), after)
+    if kind == 0x2B:  # '+' simple string
+        return head.decode(errors="replace"), after
+    if kind == 0x2D:  # '-' error
+        return ReplyError(head.decode(errors="replace")), after
+    raise ProtocolError(f"not a RESP2 reply: {buffer[pos : pos + 32]!r}")
+
+
+def _parse_array(buffer: bytes, pos: int, count: int, after: int) -> tuple[Any, int]:
+    if count < 0:
+        return None, after
+    items: list[Any] = []
+    for _ in range(count):
+        item, after = _parse(buffer, after)
+        if item is _INCOMPLETE:
+            return _INCOMPLETE, pos
+        items.append(item)
+    return items, after

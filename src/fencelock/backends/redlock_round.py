@@ -1,0 +1,127 @@
+"""One Redlock step: the same request to several nodes, over as soon as its outcome is known.
+
+The request is written to every node at once; there is no task per node. The step
+is decided when a quorum said yes or so many said no that a quorum no longer can
+(the rules of :mod:`fencelock.engine.redlock`), or when every node answered: each
+request is answered by its node's reply or, within the per-node timeout, by an
+error (see :mod:`fencelock.backends.redlock_node`). Replies that come after the
+decision go to ``late`` (failures that come after it are dropped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fencelock.backends.redis_wire import Script
+from fencelock.backends.redlock_node import NodeLink
+from fencelock.backends.redlock_resp import ReplyError
+from fencelock.backends.redlock_setup import refused
+from fencelock.engine import redlock as plan
+from fencelock.errors import BackendUnavailable
+
+Reply = Any  # what ``convert`` makes of a node's answer: plan.NodeWon, True, plan.NodeError...
+Convert = Callable[[Any, str], Reply]
+Late = Callable[[int, Reply], None]
+PENDING = plan.NodeError("pending")  # no answer when the step was decided
+
+
+class Round:
+    """Replies of one step, in node order; ``await outcome()`` returns at the decision.
+
+    A reply counts as yes if it is ``True`` or :class:`plan.NodeWon`, as no
+    otherwise; a :class:`plan.NodeError` counts as no only if ``errors_say_no``.
+    """
+
+    def __init__(
+        self,
+        links: Sequence[NodeLink],
+        quorum: int,
+        convert: Convert,
+        errors_say_no: bool = True,
+        late: Late | None = None,
+    ) -> None:
+        self._links, self._quorum, self._convert = links, quorum, convert
+        self._errors_say_no, self._late = errors_say_no, late
+        self.replies: list[Reply] = [None] * len(links)
+        self._decided: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._left = self._spare = self._yes = self._no = 0
+
+    def send(self, command: bytes, script: Script, only: Sequence[int] | None = None) -> None:
+        """Write ``command`` (an EVALSHA of ``script``) to the nodes ``only`` (default all)."""
+        indexes = range(len(self._links)) if only is None else only
+        self._left = len(indexes)
+        self._spare = self._left - self._quorum
+        for i in indexes:
+            self._links[i].send(command, functools.partial(self._deliver, i), script)
+
+    @property
+    def decided(self) -> bool:
+        """True once the outcome is known (or nobody waits for it any more)."""
+        return self._decided.done()
+
+    async def outcome(self) -> list[Reply]:
+        """Wait for the decision; replies still missing then are :data:`PENDING`."""
+        await self._decided
+        return [PENDING if r is None else r for r in self.replies]
+
+    def _deliver(self, index: int, answer: Any) -> None:
+        if self._decided.done():  # decided, or the waiter was cancelled
+            # Only a reply can have changed something; a late failure (a hung node's
+            # requests timing out together) carries no news.
+            if self._late is not None and not isinstance(answer, BackendUnavailable):
+                self._late(index, self._reply(index, answer))
+            return
+        reply = self._reply(index, answer)
+        self.replies[index] = reply
+        self._left -= 1
+        if reply is True or isinstance(reply, plan.NodeWon):
+            self._yes += 1
+        elif self._errors_say_no or not isinstance(reply, plan.NodeError):
+            self._no += 1
+        if self._left == 0 or self._yes >= self._quorum or self._no > self._spare:
+            self._decided.set_result(None)
+
+    def _reply(self, index: int, answer: Any) -> Reply:
+        where = self._links[index].where
+        try:
+            return self._convert(answer, where)
+        except Exception:  # a reply of the wrong shape is that node's failure
+            return plan.NodeError(f"{where} sent an unexpected reply: {answer!r}")
+
+
+def node_error(answer: Any, where: str) -> plan.NodeError | None:
+    """The node's failure, if ``answer`` is one (an error reply, or no reply at all)."""
+    if isinstance(answer, ReplyError):
+        return plan.NodeError(str(refused(where, answer.text)))
+    if isinstance(answer, BackendUnavailable):
+        return plan.NodeError(str(answer))
+    return None
+
+
+def phase_one_reply(answer: Any, where: str) -> Reply:
+    """Phase 1's ``{1, counter}`` or ``{0, pttl}`` as :class:`plan.NodeWon` or ``NodeBusy``."""
+    error = node_error(answer, where)
+    if error is not None:
+        return error
+    if not isinstance(answer, list) or len(answer) != 2:
+        raise TypeError(answer)
+    taken, value = answer
+    if taken == 1:
+        return plan.NodeWon(int(value))
+    if taken != 0:
+        raise TypeError(answer)
+    pttl = int(value)
+    return plan.NodeBusy(pttl / 1000 if pttl >= 0 else None)
+
+
+def boolean_reply(answer: Any, where: str) -> Reply:
+    """A compare-and-set script's 1 or 0 as ``True`` or ``False``."""
+    error = node_error(answer, where)
+    if error is not None:
+        return error
+    if not isinstance(answer, int):
+        raise TypeError(answer)
+    return answer == 1
