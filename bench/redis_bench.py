@@ -71,6 +71,7 @@ from sqlite_bench import (
     one_section,
     stop,
     summary_ms,
+    table_markdown,
     wait_ready,
 )
 
@@ -1680,19 +1681,14 @@ def noise_warnings(results: Results) -> list[str]:
     return found
 
 
-def render(results: Results, settings: Settings, found: list[Target]) -> None:
-    console = Console(width=None if sys.stdout.isatty() else 200)
+def tables(results: Results, settings: Settings, found: list[Target]) -> list[Table]:
+    out: list[Table] = []
     if results.uncontended:
-        console.print(uncontended_table(results.uncontended, settings))
+        out.append(uncontended_table(results.uncontended, settings))
     if results.contended:
-        console.print(handoff_table(results.contended, settings))
-        console.print(fairness_table(results.contended))
-    for c in results.contended:
-        if c.first_error:
-            last_line = c.first_error.strip().splitlines()[-1]
-            console.print(f"[red]{c.label}: {c.errors} errors; first: {last_line}[/red]")
+        out += [handoff_table(results.contended, settings), fairness_table(results.contended)]
     if results.redlock_up:
-        console.print(
+        out.append(
             redlock_table(
                 results.redlock_up,
                 f"3. Redlock, {NODES} nodes up: acquire+release in one process per lock, median "
@@ -1702,7 +1698,7 @@ def render(results: Results, settings: Settings, found: list[Target]) -> None:
             )
         )
     if results.redlock_degraded:
-        console.print(
+        out.append(
             redlock_table(
                 results.redlock_degraded,
                 f"4. Redlock, node {HUNG} hung (SIGSTOP) + node {KILLED} killed after warm-up; "
@@ -1712,7 +1708,18 @@ def render(results: Results, settings: Settings, found: list[Target]) -> None:
             )
         )
     if found:
-        console.print(targets_table(found))
+        out.append(targets_table(found))
+    return out
+
+
+def render(results: Results, made: list[Table]) -> None:
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    for table in made:
+        console.print(table)
+    for c in results.contended:
+        if c.first_error:
+            last_line = c.first_error.strip().splitlines()[-1]
+            console.print(f"[red]{c.label}: {c.errors} errors; first: {last_line}[/red]")
     for warning in results.warnings:
         console.print(f"[yellow]noisy: {warning}; rerun on a quiet host for stable ratios[/yellow]")
 
@@ -1860,11 +1867,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         results.uncontended, results.contended, results.redlock_up, results.redlock_degraded
     )
     results.warnings = noise_warnings(results)
-    render(results, settings, found)
+    made = tables(results, settings, found)
+    render(results, made)
     elapsed = time.monotonic() - started
     path = write_json(results, settings, versions, found, elapsed)
     loads = " -> ".join(f"{x[0]:.1f}" for x in (results.load_at_start, load_average()) if x)
-    print(f"results: {path} ({elapsed:.0f} s; load average {loads} on {os.cpu_count()} CPUs)")
+    path.with_suffix(".md").write_text(
+        f"Load average {loads} on {os.cpu_count()} CPUs, {elapsed:.0f} s.\n\n"
+        + "\n".join(table_markdown(table) for table in made)
+    )
+    print(
+        f"results: {path} and .md ({elapsed:.0f} s; load average {loads} on {os.cpu_count()} CPUs)"
+    )
     problems = failed(results)
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)

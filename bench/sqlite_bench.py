@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 import fencelock
 from fencelock import clock
@@ -614,6 +615,22 @@ def new_table(title: str, columns: Sequence[str], left: int = 1) -> Table:
     for i, column in enumerate(columns):
         table.add_column(column, justify="left" if i < left else "right", no_wrap=i < left)
     return table
+
+
+def table_markdown(table: Table) -> str:
+    """A rich table as a Markdown table (title in bold above it), for docs and notes."""
+
+    def plain(cell: object) -> str:
+        text = cell.plain if isinstance(cell, Text) else Text.from_markup(str(cell)).plain
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    headers = [plain(column.header) for column in table.columns]
+    align = ["---:" if column.justify == "right" else "---" for column in table.columns]
+    rows = zip(*(list(column.cells) for column in table.columns), strict=True)
+    lines = [f"**{plain(table.title or '')}**", "", "| " + " | ".join(headers) + " |"]
+    lines.append("|" + "|".join(align) + "|")
+    lines += ["| " + " | ".join(plain(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
 
 
 def uncontended_table(results: list[RateResult], settings: Settings) -> Table:

@@ -185,12 +185,15 @@ class AsyncRenewer:
         self._schedule: Schedule[AsyncLease] = Schedule()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._wakes_at = -math.inf  # when the task's current sleep ends (-inf: awake)
 
     def track(self, lease: AsyncLease) -> None:
-        self._schedule.put(lease, first_due(lease, clock.now()))
+        due = first_due(lease, clock.now())
+        self._schedule.put(lease, due)
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
-        self._wake.set()
+        elif due < self._wakes_at:  # as Renewer.track: wake it only if it would oversleep
+            self._wake.set()
 
     def forget(self, lease: AsyncLease) -> None:
         lease.schedule_version += 1
@@ -208,9 +211,11 @@ class AsyncRenewer:
             if lease is None:
                 due = self._schedule.next_due()
                 self._wake.clear()
+                self._wakes_at = math.inf if due is None else due
                 timeout = None if due is None else max(due - clock.now(), 0.0)
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout)
+                self._wakes_at = -math.inf
                 continue
             due = await self._service(lease)
             if due is not None and is_live(lease.state):
