@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fencelock.backends.loop_thread import SharedLoop
+from fencelock.backends.shared_loop import SharedLoop
 
 JOIN = 10.0  # seconds a test thread may take before the test fails instead of hanging
 

@@ -7,7 +7,7 @@ from the two-phase quorum counter of :mod:`fencelock.engine.redlock`. The lock
 scripts run on fencelock's own pipelined connections (:mod:`.redlock_node`, one
 per node, no task per request); waiting for a release, ``inspect`` and ``list``
 use redis-py. The asyncio implementation is the only one; the sync client runs it
-on a loop shared by its calling threads (:mod:`.loop_thread`).
+on a loop shared by its calling threads (:mod:`.shared_loop`).
 """
 
 from __future__ import annotations
@@ -316,7 +316,7 @@ class RedlockBackend:
     """The blocking face: the asyncio implementation on a shared loop."""
 
     def __new__(cls, parsed: ParsedURL) -> Any:
-        from fencelock.backends.loop_thread import LoopThreadBackend
+        from fencelock.backends.shared_loop import SharedLoopBackend
 
         node_options(parsed)  # fail fast on bad input, in the caller's thread
-        return LoopThreadBackend(lambda: AsyncRedlockBackend(parsed))
+        return SharedLoopBackend(lambda: AsyncRedlockBackend(parsed))

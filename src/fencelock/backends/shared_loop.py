@@ -134,7 +134,7 @@ def _on_helper_thread(
     raise value
 
 
-class LoopThreadAttempt:
+class SharedLoopAttempt:
     def __init__(self, attempt: AsyncAttempt, loop: SharedLoop) -> None:
         self._attempt, self._loop = attempt, loop
 
@@ -151,7 +151,7 @@ class LoopThreadAttempt:
         self._loop.run(self._attempt.close())
 
 
-class LoopThreadBackend:
+class SharedLoopBackend:
     """Runs an :class:`AsyncBackend` (created on its loop) behind the sync protocol."""
 
     def __init__(self, make: Any) -> None:
@@ -164,8 +164,8 @@ class LoopThreadBackend:
         self.url = self.inner.url
         self.supports_fair = self.inner.supports_fair
 
-    def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> LoopThreadAttempt:
-        return LoopThreadAttempt(self.inner.attempt(name, owner, ttl, fair), self._loop)
+    def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> SharedLoopAttempt:
+        return SharedLoopAttempt(self.inner.attempt(name, owner, ttl, fair), self._loop)
 
     def release(self, name: str, owner: str) -> bool:
         return self._loop.run(self.inner.release(name, owner))
