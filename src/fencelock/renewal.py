@@ -76,6 +76,18 @@ class Schedule(Generic[L]):
         return entry[2] == lease.schedule_version and is_live(lease.state)
 
 
+# With no lease held, the renewer still wakes this often. Sleeping "forever" instead
+# would make the next acquire wake it (its deadline is earlier than forever), and a
+# client that takes and releases one lease at a time would wake it on every acquire.
+IDLE_TICK = 1.0
+
+
+def sleep_until(schedule: Schedule[L], now: float) -> float:
+    """When the renewer should wake next: the first live deadline, or one idle tick."""
+    due = schedule.next_due()
+    return now + IDLE_TICK if due is None else due
+
+
 def first_due(lease: LeaseBase, started: float) -> float:
     return plan.next_check(started, lease.ttl, lease.trusted_until, lease.renews)
 
@@ -209,12 +221,10 @@ class AsyncRenewer:
         while True:
             lease = self._schedule.pop_due(clock.now())
             if lease is None:
-                due = self._schedule.next_due()
                 self._wake.clear()
-                self._wakes_at = math.inf if due is None else due
-                timeout = None if due is None else max(due - clock.now(), 0.0)
+                self._wakes_at = sleep_until(self._schedule, clock.now())
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout)
+                    await asyncio.wait_for(self._wake.wait(), self._wakes_at - clock.now())
                 self._wakes_at = -math.inf
                 continue
             due = await self._service(lease)
