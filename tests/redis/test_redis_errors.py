@@ -216,6 +216,32 @@ class Loss:
     check_error: BaseException | None
 
 
+def test_hung_server_asyncio_acquire_gives_up_within_the_timeout(
+    module_servers: ServerPool,
+) -> None:
+    server = module_servers.redis(name="hung-asyncio")
+    timeout = 0.2
+
+    async def attempt() -> tuple[BaseException | None, float]:
+        async with fencelock.aconnect(f"{server.url}?timeout={timeout}") as client:
+            held = await client.lock("hung/held", ttl=30).acquire(timeout=0)  # connected
+            server.pause()
+            started = clock.now()
+            try:
+                await client.lock("hung/other", ttl=5).acquire(timeout=0)
+            except fencelock.FencelockError as exc:
+                return exc, clock.now() - started
+            finally:
+                server.resume()
+                await held.release()
+            return None, clock.now() - started
+
+    error, elapsed = asyncio.run(attempt())
+    assert isinstance(error, fencelock.BackendUnavailable), error
+    assert f"Redis at 127.0.0.1:{server.port} did not answer in time" in str(error), str(error)
+    assert elapsed <= timeout + SLACK, f"?timeout={timeout} but gave up after {elapsed:.2f}s"
+
+
 @dataclass
 class HungLeases:
     polled: Loss

@@ -11,14 +11,28 @@ still redis-py's: the wire takes them from the client's pool.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+if sys.version_info >= (3, 11):
+    from asyncio import timeout as _timeout
+else:  # pragma: no cover - Python 3.10: redis-py depends on async-timeout there
+    from async_timeout import timeout as _timeout
+
+
+def _deadline(seconds: float | None) -> AbstractAsyncContextManager[object]:
+    return _timeout(seconds)
+
 
 # An idle connection older than this is polled before use: a server or proxy that
 # closed it meanwhile is noticed before a command is sent, not after.
@@ -156,10 +170,17 @@ def _unusable(conn: Any) -> bool:
 
 
 class AsyncWire:
-    """:class:`Wire` for a ``redis.asyncio.Redis`` client (one event loop)."""
+    """:class:`Wire` for a ``redis.asyncio.Redis`` client (one event loop).
+
+    The client's socket timeout bounds each whole call here, once, instead of each
+    write and read: redis.asyncio bounds a write with ``wait_for``, a task per write
+    before Python 3.12.
+    """
 
     def __init__(self, client: Any) -> None:
-        self._make = client.connection_pool.make_connection
+        pool = client.connection_pool
+        self._make = pool.make_connection
+        self._timeout: float | None = pool.connection_kwargs.get("socket_timeout")
         self._idle: list[tuple[Any, float]] = []
 
     async def run(self, script: Script, command: bytes) -> Any:
@@ -170,12 +191,16 @@ class AsyncWire:
     ) -> tuple[Any, Any]:
         conn = await self._checkout()
         try:
-            reply = await _acall_script(conn, script, command)
-            then = follow_up(reply)
-            followed = None if then is None else await _acall(conn, then)
+            async with _deadline(self._timeout):
+                reply = await _acall_script(conn, script, command)
+                then = follow_up(reply)
+                followed = None if then is None else await _acall(conn, then)
         except ResponseError:
             self._checkin(conn)
             raise
+        except asyncio.TimeoutError as exc:
+            await conn.disconnect(nowait=True)
+            raise RedisTimeoutError(f"no answer within {self._timeout:g}s") from exc
         except BaseException:
             await conn.disconnect(nowait=True)
             raise
@@ -186,7 +211,9 @@ class AsyncWire:
         try:
             conn, idle_since = self._idle.pop()
         except IndexError:
-            return self._make()
+            conn = self._make()
+            conn.socket_timeout = None  # bounded per call, in run_then
+            return conn
         if time.monotonic() - idle_since > STALE_AFTER and await _aunusable(conn):
             await conn.disconnect(nowait=True)
         return conn
