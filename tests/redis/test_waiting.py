@@ -49,8 +49,9 @@ def test_a_release_wakes_one_waiter_not_all(plain_redis: RedisServer, name: str)
         holder.release()
         wait_until(lambda: sum(w.wait(0) for w in waiters) == 1, 2, lambda: "nobody woke")
         calls = acquire_script_calls(plain_redis) - before
-        # the release, and the one woken waiter's acquire; a broadcast would wake all 4
-        assert calls <= 3, f"{calls} scripts ran after one release: every waiter was woken"
+        # The release and the woken waiter's acquire: 2, plus any of the other waiters'
+        # every-⅓-s refreshes that fell in this window. A broadcast would make it 5.
+        assert calls <= 4, f"{calls} scripts ran after one release: every waiter was woken"
         winner = next(w for w in waiters if w.wait(0))
         assert winner.value is not None and winner.value.token > holder.token, winner.error
         winner.value.release()
