@@ -274,3 +274,44 @@ def test_plain_client_to_tls_nodes_fails_clearly(tls_nodes: list[TLSRedisServer]
         assert attempt.wait(10), attempt.outcome()
     assert isinstance(attempt.error, fencelock.BackendUnavailable), attempt.outcome()
     assert any(f"Redis at 127.0.0.1:{port}" in str(attempt.error) for port in ports)
+
+
+# -- fork ---------------------------------------------------------------------------------
+
+
+def test_a_forked_child_does_not_share_its_parents_loop_or_connections(
+    five_ports: list[int], name: str
+) -> None:
+    """The child runs its own loop on its own sockets: no reply of one read by the other."""
+    with fencelock.connect(redlock_url(five_ports, timeout=1)) as client:
+        client.lock(name + "/parent").acquire(timeout=0).release()  # opens the connections
+        pid = os.fork()
+        if pid == 0:  # the child: the same client object, another lock
+            code = 0
+            try:
+                for _ in range(300):
+                    client.lock(name + "/child").acquire(timeout=1).release()
+            except BaseException:
+                code = 1
+            os._exit(code)
+        tokens = []
+        for _ in range(300):
+            lease = client.lock(name + "/parent").acquire(timeout=1)
+            tokens.append(lease.token)
+            lease.release()
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the child's locks failed"
+    assert tokens == sorted(set(tokens)), "the parent read replies meant for the child"
+
+
+def test_a_closed_client_says_so(five_ports: list[int], name: str) -> None:
+    """Not a raw ``RuntimeError: Event loop is closed`` from the sync face's loop."""
+    client = fencelock.connect(redlock_url(five_ports))
+    lease = client.lock(name).acquire(timeout=0)
+    client.close()
+    with pytest.raises(fencelock.FencelockError, match="closed"):
+        client.lock(name + "/other").acquire(timeout=0)
+    with pytest.raises(fencelock.FencelockError, match="closed"):
+        lease.release()
+    for port in five_ports:  # the lease was not released: it expires on the nodes
+        redis_cli(port, "del", f"fencelock:{{{name}}}")

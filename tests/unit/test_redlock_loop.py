@@ -129,3 +129,62 @@ def test_callable_from_inside_another_event_loop(shared: SharedLoop) -> None:
         return shared.run(answer())
 
     assert asyncio.run(from_async_code()) == 7
+
+
+def _interrupt() -> None:
+    raise KeyboardInterrupt  # as Ctrl-C does when it lands while the loop runs callbacks
+
+
+def test_an_interrupted_call_does_not_go_on_in_a_later_call(shared: SharedLoop) -> None:
+    """Ctrl-C in a try_acquire must not leave it to finish (and take a lock) later on."""
+    finished = threading.Event()
+    cancelled = threading.Event()
+
+    async def work() -> None:
+        asyncio.get_running_loop().call_later(0.01, _interrupt)
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        finished.set()
+
+    with pytest.raises(KeyboardInterrupt):
+        shared.run(work())
+    shared.run(asyncio.sleep(0.1))  # the next call runs the loop again
+    assert not finished.is_set()
+    assert cancelled.is_set()
+
+
+def test_an_interrupted_waiting_caller_stops_its_coroutine(shared: SharedLoop) -> None:
+    """The same for a caller whose coroutine another thread's loop was running."""
+    import signal
+
+    started = threading.Event()
+    finished = threading.Event()
+    release = threading.Event()
+
+    async def long() -> None:
+        await asyncio.to_thread(release.wait, JOIN)
+
+    async def work() -> None:
+        started.set()
+        await asyncio.sleep(0.2)
+        finished.set()
+
+    runner = threading.Thread(target=lambda: shared.run(long()))
+    runner.start()
+    main = threading.main_thread().ident
+    assert main is not None
+    kicker = threading.Timer(0.05, lambda: signal.pthread_kill(main, signal.SIGINT))
+    kicker.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            shared.run(work())  # joins the running loop, then Ctrl-C
+        assert started.wait(JOIN)
+        time.sleep(0.3)  # the runner's loop is still going: work() would finish meanwhile
+        assert not finished.is_set()
+    finally:
+        release.set()
+        runner.join(JOIN)
+        kicker.join(JOIN)

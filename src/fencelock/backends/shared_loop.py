@@ -9,11 +9,15 @@ thread and back cost two thread wake-ups per call, a third of a Redlock cycle).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import threading
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from fencelock.backends.base import AsyncAttempt, AsyncBackend, AttemptResult, LockInfo
+from fencelock.errors import BackendUnavailable
 
 T = TypeVar("T")
 STOP_WAIT = 5.0  # how long stop() waits for a thread still running the loop
@@ -39,21 +43,39 @@ class SharedLoop:
         if _loop_running_here():  # called from asyncio code: this thread cannot run ours
             return _on_helper_thread(self.run, coro)
         if self._baton.acquire(blocking=False):
-            return self._lead(_after_pending_io(coro))
+            work = _after_pending_io(coro)
+            try:
+                task = self.loop.create_task(work)
+            except BaseException as exc:
+                self._leave()
+                work.close()
+                raise _refused(coro, self.loop) from exc
+            return self._lead(task, task)
         return self._join(coro)
 
-    def _lead(self, work: Coroutine[Any, Any, T] | asyncio.Future[T]) -> T:
+    def _lead(self, work: asyncio.Future[T], task: asyncio.Future[T] | None) -> T:
         try:
             return self.loop.run_until_complete(work)
+        except BaseException:
+            # The caller was interrupted (Ctrl-C) while its coroutine still runs: stop it
+            # now (it cleans up when the loop next runs), or it would go on, unseen, in a
+            # later call and, say, take a lock nobody holds.
+            if task is not None and not task.done():
+                task.cancel()
+            raise
         finally:
-            self._baton.release()
-            with self._changed:
-                self._changed.notify_all()
+            self._leave()
+
+    def _leave(self) -> None:
+        self._baton.release()
+        with self._changed:
+            self._changed.notify_all()
 
     def _join(self, coro: Coroutine[Any, Any, T]) -> T:
         """Another thread runs the loop: give it ``coro``, and lead if it stops first."""
         future: asyncio.Future[T] = self.loop.create_future()
         future.add_done_callback(self._notify)
+        tasks: list[asyncio.Task[T]] = []
 
         def start() -> None:
             try:
@@ -61,17 +83,34 @@ class SharedLoop:
             except BaseException as exc:  # pragma: no cover - create_task itself failed
                 future.set_exception(exc)
                 return
+            tasks.append(task)
             task.add_done_callback(lambda done: _copy_outcome(done, future))
 
-        self.loop.call_soon_threadsafe(start)
-        while True:
-            with self._changed:
-                while not future.done() and self._baton.locked():
-                    self._changed.wait()
-            if future.done():
-                return future.result()
-            if self._baton.acquire(blocking=False):
-                return self._lead(future)
+        def stop() -> None:
+            future.cancel()
+            for task in tasks:
+                task.cancel()
+
+        try:
+            self.loop.call_soon_threadsafe(start)
+        except RuntimeError as exc:  # closed
+            raise _refused(coro, self.loop) from exc
+        try:
+            while True:
+                with self._changed:
+                    while not future.done() and self._baton.locked():
+                        self._changed.wait()
+                if future.done():
+                    return future.result()
+                if self._baton.acquire(blocking=False):
+                    return self._lead(future, None)
+        except BaseException:
+            # Interrupted while the loop (ours or another thread's) ran the coroutine:
+            # it must not go on without us.
+            if not future.done():
+                with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile
+                    self.loop.call_soon_threadsafe(stop)
+            raise
 
     def _notify(self, _future: asyncio.Future[Any]) -> None:
         with self._changed:
@@ -84,6 +123,14 @@ class SharedLoop:
                 self.loop.close()
             finally:
                 self._baton.release()
+
+
+def _refused(coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop) -> BaseException:
+    """The error for a call the loop could not take: the client was closed."""
+    coro.close()
+    if loop.is_closed():
+        return BackendUnavailable("the client was closed")
+    return RuntimeError("fencelock: the shared event loop refused a call")  # pragma: no cover
 
 
 async def _after_pending_io(coro: Coroutine[Any, Any, T]) -> T:
@@ -152,38 +199,82 @@ class SharedLoopAttempt:
 
 
 class SharedLoopBackend:
-    """Runs an :class:`AsyncBackend` (created on its loop) behind the sync protocol."""
+    """Runs an :class:`AsyncBackend` (created on its loop) behind the sync protocol.
 
-    def __init__(self, make: Any) -> None:
+    A forked child gets a loop and a backend of its own on first use: the parent's
+    share their epoll set and sockets with the parent, so replies would mix. The
+    parent's are left alone (closing them would unregister the parent's sockets).
+    """
+
+    def __init__(self, make: Callable[[], AsyncBackend]) -> None:
+        self._make = make
         self._loop = SharedLoop()
+        self._inner: AsyncBackend | None = None
+        self._making = threading.Lock()
         try:
-            self.inner: AsyncBackend = self._loop.run(_construct(make))
+            inner = self._backend()
         except BaseException:
             self._loop.stop()
             raise
-        self.url = self.inner.url
-        self.supports_fair = self.inner.supports_fair
+        self.url = inner.url
+        self.supports_fair = inner.supports_fair
+        _LIVE.add(self)
+
+    def _backend(self) -> AsyncBackend:
+        inner = self._inner
+        if inner is None:
+            with self._making:
+                if self._inner is None:
+                    self._inner = self._loop.run(_construct(self._make))
+                inner = self._inner
+        return inner
+
+    def _forked(self) -> None:
+        """In a forked child: forget the parent's loop and backend, without closing them."""
+        _FORSAKEN.append((self._loop, self._inner))
+        self._loop, self._inner, self._making = SharedLoop(), None, threading.Lock()
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> SharedLoopAttempt:
-        return SharedLoopAttempt(self.inner.attempt(name, owner, ttl, fair), self._loop)
+        return SharedLoopAttempt(self._backend().attempt(name, owner, ttl, fair), self._loop)
 
     def release(self, name: str, owner: str) -> bool:
-        return self._loop.run(self.inner.release(name, owner))
+        inner = self._backend()
+        return self._loop.run(inner.release(name, owner))
 
     def renew(self, name: str, owner: str, ttl: float) -> bool:
-        return self._loop.run(self.inner.renew(name, owner, ttl))
+        inner = self._backend()
+        return self._loop.run(inner.renew(name, owner, ttl))
 
     def inspect(self, name: str) -> LockInfo | None:
-        return self._loop.run(self.inner.inspect(name))
+        inner = self._backend()
+        return self._loop.run(inner.inspect(name))
 
     def list(self, prefix: str) -> list[LockInfo]:
-        return self._loop.run(self.inner.list(prefix))
+        inner = self._backend()
+        return self._loop.run(inner.list(prefix))
 
     def close(self) -> None:
+        _LIVE.discard(self)
+        inner = self._inner
         try:
-            self._loop.run(self.inner.close())
+            if inner is not None:
+                self._loop.run(inner.close())
         finally:
             self._loop.stop()
+
+
+# A forked child's copies of its parents' loops and backends: never closed, never
+# collected (an event loop closes itself when collected).
+_FORSAKEN: list[tuple[SharedLoop, AsyncBackend | None]] = []
+_LIVE: weakref.WeakSet[SharedLoopBackend] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for backend in list(_LIVE):
+        backend._forked()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 async def _construct(make: Any) -> AsyncBackend:
