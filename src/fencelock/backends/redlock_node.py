@@ -243,10 +243,12 @@ class _Connection(asyncio.Protocol):
 
     def _check_deadlines(self) -> None:
         self._timer = None
-        heads = [queue[0][0] for queue in (self._sent, self._held) if queue]
-        if not heads:
+        # Every request, not just each queue's head: a request re-sent after NOSCRIPT
+        # keeps its deadline but queues behind newer ones.
+        deadlines = [request[0] for queue in (self._sent, self._held) for request in queue]
+        if not deadlines:
             return
-        oldest = min(heads)
+        oldest = min(deadlines)
         if oldest > self.loop.time():
             self._timer = self.loop.call_at(oldest, self._check_deadlines)
             return

@@ -63,8 +63,11 @@ def refused(where: str, text: str) -> BackendUnavailable:
 def unreachable(where: str, exc: BaseException) -> BackendUnavailable:
     """The error for a connection that could not be made (or set up) to ``where``."""
     if isinstance(exc, ssl.SSLError):
-        return BackendUnavailable(f"cannot reach {where}: TLS handshake failed: {exc}")
-    return BackendUnavailable(f"cannot reach {where}: {exc}")
+        error = BackendUnavailable(f"cannot reach {where}: TLS handshake failed: {exc}")
+    else:
+        error = BackendUnavailable(f"cannot reach {where}: {exc}")
+    error.__cause__ = exc  # as `raise ... from exc` would: the driver's error stays visible
+    return error
 
 
 def not_connected(where: str, seconds: float, tls: bool) -> BackendUnavailable:
