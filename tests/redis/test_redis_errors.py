@@ -353,6 +353,14 @@ def test_renewer_notices_the_loss_by_itself(hung_leases: HungLeases) -> None:
             f"redis://:{WRONG}@127.0.0.1:1/0?timeout=abc",
             ["option timeout='abc'", "redis://:***@127.0.0.1:1/0"],
         ),
+        (
+            "rediss://127.0.0.1:1/0?ssl_cert_reqs=sometimes",
+            ["option ssl_cert_reqs='sometimes'", "none, optional or required"],
+        ),
+        (
+            "redlocks://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?ssl_cert_reqs=sometimes",
+            ["option ssl_cert_reqs='sometimes'", "none, optional or required"],
+        ),
     ],
 )
 def test_malformed_options_raise_config_error(url: str, fragments: list[str]) -> None:

@@ -195,6 +195,13 @@ def redis_options(parsed: ParsedURL, host: tuple[str, int | None] | None = None)
     ssl: dict[str, Any] = {k: v for k, v in parsed.options.items() if k in _SSL_OPTIONS}
     if "ssl_check_hostname" in ssl:
         ssl["ssl_check_hostname"] = flag_option(parsed, "ssl_check_hostname")
+    if "ssl_cert_reqs" in ssl:
+        ssl["ssl_cert_reqs"] = str(ssl["ssl_cert_reqs"]).lower()
+        if ssl["ssl_cert_reqs"] not in ("none", "optional", "required"):
+            raise ConfigError(
+                f"option ssl_cert_reqs={parsed.options['ssl_cert_reqs']!r} must be none, "
+                f"optional or required in {parsed.redacted!r}"
+            )
     return RedisOptions(
         host=host[0],
         port=host[1] or 6379,
