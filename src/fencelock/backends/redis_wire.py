@@ -16,22 +16,26 @@ import hashlib
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+T = TypeVar("T")
+
 if sys.version_info >= (3, 11):
-    from asyncio import timeout as _timeout
-else:  # pragma: no cover - Python 3.10: redis-py depends on async-timeout there
-    from async_timeout import timeout as _timeout
 
+    async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
+        """Await with a deadline, without the task ``wait_for`` costs before 3.12."""
+        async with asyncio.timeout(seconds):
+            return await awaitable
 
-def _deadline(seconds: float | None) -> AbstractAsyncContextManager[object]:
-    return _timeout(seconds)
+else:  # pragma: no cover - Python 3.10
+
+    async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
+        return await asyncio.wait_for(awaitable, seconds)
 
 
 # An idle connection older than this is polled before use: a server or proxy that
@@ -191,10 +195,9 @@ class AsyncWire:
     ) -> tuple[Any, Any]:
         conn = await self._checkout()
         try:
-            async with _deadline(self._timeout):
-                reply = await _acall_script(conn, script, command)
-                then = follow_up(reply)
-                followed = None if then is None else await _acall(conn, then)
+            reply, followed = await within(
+                self._timeout, _aexchange(conn, script, command, follow_up)
+            )
         except ResponseError:
             self._checkin(conn)
             raise
@@ -225,6 +228,14 @@ class AsyncWire:
         while self._idle:
             conn, _since = self._idle.pop()
             await conn.disconnect()
+
+
+async def _aexchange(
+    conn: Any, script: Script, command: bytes, follow_up: FollowUp
+) -> tuple[Any, Any]:
+    reply = await _acall_script(conn, script, command)
+    then = follow_up(reply)
+    return reply, None if then is None else await _acall(conn, then)
 
 
 async def _acall_script(conn: Any, script: Script, command: bytes) -> Any:
