@@ -30,7 +30,6 @@ import contextlib
 import importlib
 import importlib.metadata
 import inspect
-import itertools
 import json
 import logging
 import math
@@ -55,25 +54,26 @@ from typing import Any, Protocol
 
 import redis
 import redis.asyncio
+from harness import (
+    ACQUIRE_TIMEOUT,
+    READY_TIMEOUT,
+    RESULTS_DIR,
+    Locker,
+    Summary,
+    WorkerReport,
+    clean_json,
+    fmt_ms,
+    fmt_number,
+    new_table,
+    run_contended,
+    summarise,
+    summary_ms,
+    table_markdown,
+)
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 from rich.console import Console
 from rich.table import Table
-from sqlite_bench import (
-    Channels,
-    WorkerReport,
-    _clean,
-    collect,
-    fmt_ms,
-    fmt_number,
-    jain,
-    new_table,
-    one_section,
-    stop,
-    summary_ms,
-    table_markdown,
-    wait_ready,
-)
 
 import fencelock
 from fencelock import clock
@@ -81,23 +81,18 @@ from fencelock.backends.redis_common import LockKeys, lua
 
 TTL = 30.0
 TTL_MS = int(TTL * 1000)
-ACQUIRE_TIMEOUT = 20.0  # a bounded wait: a stuck run fails loudly instead of hanging
 REDLOCK_ACQUIRE_TIMEOUT = 2.0  # how long one Redlock acquire may wait (scenarios 3-4)
 NODE_TIMEOUT = 0.1  # fencelock's per-node Redlock timeout, and the tuned peers' socket timeout
-READY_TIMEOUT = 60.0  # for spawned interpreters to import and warm up on a slow host
 GRACE = 2.0  # a Redlock row still inside a call this long after its end is killed
 CLOSE_GRACE = 2.0  # how long a finished Redlock row may take to close its client
 PROGRESS_EVERY = 0.25  # Redlock rows report progress this often (survives a kill)
 BATCH = 20  # uncontended cycles between two clock reads
 MAX_UNCONTENDED_CYCLES = 2_000_000
 MAX_REDLOCK_CALLS = 500_000
-MAX_SECTIONS_PER_WORKER = 200_000
-MAX_WORKER_ERRORS = 10
 NODES = 5
 NOISY_ROUNDS = 1.25  # rounds of one row further apart than this (max / min) get a warning
 HUNG, KILLED = 3, 4  # which Redlock nodes scenario 4 stops and kills
 INSTALL_HINT = ".venv/bin/pip install -e '.[bench]'"
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # the usual compare-and-delete (redis-py's own Lock releases with the same script)
 CAD_LUA = (
@@ -567,14 +562,6 @@ def same_api_fencelock(results: Sequence[RateResult], api: str) -> RateResult | 
 # --------------------------------------------------------------------------- 2. contended
 
 
-class Locker(Protocol):
-    def acquire(self) -> int: ...
-
-    def release(self) -> None: ...
-
-    def close(self) -> None: ...
-
-
 @dataclass(frozen=True)
 class ContendedSpec:
     key: str
@@ -586,6 +573,7 @@ class ContendedSpec:
     fair: bool = False
 
     def locker(self) -> Locker:
+        quiet_peer_logs()  # runs in the worker process
         if self.kind == "fencelock":
             return FencelockLocker(self)
         if self.kind == "redis-py":
@@ -663,44 +651,6 @@ class PythonRedisLockLocker:
         self._client.close()
 
 
-def contended_worker(spec: ContendedSpec, index: int, hold: float, channels: Channels) -> None:
-    """One contending process; always sends one :class:`WorkerReport`, even on failure."""
-    quiet_peer_logs()
-    report = WorkerReport(index, [], 0.0, 0, None)
-    try:
-        run_contended_worker(spec, hold, channels, report)
-    except BaseException:  # KeyboardInterrupt too: report, then exit
-        report.errors += 1
-        report.first_error = report.first_error or traceback.format_exc(limit=4)
-    finally:
-        channels.results.put(report)
-
-
-def run_contended_worker(
-    spec: ContendedSpec, hold: float, channels: Channels, report: WorkerReport
-) -> None:
-    """Acquire -> hold -> release from the shared start time until the shared end time."""
-    locker = spec.locker()
-    try:
-        locker.acquire()  # warm up (connections, scripts, threads) before the clock starts
-        locker.release()
-        channels.ready.put(report.index)
-        start_at, end_at = channels.start.get(timeout=READY_TIMEOUT)
-        time.sleep(max(start_at - clock.now(), 0.0))
-        cpu = time.process_time()
-        while clock.now() < end_at and len(report.sections) < MAX_SECTIONS_PER_WORKER:
-            try:
-                report.sections.append(one_section(locker, hold))
-            except Exception as exc:
-                report.errors += 1
-                report.first_error = report.first_error or f"{type(exc).__name__}: {exc}"
-                if report.errors >= MAX_WORKER_ERRORS:
-                    break
-        report.cpu_seconds = time.process_time() - cpu
-    finally:
-        locker.close()
-
-
 @dataclass
 class ServerLoad:
     """What the Redis server did during a contended run's timed window."""
@@ -709,72 +659,33 @@ class ServerLoad:
     requests: int = 0
 
 
-def run_contended(
+def contended_run(
     spec: ContendedSpec, settings: Settings, server_pid: int
 ) -> tuple[list[WorkerReport], ServerLoad]:
-    """Start the workers, release them together, collect every report, leave nothing running.
-
-    Returns the reports and the Redis server's load over the timed window.
-    """
-    ctx = mp.get_context("spawn")
-    channels = Channels(ctx.Queue(), ctx.Queue(), ctx.Queue())
-    procs: list[SpawnProcess] = [
-        ctx.Process(
-            target=contended_worker,
-            args=(spec, i, settings.hold, channels),
-            name=f"bench-{spec.key}-{i}",
-            daemon=True,
-        )
-        for i in range(settings.workers)
-    ]
-    reports: list[WorkerReport] = []
+    """One contended row: the workers' reports, and the Redis server's load meanwhile."""
     load = ServerLoad()
-    grace = 5.0
-    try:
-        for proc in procs:
-            proc.start()
-        if not wait_ready(channels.ready, procs):
-            grace = 0.0
-            return collect(channels.results, len(procs), clock.now() + 2.0), load
-        start_at = clock.now() + 0.1
-        for _ in procs:
-            channels.start.put((start_at, start_at + settings.contended_seconds))
+
+    def measure(start_at: float, end_at: float) -> None:
         time.sleep(max(start_at - clock.now(), 0.0))
         cpu_before, requests_before = process_cpu_seconds(server_pid), redis_requests(spec.address)
-        time.sleep(max(start_at + settings.contended_seconds - clock.now(), 0.0))
-        load.cpu_cores = (process_cpu_seconds(server_pid) - cpu_before) / settings.contended_seconds
+        time.sleep(max(end_at - clock.now(), 0.0))
+        load.cpu_cores = (process_cpu_seconds(server_pid) - cpu_before) / (end_at - start_at)
         # less our own connection's reads (INFO, and its close)
         load.requests = redis_requests(spec.address) - requests_before - 2
-        deadline = start_at + settings.contended_seconds + ACQUIRE_TIMEOUT + 10
-        reports = collect(channels.results, len(procs), deadline)
-    finally:
-        stop(procs, grace)
+
+    reports = run_contended(
+        spec, settings.workers, settings.hold, settings.contended_seconds, during=measure
+    )
     return reports, load
 
 
 @dataclass
-class ContendedResult:
+class ContendedResult(Summary):
     key: str
     label: str
     wait: str
-    workers: int
-    seconds: float
-    sections_per_second: float
-    handoff_ms: dict[str, float | int]
-    cross_handoff_ms: dict[str, float | int]
-    acquire_wait_ms: dict[str, float | int]
-    self_reacquire_fraction: float
-    ceiling_per_second: float  # 1 / mean measured hold: no lock can pass more CS/s
-    per_worker: list[int]
-    jain_index: float
-    spread: float  # the largest |count / mean - 1| over the workers
-    cpu_cores: float
     redis_cpu_cores: float
     redis_requests_per_section: float  # client requests (round trips) per critical section
-    overlaps: int
-    token_inversions: int
-    errors: int
-    first_error: str | None
 
     @property
     def fencelock(self) -> bool:
@@ -784,54 +695,17 @@ class ContendedResult:
 def analyse(
     spec: ContendedSpec, reports: list[WorkerReport], load: ServerLoad, settings: Settings
 ) -> ContendedResult:
-    """Order every critical section by acquire time; each neighbour pair is one handoff."""
-    ordered = sorted(
-        ((section, report.index) for report in reports for section in report.sections),
-        key=lambda item: item[0][1],
+    summary = summarise(
+        reports, settings.workers, settings.contended_seconds, spec.kind == "fencelock"
     )
-    handoffs, cross = [], []
-    self_handoffs = overlaps = inversions = 0
-    for (prev, prev_worker), (nxt, nxt_worker) in itertools.pairwise(ordered):
-        gap = nxt[1] - prev[2]  # next acquire return - previous release call start
-        overlaps += gap < 0
-        inversions += spec.kind == "fencelock" and nxt[4] <= prev[4]
-        handoffs.append(gap)
-        if nxt_worker == prev_worker:
-            self_handoffs += 1
-        else:
-            cross.append(gap)
-    holds = [s[2] - s[1] for s, _ in ordered if s[2] > s[1]]
-    start = min((s[0] for s, _ in ordered), default=0.0)
-    in_window = sum(1 for s, _ in ordered if s[1] <= start + settings.contended_seconds)
-    errors = sum(report.errors for report in reports)
-    first_error = next((r.first_error for r in reports if r.first_error), None)
-    if len(reports) < settings.workers:
-        errors += settings.workers - len(reports)
-        first_error = first_error or f"only {len(reports)} of {settings.workers} workers reported"
-    counts = [len(report.sections) for report in reports]
-    mean = statistics.fmean(counts) if counts else 0.0
+    in_window = summary.sections_per_second * summary.seconds
     return ContendedResult(
+        **vars(summary),
         key=spec.key,
         label=spec.label,
         wait=spec.wait,
-        workers=settings.workers,
-        seconds=settings.contended_seconds,
-        sections_per_second=in_window / settings.contended_seconds,
-        handoff_ms=summary_ms(handoffs),
-        cross_handoff_ms=summary_ms(cross),
-        acquire_wait_ms=summary_ms([s[1] - s[0] for s, _ in ordered]),
-        self_reacquire_fraction=self_handoffs / len(handoffs) if handoffs else math.nan,
-        ceiling_per_second=1 / statistics.fmean(holds) if holds else math.nan,
-        per_worker=counts,
-        jain_index=jain(counts),
-        spread=max(abs(c / mean - 1) for c in counts) if mean else math.nan,
-        cpu_cores=sum(r.cpu_seconds for r in reports) / settings.contended_seconds,
         redis_cpu_cores=load.cpu_cores,
         redis_requests_per_section=load.requests / in_window if in_window else math.nan,
-        overlaps=int(overlaps),
-        token_inversions=int(inversions),
-        errors=errors,
-        first_error=first_error,
     )
 
 
@@ -1772,7 +1646,7 @@ def write_json(
         "targets": [asdict(t) for t in found],
         "warnings": results.warnings,
     }
-    path.write_text(json.dumps(_clean(document), indent=2, allow_nan=False) + "\n")
+    path.write_text(json.dumps(clean_json(document), indent=2, allow_nan=False) + "\n")
     return path
 
 
@@ -1901,7 +1775,7 @@ def run_scenarios(
                 f"{settings.contended_seconds:g} s ...",
                 file=sys.stderr,
             )
-            reports, load = run_contended(spec, settings, fleet.single.pid)
+            reports, load = contended_run(spec, settings, fleet.single.pid)
             results.contended.append(analyse(spec, reports, load, settings))
     if 3 in settings.scenarios or 4 in settings.scenarios:
         results.redlock_up = measure_redlock_up(fleet, settings, versions)
