@@ -38,6 +38,28 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 Section = tuple[float, float, float, float, int]
 
 
+# --------------------------------------------------------------------------- uncontended
+
+
+def run_for(cycle: Callable[[], Any], seconds: float, batch: int, limit: int) -> tuple[int, float]:
+    """Run ``cycle`` in batches of ``batch`` until ``seconds`` pass (or ``limit`` cycles).
+
+    Returns (cycles, elapsed). The clock is read once a batch, not once a cycle.
+    """
+    done = 0
+    start = clock.now()
+    deadline = start + seconds
+    now = start
+    while done < limit:
+        for _ in range(batch):
+            cycle()
+        done += batch
+        now = clock.now()
+        if now >= deadline:
+            break
+    return done, now - start
+
+
 # --------------------------------------------------------------------------- workers
 
 

@@ -66,6 +66,7 @@ from harness import (
     fmt_number,
     new_table,
     run_contended,
+    run_for,
     summarise,
     summary_ms,
     table_markdown,
@@ -310,22 +311,6 @@ class Runner(Protocol):
     def close(self) -> None: ...
 
 
-def run_for(cycle: Callable[[], Any], seconds: float) -> tuple[int, float]:
-    """Run ``cycle`` in batches until ``seconds`` pass; (cycles, elapsed)."""
-    done = 0
-    start = clock.now()
-    deadline = start + seconds
-    now = start
-    while done < MAX_UNCONTENDED_CYCLES:
-        for _ in range(BATCH):
-            cycle()
-        done += BATCH
-        now = clock.now()
-        if now >= deadline:
-            break
-    return done, now - start
-
-
 async def arun_for(cycle: AsyncCycle, seconds: float) -> tuple[int, float]:
     """:func:`run_for` for a coroutine function."""
     done = 0
@@ -347,7 +332,7 @@ class SyncRunner:
         self._cycle, self._closer = cycle, closer
 
     def run_for(self, seconds: float) -> tuple[int, float]:
-        return run_for(self._cycle, seconds)
+        return run_for(self._cycle, seconds, BATCH, MAX_UNCONTENDED_CYCLES)
 
     def close(self) -> None:
         self._closer()
@@ -1016,7 +1001,7 @@ def redlock_worker(spec: RedlockSpec, nodes: list[Address], name: str, conn: Con
 def redlock_sync_main(spec: RedlockSpec, nodes: list[Address], name: str, probe: Probe) -> None:
     cycle, close = build_sync(spec, nodes, name)
     try:
-        run_for(cycle, 0.2)  # warm up with every node up
+        run_for(cycle, 0.2, BATCH, MAX_UNCONTENDED_CYCLES)  # warm up with every node up
         probe.ready()
         while (seconds := probe.command()) is not None:
             probe.start_round()

@@ -44,6 +44,7 @@ from harness import (
     fmt_number,
     new_table,
     run_contended,
+    run_for,
     summarise,
 )
 from rich.console import Console
@@ -198,22 +199,6 @@ def open_flock(tmp: Path) -> tuple[Cycle, Closer]:
     return cycle, lambda: os.close(fd)
 
 
-def run_for(cycle: Cycle, seconds: float) -> tuple[int, float]:
-    """Run ``cycle`` in batches until ``seconds`` pass; (cycles, elapsed)."""
-    done = 0
-    start = clock.now()
-    deadline = start + seconds
-    now = start
-    while done < MAX_UNCONTENDED_CYCLES:
-        for _ in range(BATCH):
-            cycle()
-        done += BATCH
-        now = clock.now()
-        if now >= deadline:
-            break
-    return done, now - start
-
-
 def measure_uncontended(
     tmp: Path, settings: Settings, versions: dict[str, str | None]
 ) -> list[RateResult]:
@@ -232,10 +217,14 @@ def measure_uncontended(
                 continue
             cycle, closer = opener(tmp)
             opened.append((RateResult(key, label), cycle, closer))
-            run_for(cycle, 0.1)  # warm up: files, pages, the renewer thread
+            run_for(
+                cycle, 0.1, BATCH, MAX_UNCONTENDED_CYCLES
+            )  # warm up: files, pages, the renewer thread
         for _ in range(settings.rounds):
             for result, cycle, _closer in opened:
-                cycles, elapsed = run_for(cycle, settings.round_seconds)
+                cycles, elapsed = run_for(
+                    cycle, settings.round_seconds, BATCH, MAX_UNCONTENDED_CYCLES
+                )
                 result.rates.append(cycles / elapsed)
                 result.cycles += cycles
     finally:
