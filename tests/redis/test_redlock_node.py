@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -131,6 +133,26 @@ def test_missing_password_is_refused(protected: list[int]) -> None:
         pytest.raises(fencelock.BackendUnavailable, match="refused the credentials: NOAUTH"),
     ):
         client.lock("creds/none").acquire(timeout=0)
+
+
+def test_nodes_at_their_client_limit_say_so(module_servers: ServerPool) -> None:
+    """A full server answers a new connection with an error and closes it: the error
+    reaches the user, not just "connection closed"."""
+    full = [module_servers.redis(name=f"redlock-full{i}") for i in range(3)]
+    for server in full:
+        assert server.cli("config", "set", "maxclients", "1") == "OK"
+    occupants = [socket.create_connection(("127.0.0.1", server.port)) for server in full]
+    try:
+        time.sleep(0.1)  # the servers have counted them
+        with (
+            fencelock.connect(redlock_url([server.port for server in full])) as client,
+            pytest.raises(fencelock.BackendUnavailable) as caught,
+        ):
+            client.lock("full/all").acquire(timeout=0)
+    finally:
+        for occupant in occupants:
+            occupant.close()
+    assert "max number of clients reached" in str(caught.value), str(caught.value)
 
 
 # -- nodes down or hung ---------------------------------------------------------------

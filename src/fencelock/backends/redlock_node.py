@@ -184,7 +184,7 @@ class _Connection(asyncio.Protocol):
         parts = []
         for script in self.link.preload:  # saves a NOSCRIPT round trip on a fresh node
             parts.append(script.load_command)
-            self._sent.append((deadline, _ignore, None, script.load_command))
+            self._sent.append((deadline, self._on_preload, None, script.load_command))
         held, self._held = self._held, []
         stale = []
         for request in held:
@@ -213,7 +213,9 @@ class _Connection(asyncio.Protocol):
         sent = self._sent
         for reply in replies:
             if not sent:
-                self._fail(BackendUnavailable(f"{self.link.where} sent a reply nobody asked for"))
+                # A server that turns the connection away (e.g. at maxclients) says why
+                # before it is asked anything, then closes it.
+                self._fail(self._unasked(reply), refused=isinstance(reply, ReplyError))
                 return
             deadline, done, script, command = sent.popleft()
             if (
@@ -227,6 +229,16 @@ class _Connection(asyncio.Protocol):
                 self._transport.write(script.load_command + command)  # type: ignore[union-attr]
                 continue
             self._answer(done, reply)
+
+    def _on_preload(self, reply: Any) -> None:
+        if isinstance(reply, ReplyError):
+            where = self.link.where
+            self._fail(BackendUnavailable(f"{where} refused: {reply.text}"), refused=True)
+
+    def _unasked(self, reply: Any) -> BackendUnavailable:
+        if isinstance(reply, ReplyError):
+            return BackendUnavailable(f"{self.link.where} refused: {reply.text}")
+        return BackendUnavailable(f"{self.link.where} sent a reply nobody asked for")
 
     def _answer(self, done: Done, reply: Any) -> None:
         try:
