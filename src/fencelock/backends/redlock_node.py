@@ -232,12 +232,11 @@ class _Connection(asyncio.Protocol):
 
     def _on_preload(self, reply: Any) -> None:
         if isinstance(reply, ReplyError):
-            where = self.link.where
-            self._fail(BackendUnavailable(f"{where} refused: {reply.text}"), refused=True)
+            self._fail(refused(self.link.where, reply.text), refused=True)
 
     def _unasked(self, reply: Any) -> BackendUnavailable:
         if isinstance(reply, ReplyError):
-            return BackendUnavailable(f"{self.link.where} refused: {reply.text}")
+            return refused(self.link.where, reply.text)
         return BackendUnavailable(f"{self.link.where} sent a reply nobody asked for")
 
     def _answer(self, done: Done, reply: Any) -> None:
