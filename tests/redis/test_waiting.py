@@ -10,9 +10,11 @@ import threading
 import time
 from typing import Any
 
+import pytest
 import redis
 
 import fencelock
+from fencelock import clock
 from fencelock.backends.redis_common import (
     ACQUIRE,
     FREE,
@@ -120,34 +122,57 @@ client.lock(sys.argv[2], ttl=30, fair=True).acquire()
 """
 
 
-def test_a_dead_waiter_first_in_line_holds_the_others_up_briefly(
-    plain_redis: RedisServer, name: str
+def wake_channels(server: RedisServer) -> int:
+    return len(redis_cli(server.port, "pubsub", "channels", "fencelock:wake:*").split())
+
+
+@pytest.mark.parametrize(
+    ("fault", "bound"),
+    [
+        # paused: still connected, so only its liveness deadline lets the line move
+        (signal.SIGSTOP, WAITER_LIVENESS * 4),
+        # dead: its wake-up reaches nobody, and the release passes the lease on at once
+        (signal.SIGKILL, 1.0),
+    ],
+    ids=["paused", "killed"],
+)
+def test_a_silent_waiter_first_in_line_holds_the_others_up_briefly(
+    plain_redis: RedisServer, name: str, fault: signal.Signals, bound: float
 ) -> None:
     with (
         fencelock.connect(plain_redis.url) as holder_client,
         fencelock.connect(plain_redis.url) as second_client,
     ):
         holder = holder_client.lock(name, ttl=30, fair=True).acquire(timeout=0)
+        channels_before = wake_channels(plain_redis)
         first = subprocess.Popen(
-            [sys.executable, "-c", WAITER, plain_redis.url, name],
-            stdout=subprocess.PIPE,
-            env={**os.environ},
+            [sys.executable, "-c", WAITER, plain_redis.url, name], stdout=subprocess.PIPE
         )
         try:
-            wait_until(lambda: queued(plain_redis, name) == 1, 10, lambda: "first never queued")
-            os.kill(first.pid, signal.SIGSTOP)  # first in line, and silent from now on
+            wait_until(
+                lambda: (
+                    queued(plain_redis, name) == 1 and wake_channels(plain_redis) > channels_before
+                ),
+                10,
+                lambda: "first never queued and subscribed",
+            )
+            os.kill(first.pid, fault)  # first in line, and silent from now on
+            if fault == signal.SIGKILL:
+                first.wait(5)
             second = Background(
                 lambda: second_client.lock(name, ttl=30, fair=True).acquire(timeout=10)
             )
             wait_until(lambda: queued(plain_redis, name) == 2, 5, lambda: "second never queued")
+            released = clock.now()
             holder.release()
-            assert second.wait(WAITER_LIVENESS * 4), "a silent waiter blocked the line"
+            assert second.wait(bound), f"a {fault.name}ed waiter blocked the line"
             assert second.value is not None, second.error
-            assert second.elapsed is not None and second.elapsed >= 0
+            waited = clock.now() - released
             second.value.release()
         finally:
             first.kill()
             first.wait(5)
+    assert waited < bound, f"the line moved {waited:.2f}s after the release"
 
 
 def test_a_forked_child_does_not_share_its_parents_connections(

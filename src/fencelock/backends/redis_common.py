@@ -38,9 +38,10 @@ def lua(name: str) -> str:
 # wake-up in between); the bound keeps every waiter's wait short.
 STARVATION_BOUND = 0.02
 # A waiter retries at least every WAITER_REFRESH, which keeps it alive in the queue;
-# one silent for WAITER_LIVENESS (crashed, paused) is dropped, so a dead waiter holds
-# the others up for at most that long.
-WAITER_LIVENESS = 1.0
+# one silent for WAITER_LIVENESS is dropped. A waiter whose process died is dropped at
+# once by the next release (its wake-up reaches nobody); only a paused one (SIGSTOP, a
+# hung event loop) can hold the others up, and for at most WAITER_LIVENESS.
+WAITER_LIVENESS = 3.0
 WAITER_REFRESH = WAITER_LIVENESS / 3
 
 ACQUIRE = Script(lua("acquire"))

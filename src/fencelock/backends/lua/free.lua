@@ -5,7 +5,9 @@
 -- release: compare-and-delete; returns 0 if another owner holds the lease.
 -- leave: a waiter gives up; if it was the oldest and was woken, the waiter behind it
 -- must be woken now or it would sleep until its next refresh.
--- A waiter is queued as '<owner>@<channel>' and woken by publishing its owner there.
+-- A waiter is queued as '<owner>@<channel>' and woken by publishing its owner there;
+-- its client's listener is the only subscriber of that channel (on this server, which
+-- is also the node that owns the lock's slot in a cluster).
 if ARGV[1] == 'release' then
   if redis.call('GET', KEYS[1]) ~= ARGV[2] then
     return 0
@@ -29,8 +31,11 @@ while true do
   if first == nil then break end
   if tonumber(redis.call('ZSCORE', KEYS[3], first) or '0') >= now_ms then
     local at = string.find(first, '@', 1, true)
-    redis.call('PUBLISH', string.sub(first, at + 1), string.sub(first, 1, at - 1))
-    break
+    -- Nobody received it: the waiter's client is gone (its process died, its
+    -- connection closed), so drop it now rather than at its liveness deadline.
+    if redis.call('PUBLISH', string.sub(first, at + 1), string.sub(first, 1, at - 1)) > 0 then
+      break
+    end
   end
   redis.call('ZREM', KEYS[2], first)
   redis.call('ZREM', KEYS[3], first)
