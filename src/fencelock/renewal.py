@@ -156,9 +156,8 @@ class Renewer:
             while not self._closed:
                 lease = self._schedule.pop_due(clock.now())
                 if lease is None:
-                    due = self._schedule.next_due()
-                    self._wakes_at = math.inf if due is None else due
-                    self._wake.wait(None if due is None else max(due - clock.now(), 0.0))
+                    self._wakes_at = sleep_until(self._schedule, clock.now())
+                    self._wake.wait(max(self._wakes_at - clock.now(), 0.0))
                     self._wakes_at = -math.inf
                     continue
                 self._wake.release()
