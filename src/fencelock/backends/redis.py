@@ -49,12 +49,13 @@ class RedisAttempt:
 
     def try_acquire(self) -> AttemptResult:
         result = self._backend.take(self._command, self._keys, self._owner)
+        self._queued = isinstance(result, Busy)
         if isinstance(result, Busy) and self._event is None:
             self._event = self._backend.listener.wakeups.expect(self._owner)
             if self._backend.listener.ensure_listening():
                 # We were queued before the subscription: look again, a wake-up may be gone.
                 result = self._backend.take(self._command, self._keys, self._owner)
-        self._queued = isinstance(result, Busy)
+                self._queued = isinstance(result, Busy)
         return result
 
     def wait(self, timeout: float) -> None:
@@ -84,7 +85,7 @@ class RedisBackend:
         with translated(self.where):
             self.redis.ping()
         self.wire = Wire(self.redis)
-        self.listener = WakeListener(self.redis)
+        self.listener = WakeListener(self.redis, self.where, self.options.timeout)
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> RedisAttempt:
         return RedisAttempt(self, name, owner, ttl, fair)

@@ -7,6 +7,7 @@ import contextlib
 from typing import Any
 
 import redis.asyncio
+from redis.exceptions import ResponseError
 
 from fencelock.backends.base import AttemptResult, Busy, LockInfo
 from fencelock.backends.redis_common import (
@@ -26,9 +27,17 @@ from fencelock.backends.redis_common import (
     translate,
     translated,
 )
-from fencelock.backends.redis_listener import Wakeups, new_channel, on_message, stop_listening
-from fencelock.backends.redis_wire import AsyncWire, pack
+from fencelock.backends.redis_listener import (
+    Wakeups,
+    new_channel,
+    on_message,
+    stop_listening,
+    subscribing,
+    subscription_refused,
+)
+from fencelock.backends.redis_wire import AsyncWire, pack, within
 from fencelock.engine.urls import ParsedURL
+from fencelock.errors import BackendUnavailable, FencelockError
 
 CONFIRM_TIMEOUT = 2.0
 
@@ -36,38 +45,71 @@ CONFIRM_TIMEOUT = 2.0
 class AsyncWakeListener:
     """:class:`~fencelock.backends.redis_listener.WakeListener` for an asyncio client."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, where: str, timeout: float = CONFIRM_TIMEOUT) -> None:
         self.channel = new_channel()
-        self._client = client
+        self._client, self._where, self._timeout = client, where, timeout
         self._pubsub: Any = None
         self._task: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
+        self._changed = asyncio.Event()
+        self._error: BaseException | None = None
         self.wakeups = Wakeups(asyncio.Event, contextlib.nullcontext())
 
     async def ensure_listening(self) -> bool:
+        """As WakeListener.ensure_listening: raises BackendUnavailable if refused or silent."""
         if self._subscribed.is_set():
             return False
+        self._error = None  # wait for this subscription's outcome, not an older one
         if self._pubsub is None:
-            self._pubsub = self._client.pubsub()
-            await self._pubsub.subscribe(self.channel)
-            self._task = asyncio.get_running_loop().create_task(self._listen())
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._subscribed.wait(), CONFIRM_TIMEOUT)
+            pubsub = self._client.pubsub()
+            self._pubsub = pubsub
+            try:
+                with subscribing(self._where):
+                    await within(self._timeout, pubsub.subscribe(self.channel))
+            except BaseException:
+                self._pubsub = None
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+                raise
+            self._task = asyncio.get_running_loop().create_task(self._listen(pubsub))
+        deadline = asyncio.get_running_loop().time() + self._timeout
+        while not self._subscribed.is_set():
+            if self._error is not None:
+                raise subscription_refused(self._error, self._where) from self._error
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                raise BackendUnavailable(
+                    f"{self._where} did not confirm the wake-up subscription "
+                    f"within {self._timeout:g}s"
+                )
+            self._changed.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await within(left, self._changed.wait())
         return True
 
-    async def _listen(self) -> None:
+    async def _listen(self, pubsub: Any) -> None:
         while True:
             try:
-                message = await self._pubsub.get_message(timeout=1.0)
+                message = await pubsub.get_message(timeout=1.0)
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as exc:
+                refused = isinstance(exc, ResponseError)  # ACL: asking again will not help
+                if refused:  # the next waiter subscribes afresh (and gets the error)
+                    self._pubsub = self._task = None
+                    with contextlib.suppress(Exception):
+                        await pubsub.aclose()
                 self._subscribed.clear()
+                self._error = exc
+                self._changed.set()
                 self.wakeups.wake_all()
+                if refused:
+                    return
                 await asyncio.sleep(0.1)
                 continue
             if message is not None:
                 on_message(message, self._subscribed, self.wakeups)
+                self._changed.set()
 
     async def close(self) -> None:
         await stop_listening(self._task, self._pubsub)
@@ -77,18 +119,29 @@ class AsyncRedisAttempt:
     def __init__(
         self, backend: AsyncRedisBackend, name: str, owner: str, ttl: float, fair: bool
     ) -> None:
-        self._backend, self._owner = backend, owner
+        self._backend, self._owner, self._name = backend, owner, name
         self._keys = LockKeys.of(name)
         self._command = acquire_command(self._keys, owner, ttl, backend.listener.channel, fair)
         self._event: asyncio.Event | None = None
         self._queued = False
+        self._abandoned = False
 
     async def try_acquire(self) -> AttemptResult:
-        result = await self._backend.take(self._command, self._keys, self._owner)
+        result = await self._take()
         if isinstance(result, Busy) and self._event is None:
             self._event = self._backend.listener.wakeups.expect(self._owner)
             if await self._backend.listener.ensure_listening():
-                result = await self._backend.take(self._command, self._keys, self._owner)
+                result = await self._take()
+        return result
+
+    async def _take(self) -> AttemptResult:
+        try:
+            result = await self._backend.take(self._command, self._keys, self._owner)
+        except asyncio.CancelledError:
+            # The script may have run (and given us the lease, or queued us) without
+            # our reading its reply: close() undoes both, or the lease stays for its TTL.
+            self._abandoned = True
+            raise
         self._queued = isinstance(result, Busy)
         return result
 
@@ -102,6 +155,11 @@ class AsyncRedisAttempt:
         if self._event is not None:
             self._backend.listener.wakeups.forget(self._owner)
             self._event = None
+        if self._abandoned:
+            self._abandoned = self._queued = False
+            with contextlib.suppress(FencelockError):  # best effort: keep the cancellation
+                await self._backend.release(self._name, self._owner)
+                await self._backend.leave_queue(self._keys, self._owner)
         if self._queued:
             self._queued = False
             await self._backend.leave_queue(self._keys, self._owner)
@@ -118,7 +176,7 @@ class AsyncRedisBackend:
         self.where = self.options.where
         self.redis: Any = redis.asyncio.Redis(**self.options.client_kwargs(asyncio=True))
         self.wire = AsyncWire(self.redis)
-        self.listener = AsyncWakeListener(self.redis)
+        self.listener = AsyncWakeListener(self.redis, self.where, self.options.timeout)
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> AsyncRedisAttempt:
         return AsyncRedisAttempt(self, name, owner, ttl, fair)

@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
-from fencelock.backends.redis_common import KEY_PREFIX
+from redis.exceptions import ResponseError
+
+from fencelock.backends.redis_common import DRIVER_ERRORS, KEY_PREFIX, translate
+from fencelock.errors import BackendUnavailable
 
 CONFIRM_TIMEOUT = 2.0
 MAX_EARLY = 1024
@@ -89,47 +93,130 @@ def on_message(message: dict[str, Any], subscribed: Settable, wakeups: Wakeups[A
         wakeups.wake(message["data"])
 
 
-class WakeListener:
-    """The sync client's subscription to its own channel, and its waiters by owner."""
+def subscription_refused(exc: BaseException, where: str) -> BackendUnavailable:
+    """The error for a wake-up subscription the server refused, with the ACL fix."""
+    error = translate(exc, where)
+    if "ACL" in str(error):
+        return BackendUnavailable(
+            f"{error}; a waiter needs the channel permission &{KEY_PREFIX}wake:* "
+            "(ACL SETUSER <user> &fencelock:wake:*)"
+        )
+    return error
 
-    def __init__(self, client: Any) -> None:
-        self.channel = new_channel()
-        self._client = client
+
+@contextlib.contextmanager
+def subscribing(where: str) -> Iterator[None]:
+    """Like ``translated``, for the SUBSCRIBE call itself."""
+    try:
+        yield
+    except DRIVER_ERRORS as exc:
+        raise subscription_refused(exc, where) from exc
+
+
+class WakeListener:
+    """The sync client's subscription to its own channel, and its waiters by owner.
+
+    A forked child starts afresh (a channel and a listener thread of its own): the
+    parent's thread does not exist in it, and the parent would receive its wake-ups.
+    """
+
+    def __init__(self, client: Any, where: str, timeout: float = CONFIRM_TIMEOUT) -> None:
+        self._client, self._where, self._timeout = client, where, timeout
+        self._start()
+
+    def _start(self) -> None:
+        self._pid = os.getpid()
+        self._channel = new_channel()
         self._pubsub: Any = None
         self._thread: threading.Thread | None = None
         self._guard = threading.Lock()
+        self._changed = threading.Condition()
         self._subscribed = threading.Event()
-        self.wakeups = Wakeups(threading.Event, threading.Lock())
+        self._error: BaseException | None = None
+        self._wakeups = Wakeups(threading.Event, threading.Lock())
         self._closed = False
 
+    def _forked(self) -> None:
+        if self._pid != os.getpid():
+            self._start()  # the parent's pub/sub connection is left to the parent
+
+    @property
+    def channel(self) -> str:
+        self._forked()
+        return self._channel
+
+    @property
+    def wakeups(self) -> Wakeups[threading.Event]:
+        self._forked()
+        return self._wakeups
+
     def ensure_listening(self) -> bool:
-        """Subscribe if not subscribed; True if it was not (a wake-up may have been missed)."""
+        """Subscribe if not subscribed; True if it was not (a wake-up may have been missed).
+
+        Raises BackendUnavailable if the server refuses the subscription (ACL) or
+        does not confirm it within the client's timeout.
+        """
+        self._forked()
         if self._subscribed.is_set():
             return False
+        with self._changed:
+            self._error = None  # wait for this subscription's outcome, not an older one
         with self._guard:
             if self._pubsub is None:
-                self._pubsub = self._client.pubsub()
-                self._pubsub.subscribe(self.channel)
+                pubsub = self._client.pubsub()
+                with subscribing(self._where):
+                    pubsub.subscribe(self._channel)
+                self._pubsub = pubsub
                 self._thread = threading.Thread(
-                    target=self._listen, daemon=True, name="fencelock-redis-listener"
+                    target=self._listen,
+                    args=(pubsub,),
+                    daemon=True,
+                    name="fencelock-redis-listener",
                 )
                 self._thread.start()
-        self._subscribed.wait(CONFIRM_TIMEOUT)
+        deadline = time.monotonic() + self._timeout
+        with self._changed:
+            while not self._subscribed.is_set():
+                if self._error is not None:
+                    raise subscription_refused(self._error, self._where) from self._error
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise BackendUnavailable(
+                        f"{self._where} did not confirm the wake-up subscription "
+                        f"within {self._timeout:g}s"
+                    )
+                self._changed.wait(left)
         return True
 
-    def _listen(self) -> None:
+    def _listen(self, pubsub: Any) -> None:
         while not self._closed:
             try:
-                message = self._pubsub.get_message(timeout=0.2)
-            except Exception:
-                self._subscribed.clear()
-                self.wakeups.wake_all()
+                message = pubsub.get_message(timeout=0.2)
+            except Exception as exc:
+                refused = isinstance(exc, ResponseError)  # ACL: asking again will not help
+                if refused:  # the next waiter subscribes afresh (and gets the error)
+                    with self._guard:
+                        self._pubsub = self._thread = None
+                    with contextlib.suppress(Exception):
+                        pubsub.close()
+                with self._changed:
+                    self._subscribed.clear()
+                    self._error = exc
+                    self._changed.notify_all()
+                self._wakeups.wake_all()
+                if refused:
+                    return
                 time.sleep(0.1)
                 continue
             if message is not None:
-                on_message(message, self._subscribed, self.wakeups)
+                on_message(message, self._subscribed, self._wakeups)
+                if message["type"] == "subscribe":
+                    with self._changed:
+                        self._changed.notify_all()
 
     def close(self) -> None:
+        if self._pid != os.getpid():
+            return
         self._closed = True
         if self._thread is not None:
             self._thread.join(2)

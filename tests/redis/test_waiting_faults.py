@@ -1,0 +1,193 @@
+"""``redis://`` waiting when things go wrong: ACL limits, reconnects, forks, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import pytest
+
+import fencelock
+from fencelock import clock
+from fencelock.backends.redis_common import LockKeys
+from tests.redis.conftest import Background, ServerPool, redis_cli, wait_until
+from tests.servers import RedisServer
+
+
+def queued(server: RedisServer, name: str) -> int:
+    return int(redis_cli(server.port, "zcard", LockKeys.of(name).queue) or 0)
+
+
+# The least an ACL user needs, as docs/backends.md gives it.
+DOCUMENTED_ACL = (
+    "~fencelock:*",
+    "&fencelock:wake:*",
+    "+@read",
+    "+@write",
+    "+@scripting",
+    "+@pubsub",
+    "+@connection",
+    "+time",
+    "+wait",
+)
+
+
+@pytest.fixture(scope="module")
+def no_channels_redis(module_servers: ServerPool) -> RedisServer:
+    """``carol`` may run every command on every key, but may not use any channel;
+    ``app`` has exactly the documented permissions."""
+    return module_servers.redis(
+        *("--user", "carol", "on", ">pw", "~*", "resetchannels", "+@all"),
+        *("--user", "app", "on", ">secret", "resetchannels", *DOCUMENTED_ACL),
+        name="nochannels",
+    )
+
+
+def test_the_documented_acl_is_enough(no_channels_redis: RedisServer, name: str) -> None:
+    url = f"redis://app:secret@127.0.0.1:{no_channels_redis.port}/0"
+    with fencelock.connect(url) as holder, fencelock.connect(url) as waiter:
+        lease = holder.lock(name, ttl=30).acquire(timeout=0)
+        woken = Background(lambda: waiter.lock(name, ttl=30).acquire(timeout=5))
+        wait_until(lambda: queued(no_channels_redis, name) == 1, 5, lambda: "never queued")
+        lease.release()
+        assert woken.wait(2), woken.error
+        assert woken.value is not None and woken.value.token > lease.token, woken.error
+        woken.value.extend()
+        info = holder.inspect(name)
+        assert info is not None and info.owner == woken.value.owner
+        assert [i.name for i in holder.list(name)] == [name]
+        woken.value.release()
+
+
+def test_a_waiter_that_cannot_subscribe_gets_a_clear_error_within_its_timeout(
+    no_channels_redis: RedisServer, name: str
+) -> None:
+    """SUBSCRIBE denied (ACL): neither a raw redis error nor a silent 2 s stall per acquire."""
+    where = f"127.0.0.1:{no_channels_redis.port}"
+    with (
+        fencelock.connect(no_channels_redis.url) as holder,
+        fencelock.connect(f"redis://carol:pw@{where}/0") as carol,
+    ):
+        lease = holder.lock(name, ttl=30).acquire(timeout=0)
+        for _ in range(2):
+            started = clock.now()
+            with pytest.raises(fencelock.BackendUnavailable) as caught:
+                carol.lock(name, ttl=30).acquire(timeout=0.3)
+            assert clock.now() - started < 1.5
+            message = str(caught.value)
+            assert where in message and "ACL" in message, message
+            assert "&fencelock:wake:*" in message, message  # says how to fix it
+        assert queued(no_channels_redis, name) == 0, "the failed waiter stayed in the queue"
+        lease.release()
+
+
+def test_asyncio_waiter_that_cannot_subscribe_gets_a_clear_error(
+    no_channels_redis: RedisServer, name: str
+) -> None:
+    where = f"127.0.0.1:{no_channels_redis.port}"
+
+    async def main() -> list[float]:
+        holder = fencelock.aconnect(no_channels_redis.url)
+        carol = fencelock.aconnect(f"redis://carol:pw@{where}/0")
+        took = []
+        try:
+            lease = await holder.lock(name, ttl=30).acquire(timeout=0)
+            for _ in range(2):
+                started = clock.now()
+                with pytest.raises(fencelock.BackendUnavailable) as caught:
+                    await carol.lock(name, ttl=30).acquire(timeout=0.3)
+                took.append(clock.now() - started)
+                assert where in str(caught.value) and "&fencelock:wake:*" in str(caught.value)
+            await lease.release()
+        finally:
+            await carol.aclose()
+            await holder.aclose()
+        return took
+
+    assert max(asyncio.run(main())) < 1.5
+
+
+def test_a_waiter_is_woken_across_a_pubsub_reconnect(servers: ServerPool, name: str) -> None:
+    """The listener's connection is killed while a waiter waits; a release that lands
+    before it has subscribed again must not leave the waiter asleep until its refresh."""
+    server = servers.redis(name="reconnect")
+    with fencelock.connect(server.url) as holder, fencelock.connect(server.url) as other:
+        lease = holder.lock(name, ttl=30).acquire(timeout=0)
+        waiter = Background(lambda: other.lock(name, ttl=30).acquire(timeout=10))
+        wait_until(lambda: queued(server, name) == 1, 5, lambda: "never queued")
+        time.sleep(0.05)
+        assert redis_cli(server.port, "client", "kill", "type", "pubsub") == "1"
+        time.sleep(0.03)  # the waiter has retried; the listener has not subscribed again
+        released = clock.now()
+        lease.release()
+        assert waiter.wait(5), waiter.outcome()
+        assert waiter.value is not None, waiter.outcome()
+        waited = clock.now() - released
+        waiter.value.release()
+    assert waited < 0.5, f"woken {waited:.2f}s after the release"
+
+
+def test_a_forked_childs_waiter_is_woken_by_a_release(plain_redis: RedisServer, name: str) -> None:
+    """The parent's listener thread does not exist in a child, nor should its channel."""
+    with fencelock.connect(plain_redis.url) as client, fencelock.connect(plain_redis.url) as holder:
+        lease = holder.lock(name + "/warm", ttl=30).acquire(timeout=0)
+        with pytest.raises(fencelock.LockTimeout):  # subscribes the parent's listener
+            client.lock(name + "/warm", ttl=30).acquire(timeout=0.05)
+        lease.release()
+        lease = holder.lock(name, ttl=30).acquire(timeout=0)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: waits with the inherited client
+            code = 1
+            try:
+                child = client.lock(name, ttl=30).acquire(timeout=10)
+                os.write(write, b"%f" % clock.now())
+                child.release()
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        wait_until(lambda: queued(plain_redis, name) == 1, 5, lambda: "child never queued")
+        time.sleep(0.05)
+        released = clock.now()
+        lease.release()
+        acquired = float(os.read(read, 100) or b"inf")
+        os.close(read)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert acquired - released < 0.5, f"the child woke {acquired - released:.2f}s after"
+
+
+SLOW = (  # busies the server for 0.4 s
+    "local t = redis.call('TIME') local s = t[1] * 1e6 + t[2] "
+    "repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - s > 400000 return 1"
+)
+
+
+def test_asyncio_acquire_cancelled_mid_request_leaves_no_lease_behind(
+    plain_redis: RedisServer, name: str
+) -> None:
+    """Cancelled while its acquire script is in flight (here: queued behind a slow script),
+    the caller never learns whether it got the lease; it must not keep it for its TTL."""
+
+    async def main() -> None:
+        client = fencelock.aconnect(plain_redis.url)
+        try:
+            warm = await client.lock(name + "/warm", ttl=30).acquire(timeout=0)
+            await warm.release()  # a connection to send the next acquire on at once
+            busy = Background(lambda: redis_cli(plain_redis.port, "eval", SLOW, "0"))
+            await asyncio.sleep(0.1)  # the server is busy for another 0.3 s
+            task = asyncio.create_task(client.lock(name, ttl=30).acquire(timeout=5))
+            await asyncio.sleep(0.1)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert busy.wait(5), busy.outcome()
+            lease = await client.lock(name, ttl=30).acquire(timeout=1)
+            await lease.release()
+        finally:
+            await client.aclose()
+
+    asyncio.run(main())
+    assert queued(plain_redis, name) == 0
