@@ -191,3 +191,47 @@ def test_asyncio_acquire_cancelled_mid_request_leaves_no_lease_behind(
 
     asyncio.run(main())
     assert queued(plain_redis, name) == 0
+
+
+def test_an_acquire_that_timed_out_leaves_no_lease_once_the_server_answers(
+    servers: ServerPool, name: str
+) -> None:
+    """The server ran the acquire after the client gave up on it: the client undoes it
+    as soon as the server answers again, instead of a lease nobody uses for the TTL."""
+    server = servers.redis(name="slow")
+    with (
+        fencelock.connect(f"{server.url}?timeout=0.2") as impatient,
+        fencelock.connect(server.url) as other,
+    ):
+        impatient.lock(name + "/warm", ttl=30).acquire(timeout=0).release()  # connected
+        server.pause()
+        try:
+            with pytest.raises(fencelock.BackendUnavailable, match="did not answer in time"):
+                impatient.lock(name, ttl=30).acquire(timeout=0)
+        finally:
+            server.resume()  # ... and it runs the acquire it was sent
+        lease = other.lock(name, ttl=30).acquire(timeout=5)  # not 30 s
+        assert lease.token > 0
+        lease.release()
+
+
+def test_an_asyncio_acquire_that_timed_out_leaves_no_lease(servers: ServerPool, name: str) -> None:
+    server = servers.redis(name="slow-async")
+
+    async def main() -> int:
+        async with (
+            fencelock.aconnect(f"{server.url}?timeout=0.2") as impatient,
+            fencelock.aconnect(server.url) as other,
+        ):
+            await (await impatient.lock(name + "/warm", ttl=30).acquire(timeout=0)).release()
+            server.pause()
+            try:
+                with pytest.raises(fencelock.BackendUnavailable, match="did not answer in time"):
+                    await impatient.lock(name, ttl=30).acquire(timeout=0)
+            finally:
+                server.resume()
+            lease = await other.lock(name, ttl=30).acquire(timeout=5)
+            await lease.release()
+            return lease.token
+
+    assert asyncio.run(main()) > 0

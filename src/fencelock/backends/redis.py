@@ -14,9 +14,12 @@ from typing import Any
 
 import redis
 
+from fencelock import clock
 from fencelock.backends.base import AttemptResult, Busy, LockInfo
 from fencelock.backends.redis_common import (
     DRIVER_ERRORS,
+    UNDO_RETRY,
+    UNDO_SETTLE,
     Command,
     LockKeys,
     acquire_command,
@@ -31,31 +34,43 @@ from fencelock.backends.redis_common import (
     scan_pattern,
     translate,
     translated,
+    unanswered,
 )
 from fencelock.backends.redis_listener import WakeListener
 from fencelock.backends.redis_wire import Wire, pack
 from fencelock.engine.urls import ParsedURL
+from fencelock.errors import BackendUnavailable
 
 
 class RedisAttempt:
     def __init__(
         self, backend: RedisBackend, name: str, owner: str, ttl: float, fair: bool
     ) -> None:
-        self._backend, self._owner = backend, owner
+        self._backend, self._owner, self._ttl = backend, owner, ttl
         self._keys = LockKeys.of(name)
         self._command = acquire_command(self._keys, owner, ttl, backend.listener.channel, fair)
         self._event: threading.Event | None = None
         self._queued = False
+        self._unanswered = False
 
     def try_acquire(self) -> AttemptResult:
-        result = self._backend.take(self._command, self._keys, self._owner)
-        self._queued = isinstance(result, Busy)
+        result = self._take()
         if isinstance(result, Busy) and self._event is None:
             self._event = self._backend.listener.wakeups.expect(self._owner)
             if self._backend.listener.ensure_listening():
                 # We were queued before the subscription: look again, a wake-up may be gone.
-                result = self._backend.take(self._command, self._keys, self._owner)
-                self._queued = isinstance(result, Busy)
+                result = self._take()
+        return result
+
+    def _take(self) -> AttemptResult:
+        try:
+            result = self._backend.take(self._command, self._keys, self._owner)
+        except BackendUnavailable as exc:
+            # Timed out: the server may still run the script and give us a lease or a
+            # place in the queue that nobody will use; close() has them undone.
+            self._unanswered = self._unanswered or unanswered(exc)
+            raise
+        self._queued = isinstance(result, Busy)
         return result
 
     def wait(self, timeout: float) -> None:
@@ -67,6 +82,9 @@ class RedisAttempt:
         if self._event is not None:
             self._backend.listener.wakeups.forget(self._owner)
             self._event = None
+        if self._unanswered:
+            self._unanswered = self._queued = False
+            self._backend.undo_later(self._keys, self._owner, self._ttl)
         if self._queued:
             self._queued = False
             self._backend.leave_queue(self._keys, self._owner)
@@ -86,6 +104,7 @@ class RedisBackend:
             self.redis.ping()
         self.wire = Wire(self.redis)
         self.listener = WakeListener(self.redis, self.where, self.options.timeout)
+        self._closed = threading.Event()
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> RedisAttempt:
         return RedisAttempt(self, name, owner, ttl, fair)
@@ -149,7 +168,30 @@ class RedisBackend:
                     infos.append(info)
         return infos
 
+    def undo_later(self, keys: LockKeys, owner: str, ttl: float) -> None:
+        """Off the caller's thread, best effort: once the server answers again, release
+        what an unanswered acquire may have taken (a lease, a queue entry)."""
+        threading.Thread(
+            target=self._undo,
+            args=(keys, owner, clock.now() + ttl),
+            daemon=True,
+            name="fencelock-redis-undo",
+        ).start()
+
+    def _undo(self, keys: LockKeys, owner: str, until: float) -> None:
+        while clock.now() < until and not self._closed.is_set():
+            try:
+                self.redis.ping()
+                if self._closed.wait(UNDO_SETTLE):
+                    return
+                self.wire.run(*release_command(keys, owner))
+                self.wire.run(*leave_command(keys, owner, self.listener.channel))
+                return
+            except DRIVER_ERRORS:
+                self._closed.wait(UNDO_RETRY)
+
     def close(self) -> None:
+        self._closed.set()
         self.listener.close()
         self.wire.close()
         self.redis.close()

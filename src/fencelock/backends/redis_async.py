@@ -9,9 +9,12 @@ from typing import Any
 import redis.asyncio
 from redis.exceptions import ResponseError
 
+from fencelock import clock
 from fencelock.backends.base import AttemptResult, Busy, LockInfo
 from fencelock.backends.redis_common import (
     DRIVER_ERRORS,
+    UNDO_RETRY,
+    UNDO_SETTLE,
     Command,
     LockKeys,
     acquire_command,
@@ -26,6 +29,7 @@ from fencelock.backends.redis_common import (
     scan_pattern,
     translate,
     translated,
+    unanswered,
 )
 from fencelock.backends.redis_listener import (
     Wakeups,
@@ -119,12 +123,13 @@ class AsyncRedisAttempt:
     def __init__(
         self, backend: AsyncRedisBackend, name: str, owner: str, ttl: float, fair: bool
     ) -> None:
-        self._backend, self._owner, self._name = backend, owner, name
+        self._backend, self._owner, self._name, self._ttl = backend, owner, name, ttl
         self._keys = LockKeys.of(name)
         self._command = acquire_command(self._keys, owner, ttl, backend.listener.channel, fair)
         self._event: asyncio.Event | None = None
         self._queued = False
         self._abandoned = False
+        self._unanswered = False
 
     async def try_acquire(self) -> AttemptResult:
         result = await self._take()
@@ -142,6 +147,10 @@ class AsyncRedisAttempt:
             # our reading its reply: close() undoes both, or the lease stays for its TTL.
             self._abandoned = True
             raise
+        except BackendUnavailable as exc:
+            # Timed out: as a cancellation, but the server is slow, so undo it later.
+            self._unanswered = self._unanswered or unanswered(exc)
+            raise
         self._queued = isinstance(result, Busy)
         return result
 
@@ -155,6 +164,9 @@ class AsyncRedisAttempt:
         if self._event is not None:
             self._backend.listener.wakeups.forget(self._owner)
             self._event = None
+        if self._unanswered and not self._abandoned:
+            self._unanswered = self._queued = False
+            self._backend.undo_later(self._keys, self._owner, self._ttl)
         if self._abandoned:
             self._abandoned = self._queued = False
             with contextlib.suppress(FencelockError):  # best effort: keep the cancellation
@@ -177,6 +189,7 @@ class AsyncRedisBackend:
         self.redis: Any = redis.asyncio.Redis(**self.options.client_kwargs(asyncio=True))
         self.wire = AsyncWire(self.redis)
         self.listener = AsyncWakeListener(self.redis, self.where, self.options.timeout)
+        self._undoing: set[asyncio.Task[None]] = set()
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> AsyncRedisAttempt:
         return AsyncRedisAttempt(self, name, owner, ttl, fair)
@@ -241,7 +254,28 @@ class AsyncRedisBackend:
                 infos.append(info)
         return infos
 
+    def undo_later(self, keys: LockKeys, owner: str, ttl: float) -> None:
+        """In the background, best effort: once the server answers again, release what
+        an unanswered acquire may have taken (a lease, a queue entry)."""
+        task = asyncio.get_running_loop().create_task(self._undo(keys, owner, clock.now() + ttl))
+        self._undoing.add(task)
+        task.add_done_callback(self._undoing.discard)
+
+    async def _undo(self, keys: LockKeys, owner: str, until: float) -> None:
+        while clock.now() < until:
+            try:
+                await within(self.options.timeout, self.redis.ping())
+                await asyncio.sleep(UNDO_SETTLE)
+                await self.wire.run(*release_command(keys, owner))
+                await self.wire.run(*leave_command(keys, owner, self.listener.channel))
+                return
+            except (*DRIVER_ERRORS, asyncio.TimeoutError):
+                await asyncio.sleep(UNDO_RETRY)
+
     async def close(self) -> None:
+        for task in list(self._undoing):
+            task.cancel()
+        await asyncio.gather(*self._undoing, return_exceptions=True)
         await self.listener.close()
         await self.wire.close()
         await self.redis.aclose()

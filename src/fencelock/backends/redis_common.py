@@ -272,6 +272,20 @@ def translate(exc: BaseException, where: str) -> BackendUnavailable:
     return BackendUnavailable(f"{where} failed: {exc}")
 
 
+def unanswered(error: BaseException) -> bool:
+    """True if ``error`` is a request that timed out: the server may have run it anyway."""
+    import redis.exceptions as rex
+
+    cause = error.__cause__
+    return isinstance(cause, (rex.TimeoutError, TimeoutError))
+
+
+# Once a server that timed out answers again, wait this long before undoing what an
+# unanswered acquire may have taken: its buffered request runs first, then the undo.
+UNDO_SETTLE = 0.1
+UNDO_RETRY = 0.5
+
+
 @contextlib.contextmanager
 def translated(where: str) -> Iterator[None]:
     """Turn redis-py's exceptions into fencelock's, naming the server."""
