@@ -197,3 +197,34 @@ def test_a_forked_child_does_not_share_its_parents_connections(
         _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, "the child's locks failed"
     assert tokens == sorted(set(tokens)), "the parent read replies meant for the child"
+
+
+def test_an_expired_lease_passes_over_a_dead_waiter_at_once(
+    plain_redis: RedisServer, name: str
+) -> None:
+    """The holder crashed (its lease expires, no release wakes anyone) and so did the
+    first waiter: the next one takes the lease when it expires, not 3 s later."""
+    with fencelock.connect(plain_redis.url) as second_client:
+        redis_cli(plain_redis.port, "set", LockKeys.of(name).lock, "crashed", "px", "1000")
+        expires = clock.now() + 1.0
+        channels_before = wake_channels(plain_redis)
+        first = subprocess.Popen(
+            [sys.executable, "-c", WAITER, plain_redis.url, name], stdout=subprocess.PIPE
+        )
+        try:
+            wait_until(
+                lambda: (
+                    queued(plain_redis, name) == 1 and wake_channels(plain_redis) > channels_before
+                ),
+                10,
+                lambda: "first never queued and subscribed",
+            )
+            first.kill()
+            first.wait(5)
+            lease = second_client.lock(name, ttl=30, fair=True).acquire(timeout=10)
+            late = clock.now() - expires
+            lease.release()
+        finally:
+            first.kill()
+            first.wait(5)
+    assert late < 1.0, f"taken {late:.2f}s after the lease expired: the dead waiter held it"

@@ -37,6 +37,18 @@ end
 
 if redis.call('EXISTS', KEYS[1]) == 0 then
   local head, arrived = oldest_live_waiter()
+  -- A starving oldest waiter keeps the free lease only if it is still there to take it:
+  -- wake it (a lease that expired, rather than being released, woke nobody), and drop
+  -- it if the wake-up reaches nobody (its process died).
+  while head ~= nil and head ~= me and now_us - arrived >= tonumber(ARGV[3]) do
+    local at = string.find(head, '@', 1, true)
+    if redis.call('PUBLISH', string.sub(head, at + 1), string.sub(head, 1, at - 1)) > 0 then
+      break
+    end
+    redis.call('ZREM', KEYS[3], head)
+    redis.call('ZREM', KEYS[4], head)
+    head, arrived = oldest_live_waiter()
+  end
   if head == nil or head == me or now_us - arrived < tonumber(ARGV[3]) then
     redis.call('SET', KEYS[1], owner, 'PX', ARGV[1])
     if head ~= nil then
@@ -49,7 +61,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
     return {1, text}
   end
   join_queue()
-  return {0, -3}  -- free, but kept for the oldest waiter, who has been woken
+  return {0, -3}  -- free, but kept for the oldest waiter, just woken
 end
 join_queue()
 return {0, redis.call('PTTL', KEYS[1])}
