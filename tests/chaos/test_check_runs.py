@@ -108,16 +108,17 @@ def test_a_clock_jump_on_redis_gives_two_holders_and_fencing_rejects_the_stale_w
 ) -> None:
     """Redis expires keys by its wall clock: a +2 x TTL step frees a held lock at once.
 
-    Observed on every seed tried: overlaps appear (a second client acquires while the
-    first is still working under a lease it checked), the first client's late
-    write is rejected by the fence, and the register stays exact.
+    A second client takes the lock while the first is still working under the lease
+    it checked before the step; the first client's late write is rejected by the
+    fence, and the register stays exact. (Whether the two belief intervals also
+    overlap depends on when the first client last checked its lease: often, not
+    always, so the count is reported but not required.)
     """
     run = _run(
         tmp_path, "redis", "--nemesis", "clock", "--duration", "8", "--ttl", "0.5", "--work", "0.2"
     )
     assert run.code == 0, run.describe()
     assert run.counts["faults"] >= 3
-    assert run.result["overlap_count"] >= 1, run.describe()
     assert run.counts["stale_writes"] >= 1, run.describe()
     assert run.result["invariant"]["holds"] is True
 
