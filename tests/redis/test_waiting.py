@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -122,6 +124,25 @@ client.lock(sys.argv[2], ttl=30, fair=True).acquire()
 """
 
 
+@contextlib.contextmanager
+def first_in_line(server: RedisServer, name: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A process waiting (fair) for ``name``, queued and subscribed; killed at the end."""
+    channels_before = wake_channels(server)
+    first = subprocess.Popen(
+        [sys.executable, "-c", WAITER, server.url, name], stdout=subprocess.DEVNULL
+    )
+    try:
+        wait_until(
+            lambda: queued(server, name) == 1 and wake_channels(server) > channels_before,
+            10,
+            lambda: "first never queued and subscribed",
+        )
+        yield first
+    finally:
+        first.kill()
+        first.wait(5)
+
+
 def wake_channels(server: RedisServer) -> int:
     return len(redis_cli(server.port, "pubsub", "channels", "fencelock:wake:*").split())
 
@@ -144,18 +165,7 @@ def test_a_silent_waiter_first_in_line_holds_the_others_up_briefly(
         fencelock.connect(plain_redis.url) as second_client,
     ):
         holder = holder_client.lock(name, ttl=30, fair=True).acquire(timeout=0)
-        channels_before = wake_channels(plain_redis)
-        first = subprocess.Popen(
-            [sys.executable, "-c", WAITER, plain_redis.url, name], stdout=subprocess.PIPE
-        )
-        try:
-            wait_until(
-                lambda: (
-                    queued(plain_redis, name) == 1 and wake_channels(plain_redis) > channels_before
-                ),
-                10,
-                lambda: "first never queued and subscribed",
-            )
+        with first_in_line(plain_redis, name) as first:
             os.kill(first.pid, fault)  # first in line, and silent from now on
             if fault == signal.SIGKILL:
                 first.wait(5)
@@ -169,9 +179,6 @@ def test_a_silent_waiter_first_in_line_holds_the_others_up_briefly(
             assert second.value is not None, second.error
             waited = clock.now() - released
             second.value.release()
-        finally:
-            first.kill()
-            first.wait(5)
     assert waited < bound, f"the line moved {waited:.2f}s after the release"
 
 
@@ -207,24 +214,10 @@ def test_an_expired_lease_passes_over_a_dead_waiter_at_once(
     with fencelock.connect(plain_redis.url) as second_client:
         redis_cli(plain_redis.port, "set", LockKeys.of(name).lock, "crashed", "px", "1000")
         expires = clock.now() + 1.0
-        channels_before = wake_channels(plain_redis)
-        first = subprocess.Popen(
-            [sys.executable, "-c", WAITER, plain_redis.url, name], stdout=subprocess.PIPE
-        )
-        try:
-            wait_until(
-                lambda: (
-                    queued(plain_redis, name) == 1 and wake_channels(plain_redis) > channels_before
-                ),
-                10,
-                lambda: "first never queued and subscribed",
-            )
+        with first_in_line(plain_redis, name) as first:
             first.kill()
             first.wait(5)
             lease = second_client.lock(name, ttl=30, fair=True).acquire(timeout=10)
             late = clock.now() - expires
             lease.release()
-        finally:
-            first.kill()
-            first.wait(5)
     assert late < 1.0, f"taken {late:.2f}s after the lease expired: the dead waiter held it"
