@@ -35,9 +35,10 @@ from fencelock.backends.redis_common import (
     translate,
     translated,
     unanswered,
+    wait_after,
 )
 from fencelock.backends.redis_listener import WakeListener
-from fencelock.backends.redis_wire import Wire, pack
+from fencelock.backends.redis_wire import Wire
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import BackendUnavailable
 
@@ -103,6 +104,7 @@ class RedisBackend:
         with translated(self.where):
             self.redis.ping()
         self.wire = Wire(self.redis)
+        self._wait_after = wait_after(self.options)
         self.listener = WakeListener(self.redis, self.where, self.options.timeout)
         self._closed = threading.Event()
 
@@ -113,7 +115,7 @@ class RedisBackend:
         try:
             if not self.options.wait_replicas:
                 return attempt_result(self.wire.run(*command))
-            reply, acked = self.wire.run_then(*command, self._wait_command)
+            reply, acked = self.wire.run_then(*command, self._wait_after)
             result = attempt_result(reply)
             if acked is not None and acked < self.options.wait_replicas:
                 self.wire.run(*release_command(keys, owner))
@@ -121,12 +123,6 @@ class RedisBackend:
         except DRIVER_ERRORS as exc:
             raise translate(exc, self.where) from exc
         return result
-
-    def _wait_command(self, reply: Any) -> bytes | None:
-        """``WAIT`` for the replicas after a successful acquire (``wait_replicas``)."""
-        if reply[0] != 1:
-            return None
-        return pack([b"WAIT", self.options.wait_replicas, self.options.wait_timeout_ms])
 
     def leave_queue(self, keys: LockKeys, owner: str) -> None:
         try:

@@ -30,6 +30,7 @@ from fencelock.backends.redis_common import (
     translate,
     translated,
     unanswered,
+    wait_after,
 )
 from fencelock.backends.redis_listener import (
     Wakeups,
@@ -39,7 +40,7 @@ from fencelock.backends.redis_listener import (
     subscribing,
     subscription_refused,
 )
-from fencelock.backends.redis_wire import AsyncWire, pack, within
+from fencelock.backends.redis_wire import AsyncWire, within
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import BackendUnavailable, FencelockError
 
@@ -188,6 +189,7 @@ class AsyncRedisBackend:
         self.where = self.options.where
         self.redis: Any = redis.asyncio.Redis(**self.options.client_kwargs(asyncio=True))
         self.wire = AsyncWire(self.redis)
+        self._wait_after = wait_after(self.options)
         self.listener = AsyncWakeListener(self.redis, self.where, self.options.timeout)
         self._undoing: set[asyncio.Task[None]] = set()
 
@@ -198,7 +200,7 @@ class AsyncRedisBackend:
         try:
             if not self.options.wait_replicas:
                 return attempt_result(await self.wire.run(*command))
-            reply, acked = await self.wire.run_then(*command, self._wait_command)
+            reply, acked = await self.wire.run_then(*command, self._wait_after)
             result = attempt_result(reply)
             if acked is not None and acked < self.options.wait_replicas:
                 await self.wire.run(*release_command(keys, owner))
@@ -206,12 +208,6 @@ class AsyncRedisBackend:
         except DRIVER_ERRORS as exc:
             raise translate(exc, self.where) from exc
         return result
-
-    def _wait_command(self, reply: Any) -> bytes | None:
-        """``WAIT`` for the replicas after a successful acquire (``wait_replicas``)."""
-        if reply[0] != 1:
-            return None
-        return pack([b"WAIT", self.options.wait_replicas, self.options.wait_timeout_ms])
 
     async def leave_queue(self, keys: LockKeys, owner: str) -> None:
         try:

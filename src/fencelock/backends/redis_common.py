@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -12,7 +12,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
-from fencelock.backends.redis_wire import Partial, Script
+from fencelock.backends.redis_wire import Partial, Script, pack
 from fencelock.engine.urls import ParsedURL, flag_option, number_option, reject_unknown_options
 from fencelock.errors import BackendUnavailable, ConfigError
 
@@ -293,6 +293,16 @@ def translated(where: str) -> Iterator[None]:
         yield
     except DRIVER_ERRORS as exc:
         raise translate(exc, where) from exc
+
+
+def wait_after(options: RedisOptions) -> Callable[[Any], bytes | None]:
+    """The follow-up of an acquire with ``wait_replicas``: ``WAIT`` once it succeeded."""
+    command = pack([b"WAIT", options.wait_replicas, options.wait_timeout_ms])
+
+    def follow_up(reply: Any) -> bytes | None:
+        return command if reply[0] == 1 else None
+
+    return follow_up
 
 
 def not_replicated(options: RedisOptions, acked: int) -> BackendUnavailable:
