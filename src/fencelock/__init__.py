@@ -13,6 +13,7 @@ import logging
 from fencelock.backends.base import LockInfo
 from fencelock.client import AsyncClient, Client, aconnect, connect, default_url
 from fencelock.errors import (
+    AlreadyHeld,
     BackendUnavailable,
     ConfigError,
     FencelockError,
@@ -30,6 +31,7 @@ __version__ = "0.1.0"
 logging.getLogger("fencelock").addHandler(logging.NullHandler())
 
 __all__ = [
+    "AlreadyHeld",
     "AsyncClient",
     "AsyncLease",
     "AsyncLock",

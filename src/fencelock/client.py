@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import builtins
+import logging
 import os
 from pathlib import Path
 from types import TracebackType
+from urllib.parse import urlencode
 
 from fencelock.backends import open_async_backend, open_backend
 from fencelock.backends.base import AsyncBackend, Backend, LockInfo
 from fencelock.engine.names import validate_name, validate_prefix
 from fencelock.engine.timing import validate_ttl
-from fencelock.errors import ConfigError
+from fencelock.errors import ConfigError, FencelockError
+from fencelock.holdings import Holdings
+from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.lock import AsyncLock, Lock
 from fencelock.renewal import AsyncRenewer, Renewer
+
+log = logging.getLogger("fencelock")
 
 DEFAULT_TTL = 30.0
 
@@ -33,9 +40,34 @@ def _check_fair(supported: bool, fair: bool, url: str) -> None:
 
 
 def _resolve_url(url: str | None, options: dict[str, object]) -> str:
-    if options:
-        raise ConfigError(f"unknown option {sorted(options)[0]!r} for connect()")
-    return default_url() if url is None else url
+    """The URL with ``options`` added to its query (as if written there)."""
+    url = default_url() if url is None else url
+    if not options:
+        return url
+    if not isinstance(url, str):
+        raise ConfigError(f"backend URL must be a str, not {type(url).__name__}")
+    query = urlencode({key: _option_text(key, value) for key, value in options.items()})
+    return url + ("&" if "?" in url else "?") + query
+
+
+def _option_text(key: str, value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, str)):
+        return str(value)
+    raise ConfigError(f"option {key!r} must be a number, a string or a bool, not {value!r}")
+
+
+def _forgotten(lease: LeaseBase) -> None:
+    log.warning(
+        "fencelock: lease on %r (token %d) was never released; releasing it as the client closes",
+        lease.name,
+        lease.token,
+    )
+
+
+def _release_failed(lease: LeaseBase, exc: FencelockError) -> None:
+    log.warning("fencelock: releasing %r as the client closes: %s", lease.name, exc)
 
 
 class Client:
@@ -44,6 +76,7 @@ class Client:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self.renewer = Renewer(backend)
+        self.holdings: Holdings[Lease] = Holdings(self.renewer)
 
     @property
     def url(self) -> str:
@@ -75,8 +108,23 @@ class Client:
         """Held locks whose names start with ``prefix``."""
         return self.backend.list(validate_prefix(prefix))
 
+    def locked(self, name: str) -> bool:
+        """Whether anyone (this client or another) holds ``name`` now."""
+        info = self.inspect(name)
+        return info is not None and info.held
+
+    def held(self) -> builtins.list[Lease]:
+        """The leases this client holds now (taken and neither released nor lost)."""
+        return self.holdings.held()
+
     def close(self) -> None:
-        """Stop renewing (held leases will expire) and close the backend."""
+        """Release what is still held (logging each at WARNING), then close the backend."""
+        for lease in self.holdings.unreleased():
+            _forgotten(lease)
+            try:
+                lease.release()
+            except FencelockError as exc:
+                _release_failed(lease, exc)
         self.renewer.close()
         self.backend.close()
 
@@ -98,6 +146,7 @@ class AsyncClient:
     def __init__(self, backend: AsyncBackend) -> None:
         self.backend = backend
         self.renewer = AsyncRenewer(backend)
+        self.holdings: Holdings[AsyncLease] = Holdings(self.renewer)
 
     @property
     def url(self) -> str:
@@ -122,12 +171,33 @@ class AsyncClient:
     async def list(self, prefix: str = "") -> list[LockInfo]:
         return await self.backend.list(validate_prefix(prefix))
 
+    async def locked(self, name: str) -> bool:
+        """Whether anyone (this client or another) holds ``name`` now."""
+        info = await self.inspect(name)
+        return info is not None and info.held
+
+    def held(self) -> builtins.list[AsyncLease]:
+        """The leases this client holds now (taken and neither released nor lost)."""
+        return self.holdings.held()
+
     async def aclose(self) -> None:
-        """Stop renewing and close the backend."""
+        """Release what is still held (logging each at WARNING), then close the backend."""
+        for lease in self.holdings.unreleased():
+            _forgotten(lease)
+            try:
+                await lease.release()
+            except FencelockError as exc:
+                _release_failed(lease, exc)
         await self.renewer.close()
         await self.backend.close()
 
     async def __aenter__(self) -> AsyncClient:
+        """Connect: an unreachable server fails here, as :func:`connect` does."""
+        try:
+            await self.backend.open()
+        except BaseException:
+            await self.backend.close()
+            raise
         return self
 
     async def __aexit__(
@@ -140,10 +210,17 @@ class AsyncClient:
 
 
 def connect(url: str | None = None, **options: object) -> Client:
-    """Connect to the backend at ``url`` (default: ``$FENCELOCK_URL`` or embedded SQLite)."""
+    """Connect to the backend at ``url`` (default: ``$FENCELOCK_URL`` or embedded SQLite).
+
+    ``options`` are the URL's query options (docs/backends.md), e.g.
+    ``connect("redis://cache:6379/0", timeout=2)``; one given twice is an error.
+    """
     return Client(open_backend(_resolve_url(url, options)))
 
 
 def aconnect(url: str | None = None, **options: object) -> AsyncClient:
-    """The asyncio client for ``url``; use ``async with`` or ``await client.aclose()``."""
+    """The asyncio client for ``url`` and ``options`` (as :func:`connect`).
+
+    Use ``async with`` (it connects, and fails there if the server is unreachable).
+    """
     return AsyncClient(open_async_backend(_resolve_url(url, options)))

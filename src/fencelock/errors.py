@@ -9,6 +9,7 @@ at the backend boundary with the original chained as ``__cause__``::
     ├── LockTimeout          gave up waiting for a lock          (also a TimeoutError)
     ├── LeaseLost            the lease expired or was taken; stop acting on it
     ├── NotHolder            release or extend of a lease this caller does not hold
+    ├── AlreadyHeld          this thread or task asked again for a lock it holds
     └── StaleToken           a fencing guard rejected a write from an older token
 """
 
@@ -37,6 +38,10 @@ class LeaseLost(FencelockError):
 
 class NotHolder(FencelockError):
     """The caller does not hold this lease (it was released, expired or taken)."""
+
+
+class AlreadyHeld(FencelockError):
+    """The calling thread (or task) already holds this lock through this client."""
 
 
 class StaleToken(FencelockError):

@@ -1,24 +1,44 @@
-"""Leases: what you hold while you hold a lock."""
+"""Leases: what you hold while you hold a lock.
+
+Everything that moves a lease's trusted time (a renewal by the renewer, an
+``extend()`` by the caller) goes through one method per colour,
+``_renew_on_server``, which sends one request at a time per lease and settles
+its outcome in :meth:`LeaseBase._settle` under :mod:`fencelock.engine.trust`'s
+rules, so the client never trusts a lease longer than the server granted it.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from fencelock import clock
-from fencelock.engine import timing
+from fencelock.engine import timing, trust
 from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transition
-from fencelock.errors import LeaseLost
+from fencelock.errors import FencelockError, LeaseLost
 
 if TYPE_CHECKING:
     from fencelock.backends.base import AsyncBackend, Backend
-    from fencelock.renewal import AsyncRenewer, Renewer
 
 log = logging.getLogger("fencelock")
 L = TypeVar("L", bound="LeaseBase")
+L_contra = TypeVar("L_contra", bound="LeaseBase", contravariant=True)
+
+# What a renew or extend request came to: True (granted), False (another owner has
+# it), or the error that left its outcome unknown.
+Outcome = bool | FencelockError
+
+
+class Tracker(Protocol[L_contra]):
+    """Where a lease reports itself: the client's renewer and its list of holdings."""
+
+    def track(self, lease: L_contra) -> None: ...
+
+    def forget(self, lease: L_contra) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -42,11 +62,12 @@ class LeaseBase:
         self.token = terms.token
         self.ttl = terms.ttl
         self.renews = terms.renew
-        self.trusted_until = terms.trusted_until
+        self._trust = trust.Trust(terms.trusted_until)
         self.lost_reason: str | None = None
+        self._last_failure: str | None = None
         self._state = LeaseState.HELD
+        self._given_back = False  # release() was called (a lost lease stays LOST)
         self._guard = threading.Lock()
-        self._lost: threading.Event | None = None  # made on first wait_lost()
         self._callbacks: list[Callable[[LeaseBase], object]] = []
         self.schedule_version = 0
 
@@ -55,6 +76,11 @@ class LeaseBase:
             f"<{type(self).__name__} {self.name!r} token={self.token} "
             f"owner={self.owner[:8]} {self.state.value}>"
         )
+
+    @property
+    def trusted_until(self) -> float:
+        """The clock reading (:func:`fencelock.clock.now`) at which the safe time ends."""
+        return self._trust.until
 
     @property
     def state(self) -> LeaseState:
@@ -68,6 +94,7 @@ class LeaseBase:
 
     @property
     def released(self) -> bool:
+        """True once the lease was given back (before any loss)."""
         return self._state is LeaseState.RELEASED
 
     def remaining(self) -> float:
@@ -96,16 +123,6 @@ class LeaseBase:
                 return
         self._run_callback(callback)  # type: ignore[arg-type]
 
-    def wait_lost(self, timeout: float | None = None) -> bool:
-        """Block until the lease is lost (True) or ``timeout`` passes (False)."""
-        with self._guard:
-            if self._lost is None:
-                self._lost = threading.Event()
-                if self._state is LeaseState.LOST:
-                    self._lost.set()
-            event = self._lost
-        return event.wait(timeout)
-
     def apply(self, event: LeaseEvent, reason: str | None = None) -> None:
         """Move through the lease state table; on entering LOST, run the callbacks."""
         with self._guard:
@@ -122,23 +139,42 @@ class LeaseBase:
                 self.token,
                 self.lost_reason,
             )
-            with self._guard:
-                if self._lost is not None:
-                    self._lost.set()
             for callback in callbacks:
                 self._run_callback(callback)
 
-    def renewed(self, started: float, ttl: float) -> None:
-        """The server extended the lease by ``ttl`` in a request sent at ``started``."""
+    def expired(self, how: str) -> None:
+        """The safe time ran out; ``how`` says when it was noticed."""
+        cause = f" (last renewal failed: {self._last_failure})" if self._last_failure else ""
+        self.apply(LeaseEvent.SAFE_TIME_PASSED, how + cause)
+
+    def _settle(self, started: float, ttl: float, outcome: Outcome) -> None:
+        """Record what a renew or extend request sent at ``started`` came to.
+
+        The only place the trusted time moves; called with one request in flight.
+        """
+        if outcome is True:
+            with self._guard:
+                if is_live(self._state):
+                    self.ttl = ttl
+                    self._trust = trust.granted(self._trust, started, ttl)
+            self.apply(LeaseEvent.RENEWED)
+        elif outcome is False:
+            self.apply(LeaseEvent.RENEW_REJECTED, "the server says another owner has it")
+        else:
+            self._unanswered(started, ttl, str(outcome))
+
+    def _unanswered(self, started: float, ttl: float, why: str) -> None:
         with self._guard:
-            if is_live(self._state):
-                self.ttl = ttl
-                self.trusted_until = timing.trusted_until(started, ttl)
-        self.apply(LeaseEvent.RENEWED)
+            self._trust = trust.unanswered(self._trust, started, ttl)
+            first = self._last_failure is None and is_live(self._state)
+            self._last_failure = why
+        if first:
+            log.warning("fencelock: renewal of %r failed (will retry): %s", self.name, why)
+        self.apply(LeaseEvent.RENEW_FAILED, why)
 
     def _notice_expiry(self) -> None:
         if is_live(self._state) and clock.now() >= self.trusted_until:
-            self.apply(LeaseEvent.SAFE_TIME_PASSED, "its TTL ran out before it was renewed")
+            self.expired("its TTL ran out before it was renewed")
 
     def _run_callback(self, callback: Callable[[LeaseBase], object]) -> None:
         try:
@@ -146,27 +182,41 @@ class LeaseBase:
         except Exception:
             log.exception("fencelock: on_lost callback for %r failed", self.name)
 
-    def _begin_extend(self, ttl: float | None) -> tuple[float, float]:
+    def _extend_ttl(self, ttl: float | None) -> float:
         new_ttl = self.ttl if ttl is None else timing.validate_ttl(ttl)
         self.check()
-        return new_ttl, clock.now()
+        return new_ttl
 
-    def _finish_extend(self, extended: bool, ttl: float, started: float) -> None:
-        if not extended:
-            self.apply(LeaseEvent.RENEW_REJECTED, "another owner had it at extend")
-            self.check()
-        self.renewed(started, ttl)
+    def _extended(self, outcome: Outcome) -> None:
+        if isinstance(outcome, FencelockError):
+            raise outcome
+        self.check()  # raises if the server said another owner has it
 
-    def _finish_release(self, released_on_server: bool) -> None:
-        was_lost = self.lost
-        if not released_on_server and not was_lost:
+    def _begin_release(self) -> bool:
+        """Whether to go on releasing (not twice); the caller then stops tracking it."""
+        with self._guard:
+            first, self._given_back = not self._given_back, True
+        return first
+
+    def _finish_release(self, outcome: bool | FencelockError, lost_before: bool) -> None:
+        """Raise :class:`LeaseLost` when the work under the lease was not protected."""
+        if outcome is False and not lost_before:
             self.apply(LeaseEvent.RENEW_REJECTED, "another owner had it at release")
         self.apply(LeaseEvent.RELEASED)
-        if was_lost or not released_on_server:
-            self._raise_lost_before_release()
+        if lost_before or outcome is False:
+            raise self._lost_before_release() from (
+                outcome if isinstance(outcome, FencelockError) else None
+            )
+        if isinstance(outcome, FencelockError):
+            log.warning(
+                "fencelock: could not release %r (token %d): %s; it expires by its TTL",
+                self.name,
+                self.token,
+                outcome,
+            )
 
-    def _raise_lost_before_release(self) -> None:
-        raise LeaseLost(
+    def _lost_before_release(self) -> LeaseLost:
+        return LeaseLost(
             f"lease on {self.name!r} (token {self.token}) was lost before release: "
             f"{self.lost_reason}; the work done under it was not protected"
         )
@@ -175,52 +225,149 @@ class LeaseBase:
 class Lease(LeaseBase):
     """A held lease (sync API). ``token`` is the fencing token to pass to resources."""
 
-    def __init__(self, backend: Backend, renewer: Renewer, terms: LeaseTerms) -> None:
+    def __init__(self, backend: Backend, tracker: Tracker[Lease], terms: LeaseTerms) -> None:
         super().__init__(terms)
-        self._backend, self._renewer = backend, renewer
+        self._backend, self._tracker = backend, tracker
+        self._one_request = threading.Lock()
+        self._lost_event: threading.Event | None = None
 
     def extend(self, ttl: float | None = None) -> None:
         """Extend the lease to ``ttl`` seconds from now (default: its TTL).
 
-        Raises :class:`LeaseLost` if it is already lost or another owner has it.
+        Waits for a renewal already in flight. Raises :class:`LeaseLost` if it is
+        already lost or another owner has it, :class:`BackendUnavailable` if the
+        server did not answer (the lease is then trusted no longer than before).
         """
-        new_ttl, started = self._begin_extend(ttl)
-        extended = self._backend.renew(self.name, self.owner, new_ttl)
-        self._finish_extend(extended, new_ttl, started)
-        self._renewer.track(self)
+        self._extended(self._renew_on_server(self._extend_ttl(ttl)))
+        self._tracker.track(self)
 
     def release(self) -> None:
         """Give the lease back. Releasing twice is a no-op.
 
         Raises :class:`LeaseLost` if the lease had been lost before this call:
-        the work done under it was not protected by the lock.
+        the work done under it was not protected by the lock. If the server
+        cannot be reached but the lease was still safe, the failure is logged
+        and the lease expires by its TTL.
         """
-        if self.released:
+        if not self._begin_release():
             return
-        self._renewer.forget(self)
-        self._finish_release(self._backend.release(self.name, self.owner))
+        self._tracker.forget(self)
+        lost_before = self.lost
+        outcome: bool | FencelockError
+        try:
+            outcome = self._backend.release(self.name, self.owner)
+        except FencelockError as exc:
+            outcome = exc
+        self._finish_release(outcome, lost_before)
+
+    def wait_lost(self, timeout: float | None = None) -> bool:
+        """Block until the lease is lost (True) or ``timeout`` passes (False)."""
+        with self._guard:
+            if self._lost_event is None:
+                self._lost_event = threading.Event()
+                self._callbacks.append(lambda _lease: self._set_lost_event())
+            event = self._lost_event
+        if self.lost:
+            return True
+        return event.wait(timeout) or self.lost
+
+    def _set_lost_event(self) -> None:
+        if self._lost_event is not None:
+            self._lost_event.set()
+
+    def _renew_on_server(self, ttl: float | None = None) -> Outcome:
+        """Renew (``ttl=None``: by the lease's TTL) or extend: one request at a time."""
+        with self._one_request:
+            ttl = self.ttl if ttl is None else ttl
+            if not is_live(self.state):
+                return False
+            started = clock.now()
+            try:
+                outcome: Outcome = self._backend.renew(self.name, self.owner, ttl)
+            except FencelockError as exc:
+                outcome = exc
+            except BaseException:
+                self._unanswered(started, ttl, "renewal interrupted")
+                raise
+            self._settle(started, ttl, outcome)
+            return outcome
 
 
 class AsyncLease(LeaseBase):
     """A held lease (asyncio API)."""
 
-    def __init__(self, backend: AsyncBackend, renewer: AsyncRenewer, terms: LeaseTerms) -> None:
+    def __init__(
+        self, backend: AsyncBackend, tracker: Tracker[AsyncLease], terms: LeaseTerms
+    ) -> None:
         super().__init__(terms)
-        self._backend, self._renewer = backend, renewer
+        self._backend, self._tracker = backend, tracker
+        self._one_request: asyncio.Lock | None = None
+        self._requests: set[asyncio.Task[Outcome]] = set()
 
     async def extend(self, ttl: float | None = None) -> None:
-        """Extend the lease to ``ttl`` seconds from now; raises :class:`LeaseLost`."""
-        new_ttl, started = self._begin_extend(ttl)
-        extended = await self._backend.renew(self.name, self.owner, new_ttl)
-        self._finish_extend(extended, new_ttl, started)
-        self._renewer.track(self)
+        """Extend the lease to ``ttl`` seconds from now; raises :class:`LeaseLost`.
+
+        As :meth:`Lease.extend`. Cancelling the caller does not cancel the request.
+        """
+        new_ttl = self._extend_ttl(ttl)
+        self._extended(await asyncio.shield(self._renewal(new_ttl)))
+        self._tracker.track(self)
 
     async def release(self) -> None:
-        """Give the lease back; raises :class:`LeaseLost` if it was lost before."""
-        if self.released:
+        """Give the lease back; as :meth:`Lease.release`."""
+        if not self._begin_release():
             return
-        self._renewer.forget(self)
-        self._finish_release(await self._backend.release(self.name, self.owner))
+        self._tracker.forget(self)
+        lost_before = self.lost
+        outcome: bool | FencelockError
+        try:
+            outcome = await self._backend.release(self.name, self.owner)
+        except FencelockError as exc:
+            outcome = exc
+        self._finish_release(outcome, lost_before)
+
+    async def wait_lost(self, timeout: float | None = None) -> bool:
+        """Wait until the lease is lost (True) or ``timeout`` passes (False)."""
+        loop = asyncio.get_running_loop()
+        noticed: asyncio.Future[bool] = loop.create_future()
+
+        def settle() -> None:
+            if not noticed.done():
+                noticed.set_result(True)
+
+        def wake(_lease: LeaseBase) -> None:
+            loop.call_soon_threadsafe(settle)
+
+        self.on_lost(wake)
+        try:
+            return await asyncio.wait_for(noticed, timeout)
+        except asyncio.TimeoutError:
+            return self.lost
+
+    def _renewal(self, ttl: float | None = None) -> asyncio.Task[Outcome]:
+        """The request as a task of its own: it runs to its end even if nobody waits."""
+        task = asyncio.get_running_loop().create_task(self._renew_on_server(ttl))
+        self._requests.add(task)
+        task.add_done_callback(self._requests.discard)
+        return task
+
+    async def _renew_on_server(self, ttl: float | None) -> Outcome:
+        if self._one_request is None:
+            self._one_request = asyncio.Lock()
+        async with self._one_request:
+            ttl = self.ttl if ttl is None else ttl
+            if not is_live(self.state):
+                return False
+            started = clock.now()
+            try:
+                outcome: Outcome = await self._backend.renew(self.name, self.owner, ttl)
+            except FencelockError as exc:
+                outcome = exc
+            except BaseException:
+                self._unanswered(started, ttl, "renewal interrupted")
+                raise
+            self._settle(started, ttl, outcome)
+            return outcome
 
 
 __all__ = ["AsyncLease", "Lease", "LeaseBase", "LeaseTerms"]

@@ -21,9 +21,8 @@ from typing import Generic, TypeVar
 from fencelock import clock
 from fencelock.backends.base import AsyncBackend, Backend
 from fencelock.engine import renewal as plan
-from fencelock.engine.lease_state import LeaseEvent, is_live
-from fencelock.errors import FencelockError
-from fencelock.lease import AsyncLease, Lease, LeaseBase
+from fencelock.engine.lease_state import is_live
+from fencelock.lease import AsyncLease, Lease, LeaseBase, Outcome
 
 L = TypeVar("L", bound=LeaseBase)
 
@@ -95,21 +94,23 @@ def first_due(lease: LeaseBase, started: float) -> float:
 def needs_renewal(lease: LeaseBase, now: float) -> bool:
     """False when the lease is past its safe time (now marked lost) or never renews."""
     if now >= lease.trusted_until:
-        lease.apply(LeaseEvent.SAFE_TIME_PASSED, "not renewed within its TTL (process paused?)")
+        lease.expired("not renewed within its TTL (process paused?)")
         return False
     return lease.renews
 
 
-def after_renewal(lease: LeaseBase, started: float, outcome: bool | FencelockError) -> float | None:
-    """Record a renewal's outcome; the next deadline, or None once the lease is lost."""
-    if isinstance(outcome, FencelockError):
-        lease.apply(LeaseEvent.RENEW_FAILED, str(outcome))
-        return plan.retry_at(clock.now(), lease.ttl, lease.trusted_until)
-    if not outcome:
-        lease.apply(LeaseEvent.RENEW_REJECTED, "the server says another owner has it")
+def after_renewal(lease: LeaseBase, started: float, outcome: Outcome | None) -> float | None:
+    """The next deadline after a renewal the lease has settled, or None once it is lost.
+
+    ``outcome=None``: the renewal did not finish within the lease's safe time.
+    """
+    if outcome is None and clock.now() >= lease.trusted_until:
+        lease.expired("its renewal did not finish within the lease's safe time")
+    if outcome is False or not is_live(lease.state):
         return None
-    lease.renewed(started, lease.ttl)
-    return plan.next_check(started, lease.ttl, lease.trusted_until, lease.renews)
+    if outcome is True:
+        return plan.next_check(started, lease.ttl, lease.trusted_until, lease.renews)
+    return plan.retry_at(clock.now(), lease.ttl, lease.trusted_until)
 
 
 class Renewer:
@@ -172,20 +173,14 @@ class Renewer:
         started = clock.now()
         if not needs_renewal(lease, started):
             return None if lease.lost else lease.trusted_until
-        call = self._calls.submit(self._backend.renew, lease.name, lease.owner, lease.ttl)
-        outcome: bool | FencelockError
+        call = self._calls.submit(lease._renew_on_server)
+        outcome: Outcome | None
         try:
             # A hung server must not hold the loss back past the lease's safe time.
             outcome = call.result(timeout=max(lease.trusted_until - started, 0.0))
-        except FencelockError as exc:
-            outcome = exc
         except FutureTimeout:
-            outcome = _too_slow(lease)
+            outcome = None
         return after_renewal(lease, started, outcome)
-
-
-def _too_slow(lease: LeaseBase) -> FencelockError:
-    return FencelockError(f"renewal of {lease.name!r} did not finish within the lease's safe time")
 
 
 class AsyncRenewer:
@@ -234,14 +229,11 @@ class AsyncRenewer:
         started = clock.now()
         if not needs_renewal(lease, started):
             return None if lease.lost else lease.trusted_until
-        outcome: bool | FencelockError
+        outcome: Outcome | None
         try:
             outcome = await asyncio.wait_for(
-                self._backend.renew(lease.name, lease.owner, lease.ttl),
-                max(lease.trusted_until - started, 0.0),
+                asyncio.shield(lease._renewal()), max(lease.trusted_until - started, 0.0)
             )
-        except FencelockError as exc:
-            outcome = exc
         except asyncio.TimeoutError:
-            outcome = _too_slow(lease)
+            outcome = None
         return after_renewal(lease, started, outcome)

@@ -95,10 +95,10 @@ def test_async_renewer_keeps_and_loses(backend: BackendCase, name: str) -> None:
 
 def test_async_timeout(backend: BackendCase, name: str) -> None:
     async def main() -> None:
-        async with fencelock.aconnect(backend.url) as client:
+        async with fencelock.aconnect(backend.url) as client, fencelock.aconnect(backend.url) as b:
             held = await client.lock(name).acquire()
             with pytest.raises(fencelock.LockTimeout):
-                await client.lock(name).acquire(timeout=0.1)
+                await b.lock(name).acquire(timeout=0.1)
             await held.release()
 
     run(main())

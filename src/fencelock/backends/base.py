@@ -85,6 +85,9 @@ class AsyncBackend(Protocol):
     url: str
     supports_fair: bool
 
+    async def open(self) -> None:
+        """Check the server answers (``async with aconnect()`` calls it); else raise."""
+
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> AsyncAttempt: ...
 
     async def release(self, name: str, owner: str) -> bool: ...

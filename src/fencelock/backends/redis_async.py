@@ -193,6 +193,10 @@ class AsyncRedisBackend:
         self.listener = AsyncWakeListener(self.redis, self.where, self.options.timeout)
         self._undoing: set[asyncio.Task[None]] = set()
 
+    async def open(self) -> None:
+        with translated(self.where):
+            await self.redis.ping()
+
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> AsyncRedisAttempt:
         return AsyncRedisAttempt(self, name, owner, ttl, fair)
 

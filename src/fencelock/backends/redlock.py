@@ -143,6 +143,9 @@ class AsyncRedlockBackend:
         # arrives late left a key behind, and is undone at once.
         self._finished: OrderedDict[str, None] = OrderedDict()
 
+    async def open(self) -> None:
+        """Nodes are dialled on first use: Redlock works on with a minority of them down."""
+
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> RedlockAttempt:
         return RedlockAttempt(self, name, owner, ttl)
 

@@ -55,6 +55,9 @@ class ThreadedAsyncBackend:
         self.supports_fair = backend.supports_fair
         self._pools = _Pools()
 
+    async def open(self) -> None:
+        """The blocking backend connected when it was made."""
+
     def attempt(
         self, name: str, owner: str, ttl: float, fair: bool = False
     ) -> ThreadedAsyncAttempt:

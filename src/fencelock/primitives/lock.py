@@ -25,6 +25,7 @@ from fencelock.engine.acquire import (
 )
 from fencelock.engine.timing import validate_timeout
 from fencelock.errors import FencelockError, LockTimeout
+from fencelock.holdings import this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseTerms
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ class Lock(_LockBase):
     ) -> None:
         super().__init__(name, ttl, renew, timeout, fair)
         self._client = client
-        self._lease: Lease | None = None
+        self._entered: dict[object, Lease] = {}  # by thread: ``with`` in many threads
 
     def acquire(self, timeout: float | None = None) -> Lease:
         """Take the lock and return its :class:`Lease`.
@@ -131,22 +132,35 @@ class Lock(_LockBase):
         uses the lock's own ``timeout``). Raises
         :class:`LockTimeout` when it gives up, :class:`BackendUnavailable` when
         the server cannot be reached; nothing is left held in either case.
+        :class:`AlreadyHeld` if this thread holds it already (it would wait for itself).
         """
+        holdings = self._client.holdings
+        holdings.refuse_reentry(self.name, this_thread())
         owner = new_owner()
         attempt = self._client.backend.attempt(self.name, owner, self.ttl, self.fair)
         try:
             outcome = drive(self._flow(timeout), attempt)
         finally:
             attempt.close()
-        lease = Lease(self._client.backend, self._client.renewer, self._terms(owner, outcome))
-        self._client.renewer.track(lease)
+        lease = Lease(self._client.backend, holdings, self._terms(owner, outcome))
+        holdings.add(lease, this_thread())
         return lease
 
+    def try_acquire(self) -> Lease | None:
+        """Try once: the :class:`Lease`, or None if another owner holds the lock."""
+        try:
+            return self.acquire(timeout=0)
+        except LockTimeout:
+            return None
+
+    def locked(self) -> bool:
+        """Whether anyone (this client or another) holds the lock now."""
+        return self._client.locked(self.name)
+
     def __enter__(self) -> Lease:
-        if self._lease is not None and not self._lease.released:
-            raise FencelockError(f"{self!r} is already held here; it is not reentrant")
-        self._lease = self.acquire(self.timeout)
-        return self._lease
+        lease = self.acquire(self.timeout)
+        self._entered[this_thread()] = lease
+        return lease
 
     def __exit__(
         self,
@@ -154,7 +168,7 @@ class Lock(_LockBase):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        lease, self._lease = self._lease, None
+        lease = self._entered.pop(this_thread(), None)
         if lease is None:
             return
         try:
@@ -178,25 +192,37 @@ class AsyncLock(_LockBase):
     ) -> None:
         super().__init__(name, ttl, renew, timeout, fair)
         self._client = client
-        self._lease: AsyncLease | None = None
+        self._entered: dict[object, AsyncLease] = {}  # by task
 
     async def acquire(self, timeout: float | None = None) -> AsyncLease:
-        """Take the lock; same contract as :meth:`Lock.acquire`."""
+        """Take the lock; same contract as :meth:`Lock.acquire` (per task, not thread)."""
+        holdings = self._client.holdings
+        holdings.refuse_reentry(self.name, this_task())
         owner = new_owner()
         attempt = self._client.backend.attempt(self.name, owner, self.ttl, self.fair)
         try:
             outcome = await adrive(self._flow(timeout), attempt)
         finally:
             await attempt.close()
-        lease = AsyncLease(self._client.backend, self._client.renewer, self._terms(owner, outcome))
-        self._client.renewer.track(lease)
+        lease = AsyncLease(self._client.backend, holdings, self._terms(owner, outcome))
+        holdings.add(lease, this_task())
         return lease
 
+    async def try_acquire(self) -> AsyncLease | None:
+        """Try once: the :class:`AsyncLease`, or None if another owner holds the lock."""
+        try:
+            return await self.acquire(timeout=0)
+        except LockTimeout:
+            return None
+
+    async def locked(self) -> bool:
+        """Whether anyone (this client or another) holds the lock now."""
+        return await self._client.locked(self.name)
+
     async def __aenter__(self) -> AsyncLease:
-        if self._lease is not None and not self._lease.released:
-            raise FencelockError(f"{self!r} is already held here; it is not reentrant")
-        self._lease = await self.acquire(self.timeout)
-        return self._lease
+        lease = await self.acquire(self.timeout)
+        self._entered[this_task()] = lease
+        return lease
 
     async def __aexit__(
         self,
@@ -204,7 +230,7 @@ class AsyncLock(_LockBase):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        lease, self._lease = self._lease, None
+        lease = self._entered.pop(this_task(), None)
         if lease is None:
             return
         try:
