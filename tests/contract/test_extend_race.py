@@ -10,6 +10,7 @@ also finishes when the requests are serialised (they cannot overlap then).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from typing import Any
 
@@ -92,10 +93,8 @@ class AsyncSlowFirstRenewal:
         n = self.count
         if n == 1:
             self.first_paused.set()
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.second_done.wait(), self._hold)
-            except asyncio.TimeoutError:
-                pass
         granted: bool = await self._backend.renew(name, owner, ttl)
         (self.first_done if n == 1 else self.second_done).set()
         return granted

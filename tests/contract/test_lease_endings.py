@@ -117,9 +117,10 @@ def test_try_acquire_and_locked(
 
 def test_async_endings(backend: BackendCase, name: str) -> None:
     async def main() -> None:
-        async with fencelock.aconnect(backend.url) as client, fencelock.aconnect(
-            backend.url
-        ) as other:
+        async with (
+            fencelock.aconnect(backend.url) as client,
+            fencelock.aconnect(backend.url) as other,
+        ):
             lock = client.lock(name)
             lease = await lock.try_acquire()
             assert lease is not None and await lock.locked()
