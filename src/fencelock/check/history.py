@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-Kind = Literal["acquire", "write", "release", "lost", "crash", "read", "nemesis"]
+Kind = Literal["acquire", "extend", "write", "release", "lost", "crash", "read", "nemesis"]
 # acquire: ok (token set) | timeout | error
 # write:   accepted | stale (rejected by the fence) | error
 # release: ok | lost (the lease had been lost before release) | error

@@ -56,6 +56,9 @@ WORKLOADS = ("register", "seats")
 REGISTER_KEY = "register"
 SEATS_KEY = "seats"
 BUSY_TIMEOUT_MS = 30_000
+# How often a client extends its lease (to 0.5-2x its TTL) between read and write, so
+# the harness races extend() against the renewer.
+EXTEND_CHANCE = 0.3
 
 _SCHEMA = """
 CREATE TABLE register (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER NOT NULL);
@@ -303,6 +306,7 @@ class Worker:
         except sqlite3.Error as exc:
             self.out.op("write", start, "error", token=token, key=key, detail=f"read: {exc}")
             return
+        self._maybe_extend(lease)
         try:
             lease.check()  # a careful client: the lease is fine *now* ...
         except LeaseLost:
@@ -310,6 +314,23 @@ class Worker:
         self.out.say("H", token)  # ... and this is where a pause hurts
         time.sleep(spec.work * self.rng.uniform(0.5, 1.5))
         self._write(token, read)
+
+    def _maybe_extend(self, lease: fencelock.Lease) -> None:
+        """Now and then extend the lease, shorter or longer, racing the renewer."""
+        if self.rng.random() >= EXTEND_CHANCE:
+            return
+        ttl = self.spec.ttl * self.rng.uniform(0.5, 2.0)
+        start = clock.now()
+        try:
+            lease.extend(ttl)
+        except LeaseLost as exc:
+            self.out.op("extend", start, "lost", token=lease.token, detail=str(exc))
+            return
+        except FencelockError as exc:
+            detail = f"{type(exc).__name__}: {exc}"
+            self.out.op("extend", start, "error", token=lease.token, detail=detail)
+            return
+        self.out.op("extend", start, "ok", token=lease.token, detail=f"to {ttl:.3f}s")
 
     def _write(self, token: int, read: int) -> None:
         spec = self.spec
