@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 
 from fencelock.backends import open_async_backend, open_backend
 from fencelock.backends.base import AsyncBackend, Backend, LockInfo
+from fencelock.backends.redis_handoff import is_redis_object, url_from_redis
 from fencelock.engine.names import validate_name, validate_prefix
 from fencelock.engine.timing import validate_ttl
 from fencelock.errors import ConfigError, FencelockError
@@ -39,13 +40,18 @@ def _check_fair(supported: bool, fair: bool, url: str) -> None:
         raise ConfigError(f"fair locks are not available on {scheme}:// (see docs/backends.md)")
 
 
-def _resolve_url(url: str | None, options: dict[str, object]) -> str:
-    """The URL with ``options`` added to its query (as if written there)."""
-    url = default_url() if url is None else url
+def _resolve_url(url: object, options: dict[str, object]) -> str:
+    """The URL (of a redis-py object, too) with ``options`` added to its query."""
+    if url is None:
+        url = default_url()
+    elif is_redis_object(url):
+        url = url_from_redis(url)
+    if not isinstance(url, str):
+        raise ConfigError(
+            f"backend URL must be a str or a redis-py client, not {type(url).__name__}"
+        )
     if not options:
         return url
-    if not isinstance(url, str):
-        raise ConfigError(f"backend URL must be a str, not {type(url).__name__}")
     query = urlencode({key: _option_text(key, value) for key, value in options.items()})
     return url + ("&" if "?" in url else "?") + query
 
@@ -209,16 +215,18 @@ class AsyncClient:
         await self.aclose()
 
 
-def connect(url: str | None = None, **options: object) -> Client:
+def connect(url: str | object | None = None, **options: object) -> Client:
     """Connect to the backend at ``url`` (default: ``$FENCELOCK_URL`` or embedded SQLite).
 
     ``options`` are the URL's query options (docs/backends.md), e.g.
     ``connect("redis://cache:6379/0", timeout=2)``; one given twice is an error.
+    ``url`` may also be a ``redis.Redis`` or ``ConnectionPool``: fencelock takes its
+    connection settings and opens connections of its own.
     """
     return Client(open_backend(_resolve_url(url, options)))
 
 
-def aconnect(url: str | None = None, **options: object) -> AsyncClient:
+def aconnect(url: str | object | None = None, **options: object) -> AsyncClient:
     """The asyncio client for ``url`` and ``options`` (as :func:`connect`).
 
     Use ``async with`` (it connects, and fails there if the server is unreachable).
