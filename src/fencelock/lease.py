@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from fencelock import clock
 from fencelock.engine import timing, trust
 from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transition
-from fencelock.errors import FencelockError, LeaseLost
+from fencelock.errors import FencelockError, LeaseLost, NotHolder
 
 if TYPE_CHECKING:
     from fencelock.backends.base import AsyncBackend, Backend
@@ -67,6 +68,7 @@ class LeaseBase:
         self._last_failure: str | None = None
         self._state = LeaseState.HELD
         self._given_back = False  # release() was called (a lost lease stays LOST)
+        self._pid = os.getpid()  # a forked child inherits the object, not the lease
         self._guard = threading.Lock()
         self._callbacks: list[Callable[[LeaseBase], object]] = []
         self.schedule_version = 0
@@ -182,7 +184,15 @@ class LeaseBase:
         except Exception:
             log.exception("fencelock: on_lost callback for %r failed", self.name)
 
+    def _refuse_other_process(self) -> None:
+        if os.getpid() != self._pid:
+            raise NotHolder(
+                f"lease on {self.name!r} (token {self.token}) was taken by process "
+                f"{self._pid}; a forked child cannot extend or release it"
+            )
+
     def _extend_ttl(self, ttl: float | None) -> float:
+        self._refuse_other_process()
         new_ttl = self.ttl if ttl is None else timing.validate_ttl(ttl)
         self.check()
         return new_ttl
@@ -194,6 +204,7 @@ class LeaseBase:
 
     def _begin_release(self) -> bool:
         """Whether to go on releasing (not twice); the caller then stops tracking it."""
+        self._refuse_other_process()
         with self._guard:
             first, self._given_back = not self._given_back, True
         return first

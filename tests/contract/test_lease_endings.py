@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 
@@ -173,3 +174,25 @@ def test_async_release_after_loss_raises_lease_lost(backend: BackendCase, name: 
             await lease.release()
 
     asyncio.run(main())
+
+
+def test_a_forked_child_cannot_release_its_parents_lease(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
+    lease = client.lock(name).acquire()
+    pid = os.fork()
+    if pid == 0:  # the child: refuse, and leave the parent's lease alone
+        code = 1
+        try:
+            lease.release()
+        except fencelock.NotHolder:
+            code = 0
+        except BaseException:
+            code = 2
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert not lease.lost and other.locked(name)
+    info = client.inspect(name)
+    assert info is not None and info.owner == lease.owner
+    lease.release()
