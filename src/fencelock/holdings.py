@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from fencelock.engine.lease_state import is_live
@@ -18,12 +19,9 @@ from fencelock.lease import LeaseBase, Tracker
 L = TypeVar("L", bound=LeaseBase)
 
 
-def this_thread() -> object:
-    return threading.get_ident()
-
-
-def this_task() -> object:
-    return asyncio.current_task()
+# Who holds a lease: the thread (sync client) or the asyncio task that took it.
+this_thread: Callable[[], object] = threading.get_ident
+this_task: Callable[[], object] = asyncio.current_task
 
 
 class Holdings(Generic[L]):
@@ -36,6 +34,11 @@ class Holdings(Generic[L]):
 
     def refuse_reentry(self, name: str, holder: object) -> None:
         """Raise :class:`AlreadyHeld` if ``holder`` holds a live lease on ``name``."""
+        holders = self._by_name.get(name)
+        if holders and holder in holders.values():  # rare: then look closer
+            self._refuse_if_live(name, holder)
+
+    def _refuse_if_live(self, name: str, holder: object) -> None:
         with self._mutex:
             mine = [lease for lease, who in self._by_name.get(name, {}).items() if who == holder]
         if any(is_live(lease.state) for lease in mine):

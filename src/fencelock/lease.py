@@ -64,6 +64,7 @@ class LeaseBase:
         self.ttl = terms.ttl
         self.renews = terms.renew
         self._trust = trust.Trust(terms.trusted_until)
+        self.trusted_until = terms.trusted_until  # _trust.until, read on every check
         self.lost_reason: str | None = None
         self._last_failure: str | None = None
         self._state = LeaseState.HELD
@@ -78,11 +79,6 @@ class LeaseBase:
             f"<{type(self).__name__} {self.name!r} token={self.token} "
             f"owner={self.owner[:8]} {self.state.value}>"
         )
-
-    @property
-    def trusted_until(self) -> float:
-        """The clock reading (:func:`fencelock.clock.now`) at which the safe time ends."""
-        return self._trust.until
 
     @property
     def state(self) -> LeaseState:
@@ -159,6 +155,7 @@ class LeaseBase:
                 if is_live(self._state):
                     self.ttl = ttl
                     self._trust = trust.granted(self._trust, started, ttl)
+                    self.trusted_until = self._trust.until
             self.apply(LeaseEvent.RENEWED)
         elif outcome is False:
             self.apply(LeaseEvent.RENEW_REJECTED, "the server says another owner has it")
@@ -168,6 +165,7 @@ class LeaseBase:
     def _unanswered(self, started: float, ttl: float, why: str) -> None:
         with self._guard:
             self._trust = trust.unanswered(self._trust, started, ttl)
+            self.trusted_until = self._trust.until
             first = self._last_failure is None and is_live(self._state)
             self._last_failure = why
         if first:
@@ -184,15 +182,15 @@ class LeaseBase:
         except Exception:
             log.exception("fencelock: on_lost callback for %r failed", self.name)
 
-    def _refuse_other_process(self) -> None:
-        if os.getpid() != self._pid:
-            raise NotHolder(
-                f"lease on {self.name!r} (token {self.token}) was taken by process "
-                f"{self._pid}; a forked child cannot extend or release it"
-            )
+    def _not_this_process(self) -> NotHolder:
+        return NotHolder(
+            f"lease on {self.name!r} (token {self.token}) was taken by process "
+            f"{self._pid}; a forked child cannot extend or release it"
+        )
 
     def _extend_ttl(self, ttl: float | None) -> float:
-        self._refuse_other_process()
+        if os.getpid() != self._pid:
+            raise self._not_this_process()
         new_ttl = self.ttl if ttl is None else timing.validate_ttl(ttl)
         self.check()
         return new_ttl
@@ -204,7 +202,8 @@ class LeaseBase:
 
     def _begin_release(self) -> bool:
         """Whether to go on releasing (not twice); the caller then stops tracking it."""
-        self._refuse_other_process()
+        if os.getpid() != self._pid:
+            raise self._not_this_process()
         with self._guard:
             first, self._given_back = not self._given_back, True
         return first

@@ -9,13 +9,12 @@ then bounds every grant that follows. Trust never exceeds what the server grante
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from fencelock.engine import timing
 
 
-@dataclass(frozen=True)
-class Trust:
+class Trust(NamedTuple):
     """``until``: the end of the safe time. ``ttl_floor``: the shortest TTL of a
     request that may still land (``inf`` when every request was answered)."""
 

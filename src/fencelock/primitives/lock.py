@@ -134,8 +134,8 @@ class Lock(_LockBase):
         the server cannot be reached; nothing is left held in either case.
         :class:`AlreadyHeld` if this thread holds it already (it would wait for itself).
         """
-        holdings = self._client.holdings
-        holdings.refuse_reentry(self.name, this_thread())
+        holdings, holder = self._client.holdings, this_thread()
+        holdings.refuse_reentry(self.name, holder)
         owner = new_owner()
         attempt = self._client.backend.attempt(self.name, owner, self.ttl, self.fair)
         try:
@@ -143,7 +143,7 @@ class Lock(_LockBase):
         finally:
             attempt.close()
         lease = Lease(self._client.backend, holdings, self._terms(owner, outcome))
-        holdings.add(lease, this_thread())
+        holdings.add(lease, holder)
         return lease
 
     def try_acquire(self) -> Lease | None:
@@ -196,8 +196,8 @@ class AsyncLock(_LockBase):
 
     async def acquire(self, timeout: float | None = None) -> AsyncLease:
         """Take the lock; same contract as :meth:`Lock.acquire` (per task, not thread)."""
-        holdings = self._client.holdings
-        holdings.refuse_reentry(self.name, this_task())
+        holdings, holder = self._client.holdings, this_task()
+        holdings.refuse_reentry(self.name, holder)
         owner = new_owner()
         attempt = self._client.backend.attempt(self.name, owner, self.ttl, self.fair)
         try:
@@ -205,7 +205,7 @@ class AsyncLock(_LockBase):
         finally:
             await attempt.close()
         lease = AsyncLease(self._client.backend, holdings, self._terms(owner, outcome))
-        holdings.add(lease, this_task())
+        holdings.add(lease, holder)
         return lease
 
     async def try_acquire(self) -> AsyncLease | None:
