@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -134,7 +134,7 @@ class RedisOptions:
     port: int
     db: int
     username: str | None
-    password: str | None
+    password: str | None = field(repr=False)
     tls: bool
     timeout: float
     connect_timeout: float

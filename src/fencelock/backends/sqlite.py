@@ -86,11 +86,12 @@ def database_path(parsed: ParsedURL) -> str:
     """``sqlite:///rel.db`` is relative to the working directory, ``sqlite:////abs.db`` absolute."""
     if parsed.hosts:
         raise ConfigError(
-            f"sqlite URL {parsed.raw!r} has a host; use sqlite:///relative.db or sqlite:////abs.db"
+            f"sqlite URL {parsed.redacted!r} has a host; "
+            "use sqlite:///relative.db or sqlite:////abs.db"
         )
     path = parsed.path[1:] if parsed.path.startswith("/") else parsed.path
     if not path:
-        raise ConfigError(f"sqlite URL {parsed.raw!r} names no file: use sqlite:///path/to.db")
+        raise ConfigError(f"sqlite URL {parsed.redacted!r} names no file: use sqlite:///path/to.db")
     return path
 
 
@@ -132,7 +133,7 @@ class SQLiteBackend:
 
     def __init__(self, parsed: ParsedURL) -> None:
         reject_unknown_options(parsed, {"busy_timeout"})
-        self.url = parsed.raw
+        self.url = parsed.redacted
         self.path = database_path(parsed)
         busy_timeout = number_option(parsed, "busy_timeout", 10.0)
         self._boot = _boot_id()
