@@ -180,7 +180,7 @@ class RedisGuard(_Rejections):
     def _run(
         self, key: str, token: int, allow_equal: bool, extra_keys: list[str], value: str = ""
     ) -> None:
-        with self._translated(self._options.where):
+        with self._translated(self._options.where, self._options.tls):
             accepted, last = self._script(
                 keys=[self.fence_key(key), *extra_keys],
                 args=[str(token), "1" if allow_equal else "0", value],
@@ -189,7 +189,7 @@ class RedisGuard(_Rejections):
             raise self._reject(key, token, int(last))
 
     def last(self, key: str) -> int | None:
-        with self._translated(self._options.where):
+        with self._translated(self._options.where, self._options.tls):
             value = self._redis.get(self.fence_key(key))
         return None if value is None else int(value)
 
