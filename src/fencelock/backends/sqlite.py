@@ -67,6 +67,16 @@ def _boot_id() -> str:
         return "unknown-boot"
 
 
+def _create(path: str) -> None:
+    """Create the database file as the umask allows, if it is new.
+
+    SQLite alone creates it 0644 whatever the umask, so a group sharing a directory
+    (docs/backends.md) could never write it; its -wal and -shm files take its mode.
+    """
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+
+
 def _prepare(conn: sqlite3.Connection) -> None:
     if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
         conn.execute("PRAGMA journal_mode=WAL")
@@ -146,6 +156,7 @@ class SQLiteBackend:
         while True:
             try:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                _create(self.path)
                 conn = sqlite3.connect(
                     self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
                 )
