@@ -39,6 +39,10 @@ class FencingGuard(Protocol):
 
         ``allow_equal=True`` also accepts the last accepted token again, so one
         lease may write the same key several times (two leases never share a token).
+        A write made after this call, separately, is check-then-act: a pause between
+        the two lets a newer holder in. Fence the write itself (:func:`sqlite_fence`
+        in its transaction, :meth:`RedisGuard.write`) unless the resource runs both
+        as one step.
         """
 
     def last(self, key: str) -> int | None:
