@@ -92,10 +92,23 @@ def test_a_raw_hash_anywhere_is_refused() -> None:
         parse_url("sqlite:///tmp/a#b.db")
 
 
-def test_an_at_sign_in_a_query_value_is_not_a_password() -> None:
-    parsed = parse_url("redis://127.0.0.1:6379/0?ssl_ca_certs=/certs/ca@home.pem")
-    assert parsed.password is None and parsed.hosts == (("127.0.0.1", 6379),)
+@pytest.mark.parametrize(
+    ("hosts", "expected"),
+    [
+        ("127.0.0.1:6379", (("127.0.0.1", 6379),)),
+        ("[::1]", (("::1", None),)),
+        ("[::1]:7000", (("::1", 7000),)),
+        ("h1:1,h2:2,h3", (("h1", 1), ("h2", 2), ("h3", None))),
+    ],
+)
+def test_an_at_sign_in_a_query_value_is_not_a_password(
+    hosts: str, expected: tuple[tuple[str, int | None], ...]
+) -> None:
+    url = f"redlock://{hosts}/0?ssl_ca_certs=/certs/ca@home.pem"
+    parsed = parse_url(url)
+    assert parsed.password is None and parsed.hosts == expected
     assert parsed.options == {"ssl_ca_certs": "/certs/ca@home.pem"}
+    assert redact(url) == url
 
 
 # -- property: no message built from a URL with a password contains it ----------------

@@ -76,8 +76,15 @@ def _cut_short(authority: str, rest: str) -> bool:
     if "@" in before_query or "@" in rest.partition("#")[2]:
         return True
     names = [field.partition("=")[0] for field in query.split("&")]
-    port = authority.rpartition("]")[2].rpartition(":")[2]
-    return any("@" in name for name in names) or not port.isdigit()
+    return any("@" in name for name in names) or not _ports_are_numbers(authority)
+
+
+def _ports_are_numbers(hostlist: str) -> bool:
+    for host in hostlist.split(","):
+        port = (host.rpartition("]")[2] if host.startswith("[") else host).partition(":")[2]
+        if port and not port.isdigit():
+            return False
+    return True
 
 
 def parse_url(url: object) -> ParsedURL:
