@@ -39,6 +39,10 @@ class FencingGuard(Protocol):
 
         ``allow_equal=True`` also accepts the last accepted token again, so one
         lease may write the same key several times (two leases never share a token).
+        A write made after this call, separately, is check-then-act: a pause between
+        the two lets a newer holder in. Fence the write itself (:func:`sqlite_fence`
+        in its transaction, :meth:`RedisGuard.write`) unless the resource runs both
+        as one step.
         """
 
     def last(self, key: str) -> int | None:
@@ -180,7 +184,7 @@ class RedisGuard(_Rejections):
     def _run(
         self, key: str, token: int, allow_equal: bool, extra_keys: list[str], value: str = ""
     ) -> None:
-        with self._translated(self._options.where):
+        with self._translated(self._options.where, self._options.tls):
             accepted, last = self._script(
                 keys=[self.fence_key(key), *extra_keys],
                 args=[str(token), "1" if allow_equal else "0", value],
@@ -189,7 +193,7 @@ class RedisGuard(_Rejections):
             raise self._reject(key, token, int(last))
 
     def last(self, key: str) -> int | None:
-        with self._translated(self._options.where):
+        with self._translated(self._options.where, self._options.tls):
             value = self._redis.get(self.fence_key(key))
         return None if value is None else int(value)
 

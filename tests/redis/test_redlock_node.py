@@ -130,7 +130,7 @@ def test_wrong_password_is_refused_naming_the_nodes(protected: list[int]) -> Non
 def test_missing_password_is_refused(protected: list[int]) -> None:
     with (
         fencelock.connect(redlock_url(protected)) as client,
-        pytest.raises(fencelock.BackendUnavailable, match="refused the credentials: NOAUTH"),
+        pytest.raises(fencelock.BackendUnavailable, match="requires authentication"),
     ):
         client.lock("creds/none").acquire(timeout=0)
 

@@ -77,8 +77,8 @@ class MemoryBackend:
     def __init__(self, parsed: ParsedURL) -> None:
         reject_unknown_options(parsed, set())
         if parsed.hosts and len(parsed.hosts) > 1:
-            raise ConfigError(f"memory:// takes one store name, got {parsed.raw!r}")
-        self.url = parsed.raw
+            raise ConfigError(f"memory:// takes one store name, got {parsed.redacted!r}")
+        self.url = parsed.redacted
         self._store = _store(parsed.hosts[0][0] if parsed.hosts else "")
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> MemoryAttempt:

@@ -101,7 +101,7 @@ class RedisBackend:
         self.options = redis_options(parsed)
         self.where = self.options.where
         self.redis: Any = redis.Redis(**self.options.client_kwargs())
-        with translated(self.where):
+        with translated(self.where, self.options.tls):
             self.redis.ping()
         self.wire = Wire(self.redis)
         self._wait_after = wait_after(self.options)
@@ -121,30 +121,30 @@ class RedisBackend:
                 self.wire.run(*release_command(keys, owner))
                 raise not_replicated(self.options, acked)
         except DRIVER_ERRORS as exc:
-            raise translate(exc, self.where) from exc
+            raise translate(exc, self.where, self.options.tls) from exc
         return result
 
     def leave_queue(self, keys: LockKeys, owner: str) -> None:
         try:
             self.wire.run(*leave_command(keys, owner, self.listener.channel))
         except DRIVER_ERRORS as exc:
-            raise translate(exc, self.where) from exc
+            raise translate(exc, self.where, self.options.tls) from exc
 
     def release(self, name: str, owner: str) -> bool:
         try:
             return bool(self.wire.run(*release_command(LockKeys.of(name), owner)) == 1)
         except DRIVER_ERRORS as exc:
-            raise translate(exc, self.where) from exc
+            raise translate(exc, self.where, self.options.tls) from exc
 
     def renew(self, name: str, owner: str, ttl: float) -> bool:
         try:
             return bool(self.wire.run(*renew_command(LockKeys.of(name), owner, ttl)) == 1)
         except DRIVER_ERRORS as exc:
-            raise translate(exc, self.where) from exc
+            raise translate(exc, self.where, self.options.tls) from exc
 
     def inspect(self, name: str) -> LockInfo | None:
         keys = LockKeys.of(name)
-        with translated(self.where):
+        with translated(self.where, self.options.tls):
             owner, pttl, token, waiters = (
                 self.redis.pipeline(transaction=False)
                 .get(keys.lock)
@@ -157,7 +157,7 @@ class RedisBackend:
 
     def list(self, prefix: str) -> list[LockInfo]:
         infos = []
-        with translated(self.where):
+        with translated(self.where, self.options.tls):
             for key in sorted(self.redis.scan_iter(match=scan_pattern(prefix), count=500)):
                 info = self.inspect(name_of(key))
                 if info is not None and info.held:

@@ -210,30 +210,30 @@ class AsyncRedisBackend:
                 await self.wire.run(*release_command(keys, owner))
                 raise not_replicated(self.options, acked)
         except DRIVER_ERRORS as exc:
-            raise translate(exc, self.where) from exc
+            raise translate(exc, self.where, self.options.tls) from exc
         return result
 
     async def leave_queue(self, keys: LockKeys, owner: str) -> None:
         try:
             await self.wire.run(*leave_command(keys, owner, self.listener.channel))
         except DRIVER_ERRORS as exc:
-            raise translate(exc, self.where) from exc
+            raise translate(exc, self.where, self.options.tls) from exc
 
     async def release(self, name: str, owner: str) -> bool:
         try:
             return bool(await self.wire.run(*release_command(LockKeys.of(name), owner)) == 1)
         except DRIVER_ERRORS as exc:
-            raise translate(exc, self.where) from exc
+            raise translate(exc, self.where, self.options.tls) from exc
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool:
         try:
             return bool(await self.wire.run(*renew_command(LockKeys.of(name), owner, ttl)) == 1)
         except DRIVER_ERRORS as exc:
-            raise translate(exc, self.where) from exc
+            raise translate(exc, self.where, self.options.tls) from exc
 
     async def inspect(self, name: str) -> LockInfo | None:
         keys = LockKeys.of(name)
-        with translated(self.where):
+        with translated(self.where, self.options.tls):
             owner, pttl, token, waiters = (
                 await self.redis.pipeline(transaction=False)
                 .get(keys.lock)
@@ -246,7 +246,7 @@ class AsyncRedisBackend:
 
     async def list(self, prefix: str) -> list[LockInfo]:
         infos = []
-        with translated(self.where):
+        with translated(self.where, self.options.tls):
             keys = sorted([k async for k in self.redis.scan_iter(match=scan_pattern(prefix))])
         for key in keys:
             info = await self.inspect(name_of(key))

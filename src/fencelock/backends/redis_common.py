@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import ssl
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -134,7 +135,7 @@ class RedisOptions:
     port: int
     db: int
     username: str | None
-    password: str | None
+    password: str | None = field(repr=False)
     tls: bool
     timeout: float
     connect_timeout: float
@@ -193,16 +194,6 @@ def redis_options(parsed: ParsedURL, host: tuple[str, int | None] | None = None)
         raise ConfigError(
             f"Redis database must be a number, got {db_text!r} in {parsed.redacted!r}"
         )
-    ssl: dict[str, Any] = {k: v for k, v in parsed.options.items() if k in _SSL_OPTIONS}
-    if "ssl_check_hostname" in ssl:
-        ssl["ssl_check_hostname"] = flag_option(parsed, "ssl_check_hostname")
-    if "ssl_cert_reqs" in ssl:
-        ssl["ssl_cert_reqs"] = str(ssl["ssl_cert_reqs"]).lower()
-        if ssl["ssl_cert_reqs"] not in ("none", "optional", "required"):
-            raise ConfigError(
-                f"option ssl_cert_reqs={parsed.options['ssl_cert_reqs']!r} must be none, "
-                f"optional or required in {parsed.redacted!r}"
-            )
     return RedisOptions(
         host=host[0],
         port=host[1] or 6379,
@@ -214,8 +205,36 @@ def redis_options(parsed: ParsedURL, host: tuple[str, int | None] | None = None)
         connect_timeout=number_option(parsed, "connect_timeout", 2.0),
         wait_replicas=int(number_option(parsed, "wait_replicas", 0, allow_zero=True)),
         wait_timeout_ms=int(number_option(parsed, "wait_timeout", 0.1) * 1000),
-        ssl=ssl,
+        ssl=_ssl_settings(parsed),
     )
+
+
+def _ssl_settings(parsed: ParsedURL) -> dict[str, Any]:
+    """The ``ssl_*`` options, with ``ssl_check_hostname`` always said explicitly.
+
+    redis-py < 6 does not check the server's host name unless told to (6 does), and
+    ``redis>=5`` is allowed: every TLS connection checks it unless the URL says
+    ``ssl_check_hostname=false``, or verifies no certificate (``ssl_cert_reqs=none``).
+    """
+    settings: dict[str, Any] = {k: v for k, v in parsed.options.items() if k in _SSL_OPTIONS}
+    reqs = str(settings.get("ssl_cert_reqs", "required")).lower()
+    if reqs not in ("none", "optional", "required"):
+        raise ConfigError(
+            f"option ssl_cert_reqs={parsed.options['ssl_cert_reqs']!r} must be none, "
+            f"optional or required in {parsed.redacted!r}"
+        )
+    if "ssl_cert_reqs" in settings:
+        settings["ssl_cert_reqs"] = reqs
+    check = reqs != "none"
+    if "ssl_check_hostname" in settings:
+        check = flag_option(parsed, "ssl_check_hostname")
+        if check and reqs == "none":
+            raise ConfigError(
+                f"ssl_check_hostname=true needs a verified certificate, but ssl_cert_reqs=none "
+                f"in {parsed.redacted!r}"
+            )
+    settings["ssl_check_hostname"] = check
+    return settings
 
 
 def attempt_result(reply: list[Any]) -> AttemptResult:
@@ -247,12 +266,15 @@ def lock_info(
 DRIVER_ERRORS = (RedisError, OSError)
 
 
-def translate(exc: BaseException, where: str) -> BackendUnavailable:
-    """redis-py's exception as fencelock's, naming the server."""
+def translate(exc: BaseException, where: str, tls: bool = False) -> BackendUnavailable:
+    """redis-py's exception as fencelock's, naming the server (``tls``: spoken over TLS)."""
     import redis.exceptions as rex
 
+    failed_tls = tls_failure(where, exc, tls)
+    if failed_tls is not None:
+        return failed_tls
     if isinstance(exc, rex.AuthenticationError):
-        return BackendUnavailable(f"{where} refused the credentials: {exc}")
+        return refused_credentials(where, str(exc))
     if isinstance(exc, rex.MovedError):
         return BackendUnavailable(
             f"{where} is a Redis Cluster node that does not own this lock's slot (MOVED {exc}); "
@@ -262,14 +284,89 @@ def translate(exc: BaseException, where: str) -> BackendUnavailable:
         return BackendUnavailable(f"{where} denied the command to this user (ACL): {exc}")
     if isinstance(exc, rex.ResponseError):
         text = str(exc)
-        if text.startswith(("WRONGPASS", "NOAUTH", "NOPERM")):
-            return BackendUnavailable(f"{where} refused the credentials: {text}")
+        if text.startswith(("WRONGPASS", "NOAUTH", "NOPERM")) or _no_password_given(text):
+            return refused_credentials(where, text)
         return BackendUnavailable(f"{where} failed: {text}")
     if isinstance(exc, (rex.TimeoutError, TimeoutError)):
         return BackendUnavailable(f"{where} did not answer in time: {exc}")
     if isinstance(exc, (rex.ConnectionError, OSError)):
         return BackendUnavailable(f"cannot reach {where}: {exc}")
     return BackendUnavailable(f"{where} failed: {exc}")
+
+
+# What a server that requires a password says to a client that gave none: redis-py >= 6
+# opens with HELLO, older versions with the first command, which a script call can be
+# (too long for an unauthenticated client: "Protocol error: unauthenticated ...").
+_NO_PASSWORD_GIVEN = (
+    "NOAUTH",
+    "Authentication required",
+    "HELLO must be called with the client",
+    "Protocol error: unauthenticated",
+)
+
+
+def _no_password_given(text: str) -> bool:
+    return any(words in text for words in _NO_PASSWORD_GIVEN)
+
+
+def refused_credentials(where: str, text: str) -> BackendUnavailable:
+    """The error for a server's refusal ``text`` of a connection's credentials."""
+    if _no_password_given(text):
+        return BackendUnavailable(
+            f"{where} requires authentication and the URL gives no password: "
+            "redis://[user]:password@host:port/db (percent-encoded)"
+        )
+    return BackendUnavailable(f"{where} refused the credentials: {text}")
+
+
+_PLAINTEXT_HINT = "is it a plaintext port? then leave TLS off: redis:// or redlock://"
+_HOST_NAME_MISMATCH = (62, 64)  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
+
+
+def tls_failure(where: str, exc: BaseException, tls: bool) -> BackendUnavailable | None:
+    """The error for a TLS connection that could not be set up, or None if ``exc`` is not one.
+
+    Host name and certificate verification, a failed handshake, and a handshake that got
+    no answer (what a plaintext server gives: it waits for a command that never ends).
+    """
+    for link in _causes(exc):
+        if isinstance(link, ssl.SSLCertVerificationError):
+            if link.verify_code in _HOST_NAME_MISMATCH:
+                return BackendUnavailable(
+                    f"cannot reach {where}: TLS host name verification failed: "
+                    f"{link.verify_message}; connect by a name the certificate was issued for"
+                )
+            return BackendUnavailable(
+                f"cannot reach {where}: TLS certificate verification failed: {link}"
+            )
+        if isinstance(link, ssl.SSLError):
+            return BackendUnavailable(f"cannot reach {where}: TLS handshake failed: {link}")
+        if isinstance(link, TimeoutError) and "handshake" in str(link):
+            return BackendUnavailable(
+                f"cannot reach {where}: TLS handshake failed: no TLS answer in time "
+                f"({_PLAINTEXT_HINT})"
+            )
+    import redis.exceptions as rex
+
+    if tls and isinstance(exc, (rex.TimeoutError, TimeoutError)) and "connecting" in str(exc):
+        return tls_not_connected(where, "in time")
+    return None
+
+
+def tls_not_connected(where: str, within: str) -> BackendUnavailable:
+    """No TLS connection ``within`` a time: TCP connect and handshake, not told apart."""
+    return BackendUnavailable(
+        f"cannot reach {where}: TLS handshake failed or no connection {within} ({_PLAINTEXT_HINT})"
+    )
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        yield link
+        link = link.__cause__ or link.__context__
 
 
 def unanswered(error: BaseException) -> bool:
@@ -287,12 +384,12 @@ UNDO_RETRY = 0.5
 
 
 @contextlib.contextmanager
-def translated(where: str) -> Iterator[None]:
+def translated(where: str, tls: bool = False) -> Iterator[None]:
     """Turn redis-py's exceptions into fencelock's, naming the server."""
     try:
         yield
     except DRIVER_ERRORS as exc:
-        raise translate(exc, where) from exc
+        raise translate(exc, where, tls) from exc
 
 
 def wait_after(options: RedisOptions) -> Callable[[Any], bytes | None]:

@@ -202,8 +202,11 @@ class AsyncWire:
             self._checkin(conn)
             raise
         except asyncio.TimeoutError as exc:
+            message = f"no answer within {self._timeout:g}s"
+            if not conn.is_connected:  # in redis-py's words, as translate() reads them
+                message = f"Timeout connecting to server (no connection within {self._timeout:g}s)"
             await conn.disconnect(nowait=True)
-            raise RedisTimeoutError(f"no answer within {self._timeout:g}s") from exc
+            raise RedisTimeoutError(message) from exc
         except BaseException:
             await conn.disconnect(nowait=True)
             raise

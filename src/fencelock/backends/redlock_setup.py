@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import ssl
 
-from fencelock.backends.redis_common import RedisOptions
+from fencelock.backends.redis_common import (
+    RedisOptions,
+    refused_credentials,
+    tls_failure,
+    tls_not_connected,
+)
 from fencelock.backends.redis_wire import pack
 from fencelock.errors import BackendUnavailable
 
@@ -53,8 +58,9 @@ def gate_commands(options: RedisOptions) -> list[bytes]:
 
 def refused(where: str, text: str) -> BackendUnavailable:
     """The error for an error reply ``text`` from the node at ``where``."""
-    if text.startswith(("WRONGPASS", "NOAUTH", "invalid password", "ERR invalid password")):
-        return BackendUnavailable(f"{where} refused the credentials: {text}")
+    credentials = ("WRONGPASS", "NOAUTH", "invalid password", "ERR invalid password")
+    if text.startswith(credentials) or "Protocol error: unauthenticated" in text:
+        return refused_credentials(where, text)
     if text.startswith("NOPERM"):
         return BackendUnavailable(f"{where} denied the command to this user (ACL): {text}")
     return BackendUnavailable(f"{where} failed: {text}")
@@ -62,15 +68,13 @@ def refused(where: str, text: str) -> BackendUnavailable:
 
 def unreachable(where: str, exc: BaseException) -> BackendUnavailable:
     """The error for a connection that could not be made (or set up) to ``where``."""
-    if isinstance(exc, ssl.SSLError):
-        error = BackendUnavailable(f"cannot reach {where}: TLS handshake failed: {exc}")
-    else:
-        error = BackendUnavailable(f"cannot reach {where}: {exc}")
+    error = tls_failure(where, exc, tls=False) or BackendUnavailable(f"cannot reach {where}: {exc}")
     error.__cause__ = exc  # as `raise ... from exc` would: the driver's error stays visible
     return error
 
 
 def not_connected(where: str, seconds: float, tls: bool) -> BackendUnavailable:
     """The error for a connection (and TLS handshake) not made within ``seconds``."""
-    what = "connection and TLS handshake" if tls else "connection"
-    return BackendUnavailable(f"cannot reach {where}: no {what} within {seconds:g}s")
+    if tls:
+        return tls_not_connected(where, f"within {seconds:g}s")
+    return BackendUnavailable(f"cannot reach {where}: no connection within {seconds:g}s")

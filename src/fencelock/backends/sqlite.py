@@ -67,6 +67,16 @@ def _boot_id() -> str:
         return "unknown-boot"
 
 
+def _create(path: str) -> None:
+    """Create the database file as the umask allows, if it is new.
+
+    SQLite alone creates it 0644 whatever the umask, so a group sharing a directory
+    (docs/backends.md) could never write it; its -wal and -shm files take its mode.
+    """
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+
+
 def _prepare(conn: sqlite3.Connection) -> None:
     if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
         conn.execute("PRAGMA journal_mode=WAL")
@@ -86,11 +96,12 @@ def database_path(parsed: ParsedURL) -> str:
     """``sqlite:///rel.db`` is relative to the working directory, ``sqlite:////abs.db`` absolute."""
     if parsed.hosts:
         raise ConfigError(
-            f"sqlite URL {parsed.raw!r} has a host; use sqlite:///relative.db or sqlite:////abs.db"
+            f"sqlite URL {parsed.redacted!r} has a host; "
+            "use sqlite:///relative.db or sqlite:////abs.db"
         )
     path = parsed.path[1:] if parsed.path.startswith("/") else parsed.path
     if not path:
-        raise ConfigError(f"sqlite URL {parsed.raw!r} names no file: use sqlite:///path/to.db")
+        raise ConfigError(f"sqlite URL {parsed.redacted!r} names no file: use sqlite:///path/to.db")
     return path
 
 
@@ -132,7 +143,7 @@ class SQLiteBackend:
 
     def __init__(self, parsed: ParsedURL) -> None:
         reject_unknown_options(parsed, {"busy_timeout"})
-        self.url = parsed.raw
+        self.url = parsed.redacted
         self.path = database_path(parsed)
         busy_timeout = number_option(parsed, "busy_timeout", 10.0)
         self._boot = _boot_id()
@@ -145,6 +156,7 @@ class SQLiteBackend:
         while True:
             try:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                _create(self.path)
                 conn = sqlite3.connect(
                     self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
                 )

@@ -269,6 +269,15 @@ class _Setup:
     params: dict[str, object] = field(default_factory=dict)
 
 
+def _send_spec(proc: subprocess.Popen[bytes], spec: ClientSpec) -> None:
+    """The client's settings on its stdin, not its command line: any user can read that
+    (``ps``), and the backend URL may hold a password."""
+    assert proc.stdin is not None
+    with contextlib.suppress(OSError):  # a client that died at once is noticed by _pump
+        proc.stdin.write(spec.to_json().encode() + b"\n")
+        proc.stdin.flush()
+
+
 class Runner:
     """The run's event loop; also the :class:`~fencelock.check.nemesis.Harness` nemeses use."""
 
@@ -385,13 +394,15 @@ class Runner:
         )
         with (setup.directory / f"client-{cid}.log").open("ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "fencelock.check.workloads", spec.to_json()],
+                # the history path only names the run in ps; the settings go to stdin
+                [sys.executable, "-m", "fencelock.check.workloads", spec.history],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
                 start_new_session=True,
             )
         setup.reaper.watch(proc.pid)
+        _send_spec(proc, spec)
         assert proc.stdout is not None
         os.set_blocking(proc.stdout.fileno(), False)
         client = _Client(cid, proc)

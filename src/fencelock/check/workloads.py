@@ -74,7 +74,7 @@ CREATE TABLE commits (
 
 @dataclass(frozen=True)
 class ClientSpec:
-    """Everything one client process needs, passed as JSON on its command line."""
+    """Everything one client process needs, passed as one JSON line on its stdin."""
 
     client: int
     url: str
@@ -384,10 +384,13 @@ def _exit_when_orphaned() -> None:
     os._exit(3)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Process entry point: ``ready``, wait for ``go DEADLINE``, run until the deadline."""
-    args = sys.argv[1:] if argv is None else argv
-    spec = ClientSpec.from_json(args[0])
+def main() -> int:
+    """Process entry point: read the spec, ``ready``, wait for ``go DEADLINE``, run until then.
+
+    The spec (backend URL included) comes on stdin, never on the command line, which
+    any user can read; the one argument, the history path, only names the run in ``ps``.
+    """
+    spec = ClientSpec.from_json(sys.stdin.readline())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle
     logging.getLogger("fencelock").addHandler(logging.NullHandler())
     logging.getLogger("fencelock").propagate = False
