@@ -194,7 +194,7 @@ class AsyncRedisBackend:
         self._undoing: set[asyncio.Task[None]] = set()
 
     async def open(self) -> None:
-        with translated(self.where):
+        with translated(self.where, self.options.tls):
             await self.redis.ping()
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> AsyncRedisAttempt:
