@@ -254,6 +254,8 @@ def test_closing_leaves_no_sockets_or_tasks(five_ports: list[int], name: str) ->
 
 
 shared_certs = test_redis_tls.certs  # the module's fixture ``certs``, used here too
+# A TLS handshake on a loaded 2-core machine can take far longer than a plain command.
+TLS_TIMEOUT = 3
 
 
 @pytest.fixture(scope="module")
@@ -266,7 +268,8 @@ def tls_nodes(module_servers: ServerPool, shared_certs: Certs) -> list[TLSRedisS
 
 def test_tls_nodes_with_the_ca_lock(tls_nodes: list[TLSRedisServer], name: str) -> None:
     ports = [node.port for node in tls_nodes]
-    url = redlock_url(ports, ssl_ca_certs=tls_nodes[0].certs.ca).replace("redlock:", "redlocks:")
+    url = redlock_url(ports, ssl_ca_certs=tls_nodes[0].certs.ca, timeout=TLS_TIMEOUT)
+    url = url.replace("redlock:", "redlocks:")
 
     async def twice() -> tuple[int, int]:
         async with fencelock.aconnect(url) as client:
@@ -280,7 +283,8 @@ def test_tls_nodes_with_the_ca_lock(tls_nodes: list[TLSRedisServer], name: str) 
 
 
 def test_tls_nodes_without_the_ca_fail_verification(tls_nodes: list[TLSRedisServer]) -> None:
-    url = redlock_url([node.port for node in tls_nodes]).replace("redlock:", "redlocks:")
+    url = redlock_url([node.port for node in tls_nodes], timeout=TLS_TIMEOUT)
+    url = url.replace("redlock:", "redlocks:")
     with (
         fencelock.connect(url) as client,
         pytest.raises(fencelock.BackendUnavailable) as caught,
