@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from fencelock import clock
+from fencelock import clock, forking
 from fencelock.engine import timing
 from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transition
 from fencelock.errors import LeaseLost
@@ -49,6 +50,8 @@ class LeaseBase:
         self._lost: threading.Event | None = None  # made on first wait_lost()
         self._callbacks: list[Callable[[LeaseBase], object]] = []
         self.schedule_version = 0
+        self._inherited = False  # a forked child's copy of its parent's lease
+        forking.register(self)
 
     def __repr__(self) -> str:
         return (
@@ -136,6 +139,20 @@ class LeaseBase:
                 self.trusted_until = timing.trusted_until(started, ttl)
         self.apply(LeaseEvent.RENEWED)
 
+    def _reset_after_fork(self) -> None:
+        """In a forked child: the parent holds this lease, this process does not.
+
+        It is lost here, without running the parent's callbacks, and neither renewed
+        nor released from here.
+        """
+        self._guard = threading.Lock()  # a parent thread may have held it
+        self._lost, self._callbacks, self._inherited = None, [], True
+        if is_live(self._state):
+            self._state = transition(self._state, LeaseEvent.FORKED)
+            self.lost_reason = (
+                f"held by process {os.getppid()}; a process forked from it holds none of its leases"
+            )
+
     def _notice_expiry(self) -> None:
         if is_live(self._state) and clock.now() >= self.trusted_until:
             self.apply(LeaseEvent.SAFE_TIME_PASSED, "its TTL ran out before it was renewed")
@@ -198,7 +215,7 @@ class Lease(LeaseBase):
         if self.released:
             return
         self._renewer.forget(self)
-        self._finish_release(self._backend.release(self.name, self.owner))
+        self._finish_release(not self._inherited and self._backend.release(self.name, self.owner))
 
 
 class AsyncLease(LeaseBase):
@@ -220,7 +237,9 @@ class AsyncLease(LeaseBase):
         if self.released:
             return
         self._renewer.forget(self)
-        self._finish_release(await self._backend.release(self.name, self.owner))
+        self._finish_release(
+            not self._inherited and await self._backend.release(self.name, self.owner)
+        )
 
 
 __all__ = ["AsyncLease", "Lease", "LeaseBase", "LeaseTerms"]
