@@ -211,10 +211,7 @@ class AsyncRenewer:
 
     def _reset_after_fork(self) -> None:
         """In a forked child: none of the parent's leases, and a task made on first use."""
-        if self._task is not None:
-            forking.abandon(self._task)  # with the parent's loop: never finalized here
-            with contextlib.suppress(RuntimeError):  # its loop was closed
-                self._task.cancel()  # in case this child goes on running that loop
+        forking.abandon(self._task)  # with the parent's loop: never finalized here
         self._schedule = Schedule()
         self._wake = asyncio.Event()
         self._task = None
