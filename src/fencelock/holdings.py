@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from fencelock import forking
 from fencelock.engine.lease_state import is_live
 from fencelock.errors import AlreadyHeld
 from fencelock.lease import LeaseBase, Tracker
@@ -31,6 +32,7 @@ class Holdings(Generic[L]):
         self._renewer = renewer
         self._mutex = threading.Lock()
         self._by_name: dict[str, dict[L, object]] = {}
+        forking.register(self)
 
     def refuse_reentry(self, name: str, holder: object) -> None:
         """Raise :class:`AlreadyHeld` if ``holder`` holds a live lease on ``name``."""
@@ -73,7 +75,7 @@ class Holdings(Generic[L]):
         with self._mutex:
             return [lease for holders in self._by_name.values() for lease in holders]
 
-    def reset(self) -> None:
-        """Forget every lease (a forked child inherits none of its parent's)."""
-        with self._mutex:
-            self._by_name = {}
+    def _reset_after_fork(self) -> None:
+        """A forked child holds none of its parent's leases."""
+        self._mutex = threading.Lock()
+        self._by_name = {}

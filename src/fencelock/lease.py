@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from fencelock import clock
+from fencelock import clock, forking
 from fencelock.engine import timing, trust
 from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transition
-from fencelock.errors import FencelockError, LeaseLost, NotHolder
+from fencelock.errors import FencelockError, LeaseLost
 
 if TYPE_CHECKING:
     from fencelock.backends.base import AsyncBackend, Backend
@@ -69,10 +69,12 @@ class LeaseBase:
         self._last_failure: str | None = None
         self._state = LeaseState.HELD
         self._given_back = False  # release() was called (a lost lease stays LOST)
-        self._pid = os.getpid()  # a forked child inherits the object, not the lease
         self._guard = threading.Lock()
         self._callbacks: list[Callable[[LeaseBase], object]] = []
+        self._lost_event: threading.Event | None = None  # made by Lease.wait_lost()
         self.schedule_version = 0
+        self._inherited = False  # a forked child's copy of its parent's lease
+        forking.register(self)
 
     def __repr__(self) -> str:
         return (
@@ -172,6 +174,21 @@ class LeaseBase:
             log.warning("fencelock: renewal of %r failed (will retry): %s", self.name, why)
         self.apply(LeaseEvent.RENEW_FAILED, why)
 
+    def _reset_after_fork(self) -> None:
+        """In a forked child: the parent holds this lease, this process does not.
+
+        It is lost here, without running the parent's callbacks, and neither renewed
+        nor released from here.
+        """
+        self._guard = threading.Lock()  # a parent thread may have held it
+        self._callbacks, self._inherited = [], True
+        self._lost_event = None
+        if is_live(self._state):
+            self._state = transition(self._state, LeaseEvent.FORKED)
+            self.lost_reason = (
+                f"held by process {os.getppid()}; a process forked from it holds none of its leases"
+            )
+
     def _notice_expiry(self) -> None:
         if is_live(self._state) and clock.now() >= self.trusted_until:
             self.expired("its TTL ran out before it was renewed")
@@ -182,15 +199,7 @@ class LeaseBase:
         except Exception:
             log.exception("fencelock: on_lost callback for %r failed", self.name)
 
-    def _not_this_process(self) -> NotHolder:
-        return NotHolder(
-            f"lease on {self.name!r} (token {self.token}) was taken by process "
-            f"{self._pid}; a forked child cannot extend or release it"
-        )
-
     def _extend_ttl(self, ttl: float | None) -> float:
-        if os.getpid() != self._pid:
-            raise self._not_this_process()
         new_ttl = self.ttl if ttl is None else timing.validate_ttl(ttl)
         self.check()
         return new_ttl
@@ -202,8 +211,6 @@ class LeaseBase:
 
     def _begin_release(self) -> bool:
         """Whether to go on releasing (not twice); the caller then stops tracking it."""
-        if os.getpid() != self._pid:
-            raise self._not_this_process()
         with self._guard:
             first, self._given_back = not self._given_back, True
         return first
@@ -239,7 +246,6 @@ class Lease(LeaseBase):
         super().__init__(terms)
         self._backend, self._tracker = backend, tracker
         self._one_request = threading.Lock()
-        self._lost_event: threading.Event | None = None
 
     def extend(self, ttl: float | None = None) -> None:
         """Extend the lease to ``ttl`` seconds from now (default: its TTL).
@@ -263,11 +269,12 @@ class Lease(LeaseBase):
             return
         self._tracker.forget(self)
         lost_before = self.lost
-        outcome: bool | FencelockError
-        try:
-            outcome = self._backend.release(self.name, self.owner)
-        except FencelockError as exc:
-            outcome = exc
+        outcome: bool | FencelockError = False  # an inherited lease stays the parent's
+        if not self._inherited:
+            try:
+                outcome = self._backend.release(self.name, self.owner)
+            except FencelockError as exc:
+                outcome = exc
         self._finish_release(outcome, lost_before)
 
     def wait_lost(self, timeout: float | None = None) -> bool:
@@ -329,11 +336,12 @@ class AsyncLease(LeaseBase):
             return
         self._tracker.forget(self)
         lost_before = self.lost
-        outcome: bool | FencelockError
-        try:
-            outcome = await self._backend.release(self.name, self.owner)
-        except FencelockError as exc:
-            outcome = exc
+        outcome: bool | FencelockError = False  # an inherited lease stays the parent's
+        if not self._inherited:
+            try:
+                outcome = await self._backend.release(self.name, self.owner)
+            except FencelockError as exc:
+                outcome = exc
         self._finish_release(outcome, lost_before)
 
     async def wait_lost(self, timeout: float | None = None) -> bool:

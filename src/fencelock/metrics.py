@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
+from fencelock import forking
+
 
 class Counters:
     """Thread-safe named counters."""
@@ -12,6 +14,10 @@ class Counters:
     def __init__(self) -> None:
         self._counts: Counter[str] = Counter()
         self._guard = threading.Lock()
+        forking.register(self)
+
+    def _reset_after_fork(self) -> None:
+        self._guard = threading.Lock()  # a parent thread may have held it; counts go on
 
     def add(self, name: str, amount: int = 1) -> None:
         with self._guard:

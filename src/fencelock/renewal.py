@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Generic, TypeVar
 
-from fencelock import clock
+from fencelock import clock, forking
 from fencelock.backends.base import AsyncBackend, Backend
 from fencelock.engine import renewal as plan
 from fencelock.engine.lease_state import is_live
@@ -125,6 +125,16 @@ class Renewer:
         self._wakes_at = -math.inf  # when the thread's current sleep ends (-inf: awake)
         # Renew calls run here so a call stuck on a hung server can be abandoned.
         self._calls = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fencelock-renew")
+        forking.register(self)
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: no thread yet, fresh locks, and none of the parent's leases."""
+        self._schedule = Schedule()
+        self._wake = threading.Condition()
+        self._thread = None
+        self._wakes_at = -math.inf
+        # The parent's pool has no threads here; work queued on it would never run.
+        self._calls = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fencelock-renew")
 
     def track(self, lease: Lease) -> None:
         with self._wake:
@@ -192,6 +202,15 @@ class AsyncRenewer:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._wakes_at = -math.inf  # when the task's current sleep ends (-inf: awake)
+        forking.register(self)
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: none of the parent's leases, and a task made on first use."""
+        forking.abandon(self._task)  # with the parent's loop: never finalized here
+        self._schedule = Schedule()
+        self._wake = asyncio.Event()
+        self._task = None
+        self._wakes_at = -math.inf
 
     def track(self, lease: AsyncLease) -> None:
         due = first_due(lease, clock.now())

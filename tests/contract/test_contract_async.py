@@ -80,11 +80,12 @@ def test_async_waiter_wakes_on_release(backend: BackendCase, name: str) -> None:
 def test_async_renewer_keeps_and_loses(backend: BackendCase, name: str) -> None:
     async def main() -> None:
         async with fencelock.aconnect(backend.url) as client:
-            kept = await client.lock(name, ttl=0.3).acquire()
+            # renewed every 0.5 s, so a loaded machine has room; kept past 3 TTLs of dropped
+            kept = await client.lock(name, ttl=1.5).acquire()
             dropped = await client.lock(name + "x", ttl=0.3, renew=False).acquire()
             lost: list[str] = []
             dropped.on_lost(lambda lease: lost.append(lease.name))
-            await asyncio.sleep(0.8)
+            await asyncio.sleep(1.0)
             assert not kept.lost and dropped.lost and lost == [name + "x"]
             with pytest.raises(fencelock.LeaseLost):
                 dropped.check()

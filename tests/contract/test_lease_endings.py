@@ -184,8 +184,9 @@ def test_a_forked_child_cannot_release_its_parents_lease(
     if pid == 0:  # the child: refuse, and leave the parent's lease alone
         code = 1
         try:
+            assert lease.lost and not client.held()
             lease.release()
-        except fencelock.NotHolder:
+        except fencelock.LeaseLost:
             code = 0
         except BaseException:
             code = 2

@@ -15,6 +15,8 @@ import socket
 import sys
 import tempfile
 
+from fencelock import forking
+
 _ABSTRACT = sys.platform.startswith("linux")
 
 
@@ -32,6 +34,12 @@ class Doorbell:
         self.address = _new_address()
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sock.bind(self.address)
+        forking.register(self)
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: drop its copy of the parent's waiter's socket (no shutdown,
+        which would reach the parent's), so a ring fails once that waiter is gone."""
+        self._sock.close()
 
     def wait(self, timeout: float) -> bool:
         """True if rung before ``timeout`` seconds passed; drains extra rings."""

@@ -1,14 +1,18 @@
 """``memory://[store]``: leases inside one process, for tests and single-process apps.
 
-Clients that name the same store share it. Nothing survives the process.
+Clients that name the same store share it. Nothing survives the process, and
+nothing crosses a fork: a forked child starts with no stores, and a client it
+inherited from its parent refuses to work (ConfigError) rather than hand out
+leases and tokens that its parent and siblings hand out too.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 
-from fencelock import clock
+from fencelock import clock, forking
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
 from fencelock.engine.urls import ParsedURL, reject_unknown_options
 from fencelock.errors import ConfigError
@@ -29,13 +33,23 @@ class _Store:
         self.changed = threading.Condition()
 
 
-_STORES: dict[str, _Store] = {}
-_STORES_LOCK = threading.Lock()
+class _Stores:
+    """This process's stores by name."""
+
+    def __init__(self) -> None:
+        self._reset_after_fork()
+        forking.register(self)
+
+    def _reset_after_fork(self) -> None:
+        self._by_name: dict[str, _Store] = {}
+        self._guard = threading.Lock()
+
+    def get(self, key: str) -> _Store:
+        with self._guard:
+            return self._by_name.setdefault(key, _Store())
 
 
-def _store(key: str) -> _Store:
-    with _STORES_LOCK:
-        return _STORES.setdefault(key, _Store())
+_STORES = _Stores()
 
 
 class MemoryAttempt:
@@ -79,23 +93,42 @@ class MemoryBackend:
         if parsed.hosts and len(parsed.hosts) > 1:
             raise ConfigError(f"memory:// takes one store name, got {parsed.redacted!r}")
         self.url = parsed.redacted
-        self._store = _store(parsed.hosts[0][0] if parsed.hosts else "")
+        self._store = _STORES.get(parsed.hosts[0][0] if parsed.hosts else "")
+        self._created_in = os.getpid()
+        self._forked = False
+        forking.register(self)
+
+    def _reset_after_fork(self) -> None:
+        self._forked = True
+
+    def _here(self) -> _Store:
+        """The store, unless this is a forked child's copy of its parent's client."""
+        if self._forked:
+            raise ConfigError(
+                f"this {self.url} client was connected in process {self._created_in}, and "
+                f"memory:// leases live in one process only: process {os.getpid()} was forked "
+                "from it. Connect in the child, or use sqlite:// or redis:// to lock "
+                "across processes"
+            )
+        return self._store
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> MemoryAttempt:
-        return MemoryAttempt(self._store, name, owner, ttl)
+        return MemoryAttempt(self._here(), name, owner, ttl)
 
     def release(self, name: str, owner: str) -> bool:
-        with self._store.changed:
-            slot = self._store.slots.get(name)
+        store = self._here()
+        with store.changed:
+            slot = store.slots.get(name)
             if slot is None or slot.owner != owner or slot.expires_at <= clock.now():
                 return False
             slot.owner, slot.releases = None, slot.releases + 1
-            self._store.changed.notify_all()
+            store.changed.notify_all()
             return True
 
     def renew(self, name: str, owner: str, ttl: float) -> bool:
-        with self._store.changed:
-            slot = self._store.slots.get(name)
+        store = self._here()
+        with store.changed:
+            slot = store.slots.get(name)
             now = clock.now()
             if slot is None or slot.owner != owner or slot.expires_at <= now:
                 return False
@@ -103,14 +136,16 @@ class MemoryBackend:
             return True
 
     def inspect(self, name: str) -> LockInfo | None:
-        with self._store.changed:
-            slot = self._store.slots.get(name)
+        store = self._here()
+        with store.changed:
+            slot = store.slots.get(name)
             return None if slot is None else self._info(name, slot, clock.now())
 
     def list(self, prefix: str) -> list[LockInfo]:
-        with self._store.changed:
+        store = self._here()
+        with store.changed:
             now = clock.now()
-            infos = (self._info(n, s, now) for n, s in self._store.slots.items())
+            infos = (self._info(n, s, now) for n, s in store.slots.items())
             return sorted(
                 (i for i in infos if i.held and i.name.startswith(prefix)), key=lambda i: i.name
             )

@@ -14,7 +14,7 @@ from typing import Any
 
 import redis
 
-from fencelock import clock
+from fencelock import clock, forking
 from fencelock.backends.base import AttemptResult, Busy, LockInfo
 from fencelock.backends.redis_common import (
     DRIVER_ERRORS,
@@ -100,13 +100,23 @@ class RedisBackend:
         self.url = parsed.redacted
         self.options = redis_options(parsed)
         self.where = self.options.where
-        self.redis: Any = redis.Redis(**self.options.client_kwargs())
+        self._wait_after = wait_after(self.options)
+        self._connect()
         with translated(self.where, self.options.tls):
             self.redis.ping()
+        forking.register(self)
+
+    def _connect(self) -> None:
+        """This process's client, script connections and wake-up listener (none opened yet)."""
+        self.redis: Any = redis.Redis(**self.options.client_kwargs())
         self.wire = Wire(self.redis)
-        self._wait_after = wait_after(self.options)
         self.listener = WakeListener(self.redis, self.where, self.options.timeout)
-        self._closed = threading.Event()
+        self._closed = threading.Event()  # stops this process's undo threads
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: the parent's sockets, channel and threads stay the parent's."""
+        forking.abandon(self.redis, self.wire, self.listener)
+        self._connect()
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> RedisAttempt:
         return RedisAttempt(self, name, owner, ttl, fair)

@@ -9,7 +9,7 @@ from typing import Any
 import redis.asyncio
 from redis.exceptions import ResponseError
 
-from fencelock import clock
+from fencelock import clock, forking
 from fencelock.backends.base import AttemptResult, Busy, LockInfo
 from fencelock.backends.redis_common import (
     DRIVER_ERRORS,
@@ -187,15 +187,28 @@ class AsyncRedisBackend:
         self.url = parsed.redacted
         self.options = redis_options(parsed)
         self.where = self.options.where
+        self._wait_after = wait_after(self.options)
+        self._connect()
+        forking.register(self)
+
+    def _connect(self) -> None:
+        """This process's client, script connections and wake-up listener (none opened yet)."""
         self.redis: Any = redis.asyncio.Redis(**self.options.client_kwargs(asyncio=True))
         self.wire = AsyncWire(self.redis)
-        self._wait_after = wait_after(self.options)
         self.listener = AsyncWakeListener(self.redis, self.where, self.options.timeout)
         self._undoing: set[asyncio.Task[None]] = set()
 
     async def open(self) -> None:
         with translated(self.where, self.options.tls):
             await self.redis.ping()
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: the parent's connections and tasks (on its loop) stay its own.
+
+        Finalized here, they would unregister their sockets from the parent's epoll set.
+        """
+        forking.abandon(self.redis, self.wire, self.listener, self._undoing)
+        self._connect()
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> AsyncRedisAttempt:
         return AsyncRedisAttempt(self, name, owner, ttl, fair)

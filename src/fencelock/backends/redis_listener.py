@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import secrets
 import threading
 import time
@@ -114,41 +113,19 @@ def subscribing(where: str) -> Iterator[None]:
 
 
 class WakeListener:
-    """The sync client's subscription to its own channel, and its waiters by owner.
-
-    A forked child starts afresh (a channel and a listener thread of its own): the
-    parent's thread does not exist in it, and the parent would receive its wake-ups.
-    """
+    """The sync client's subscription to its own channel, and its waiters by owner."""
 
     def __init__(self, client: Any, where: str, timeout: float = CONFIRM_TIMEOUT) -> None:
         self._client, self._where, self._timeout = client, where, timeout
-        self._start()
-
-    def _start(self) -> None:
-        self._pid = os.getpid()
-        self._channel = new_channel()
+        self.channel = new_channel()
         self._pubsub: Any = None
         self._thread: threading.Thread | None = None
         self._guard = threading.Lock()
         self._changed = threading.Condition()
         self._subscribed = threading.Event()
         self._error: BaseException | None = None
-        self._wakeups = Wakeups(threading.Event, threading.Lock())
+        self.wakeups = Wakeups(threading.Event, threading.Lock())
         self._closed = False
-
-    def _forked(self) -> None:
-        if self._pid != os.getpid():
-            self._start()  # the parent's pub/sub connection is left to the parent
-
-    @property
-    def channel(self) -> str:
-        self._forked()
-        return self._channel
-
-    @property
-    def wakeups(self) -> Wakeups[threading.Event]:
-        self._forked()
-        return self._wakeups
 
     def ensure_listening(self) -> bool:
         """Subscribe if not subscribed; True if it was not (a wake-up may have been missed).
@@ -156,7 +133,6 @@ class WakeListener:
         Raises BackendUnavailable if the server refuses the subscription (ACL) or
         does not confirm it within the client's timeout.
         """
-        self._forked()
         if self._subscribed.is_set():
             return False
         with self._changed:
@@ -165,7 +141,7 @@ class WakeListener:
             if self._pubsub is None:
                 pubsub = self._client.pubsub()
                 with subscribing(self._where):
-                    pubsub.subscribe(self._channel)
+                    pubsub.subscribe(self.channel)
                 self._pubsub = pubsub
                 self._thread = threading.Thread(
                     target=self._listen,
@@ -203,20 +179,18 @@ class WakeListener:
                     self._subscribed.clear()
                     self._error = exc
                     self._changed.notify_all()
-                self._wakeups.wake_all()
+                self.wakeups.wake_all()
                 if refused:
                     return
                 time.sleep(0.1)
                 continue
             if message is not None:
-                on_message(message, self._subscribed, self._wakeups)
+                on_message(message, self._subscribed, self.wakeups)
                 if message["type"] == "subscribe":
                     with self._changed:
                         self._changed.notify_all()
 
     def close(self) -> None:
-        if self._pid != os.getpid():
-            return
         self._closed = True
         if self._thread is not None:
             self._thread.join(2)

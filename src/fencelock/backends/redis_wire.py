@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -96,14 +95,12 @@ class Wire:
     """Run scripts on dedicated connections made by a ``redis.Redis`` client's pool.
 
     Each call checks a connection out (a list pop: threads never share one) and
-    back in. A connection that failed in any way but an error reply is closed. A
-    forked child never uses its parent's connections (their replies would mix).
+    back in. A connection that failed in any way but an error reply is closed.
     """
 
     def __init__(self, client: Any) -> None:
         self._make = client.connection_pool.make_connection
         self._idle: list[tuple[Any, float]] = []
-        self._pid = os.getpid()
 
     def run(self, script: Script, command: bytes) -> Any:
         return self.run_then(script, command, _nothing)[0]
@@ -129,8 +126,6 @@ class Wire:
         return reply, followed
 
     def _checkout(self) -> Any:
-        if self._pid != os.getpid():
-            self._idle, self._pid = [], os.getpid()  # the parent's: leave them open for it
         try:
             conn, idle_since = self._idle.pop()
         except IndexError:

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import redis.asyncio
 
-from fencelock import clock
+from fencelock import clock, forking
 from fencelock.backends.base import Acquired, AttemptResult, LockInfo
 from fencelock.backends.redis_common import (
     LockKeys,
@@ -135,13 +135,26 @@ class AsyncRedlockBackend:
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.url = parsed.redacted
-        self.nodes = [Node(options) for options in node_options(parsed)]
-        self.links = [node.link for node in self.nodes]
+        self._options = node_options(parsed)
+        self._connect()
         self.timeout = self.nodes[0].options.timeout
         self._quorum = plan.quorum(len(self.nodes))
         # Owners given up (released or abandoned): a phase-1 win for one of them that
         # arrives late left a key behind, and is undone at once.
         self._finished: OrderedDict[str, None] = OrderedDict()
+        self._closed = False
+        forking.register(self)
+
+    def _connect(self) -> None:
+        """This process's connections to the nodes (none opened yet)."""
+        self.nodes = [Node(options) for options in self._options]
+        self.links = [node.link for node in self.nodes]
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: the parent's connections (on its loop) stay its own."""
+        if not self._closed:
+            forking.abandon(self.nodes)
+            self._connect()
 
     async def open(self) -> None:
         """Nodes are dialled on first use: Redlock works on with a minority of them down."""
@@ -289,6 +302,7 @@ class AsyncRedlockBackend:
         return [i for i in infos if i is not None and i.held]
 
     async def close(self) -> None:
+        self._closed = True
         await asyncio.gather(*(node.close() for node in self.nodes), return_exceptions=True)
 
 

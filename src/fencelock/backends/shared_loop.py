@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import threading
-import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from fencelock import forking
 from fencelock.backends.base import AsyncAttempt, AsyncBackend, AttemptResult, LockInfo
 from fencelock.errors import BackendUnavailable
 
@@ -202,8 +201,7 @@ class SharedLoopBackend:
     """Runs an :class:`AsyncBackend` (created on its loop) behind the sync protocol.
 
     A forked child gets a loop and a backend of its own on first use: the parent's
-    share their epoll set and sockets with the parent, so replies would mix. The
-    parent's are left alone (closing them would unregister the parent's sockets).
+    share their epoll set and sockets with the parent, so replies would mix.
     """
 
     def __init__(self, make: Callable[[], AsyncBackend]) -> None:
@@ -211,6 +209,7 @@ class SharedLoopBackend:
         self._loop = SharedLoop()
         self._inner: AsyncBackend | None = None
         self._making = threading.Lock()
+        self._closed = False
         try:
             inner = self._backend()
         except BaseException:
@@ -218,7 +217,7 @@ class SharedLoopBackend:
             raise
         self.url = inner.url
         self.supports_fair = inner.supports_fair
-        _LIVE.add(self)
+        forking.register(self)
 
     def _backend(self) -> AsyncBackend:
         inner = self._inner
@@ -229,9 +228,12 @@ class SharedLoopBackend:
                 inner = self._inner
         return inner
 
-    def _forked(self) -> None:
-        """In a forked child: forget the parent's loop and backend, without closing them."""
-        _FORSAKEN.append((self._loop, self._inner))
+    def _reset_after_fork(self) -> None:
+        """In a forked child: leave the parent's loop and backend to it, without closing them
+        (an event loop closes itself when collected, unregistering the parent's sockets)."""
+        if self._closed:
+            return  # a closed client stays closed: its loop says so
+        forking.abandon(self._loop, self._inner)
         self._loop, self._inner, self._making = SharedLoop(), None, threading.Lock()
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> SharedLoopAttempt:
@@ -254,27 +256,13 @@ class SharedLoopBackend:
         return self._loop.run(inner.list(prefix))
 
     def close(self) -> None:
-        _LIVE.discard(self)
+        self._closed = True
         inner = self._inner
         try:
             if inner is not None:
                 self._loop.run(inner.close())
         finally:
             self._loop.stop()
-
-
-# A forked child's copies of its parents' loops and backends: never closed, never
-# collected (an event loop closes itself when collected).
-_FORSAKEN: list[tuple[SharedLoop, AsyncBackend | None]] = []
-_LIVE: weakref.WeakSet[SharedLoopBackend] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for backend in list(_LIVE):
-        backend._forked()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 async def _construct(make: Any) -> AsyncBackend:

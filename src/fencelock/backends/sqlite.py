@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from fencelock import clock
+from fencelock import clock, forking
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
 from fencelock.backends.doorbell import Doorbell, Ringer
 from fencelock.engine.urls import ParsedURL, number_option, reject_unknown_options
@@ -145,11 +145,30 @@ class SQLiteBackend:
         reject_unknown_options(parsed, {"busy_timeout"})
         self.url = parsed.redacted
         self.path = database_path(parsed)
-        busy_timeout = number_option(parsed, "busy_timeout", 10.0)
+        self._busy_timeout = number_option(parsed, "busy_timeout", 10.0)
         self._boot = _boot_id()
         self._mutex = threading.RLock()
         self._ringer = Ringer()
-        self._conn = self._open(busy_timeout)
+        self._conn: sqlite3.Connection | None = self._open(self._busy_timeout)
+        self._closed = False
+        forking.register(self)
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: a connection of its own on first use.
+
+        SQLite forbids carrying a connection across fork() ("How To Corrupt An SQLite
+        Database File", 2.6): the parent's is abandoned here, neither used nor closed.
+        """
+        self._mutex = threading.RLock()
+        if not self._closed:
+            forking.abandon(self._conn)
+            self._conn = None
+
+    def _db(self) -> sqlite3.Connection:
+        """This process's connection (call with the mutex held)."""
+        if self._conn is None:
+            self._conn = self._open(self._busy_timeout)
+        return self._conn
 
     def _open(self, busy_timeout: float) -> sqlite3.Connection:
         deadline = time.monotonic() + busy_timeout
@@ -184,13 +203,14 @@ class SQLiteBackend:
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         with self._mutex, self._translated():
-            self._conn.execute("BEGIN IMMEDIATE")
+            conn = self._db()
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                yield self._conn
+                yield conn
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                conn.execute("ROLLBACK")
                 raise
-            self._conn.execute("COMMIT")
+            conn.execute("COMMIT")
 
     @contextlib.contextmanager
     def _translated(self) -> Iterator[None]:
@@ -242,7 +262,8 @@ class SQLiteBackend:
         """Ring the oldest waiter that still listens; drop the ones that died."""
         while True:
             with self._mutex, self._translated():
-                row = self._conn.execute(
+                conn = self._db()
+                row = conn.execute(
                     "SELECT address FROM fencelock_queue WHERE name = ? ORDER BY seq LIMIT 1",
                     (name,),
                 ).fetchone()
@@ -282,13 +303,14 @@ class SQLiteBackend:
 
     def inspect(self, name: str) -> LockInfo | None:
         with self._mutex, self._translated():
-            row = self._conn.execute(
+            conn = self._db()
+            row = conn.execute(
                 "SELECT name, owner, token, expires_at, boot FROM fencelock_leases WHERE name = ?",
                 (name,),
             ).fetchone()
             if row is None:
                 return None
-            (waiters,) = self._conn.execute(
+            (waiters,) = conn.execute(
                 "SELECT count(*) FROM fencelock_queue WHERE name = ?", (name,)
             ).fetchone()
         return self._info(row, clock.now(), int(waiters))
@@ -296,8 +318,8 @@ class SQLiteBackend:
     def list(self, prefix: str) -> list[LockInfo]:
         pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         with self._mutex, self._translated():
-            now = clock.now()
-            rows = self._conn.execute(
+            conn, now = self._db(), clock.now()
+            rows = conn.execute(
                 "SELECT name, owner, token, expires_at, boot FROM fencelock_leases "
                 f"WHERE name LIKE :pattern ESCAPE '\\' AND {_LIVE} ORDER BY name",
                 {"pattern": pattern, "boot": self._boot, "now": now},
@@ -319,5 +341,7 @@ class SQLiteBackend:
 
     def close(self) -> None:
         with self._mutex:
-            self._conn.close()
+            self._closed = True
+            if self._conn is not None:
+                self._conn.close()
         self._ringer.close()

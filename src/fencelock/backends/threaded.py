@@ -13,6 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from fencelock import forking
 from fencelock.backends.base import Attempt, AttemptResult, Backend, LockInfo
 
 T = TypeVar("T")
@@ -20,8 +21,16 @@ T = TypeVar("T")
 
 class _Pools:
     def __init__(self) -> None:
+        self._start()
+        forking.register(self)
+
+    def _start(self) -> None:
         self.ops = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fencelock-op")
         self.waits = ThreadPoolExecutor(max_workers=256, thread_name_prefix="fencelock-wait")
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: the parent's pools have no threads here; work would never run."""
+        self._start()
 
     async def run(self, pool: ThreadPoolExecutor, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(pool, fn)

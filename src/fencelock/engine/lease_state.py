@@ -2,7 +2,8 @@
 
 HELD      the lease is ours and was renewed in time
 AT_RISK   a renewal failed (server unreachable); still inside the safe time
-LOST      the safe time passed, or the server says another owner has it
+LOST      the safe time passed, or the server says another owner has it, or this is
+          a forked child's copy of its parent's lease
 RELEASED  we gave it back
 """
 
@@ -24,6 +25,7 @@ class LeaseEvent(Enum):
     RENEW_REJECTED = "renew rejected"
     SAFE_TIME_PASSED = "safe time passed"
     RELEASED = "released"
+    FORKED = "copied into a forked child"
 
 
 _S, _E = LeaseState, LeaseEvent
@@ -33,6 +35,7 @@ _LIVE = {
     _E.RENEW_REJECTED: _S.LOST,
     _E.SAFE_TIME_PASSED: _S.LOST,
     _E.RELEASED: _S.RELEASED,
+    _E.FORKED: _S.LOST,
 }
 TRANSITIONS: dict[LeaseState, dict[LeaseEvent, LeaseState]] = {
     _S.HELD: _LIVE,
