@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from types import FrameType
 
 import click
@@ -18,6 +19,7 @@ from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
 from fencelock.lease import Lease
 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_SEPARATOR = "--"
 
 
 class GroupStopper:
@@ -99,7 +101,54 @@ def run_locked(lease: Lease, command: tuple[str, ...], grace: float) -> int:
     return _exit_status(returncode)
 
 
-@click.command(context_settings={"allow_interspersed_args": False})
+class RunCommand(click.Command):
+    """Options may also stand between NAME and the ``--`` that starts CMD.
+
+    Without options after NAME, everything after NAME is CMD, as given: CMD keeps
+    its own options and its own ``--``.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        valued = {
+            opt
+            for p in self.params
+            if isinstance(p, click.Option) and not p.is_flag
+            for opt in p.opts
+        }
+        name_at = _next_positional(args, 0, valued)
+        ctx.allow_interspersed_args = _options_follow(args, name_at)
+        if ctx.allow_interspersed_args:
+            end = _next_positional(args, name_at + 1, valued)
+            if end == len(args) or args[end] != _SEPARATOR:
+                raise click.UsageError(
+                    f"options after NAME must end with {_SEPARATOR}: "
+                    f"fencelock run NAME [OPTIONS] {_SEPARATOR} CMD [ARG...]",
+                    ctx,
+                )
+        return super().parse_args(ctx, args)
+
+
+def _next_positional(args: Sequence[str], start: int, valued: set[str]) -> int:
+    """Index of the first argument from ``start`` that is not an option or its value
+    (a ``--`` counts as one); ``len(args)`` if there is none."""
+    at = start
+    while at < len(args):
+        arg = args[at]
+        if arg == _SEPARATOR or not arg.startswith("-") or arg == "-":
+            return at
+        at += 2 if arg in valued else 1
+    return len(args)
+
+
+def _options_follow(args: Sequence[str], name_at: int) -> bool:
+    """Whether an option, or the ``--``, comes right after NAME."""
+    if name_at + 1 >= len(args) or args[name_at] == _SEPARATOR:
+        return False
+    after = args[name_at + 1]
+    return after.startswith("-") and after != "-"
+
+
+@click.command(cls=RunCommand)
 @url_option
 @click.option(
     "--ttl",
@@ -111,7 +160,7 @@ def run_locked(lease: Lease, command: tuple[str, ...], grace: float) -> int:
 @click.option(
     "--wait",
     "wait",
-    type=float,
+    type=click.FloatRange(min=0),
     default=None,
     metavar="SECONDS",
     help="Give up after waiting this long for the lock (default: wait forever).",
@@ -119,7 +168,7 @@ def run_locked(lease: Lease, command: tuple[str, ...], grace: float) -> int:
 @click.option("--no-wait", is_flag=True, help="Try once; exit 75 at once if the lock is busy.")
 @click.option(
     "--grace",
-    type=float,
+    type=click.FloatRange(min=0),
     default=10.0,
     show_default=True,
     help="Seconds between SIGTERM and SIGKILL when the lease is lost.",
@@ -135,20 +184,14 @@ def run(
     name: str,
     command: tuple[str, ...],
 ) -> None:
-    """Hold lock NAME while COMMAND runs.
+    """Hold lock NAME while COMMAND runs: fencelock run [OPTIONS] NAME -- COMMAND...
 
     COMMAND gets FENCELOCK_TOKEN and FENCELOCK_NAME in its environment. Exits
     with COMMAND's status; 75 if the lock was not acquired; 76 if the lease was
     lost while COMMAND ran (COMMAND and its process group are then stopped).
     """
-    if command[:1] == ("--",):
-        command = command[1:]
-    if not command:
-        fail("no command given: fencelock run NAME -- CMD [ARG...]", exitcodes.USAGE)
     if no_wait and wait is not None:
         fail("--wait and --no-wait exclude each other", exitcodes.USAGE)
-    if grace < 0:
-        fail("--grace must be >= 0 seconds", exitcodes.USAGE)
     with errors_as_exit_codes():
         client = fencelock.connect(url)
         lease = client.lock(name, ttl=ttl).acquire(timeout=0 if no_wait else wait)
