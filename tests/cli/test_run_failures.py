@@ -138,3 +138,85 @@ def test_usage_errors_in_cli_words(env: dict[str, str], args: list[str], message
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_redis_dying_under_a_run_is_one_line_and_exit_76(
+    env: dict[str, str], redis: RedisServer, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pid"
+    url = ("--url", redis.url)
+    child = f"echo $$ > {pid_file}; exec sleep 300"
+    with runner(
+        env, "run", *url, "--ttl", "1", "--grace", "1", "r/a", "--", "sh", "-c", child
+    ) as proc:
+        pgid = read_pid(pid_file)
+        try:
+            redis.kill()
+            _, stderr = proc.communicate(timeout=DEADLINE)
+        finally:
+            kill_group(pgid)
+    assert proc.returncode == 76, stderr
+    assert "lost while the command ran" in one_line(stderr)
+
+
+def test_grace_ends_with_sigkill_for_a_command_that_ignores_sigterm(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pid"
+    child = f"trap '' TERM; echo $$ > {pid_file}; while :; do sleep 0.1; done"
+    args = ("run", "--ttl", "0.5", "--grace", "1", "j/grace", "--", "sh", "-c", child)
+    with runner(env, *args) as proc:
+        pgid = read_pid(pid_file)
+        try:
+            lose_lease(env, proc, "j/grace")
+            _, stderr = proc.communicate(timeout=DEADLINE)
+        finally:
+            kill_group(pgid)
+    assert proc.returncode == 76, stderr
+    assert not running(pgid)
+
+
+@pytest.mark.parametrize("ignores_term", [False, True])
+def test_what_cmd_left_in_its_group_is_stopped_before_the_release(
+    env: dict[str, str], tmp_path: Path, ignores_term: bool
+) -> None:
+    pid_file, log, writer = tmp_path / "pid", tmp_path / "log", tmp_path / "writer.sh"
+    trap = "trap '' TERM\n" if ignores_term else ""
+    loop = f"while :; do echo $FENCELOCK_TOKEN >> {log}; sleep 0.02; done"
+    writer.write_text(f"{trap}echo $$ > {pid_file}\n{loop}\n")
+    child = f"sh {writer} & while [ ! -s {pid_file} ]; do sleep 0.01; done"
+    # The grace is long for a writer that obeys SIGTERM: the run must not wait it out.
+    grace = "1" if ignores_term else str(DEADLINE * 2)
+    with runner(env, "run", "--grace", grace, "j/left", "--", "sh", "-c", child) as proc:
+        grandchild = read_pid(pid_file)
+        try:
+            _, stderr = proc.communicate(timeout=DEADLINE)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(grandchild, signal.SIGKILL)
+    assert proc.returncode == 0, stderr
+    assert not running(grandchild), "a process CMD left behind outlived the lease"
+    written = log.read_text()
+    second = fencelock_cmd(env, "run", "j/left", "--", "true")
+    assert second.returncode == 0
+    assert log.read_text() == written
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_second_signal_escalates_to_sigkill_after_the_grace(
+    env: dict[str, str], tmp_path: Path, signum: signal.Signals
+) -> None:
+    pid_file, got = tmp_path / "pid", tmp_path / "got"
+    child = f"trap 'echo >> {got}' TERM INT; echo $$ > {pid_file}; while :; do sleep 0.1; done"
+    with runner(env, "run", "--grace", "1", "j/twice", "--", "sh", "-c", child) as proc:
+        pgid = read_pid(pid_file)
+        try:
+            proc.send_signal(signum)
+            wait_until(got.exists, "CMD got the first signal")
+            proc.send_signal(signum)
+            _, stderr = proc.communicate(timeout=DEADLINE)
+        finally:
+            kill_group(pgid)
+    assert proc.returncode == 128 + signal.SIGKILL, stderr
+    assert not running(pgid)
+    assert status(env, "j/twice")["held"] is False

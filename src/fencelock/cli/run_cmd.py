@@ -4,93 +4,83 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import subprocess
 import sys
-import threading
-import time
 from collections.abc import Sequence
-from types import FrameType
+from subprocess import Popen
 
 import click
 
 import fencelock
 from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
+from fencelock.cli.process_group import ProcessGroup, spawn
+from fencelock.cli.run_signals import SignalRelay, Wakeup
+from fencelock.errors import FencelockError
 from fencelock.lease import Lease
 
-_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _SEPARATOR = "--"
-
-
-class GroupStopper:
-    """Stops CMD's whole process group: SIGTERM, then SIGKILL after ``grace`` seconds."""
-
-    def __init__(self, pgid: int, grace: float) -> None:
-        self.pgid, self.grace = pgid, grace
-        self.stopping = threading.Event()
-
-    def signal(self, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pgid, signum)
-
-    def stop(self) -> None:
-        if not self.stopping.is_set():
-            self.stopping.set()
-            self.signal(signal.SIGTERM)
-
-    def group_alive(self) -> bool:
-        try:
-            os.killpg(self.pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
-
-    def finish(self, started: float) -> None:
-        """After CMD exits: give the rest of its group the grace period, then SIGKILL."""
-        while self.group_alive() and time.monotonic() - started < self.grace:
-            time.sleep(0.02)
-        self.signal(signal.SIGKILL)
-
-
-def _spawn(command: tuple[str, ...], lease: Lease) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, FENCELOCK_TOKEN=str(lease.token), FENCELOCK_NAME=lease.name)
-    try:
-        return subprocess.Popen(command, env=env, start_new_session=True)
-    except OSError as exc:
-        lease.release()
-        fail(f"cannot run {command[0]!r}: {exc.strerror}", 127 if exc.errno == 2 else 126)
-
-
-def _forward_signals(stopper: GroupStopper) -> None:
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        stopper.signal(signum)
-
-    for signum in _FORWARDED:
-        signal.signal(signum, forward)
+# How often to look whether what CMD left in its group is gone: nothing signals that.
+_GROUP_POLL = 0.05
 
 
 def _exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def run_locked(lease: Lease, command: tuple[str, ...], grace: float) -> int:
+def _release_quietly(lease: Lease) -> None:
+    with contextlib.suppress(FencelockError):
+        lease.release()
+
+
+def _start(command: Sequence[str], lease: Lease) -> Popen[bytes]:
+    env = dict(os.environ, FENCELOCK_TOKEN=str(lease.token), FENCELOCK_NAME=lease.name)
+    try:
+        return spawn(command, env)
+    except OSError as exc:
+        _release_quietly(lease)
+        fail(f"cannot run {command[0]!r}: {exc.strerror}", 127 if exc.errno == 2 else 126)
+
+
+def _nap(returncode: int | None, group: ProcessGroup, lease: Lease) -> float | None:
+    """How long the main loop may sleep before it must look again."""
+    naps = [group.until_kill()]
+    if returncode is not None:
+        naps.append(_GROUP_POLL)
+    elif not lease.lost:
+        # Wake when the lease's safe time ends, even if the renewer is stuck.
+        naps.append(lease.remaining() + 0.001)
+    return min((nap for nap in naps if nap is not None), default=None)
+
+
+def supervise(
+    proc: Popen[bytes], group: ProcessGroup, lease: Lease, relay: SignalRelay, wakeup: Wakeup
+) -> int:
+    """Run until CMD has exited and nothing of its group runs any more.
+
+    Forwards signals, stops the group (SIGTERM, then SIGKILL after the grace) when
+    the lease is lost or once CMD has exited, and returns CMD's exit status.
+    """
+    while True:
+        relay.forward(group)
+        returncode = proc.poll()
+        if returncode is not None and group.settled():
+            return returncode
+        if returncode is not None or lease.lost:
+            group.terminate()
+        group.kill_if_due()
+        wakeup.sleep(_nap(returncode, group, lease))
+
+
+def run_locked(lease: Lease, command: Sequence[str], grace: float) -> int:
     """Run CMD under ``lease``; CMD's exit status, or LEASE_LOST if the lease was lost."""
-    proc = _spawn(command, lease)
-    stopper = GroupStopper(proc.pid, grace)
-    lost_at: list[float] = []
-
-    def stop_command(_lease: Lease) -> None:
-        lost_at.append(time.monotonic())
-        stopper.stop()
-
-    lease.on_lost(stop_command)
-    _forward_signals(stopper)
-    returncode = proc.wait()
-    if lost_at:
-        stopper.finish(lost_at[0])
+    relay, wakeup = SignalRelay(), Wakeup()
+    relay.install()
+    lease.on_lost(lambda _lease: wakeup.wake())
+    proc = _start(command, lease)
+    returncode = supervise(proc, ProcessGroup(proc.pid, grace), lease, relay, wakeup)
+    if lease.lost:
         reason = lease.lost_reason
-        with contextlib.suppress(fencelock.LeaseLost):
-            lease.release()
+        # Release whatever the cause of the loss: a dead server raises BackendUnavailable.
+        _release_quietly(lease)
         fail(
             f"lease on {lease.name!r} (token {lease.token}) lost while the command ran "
             f"({reason}); the command was stopped",
@@ -171,7 +161,7 @@ def _options_follow(args: Sequence[str], name_at: int) -> bool:
     type=click.FloatRange(min=0),
     default=10.0,
     show_default=True,
-    help="Seconds between SIGTERM and SIGKILL when the lease is lost.",
+    help="Seconds between SIGTERM and SIGKILL when CMD's process group is stopped.",
 )
 @click.argument("name")
 @click.argument("command", nargs=-1, required=True)
