@@ -220,3 +220,21 @@ def test_second_signal_escalates_to_sigkill_after_the_grace(
     assert proc.returncode == 128 + signal.SIGKILL, stderr
     assert not running(pgid)
     assert status(env, "j/twice")["held"] is False
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_while_waiting_for_the_lock(
+    env: dict[str, str], tmp_path: Path, signum: signal.Signals, code: int
+) -> None:
+    marker = tmp_path / "ran"
+    with runner(env, "run", "j/wait", "--", "sleep", "300") as holder:
+        wait_until(lambda: bool(status(env, "j/wait").get("held")), "j/wait held")
+        with runner(env, "run", "j/wait", "--", "touch", str(marker)) as waiter:
+            wait_until(lambda: status(env, "j/wait").get("waiters") == 1, "a waiter")
+            waiter.send_signal(signum)
+            _, stderr = waiter.communicate(timeout=DEADLINE)
+        holder.terminate()
+        holder.wait(DEADLINE)
+    assert waiter.returncode == code, stderr
+    assert "waiting for lock 'j/wait'" in one_line(stderr)
+    assert not marker.exists()

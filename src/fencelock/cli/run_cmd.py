@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from subprocess import Popen
@@ -13,7 +14,8 @@ import click
 import fencelock
 from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
 from fencelock.cli.process_group import ProcessGroup, spawn
-from fencelock.cli.run_signals import SignalRelay, Wakeup
+from fencelock.cli.run_signals import Interrupted, SignalRelay, Wakeup
+from fencelock.client import Client
 from fencelock.errors import FencelockError
 from fencelock.lease import Lease
 
@@ -22,8 +24,12 @@ _SEPARATOR = "--"
 _GROUP_POLL = 0.05
 
 
+def _signal_name(signum: int) -> str:
+    return signal.Signals(signum).name
+
+
 def _exit_status(returncode: int) -> int:
-    return 128 - returncode if returncode < 0 else returncode
+    return exitcodes.SIGNALLED - returncode if returncode < 0 else returncode
 
 
 def _release_quietly(lease: Lease) -> None:
@@ -31,7 +37,36 @@ def _release_quietly(lease: Lease) -> None:
         lease.release()
 
 
-def _start(command: Sequence[str], lease: Lease) -> Popen[bytes]:
+def _acquire(
+    url: str | None, name: str, ttl: float, timeout: float | None, relay: SignalRelay
+) -> tuple[Client, Lease]:
+    """Connect and take NAME. A signal meanwhile exits 128+N with nothing left held."""
+    relay.install()
+    lease: Lease | None = None
+    try:
+        with errors_as_exit_codes():
+            client = fencelock.connect(url)
+            lease = client.lock(name, ttl=ttl).acquire(timeout)
+        relay.hold()
+    except Interrupted as stop:
+        if lease is not None:
+            _release_quietly(lease)
+        fail(
+            f"interrupted by {_signal_name(stop.signum)} while waiting for lock {name!r}",
+            exitcodes.SIGNALLED + stop.signum,
+        )
+    return client, lease
+
+
+def _start(command: Sequence[str], lease: Lease, relay: SignalRelay) -> Popen[bytes]:
+    """Start CMD, unless a signal came since the lock was taken."""
+    if relay.pending:
+        _release_quietly(lease)
+        signum = relay.pending[0]
+        fail(
+            f"interrupted by {_signal_name(signum)} before the command started",
+            exitcodes.SIGNALLED + signum,
+        )
     env = dict(os.environ, FENCELOCK_TOKEN=str(lease.token), FENCELOCK_NAME=lease.name)
     try:
         return spawn(command, env)
@@ -70,12 +105,11 @@ def supervise(
         wakeup.sleep(_nap(returncode, group, lease))
 
 
-def run_locked(lease: Lease, command: Sequence[str], grace: float) -> int:
+def run_locked(lease: Lease, command: Sequence[str], grace: float, relay: SignalRelay) -> int:
     """Run CMD under ``lease``; CMD's exit status, or LEASE_LOST if the lease was lost."""
-    relay, wakeup = SignalRelay(), Wakeup()
-    relay.install()
+    wakeup = Wakeup()
     lease.on_lost(lambda _lease: wakeup.wake())
-    proc = _start(command, lease)
+    proc = _start(command, lease, relay)
     returncode = supervise(proc, ProcessGroup(proc.pid, grace), lease, relay, wakeup)
     if lease.lost:
         reason = lease.lost_reason
@@ -182,10 +216,9 @@ def run(
     """
     if no_wait and wait is not None:
         fail("--wait and --no-wait exclude each other", exitcodes.USAGE)
-    with errors_as_exit_codes():
-        client = fencelock.connect(url)
-        lease = client.lock(name, ttl=ttl).acquire(timeout=0 if no_wait else wait)
-    code = run_locked(lease, command, grace)
+    relay = SignalRelay()
+    client, lease = _acquire(url, name, ttl, 0 if no_wait else wait, relay)
+    code = run_locked(lease, command, grace, relay)
     client.close()
     sys.exit(code)
 

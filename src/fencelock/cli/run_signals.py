@@ -1,4 +1,4 @@
-"""Signals for ``fencelock run``: they go to CMD's group, and wake the main loop."""
+"""Signals for ``fencelock run``: they abort the wait for the lock, then go to CMD's group."""
 
 from __future__ import annotations
 
@@ -15,19 +15,37 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _STOPPING = (signal.SIGINT, signal.SIGTERM)
 
 
+class Interrupted(BaseException):
+    """A signal arrived while waiting for the lock.
+
+    A BaseException, like KeyboardInterrupt, so that no ``except Exception`` on the
+    way swallows it.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 class SignalRelay:
-    """SIGINT, SIGTERM and SIGHUP: recorded for the main loop to forward to CMD's group.
+    """SIGINT, SIGTERM and SIGHUP: raise :class:`Interrupted` until the lock is held,
+    then recorded for the main loop to forward to CMD's group.
 
     A second SIGINT or SIGTERM has the group SIGKILLed ``grace`` seconds after the first.
     """
 
     def __init__(self) -> None:
         self.pending: list[int] = []
+        self._waiting = True
         self._first_stop: float | None = None
 
     def install(self) -> None:
         for signum in FORWARDED:
             signal.signal(signum, self._handle)
+
+    def hold(self) -> None:
+        """The lock is held: from now on signals are recorded, not raised."""
+        self._waiting = False
 
     def forward(self, group: ProcessGroup) -> None:
         while self.pending:
@@ -43,6 +61,8 @@ class SignalRelay:
             group.kill_by(self._first_stop + group.grace)
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        if self._waiting:
+            raise Interrupted(signum)
         self.pending.append(signum)
 
 
