@@ -238,3 +238,49 @@ def test_signal_while_waiting_for_the_lock(
     assert waiter.returncode == code, stderr
     assert "waiting for lock 'j/wait'" in one_line(stderr)
     assert not marker.exists()
+
+
+def test_sigkilled_run_takes_its_command_down(env: dict[str, str], tmp_path: Path) -> None:
+    cmd_pid, grandchild_pid = tmp_path / "cmd", tmp_path / "grandchild"
+    child = f"sh -c 'echo $$ > {grandchild_pid}; exec sleep 300' & echo $$ > {cmd_pid}; wait"
+    with runner(env, "run", "j/kill9", "--", "sh", "-c", child) as proc:
+        pids = [read_pid(cmd_pid), read_pid(grandchild_pid)]
+        try:
+            proc.kill()
+            proc.wait(DEADLINE)
+            wait_until(lambda: not any(map(running, pids)), "CMD and its group died")
+        finally:
+            kill_group(pids[0])
+
+
+def test_cmd_dies_with_a_sigkilled_run_even_without_the_watchdog(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    cmd_pid = tmp_path / "cmd"
+    with runner(
+        env, "run", "j/pdeath", "--", "sh", "-c", f"echo $$ > {cmd_pid}; exec sleep 300"
+    ) as proc:
+        pid = read_pid(cmd_pid)
+        try:
+            (watchdog,) = [p for p in children(proc.pid) if b"read pgid" in cmdline(p)]
+            os.kill(watchdog, signal.SIGKILL)
+            proc.kill()
+            proc.wait(DEADLINE)
+            wait_until(lambda: not running(pid), "CMD died with fencelock (PR_SET_PDEATHSIG)")
+        finally:
+            kill_group(pid)
+
+
+def children(parent: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            if int(stat.read_text().rpartition(")")[2].split()[1]) == parent:
+                found.append(int(stat.parent.name))
+    return found
+
+
+def cmdline(pid: int) -> bytes:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    return b""

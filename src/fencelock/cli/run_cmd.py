@@ -13,7 +13,7 @@ import click
 
 import fencelock
 from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
-from fencelock.cli.process_group import ProcessGroup, spawn
+from fencelock.cli.process_group import ProcessGroup, Watchdog, spawn
 from fencelock.cli.run_signals import Interrupted, SignalRelay, Wakeup
 from fencelock.client import Client
 from fencelock.errors import FencelockError
@@ -109,8 +109,13 @@ def run_locked(lease: Lease, command: Sequence[str], grace: float, relay: Signal
     """Run CMD under ``lease``; CMD's exit status, or LEASE_LOST if the lease was lost."""
     wakeup = Wakeup()
     lease.on_lost(lambda _lease: wakeup.wake())
-    proc = _start(command, lease, relay)
-    returncode = supervise(proc, ProcessGroup(proc.pid, grace), lease, relay, wakeup)
+    watchdog = Watchdog()
+    try:
+        proc = _start(command, lease, relay)
+        watchdog.guard(proc.pid)
+        returncode = supervise(proc, ProcessGroup(proc.pid, grace), lease, relay, wakeup)
+    finally:
+        watchdog.dismiss()
     if lease.lost:
         reason = lease.lost_reason
         # Release whatever the cause of the loss: a dead server raises BackendUnavailable.
