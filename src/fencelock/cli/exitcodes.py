@@ -8,3 +8,4 @@ UNAVAILABLE = 69  # backend unreachable or refused us (EX_UNAVAILABLE)
 INTERNAL = 70  # a bug in fencelock (EX_SOFTWARE)
 NOT_ACQUIRED = 75  # lock busy with --no-wait, or --wait ran out (EX_TEMPFAIL)
 LEASE_LOST = 76  # the lease was lost while CMD ran; CMD was stopped
+SIGNALLED = 128  # + N: signal N ended `run`'s wait for the lock, or killed CMD

@@ -5,90 +5,121 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import sys
-import threading
-import time
-from types import FrameType
+from collections.abc import Sequence
+from subprocess import Popen
 
 import click
 
 import fencelock
 from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
+from fencelock.cli.process_group import ProcessGroup, Watchdog, spawn
+from fencelock.cli.run_signals import Interrupted, SignalRelay, Wakeup
+from fencelock.client import Client
+from fencelock.errors import FencelockError
 from fencelock.lease import Lease
 
-_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_SEPARATOR = "--"
+# How often to look whether what CMD left in its group is gone: nothing signals that.
+_GROUP_POLL = 0.05
 
 
-class GroupStopper:
-    """Stops CMD's whole process group: SIGTERM, then SIGKILL after ``grace`` seconds."""
-
-    def __init__(self, pgid: int, grace: float) -> None:
-        self.pgid, self.grace = pgid, grace
-        self.stopping = threading.Event()
-
-    def signal(self, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pgid, signum)
-
-    def stop(self) -> None:
-        if not self.stopping.is_set():
-            self.stopping.set()
-            self.signal(signal.SIGTERM)
-
-    def group_alive(self) -> bool:
-        try:
-            os.killpg(self.pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
-
-    def finish(self, started: float) -> None:
-        """After CMD exits: give the rest of its group the grace period, then SIGKILL."""
-        while self.group_alive() and time.monotonic() - started < self.grace:
-            time.sleep(0.02)
-        self.signal(signal.SIGKILL)
-
-
-def _spawn(command: tuple[str, ...], lease: Lease) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, FENCELOCK_TOKEN=str(lease.token), FENCELOCK_NAME=lease.name)
-    try:
-        return subprocess.Popen(command, env=env, start_new_session=True)
-    except OSError as exc:
-        lease.release()
-        fail(f"cannot run {command[0]!r}: {exc.strerror}", 127 if exc.errno == 2 else 126)
-
-
-def _forward_signals(stopper: GroupStopper) -> None:
-    def forward(signum: int, _frame: FrameType | None) -> None:
-        stopper.signal(signum)
-
-    for signum in _FORWARDED:
-        signal.signal(signum, forward)
+def _signal_name(signum: int) -> str:
+    return signal.Signals(signum).name
 
 
 def _exit_status(returncode: int) -> int:
-    return 128 - returncode if returncode < 0 else returncode
+    return exitcodes.SIGNALLED - returncode if returncode < 0 else returncode
 
 
-def run_locked(lease: Lease, command: tuple[str, ...], grace: float) -> int:
+def _release_quietly(lease: Lease) -> None:
+    with contextlib.suppress(FencelockError):
+        lease.release()
+
+
+def _acquire(
+    url: str | None, name: str, ttl: float, timeout: float | None, relay: SignalRelay
+) -> tuple[Client, Lease]:
+    """Connect and take NAME. A signal meanwhile exits 128+N with nothing left held."""
+    relay.install()
+    lease: Lease | None = None
+    try:
+        with errors_as_exit_codes():
+            client = fencelock.connect(url)
+            lease = client.lock(name, ttl=ttl).acquire(timeout)
+        relay.hold()
+    except Interrupted as stop:
+        if lease is not None:
+            _release_quietly(lease)
+        fail(
+            f"interrupted by {_signal_name(stop.signum)} while waiting for lock {name!r}",
+            exitcodes.SIGNALLED + stop.signum,
+        )
+    return client, lease
+
+
+def _start(command: Sequence[str], lease: Lease, relay: SignalRelay) -> Popen[bytes]:
+    """Start CMD, unless a signal came since the lock was taken."""
+    if relay.pending:
+        _release_quietly(lease)
+        signum = relay.pending[0]
+        fail(
+            f"interrupted by {_signal_name(signum)} before the command started",
+            exitcodes.SIGNALLED + signum,
+        )
+    env = dict(os.environ, FENCELOCK_TOKEN=str(lease.token), FENCELOCK_NAME=lease.name)
+    try:
+        return spawn(command, env)
+    except OSError as exc:
+        _release_quietly(lease)
+        fail(f"cannot run {command[0]!r}: {exc.strerror}", 127 if exc.errno == 2 else 126)
+
+
+def _nap(returncode: int | None, group: ProcessGroup, lease: Lease) -> float | None:
+    """How long the main loop may sleep before it must look again."""
+    naps = [group.until_kill()]
+    if returncode is not None:
+        naps.append(_GROUP_POLL)
+    elif not lease.lost:
+        # Wake when the lease's safe time ends, even if the renewer is stuck.
+        naps.append(lease.remaining() + 0.001)
+    return min((nap for nap in naps if nap is not None), default=None)
+
+
+def supervise(
+    proc: Popen[bytes], group: ProcessGroup, lease: Lease, relay: SignalRelay, wakeup: Wakeup
+) -> int:
+    """Run until CMD has exited and nothing of its group runs any more.
+
+    Forwards signals, stops the group (SIGTERM, then SIGKILL after the grace) when
+    the lease is lost or once CMD has exited, and returns CMD's exit status.
+    """
+    while True:
+        relay.forward(group)
+        returncode = proc.poll()
+        if returncode is not None and group.settled():
+            return returncode
+        if returncode is not None or lease.lost:
+            group.terminate()
+        group.kill_if_due()
+        wakeup.sleep(_nap(returncode, group, lease))
+
+
+def run_locked(lease: Lease, command: Sequence[str], grace: float, relay: SignalRelay) -> int:
     """Run CMD under ``lease``; CMD's exit status, or LEASE_LOST if the lease was lost."""
-    proc = _spawn(command, lease)
-    stopper = GroupStopper(proc.pid, grace)
-    lost_at: list[float] = []
-
-    def stop_command(_lease: Lease) -> None:
-        lost_at.append(time.monotonic())
-        stopper.stop()
-
-    lease.on_lost(stop_command)
-    _forward_signals(stopper)
-    returncode = proc.wait()
-    if lost_at:
-        stopper.finish(lost_at[0])
+    wakeup = Wakeup()
+    lease.on_lost(lambda _lease: wakeup.wake())
+    watchdog = Watchdog()
+    try:
+        proc = _start(command, lease, relay)
+        watchdog.guard(proc.pid)
+        returncode = supervise(proc, ProcessGroup(proc.pid, grace), lease, relay, wakeup)
+    finally:
+        watchdog.dismiss()
+    if lease.lost:
         reason = lease.lost_reason
-        with contextlib.suppress(fencelock.LeaseLost):
-            lease.release()
+        # Release whatever the cause of the loss: a dead server raises BackendUnavailable.
+        _release_quietly(lease)
         fail(
             f"lease on {lease.name!r} (token {lease.token}) lost while the command ran "
             f"({reason}); the command was stopped",
@@ -99,7 +130,54 @@ def run_locked(lease: Lease, command: tuple[str, ...], grace: float) -> int:
     return _exit_status(returncode)
 
 
-@click.command(context_settings={"allow_interspersed_args": False})
+class RunCommand(click.Command):
+    """Options may also stand between NAME and the ``--`` that starts CMD.
+
+    Without options after NAME, everything after NAME is CMD, as given: CMD keeps
+    its own options and its own ``--``.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        valued = {
+            opt
+            for p in self.params
+            if isinstance(p, click.Option) and not p.is_flag
+            for opt in p.opts
+        }
+        name_at = _next_positional(args, 0, valued)
+        ctx.allow_interspersed_args = _options_follow(args, name_at)
+        if ctx.allow_interspersed_args:
+            end = _next_positional(args, name_at + 1, valued)
+            if end == len(args) or args[end] != _SEPARATOR:
+                raise click.UsageError(
+                    f"options after NAME must end with {_SEPARATOR}: "
+                    f"fencelock run NAME [OPTIONS] {_SEPARATOR} CMD [ARG...]",
+                    ctx,
+                )
+        return super().parse_args(ctx, args)
+
+
+def _next_positional(args: Sequence[str], start: int, valued: set[str]) -> int:
+    """Index of the first argument from ``start`` that is not an option or its value
+    (a ``--`` counts as one); ``len(args)`` if there is none."""
+    at = start
+    while at < len(args):
+        arg = args[at]
+        if arg == _SEPARATOR or not arg.startswith("-") or arg == "-":
+            return at
+        at += 2 if arg in valued else 1
+    return len(args)
+
+
+def _options_follow(args: Sequence[str], name_at: int) -> bool:
+    """Whether an option, or the ``--``, comes right after NAME."""
+    if name_at + 1 >= len(args) or args[name_at] == _SEPARATOR:
+        return False
+    after = args[name_at + 1]
+    return after.startswith("-") and after != "-"
+
+
+@click.command(cls=RunCommand)
 @url_option
 @click.option(
     "--ttl",
@@ -111,7 +189,7 @@ def run_locked(lease: Lease, command: tuple[str, ...], grace: float) -> int:
 @click.option(
     "--wait",
     "wait",
-    type=float,
+    type=click.FloatRange(min=0),
     default=None,
     metavar="SECONDS",
     help="Give up after waiting this long for the lock (default: wait forever).",
@@ -119,10 +197,10 @@ def run_locked(lease: Lease, command: tuple[str, ...], grace: float) -> int:
 @click.option("--no-wait", is_flag=True, help="Try once; exit 75 at once if the lock is busy.")
 @click.option(
     "--grace",
-    type=float,
+    type=click.FloatRange(min=0),
     default=10.0,
     show_default=True,
-    help="Seconds between SIGTERM and SIGKILL when the lease is lost.",
+    help="Seconds between SIGTERM and SIGKILL when CMD's process group is stopped.",
 )
 @click.argument("name")
 @click.argument("command", nargs=-1, required=True)
@@ -135,24 +213,17 @@ def run(
     name: str,
     command: tuple[str, ...],
 ) -> None:
-    """Hold lock NAME while COMMAND runs.
+    """Hold lock NAME while COMMAND runs: fencelock run [OPTIONS] NAME -- COMMAND...
 
     COMMAND gets FENCELOCK_TOKEN and FENCELOCK_NAME in its environment. Exits
     with COMMAND's status; 75 if the lock was not acquired; 76 if the lease was
     lost while COMMAND ran (COMMAND and its process group are then stopped).
     """
-    if command[:1] == ("--",):
-        command = command[1:]
-    if not command:
-        fail("no command given: fencelock run NAME -- CMD [ARG...]", exitcodes.USAGE)
     if no_wait and wait is not None:
         fail("--wait and --no-wait exclude each other", exitcodes.USAGE)
-    if grace < 0:
-        fail("--grace must be >= 0 seconds", exitcodes.USAGE)
-    with errors_as_exit_codes():
-        client = fencelock.connect(url)
-        lease = client.lock(name, ttl=ttl).acquire(timeout=0 if no_wait else wait)
-    code = run_locked(lease, command, grace)
+    relay = SignalRelay()
+    client, lease = _acquire(url, name, ttl, 0 if no_wait else wait, relay)
+    code = run_locked(lease, command, grace, relay)
     client.close()
     sys.exit(code)
 
