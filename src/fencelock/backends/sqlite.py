@@ -13,6 +13,8 @@ Waiters queue a doorbell (:mod:`fencelock.backends.doorbell`) in the same
 transaction that found the lease busy. A release rings the oldest live waiter
 only (no thundering herd); a waiter that leaves the queue while the lease is
 free passes the ring on, so a wake-up is never swallowed by a departing waiter.
+Who may take a free lease while others wait is :mod:`fencelock.engine.handoff`'s
+rule (anyone, until the oldest waiter has waited 20 ms; ``fair``: only the oldest).
 """
 
 from __future__ import annotations
@@ -28,6 +30,14 @@ from pathlib import Path
 from fencelock import clock
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
 from fencelock.backends.doorbell import Doorbell, Ringer
+from fencelock.engine.handoff import (
+    Waiter,
+    alive_until,
+    busy_wait,
+    handoff,
+    oldest_live,
+    starvation_bound,
+)
 from fencelock.engine.urls import ParsedURL, number_option, reject_unknown_options
 from fencelock.errors import BackendUnavailable, ConfigError
 
@@ -45,6 +55,22 @@ CREATE TABLE IF NOT EXISTS fencelock_queue (
     address BLOB NOT NULL UNIQUE
 );
 CREATE INDEX IF NOT EXISTS fencelock_queue_name ON fencelock_queue (name, seq);
+"""
+
+# Columns the queue gained with the starvation bound: ALTER TABLE adds them to older files.
+_QUEUE_COLUMNS = {
+    "arrived": "REAL NOT NULL DEFAULT 0",
+    "alive_until": "REAL NOT NULL DEFAULT 0",
+}
+
+_QUEUE = """
+SELECT address, arrived, alive_until FROM fencelock_queue WHERE name = ? ORDER BY seq
+"""
+
+_JOIN = """
+INSERT INTO fencelock_queue (name, address, arrived, alive_until)
+VALUES (:name, :address, :now, :alive_until)
+ON CONFLICT (address) DO UPDATE SET alive_until = excluded.alive_until
 """
 
 _TAKE = """
@@ -76,6 +102,10 @@ def _prepare(conn: sqlite3.Connection) -> None:
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 conn.execute(statement)
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(fencelock_queue)")}
+        for column, declaration in _QUEUE_COLUMNS.items():
+            if column not in columns:
+                conn.execute(f"ALTER TABLE fencelock_queue ADD COLUMN {column} {declaration}")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
@@ -94,22 +124,47 @@ def database_path(parsed: ParsedURL) -> str:
     return path
 
 
+class _Waiters:
+    """The queue for one name, oldest first, read only as far as it is iterated."""
+
+    def __init__(self, conn: sqlite3.Connection, name: str) -> None:
+        self._conn, self._name = conn, name
+
+    def __iter__(self) -> Iterator[Waiter[bytes]]:
+        cursor = self._conn.execute(_QUEUE, (self._name,))
+        try:
+            for address, arrived, alive in cursor:
+                yield Waiter(bytes(address), float(arrived), float(alive))
+        finally:
+            cursor.close()  # a read left unfinished would hold its statement open
+
+
+def _drop(conn: sqlite3.Connection, addresses: tuple[bytes, ...]) -> None:
+    if addresses:
+        conn.executemany("DELETE FROM fencelock_queue WHERE address = ?", [(a,) for a in addresses])
+
+
 class SQLiteAttempt:
     """One acquisition; its doorbell and queue entry exist only once it has had to wait."""
 
-    def __init__(self, backend: SQLiteBackend, name: str, owner: str, ttl: float) -> None:
+    def __init__(
+        self, backend: SQLiteBackend, name: str, owner: str, ttl: float, bound: float
+    ) -> None:
         self._backend, self._name, self._owner, self._ttl = backend, name, owner, ttl
+        self._bound = bound
         self._doorbell: Doorbell | None = None
         self._queued = False
 
     def try_acquire(self) -> AttemptResult:
         address = None if self._doorbell is None else self._doorbell.address
-        result = self._backend.take(self._name, self._owner, self._ttl, address)
+        take = self._backend.take
+        result = take(self._name, self._owner, self._ttl, address, self._bound)
         if isinstance(result, Busy) and self._doorbell is None:
             # Queue a doorbell and look again in the same transaction, so that a
             # release between the two looks cannot go unnoticed.
             self._doorbell = Doorbell()
-            result = self._backend.take(self._name, self._owner, self._ttl, self._doorbell.address)
+            address = self._doorbell.address
+            result = take(self._name, self._owner, self._ttl, address, self._bound)
         self._queued = isinstance(result, Busy)
         return result
 
@@ -128,7 +183,7 @@ class SQLiteAttempt:
 class SQLiteBackend:
     """Leases in an SQLite file shared by the processes of one host."""
 
-    supports_fair = False
+    supports_fair = True
 
     def __init__(self, parsed: ParsedURL) -> None:
         reject_unknown_options(parsed, {"busy_timeout"})
@@ -190,27 +245,53 @@ class SQLiteBackend:
             ) from exc
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> SQLiteAttempt:
-        return SQLiteAttempt(self, name, owner, ttl)
+        return SQLiteAttempt(self, name, owner, ttl, starvation_bound(fair))
 
-    def take(self, name: str, owner: str, ttl: float, doorbell: bytes | None) -> AttemptResult:
-        """One transaction: take the lease, or queue ``doorbell`` and report the holder's TTL."""
+    def take(
+        self, name: str, owner: str, ttl: float, doorbell: bytes | None, bound: float
+    ) -> AttemptResult:
+        """One transaction: take the lease if it is free and the queue lets ``doorbell``
+        (None: not queued yet) have it; else queue ``doorbell`` and say how long to wait."""
         with self._transaction() as conn:
             now = clock.now()
-            params = {"name": name, "owner": owner, "expires_at": now + ttl, "boot": self._boot}
-            row = conn.execute(_TAKE, {**params, "now": now}).fetchone()
-            if row is not None:
-                if doorbell is not None:
-                    conn.execute("DELETE FROM fencelock_queue WHERE address = ?", (doorbell,))
-                return Acquired(int(row[0]))
+            if self._may_take(conn, name, doorbell, now, bound):
+                params = {"name": name, "owner": owner, "expires_at": now + ttl}
+                row = conn.execute(_TAKE, {**params, "boot": self._boot, "now": now}).fetchone()
+                if row is not None:
+                    if doorbell is not None:
+                        conn.execute("DELETE FROM fencelock_queue WHERE address = ?", (doorbell,))
+                    return Acquired(int(row[0]))
             if doorbell is not None:
-                conn.execute(
-                    "INSERT OR IGNORE INTO fencelock_queue (name, address) VALUES (?, ?)",
-                    (name, doorbell),
-                )
-            (expires_at,) = conn.execute(
-                "SELECT expires_at FROM fencelock_leases WHERE name = ?", (name,)
-            ).fetchone()
-            return Busy(max(float(expires_at) - now, 0.0))
+                params = {"name": name, "address": doorbell, "now": now}
+                conn.execute(_JOIN, {**params, "alive_until": alive_until(now)})
+            return Busy(busy_wait(self._holder_remaining(conn, name, now)))
+
+    def _may_take(
+        self, conn: sqlite3.Connection, name: str, doorbell: bytes | None, now: float, bound: float
+    ) -> bool:
+        """Whether the queue lets ``doorbell`` take a free lease; drops dead waiters ahead.
+
+        A free lease kept for a starving waiter rings it (a lease that expired, rather
+        than being released, woke nobody), and passes it over if nobody listens.
+        """
+        while True:
+            verdict = handoff(_Waiters(conn, name), doorbell, now, bound)
+            _drop(conn, verdict.expired)
+            if verdict.kept_for is None:
+                return True
+            if self._holder_remaining(conn, name, now) is not None:
+                return False  # busy anyway: its release will ring the head
+            if self._ringer.ring(verdict.kept_for.key):
+                return False  # free, and kept for the head, which is awake now
+            _drop(conn, (verdict.kept_for.key,))  # its process is gone
+
+    def _holder_remaining(self, conn: sqlite3.Connection, name: str, now: float) -> float | None:
+        """The holder's remaining TTL; None if the lease is free."""
+        row = conn.execute(
+            f"SELECT expires_at FROM fencelock_leases WHERE name = :name AND {_LIVE}",
+            {"name": name, "boot": self._boot, "now": now},
+        ).fetchone()
+        return None if row is None else float(row[0]) - now
 
     def leave_queue(self, name: str, address: bytes) -> None:
         """Remove a waiter; if the lease is free now, wake the next one in its place."""
@@ -227,17 +308,14 @@ class SQLiteBackend:
             self._wake_next(name)
 
     def _wake_next(self, name: str) -> None:
-        """Ring the oldest waiter that still listens; drop the ones that died."""
+        """Ring the oldest live waiter that still listens; drop the ones that died."""
         while True:
             with self._mutex, self._translated():
-                row = self._conn.execute(
-                    "SELECT address FROM fencelock_queue WHERE name = ? ORDER BY seq LIMIT 1",
-                    (name,),
-                ).fetchone()
-            if row is None or self._ringer.ring(bytes(row[0])):
+                head, _expired = oldest_live(_Waiters(self._conn, name), clock.now())
+            if head is None or self._ringer.ring(head.key):
                 return
             with self._transaction() as conn:
-                conn.execute("DELETE FROM fencelock_queue WHERE address = ?", (row[0],))
+                _drop(conn, (head.key,))
 
     def release(self, name: str, owner: str) -> bool:
         with self._transaction() as conn:
