@@ -22,3 +22,11 @@ def unsafe_increments(url: str, name: str, counter: str, rounds: int, log: str) 
                 end = clock.now()
             with open(log, "a") as out:
                 out.write(f"{start} {end} {lease.token}\n")
+
+
+def fair_waiter(url: str, name: str, index: int, log: str) -> None:
+    """Wait in line (fair) for ``name``; log ``index token`` once it is ours."""
+    with fencelock.connect(url) as client, client.lock(name, fair=True, timeout=30) as lease:
+        with open(log, "a") as out:
+            out.write(f"{index} {lease.token}\n")
+        time.sleep(0.005)
