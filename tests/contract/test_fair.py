@@ -27,7 +27,7 @@ from fencelock import clock
 from fencelock.backends.base import Acquired, Busy
 from fencelock.engine.handoff import STARVATION_BOUND, WAITER_LIVENESS
 from tests.contract.conftest import BackendCase
-from tests.contract.workers import fair_waiter
+from tests.contract.workers import fair_waiter, hold_and_hang
 
 
 class Joinable(Protocol):
@@ -180,3 +180,32 @@ def test_a_holder_that_asks_again_is_refused_once_the_oldest_waiter_starves(
     finally:
         holder.close()
         waiter.close()
+
+
+def test_an_expired_lease_passes_over_a_dead_waiter_at_once(
+    fair_client: fencelock.Client, backend: BackendCase, name: str, tmp_path: Path
+) -> None:
+    """The holder crashed (its lease expires, no release wakes anyone) and so did the
+    first waiter: the next one takes the lease when it expires, not 3 s later."""
+    if not backend.cross_process:
+        pytest.skip("needs a holder and a waiter in other processes")
+    expiry = tmp_path / "expires_at"
+    holder = multiprocessing.get_context("spawn").Process(
+        target=hold_and_hang, args=(backend.url, name, 1.5, str(expiry))
+    )
+    holder.start()
+    try:
+        deadline = time.monotonic() + 15
+        while not expiry.exists() or not expiry.read_text():
+            assert time.monotonic() < deadline, "the holder never took the lease"
+            time.sleep(0.01)
+        with first_in_line(backend, fair_client, name, tmp_path) as first:
+            first.kill()
+            first.join(5)
+            lease = fair_client.lock(name, ttl=30, fair=True).acquire(timeout=10)
+            late = clock.now() - float(expiry.read_text())
+            lease.release()
+    finally:
+        holder.kill()
+        holder.join(5)
+    assert late < 1.0, f"taken {late:.2f}s after the lease expired: the dead waiter held it"

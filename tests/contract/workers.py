@@ -30,3 +30,12 @@ def fair_waiter(url: str, name: str, index: int, log: str) -> None:
         with open(log, "a") as out:
             out.write(f"{index} {lease.token}\n")
         time.sleep(0.005)
+
+
+def hold_and_hang(url: str, name: str, ttl: float, log: str) -> None:
+    """Take ``name`` without renewal, log ``expires_at`` (host clock), then hang."""
+    client = fencelock.connect(url)
+    started = clock.now()
+    client.lock(name, ttl=ttl, renew=False).acquire(timeout=10)
+    Path(log).write_text(str(started + ttl))
+    time.sleep(3600)

@@ -83,6 +83,8 @@ WHERE owner IS NULL OR boot != excluded.boot OR expires_at <= :now
 RETURNING token
 """
 
+_MAX_CONTENDED = 1024
+
 _LIVE = "owner IS NOT NULL AND boot = :boot AND expires_at > :now"
 
 
@@ -156,6 +158,8 @@ class SQLiteAttempt:
         self._queued = False
 
     def try_acquire(self) -> AttemptResult:
+        if self._doorbell is None and self._name in self._backend.contended:
+            self._doorbell = Doorbell()  # likely to wait: queue in the first transaction
         address = None if self._doorbell is None else self._doorbell.address
         take = self._backend.take
         result = take(self._name, self._owner, self._ttl, address, self._bound)
@@ -193,6 +197,9 @@ class SQLiteBackend:
         self._boot = _boot_id()
         self._mutex = threading.RLock()
         self._ringer = Ringer()
+        # Names this client last saw waiters on: an attempt on one brings its doorbell
+        # to its first try, saving the second transaction of a try that has to queue.
+        self.contended: set[str] = set()
         self._conn = self._open(busy_timeout)
 
     def _open(self, busy_timeout: float) -> sqlite3.Connection:
@@ -254,7 +261,9 @@ class SQLiteBackend:
         (None: not queued yet) have it; else queue ``doorbell`` and say how long to wait."""
         with self._transaction() as conn:
             now = clock.now()
-            if self._may_take(conn, name, doorbell, now, bound):
+            verdict = handoff(_Waiters(conn, name), doorbell, now, bound)
+            _drop(conn, verdict.expired)
+            if verdict.may_take:
                 params = {"name": name, "owner": owner, "expires_at": now + ttl}
                 row = conn.execute(_TAKE, {**params, "boot": self._boot, "now": now}).fetchone()
                 if row is not None:
@@ -264,34 +273,35 @@ class SQLiteBackend:
             if doorbell is not None:
                 params = {"name": name, "address": doorbell, "now": now}
                 conn.execute(_JOIN, {**params, "alive_until": alive_until(now)})
-            return Busy(busy_wait(self._holder_remaining(conn, name, now)))
+            remaining, expired = self._holder(conn, name, now)
+        self._saw_waiters(name, True)
+        if expired and verdict.kept_for is not None:
+            self._wake(name, verdict.kept_for.key)
+        return Busy(busy_wait(remaining))
 
-    def _may_take(
-        self, conn: sqlite3.Connection, name: str, doorbell: bytes | None, now: float, bound: float
-    ) -> bool:
-        """Whether the queue lets ``doorbell`` take a free lease; drops dead waiters ahead.
+    def _wake(self, name: str, address: bytes) -> None:
+        """Ring the waiter a lease that expired is kept for (a release would have rung
+        it; an expiry rang nobody); if its process is gone, pass the lease on.
 
-        A free lease kept for a starving waiter rings it (a lease that expired, rather
-        than being released, woke nobody), and passes it over if nobody listens.
-        """
-        while True:
-            verdict = handoff(_Waiters(conn, name), doorbell, now, bound)
-            _drop(conn, verdict.expired)
-            if verdict.kept_for is None:
-                return True
-            if self._holder_remaining(conn, name, now) is not None:
-                return False  # busy anyway: its release will ring the head
-            if self._ringer.ring(verdict.kept_for.key):
-                return False  # free, and kept for the head, which is awake now
-            _drop(conn, (verdict.kept_for.key,))  # its process is gone
+        Only once our transaction is over: woken while we still held the write lock, the
+        waiter would meet SQLITE_BUSY, whose handler sleeps at least a millisecond."""
+        if not self._ringer.ring(address):
+            with self._transaction() as conn:
+                _drop(conn, (address,))
+            self._wake_next(name)
 
-    def _holder_remaining(self, conn: sqlite3.Connection, name: str, now: float) -> float | None:
-        """The holder's remaining TTL; None if the lease is free."""
+    def _holder(self, conn: sqlite3.Connection, name: str, now: float) -> tuple[float | None, bool]:
+        """The holder's remaining TTL (None: the lease is free), and whether the lease
+        expired without a release."""
         row = conn.execute(
-            f"SELECT expires_at FROM fencelock_leases WHERE name = :name AND {_LIVE}",
-            {"name": name, "boot": self._boot, "now": now},
+            "SELECT owner IS NULL, expires_at, boot FROM fencelock_leases WHERE name = ?", (name,)
         ).fetchone()
-        return None if row is None else float(row[0]) - now
+        if row is None or row[0]:
+            return None, False
+        _released, expires_at, boot = row
+        if boot == self._boot and expires_at > now:
+            return float(expires_at) - now, False
+        return None, True
 
     def leave_queue(self, name: str, address: bytes) -> None:
         """Remove a waiter; if the lease is free now, wake the next one in its place."""
@@ -312,10 +322,17 @@ class SQLiteBackend:
         while True:
             with self._mutex, self._translated():
                 head, _expired = oldest_live(_Waiters(self._conn, name), clock.now())
+            self._saw_waiters(name, head is not None)
             if head is None or self._ringer.ring(head.key):
                 return
             with self._transaction() as conn:
                 _drop(conn, (head.key,))
+
+    def _saw_waiters(self, name: str, seen: bool) -> None:
+        if not seen:
+            self.contended.discard(name)
+        elif len(self.contended) < _MAX_CONTENDED:
+            self.contended.add(name)
 
     def release(self, name: str, owner: str) -> bool:
         with self._transaction() as conn:
