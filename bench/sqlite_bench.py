@@ -237,9 +237,10 @@ def measure_uncontended(
 
 
 class FencelockLocker:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, fair: bool) -> None:
         self._client = fencelock.connect(sqlite_url(path))
-        self._lock = self._client.lock(LOCK_NAME, ttl=TTL, renew=True)
+        fair_option = {"fair": True} if fair else {}  # the keyword is refused where unsupported
+        self._lock = self._client.lock(LOCK_NAME, ttl=TTL, renew=True, **fair_option)
         self._lease: fencelock.Lease | None = None
 
     def acquire(self) -> int:
@@ -306,9 +307,13 @@ class Contender:
     path: Path
     poll_interval: float | None = None
 
+    @property
+    def fencelock(self) -> bool:
+        return self.key.startswith("fencelock")
+
     def locker(self) -> Locker:
-        if self.key == "fencelock":
-            return FencelockLocker(self.path)
+        if self.fencelock:
+            return FencelockLocker(self.path, fair=self.key == "fencelock-fair")
         if self.key.startswith("filelock"):
             return FileLockLocker(self.path, self.poll_interval)
         return FlockLocker(self.path)
@@ -327,18 +332,31 @@ class ContendedResult(Summary):
 def analyse(
     contender: Contender, reports: list[WorkerReport], settings: Settings
 ) -> ContendedResult:
-    summary = summarise(
-        reports, settings.workers, settings.contended_seconds, contender.key == "fencelock"
-    )
+    summary = summarise(reports, settings.workers, settings.contended_seconds, contender.fencelock)
     return ContendedResult(
         **vars(summary), key=contender.key, label=contender.label, wait=contender.wait
     )
+
+
+def supports_fair(tmp: Path) -> bool:
+    """Whether this fencelock offers fair=True on sqlite:// (it did not always)."""
+    with fencelock.connect(sqlite_url(tmp / "probe.db")) as client:
+        return bool(client.backend.supports_fair)
 
 
 def contenders(tmp: Path, versions: dict[str, str | None]) -> list[Contender]:
     found = [
         Contender("fencelock", "fencelock sqlite", "doorbell rung", tmp / "contended-fencelock.db")
     ]
+    if supports_fair(tmp):
+        found.append(
+            Contender(
+                "fencelock-fair",
+                "fencelock sqlite fair=True",
+                "doorbell rung, FIFO",
+                tmp / "contended-fencelock-fair.db",
+            )
+        )
     if versions.get("filelock") is not None:
         default_ms = filelock_default_poll_interval() * 1000
         found += [
@@ -404,16 +422,38 @@ def handoff_table(results: list[ContendedResult], settings: Settings) -> Table:
 def fairness_table(results: list[ContendedResult]) -> Table:
     table = new_table(
         "3. Contended: fairness, acquire() wait (ms), CPU and safety checks",
-        ("lock", "sections per worker", "Jain", "self re-acq", "wait p99", "wait max",
-         "CPU cores", "overlaps", "token inv.", "errors"),
+        ("lock", "sections per worker", "Jain", "spread", "self re-acq", "wait p99",
+         "wait max", "CPU cores", "overlaps", "token inv.", "errors"),
         left=2,
     )  # fmt: skip
     for c in results:
         table.add_row(
             c.label, " ".join(str(n) for n in c.per_worker), fmt_number(c.jain_index, "{:.2f}"),
-            fmt_number(c.self_reacquire_fraction, "{:.0%}"), fmt_ms(c.acquire_wait_ms["p99"]),
-            fmt_ms(c.acquire_wait_ms["max"]), f"{c.cpu_cores:.2f}", str(c.overlaps),
-            str(c.token_inversions) if c.key == "fencelock" else "n/a", str(c.errors),
+            fmt_number(c.spread, "±{:.0%}"), fmt_number(c.self_reacquire_fraction, "{:.0%}"),
+            fmt_ms(c.acquire_wait_ms["p99"]), fmt_ms(c.acquire_wait_ms["max"]),
+            f"{c.cpu_cores:.2f}", str(c.overlaps),
+            str(c.token_inversions) if c.key.startswith("fencelock") else "n/a", str(c.errors),
+        )  # fmt: skip
+    return table
+
+
+def beside_flock_table(results: list[ContendedResult]) -> Table | None:
+    """Each lock's rate, worst wait and spread as ratios to the kernel's blocking flock,
+    measured in the same run (the only comparison a shared, noisy host allows)."""
+    flock = next((c for c in results if c.key == "flock"), None)
+    if flock is None:
+        return None
+    table = new_table(
+        "4. Contended, beside fcntl.flock in this run (÷ flock: this row's figure / flock's)",
+        ("lock", "CS/s", "÷ flock", "worst wait (ms)", "÷ flock", "spread", "flock's spread"),
+    )
+    for c in results:
+        worst, flock_worst = c.acquire_wait_ms["max"], flock.acquire_wait_ms["max"]
+        table.add_row(
+            c.label, f"{c.sections_per_second:,.0f}",
+            f"{c.sections_per_second / flock.sections_per_second:.2f}x", fmt_ms(worst),
+            f"{worst / flock_worst:.1f}x", fmt_number(c.spread, "±{:.0%}"),
+            fmt_number(flock.spread, "±{:.0%}"),
         )  # fmt: skip
     return table
 
@@ -426,6 +466,9 @@ def render(
     if contended:
         console.print(handoff_table(contended, settings))
         console.print(fairness_table(contended))
+        beside = beside_flock_table(contended)
+        if beside is not None:
+            console.print(beside)
     for c in contended:
         if c.first_error:
             last_line = c.first_error.strip().splitlines()[-1]
@@ -453,6 +496,8 @@ def write_json(
             "cpus": os.cpu_count(),
             "sqlite": sqlite3.sqlite_version,
             "fencelock": fencelock.__version__,
+            "fencelock_source": str(Path(fencelock.__file__).parent),
+            "load_average": os.getloadavg(),
             "peers": versions,
             "temp_dir": str(tmp),
         },
@@ -495,7 +540,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{settings.contended_seconds:g} s ...",
                 file=sys.stderr,
             )
-            if contender.key == "fencelock":
+            if contender.fencelock:
                 fencelock.connect(sqlite_url(contender.path)).close()  # create the schema once
             reports = run_contended(
                 contender, settings.workers, settings.hold, settings.contended_seconds

@@ -22,3 +22,20 @@ def unsafe_increments(url: str, name: str, counter: str, rounds: int, log: str) 
                 end = clock.now()
             with open(log, "a") as out:
                 out.write(f"{start} {end} {lease.token}\n")
+
+
+def fair_waiter(url: str, name: str, index: int, log: str) -> None:
+    """Wait in line (fair) for ``name``; log ``index token`` once it is ours."""
+    with fencelock.connect(url) as client, client.lock(name, fair=True, timeout=30) as lease:
+        with open(log, "a") as out:
+            out.write(f"{index} {lease.token}\n")
+        time.sleep(0.005)
+
+
+def hold_and_hang(url: str, name: str, ttl: float, log: str) -> None:
+    """Take ``name`` without renewal, log ``expires_at`` (host clock), then hang."""
+    client = fencelock.connect(url)
+    started = clock.now()
+    client.lock(name, ttl=ttl, renew=False).acquire(timeout=10)
+    Path(log).write_text(str(started + ttl))
+    time.sleep(3600)

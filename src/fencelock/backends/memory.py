@@ -1,7 +1,10 @@
 """``memory://[store]``: leases inside one process, for tests and single-process apps.
 
-Clients that name the same store share it. Nothing survives the process, and
-nothing crosses a fork: a forked child starts with no stores, and a client it
+Clients that name the same store share it. Nothing survives the process. Waiters
+queue as on SQLite: a release wakes the oldest one only, and who may take a free
+lease while others wait is :mod:`fencelock.engine.handoff`'s rule.
+
+Nothing crosses a fork: a forked child starts with no stores, and a client it
 inherited from its parent refuses to work (ConfigError) rather than hand out
 leases and tokens that its parent and siblings hand out too.
 """
@@ -10,10 +13,18 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fencelock import clock, forking
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
+from fencelock.engine.handoff import (
+    Waiter,
+    alive_until,
+    busy_wait,
+    handoff,
+    oldest_live,
+    starvation_bound,
+)
 from fencelock.engine.urls import ParsedURL, reject_unknown_options
 from fencelock.errors import ConfigError
 
@@ -23,14 +34,23 @@ class _Slot:
     owner: str | None = None
     token: int = 0
     expires_at: float = 0.0
-    releases: int = 0
-    waiters: int = 0
+    # Waiters in arrival order, keyed by the event that wakes them.
+    queue: dict[threading.Event, Waiter[threading.Event]] = field(default_factory=dict)
+
+    def free(self, now: float) -> bool:
+        return self.owner is None or self.expires_at <= now
+
+    def wake_head(self, now: float) -> None:
+        """Wake the oldest live waiter only (one release, one wake-up)."""
+        head, _expired = oldest_live(self.queue.values(), now)
+        if head is not None:
+            head.key.set()
 
 
 class _Store:
     def __init__(self) -> None:
         self.slots: dict[str, _Slot] = {}
-        self.changed = threading.Condition()
+        self.mutex = threading.Lock()
 
 
 class _Stores:
@@ -53,40 +73,54 @@ _STORES = _Stores()
 
 
 class MemoryAttempt:
-    def __init__(self, store: _Store, name: str, owner: str, ttl: float) -> None:
+    """One acquisition; queued (under its wake-up event) once it has found the lease busy."""
+
+    def __init__(self, store: _Store, name: str, owner: str, ttl: float, bound: float) -> None:
         self._store, self._name, self._owner, self._ttl = store, name, owner, ttl
-        self._seen_releases = 0
-        self._waiting = False
+        self._bound = bound
+        self._bell = threading.Event()
 
     def try_acquire(self) -> AttemptResult:
-        with self._store.changed:
+        with self._store.mutex:
             slot = self._store.slots.setdefault(self._name, _Slot())
             now = clock.now()
-            if slot.owner is None or slot.expires_at <= now:
-                slot.owner, slot.token = self._owner, slot.token + 1
-                slot.expires_at = now + self._ttl
-                return Acquired(slot.token)
-            self._seen_releases = slot.releases
-            if not self._waiting:
-                self._waiting, slot.waiters = True, slot.waiters + 1
-            return Busy(slot.expires_at - now)
+            if not slot.free(now):
+                return self._queue(slot, now, slot.expires_at - now)
+            verdict = handoff(slot.queue.values(), self._bell, now, self._bound)
+            for bell in verdict.expired:
+                del slot.queue[bell]
+            if not verdict.may_take:
+                return self._queue(slot, now, None)  # kept for the oldest waiter
+            slot.owner, slot.token = self._owner, slot.token + 1
+            slot.expires_at = now + self._ttl
+            slot.queue.pop(self._bell, None)
+            return Acquired(slot.token)
+
+    def _queue(self, slot: _Slot, now: float, holder_remaining: float | None) -> Busy:
+        """Join the queue, or refresh our place in it (keeping our arrival time)."""
+        queued = slot.queue.get(self._bell)
+        arrived = now if queued is None else queued.arrived
+        slot.queue[self._bell] = Waiter(self._bell, arrived, alive_until(now))
+        return Busy(busy_wait(holder_remaining))
 
     def wait(self, timeout: float) -> None:
-        with self._store.changed:
-            slot = self._store.slots[self._name]
-            self._store.changed.wait_for(lambda: slot.releases != self._seen_releases, timeout)
+        self._bell.wait(timeout)
+        self._bell.clear()
 
     def close(self) -> None:
-        if self._waiting:
-            with self._store.changed:
-                self._store.slots[self._name].waiters -= 1
-            self._waiting = False
+        with self._store.mutex:
+            slot = self._store.slots.get(self._name)
+            if slot is not None and slot.queue.pop(self._bell, None) is not None:
+                now = clock.now()
+                if slot.free(now):  # we may have been woken for it: pass the wake-up on
+                    slot.wake_head(now)
+        self._bell.set()  # a wait still blocked in a thread (a cancelled task) returns
 
 
 class MemoryBackend:
     """Leases in this process's memory."""
 
-    supports_fair = False
+    supports_fair = True
 
     def __init__(self, parsed: ParsedURL) -> None:
         reject_unknown_options(parsed, set())
@@ -113,21 +147,22 @@ class MemoryBackend:
         return self._store
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> MemoryAttempt:
-        return MemoryAttempt(self._here(), name, owner, ttl)
+        return MemoryAttempt(self._here(), name, owner, ttl, starvation_bound(fair))
 
     def release(self, name: str, owner: str) -> bool:
         store = self._here()
-        with store.changed:
+        with store.mutex:
             slot = store.slots.get(name)
-            if slot is None or slot.owner != owner or slot.expires_at <= clock.now():
+            now = clock.now()
+            if slot is None or slot.owner != owner or slot.expires_at <= now:
                 return False
-            slot.owner, slot.releases = None, slot.releases + 1
-            store.changed.notify_all()
+            slot.owner = None
+            slot.wake_head(now)
             return True
 
     def renew(self, name: str, owner: str, ttl: float) -> bool:
         store = self._here()
-        with store.changed:
+        with store.mutex:
             slot = store.slots.get(name)
             now = clock.now()
             if slot is None or slot.owner != owner or slot.expires_at <= now:
@@ -137,13 +172,13 @@ class MemoryBackend:
 
     def inspect(self, name: str) -> LockInfo | None:
         store = self._here()
-        with store.changed:
+        with store.mutex:
             slot = store.slots.get(name)
             return None if slot is None else self._info(name, slot, clock.now())
 
     def list(self, prefix: str) -> list[LockInfo]:
         store = self._here()
-        with store.changed:
+        with store.mutex:
             now = clock.now()
             infos = (self._info(n, s, now) for n, s in store.slots.items())
             return sorted(
@@ -158,7 +193,7 @@ class MemoryBackend:
             owner=slot.owner if live else None,
             token=slot.token,
             remaining=slot.expires_at - now if live else None,
-            waiters=slot.waiters,
+            waiters=len(slot.queue),
         )
 
     def close(self) -> None:

@@ -13,6 +13,8 @@ Waiters queue a doorbell (:mod:`fencelock.backends.doorbell`) in the same
 transaction that found the lease busy. A release rings the oldest live waiter
 only (no thundering herd); a waiter that leaves the queue while the lease is
 free passes the ring on, so a wake-up is never swallowed by a departing waiter.
+Who may take a free lease while others wait is :mod:`fencelock.engine.handoff`'s
+rule (anyone, until the oldest waiter has waited 20 ms; ``fair``: only the oldest).
 """
 
 from __future__ import annotations
@@ -28,6 +30,14 @@ from pathlib import Path
 from fencelock import clock, forking
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
 from fencelock.backends.doorbell import Doorbell, Ringer
+from fencelock.engine.handoff import (
+    Waiter,
+    alive_until,
+    busy_wait,
+    handoff,
+    oldest_live,
+    starvation_bound,
+)
 from fencelock.engine.urls import ParsedURL, number_option, reject_unknown_options
 from fencelock.errors import BackendUnavailable, ConfigError
 
@@ -47,6 +57,22 @@ CREATE TABLE IF NOT EXISTS fencelock_queue (
 CREATE INDEX IF NOT EXISTS fencelock_queue_name ON fencelock_queue (name, seq);
 """
 
+# Columns the queue gained with the starvation bound: ALTER TABLE adds them to older files.
+_QUEUE_COLUMNS = {
+    "arrived": "REAL NOT NULL DEFAULT 0",
+    "alive_until": "REAL NOT NULL DEFAULT 0",
+}
+
+_QUEUE = """
+SELECT address, arrived, alive_until FROM fencelock_queue WHERE name = ? ORDER BY seq
+"""
+
+_JOIN = """
+INSERT INTO fencelock_queue (name, address, arrived, alive_until)
+VALUES (:name, :address, :now, :alive_until)
+ON CONFLICT (address) DO UPDATE SET alive_until = excluded.alive_until
+"""
+
 _TAKE = """
 INSERT INTO fencelock_leases (name, owner, token, expires_at, boot)
 VALUES (:name, :owner, 1, :expires_at, :boot)
@@ -56,6 +82,8 @@ ON CONFLICT (name) DO UPDATE SET
 WHERE owner IS NULL OR boot != excluded.boot OR expires_at <= :now
 RETURNING token
 """
+
+_MAX_CONTENDED = 1024
 
 _LIVE = "owner IS NOT NULL AND boot = :boot AND expires_at > :now"
 
@@ -86,6 +114,10 @@ def _prepare(conn: sqlite3.Connection) -> None:
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 conn.execute(statement)
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(fencelock_queue)")}
+        for column, declaration in _QUEUE_COLUMNS.items():
+            if column not in columns:
+                conn.execute(f"ALTER TABLE fencelock_queue ADD COLUMN {column} {declaration}")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
@@ -105,22 +137,49 @@ def database_path(parsed: ParsedURL) -> str:
     return path
 
 
+class _Waiters:
+    """The queue for one name, oldest first, read only as far as it is iterated."""
+
+    def __init__(self, conn: sqlite3.Connection, name: str) -> None:
+        self._conn, self._name = conn, name
+
+    def __iter__(self) -> Iterator[Waiter[bytes]]:
+        cursor = self._conn.execute(_QUEUE, (self._name,))
+        try:
+            for address, arrived, alive in cursor:
+                yield Waiter(bytes(address), float(arrived), float(alive))
+        finally:
+            cursor.close()  # a read left unfinished would hold its statement open
+
+
+def _drop(conn: sqlite3.Connection, addresses: tuple[bytes, ...]) -> None:
+    if addresses:
+        conn.executemany("DELETE FROM fencelock_queue WHERE address = ?", [(a,) for a in addresses])
+
+
 class SQLiteAttempt:
     """One acquisition; its doorbell and queue entry exist only once it has had to wait."""
 
-    def __init__(self, backend: SQLiteBackend, name: str, owner: str, ttl: float) -> None:
+    def __init__(
+        self, backend: SQLiteBackend, name: str, owner: str, ttl: float, bound: float
+    ) -> None:
         self._backend, self._name, self._owner, self._ttl = backend, name, owner, ttl
+        self._bound = bound
         self._doorbell: Doorbell | None = None
         self._queued = False
 
     def try_acquire(self) -> AttemptResult:
+        if self._doorbell is None and self._name in self._backend.contended:
+            self._doorbell = Doorbell()  # likely to wait: queue in the first transaction
         address = None if self._doorbell is None else self._doorbell.address
-        result = self._backend.take(self._name, self._owner, self._ttl, address)
+        take = self._backend.take
+        result = take(self._name, self._owner, self._ttl, address, self._bound)
         if isinstance(result, Busy) and self._doorbell is None:
             # Queue a doorbell and look again in the same transaction, so that a
             # release between the two looks cannot go unnoticed.
             self._doorbell = Doorbell()
-            result = self._backend.take(self._name, self._owner, self._ttl, self._doorbell.address)
+            address = self._doorbell.address
+            result = take(self._name, self._owner, self._ttl, address, self._bound)
         self._queued = isinstance(result, Busy)
         return result
 
@@ -139,7 +198,7 @@ class SQLiteAttempt:
 class SQLiteBackend:
     """Leases in an SQLite file shared by the processes of one host."""
 
-    supports_fair = False
+    supports_fair = True
 
     def __init__(self, parsed: ParsedURL) -> None:
         reject_unknown_options(parsed, {"busy_timeout"})
@@ -149,6 +208,9 @@ class SQLiteBackend:
         self._boot = _boot_id()
         self._mutex = threading.RLock()
         self._ringer = Ringer()
+        # Names this client last saw waiters on: an attempt on one brings its doorbell
+        # to its first try, saving the second transaction of a try that has to queue.
+        self.contended: set[str] = set()
         self._conn: sqlite3.Connection | None = self._open(self._busy_timeout)
         self._closed = False
         forking.register(self)
@@ -222,27 +284,56 @@ class SQLiteBackend:
             ) from exc
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> SQLiteAttempt:
-        return SQLiteAttempt(self, name, owner, ttl)
+        return SQLiteAttempt(self, name, owner, ttl, starvation_bound(fair))
 
-    def take(self, name: str, owner: str, ttl: float, doorbell: bytes | None) -> AttemptResult:
-        """One transaction: take the lease, or queue ``doorbell`` and report the holder's TTL."""
+    def take(
+        self, name: str, owner: str, ttl: float, doorbell: bytes | None, bound: float
+    ) -> AttemptResult:
+        """One transaction: take the lease if it is free and the queue lets ``doorbell``
+        (None: not queued yet) have it; else queue ``doorbell`` and say how long to wait."""
         with self._transaction() as conn:
             now = clock.now()
-            params = {"name": name, "owner": owner, "expires_at": now + ttl, "boot": self._boot}
-            row = conn.execute(_TAKE, {**params, "now": now}).fetchone()
-            if row is not None:
-                if doorbell is not None:
-                    conn.execute("DELETE FROM fencelock_queue WHERE address = ?", (doorbell,))
-                return Acquired(int(row[0]))
+            verdict = handoff(_Waiters(conn, name), doorbell, now, bound)
+            _drop(conn, verdict.expired)
+            if verdict.may_take:
+                params = {"name": name, "owner": owner, "expires_at": now + ttl}
+                row = conn.execute(_TAKE, {**params, "boot": self._boot, "now": now}).fetchone()
+                if row is not None:
+                    if doorbell is not None:
+                        conn.execute("DELETE FROM fencelock_queue WHERE address = ?", (doorbell,))
+                    return Acquired(int(row[0]))
             if doorbell is not None:
-                conn.execute(
-                    "INSERT OR IGNORE INTO fencelock_queue (name, address) VALUES (?, ?)",
-                    (name, doorbell),
-                )
-            (expires_at,) = conn.execute(
-                "SELECT expires_at FROM fencelock_leases WHERE name = ?", (name,)
-            ).fetchone()
-            return Busy(max(float(expires_at) - now, 0.0))
+                params = {"name": name, "address": doorbell, "now": now}
+                conn.execute(_JOIN, {**params, "alive_until": alive_until(now)})
+            remaining, expired = self._holder(conn, name, now)
+        self._saw_waiters(name, True)
+        if expired and verdict.kept_for is not None:
+            self._wake(name, verdict.kept_for.key)
+        return Busy(busy_wait(remaining))
+
+    def _wake(self, name: str, address: bytes) -> None:
+        """Ring the waiter a lease that expired is kept for (a release would have rung
+        it; an expiry rang nobody); if its process is gone, pass the lease on.
+
+        Only once our transaction is over: woken while we still held the write lock, the
+        waiter would meet SQLITE_BUSY, whose handler sleeps at least a millisecond."""
+        if not self._ringer.ring(address):
+            with self._transaction() as conn:
+                _drop(conn, (address,))
+            self._wake_next(name)
+
+    def _holder(self, conn: sqlite3.Connection, name: str, now: float) -> tuple[float | None, bool]:
+        """The holder's remaining TTL (None: the lease is free), and whether the lease
+        expired without a release."""
+        row = conn.execute(
+            "SELECT owner IS NULL, expires_at, boot FROM fencelock_leases WHERE name = ?", (name,)
+        ).fetchone()
+        if row is None or row[0]:
+            return None, False
+        _released, expires_at, boot = row
+        if boot == self._boot and expires_at > now:
+            return float(expires_at) - now, False
+        return None, True
 
     def leave_queue(self, name: str, address: bytes) -> None:
         """Remove a waiter; if the lease is free now, wake the next one in its place."""
@@ -259,18 +350,21 @@ class SQLiteBackend:
             self._wake_next(name)
 
     def _wake_next(self, name: str) -> None:
-        """Ring the oldest waiter that still listens; drop the ones that died."""
+        """Ring the oldest live waiter that still listens; drop the ones that died."""
         while True:
             with self._mutex, self._translated():
-                conn = self._db()
-                row = conn.execute(
-                    "SELECT address FROM fencelock_queue WHERE name = ? ORDER BY seq LIMIT 1",
-                    (name,),
-                ).fetchone()
-            if row is None or self._ringer.ring(bytes(row[0])):
+                head, _expired = oldest_live(_Waiters(self._db(), name), clock.now())
+            self._saw_waiters(name, head is not None)
+            if head is None or self._ringer.ring(head.key):
                 return
             with self._transaction() as conn:
-                conn.execute("DELETE FROM fencelock_queue WHERE address = ?", (row[0],))
+                _drop(conn, (head.key,))
+
+    def _saw_waiters(self, name: str, seen: bool) -> None:
+        if not seen:
+            self.contended.discard(name)
+        elif len(self.contended) < _MAX_CONTENDED:
+            self.contended.add(name)
 
     def release(self, name: str, owner: str) -> bool:
         with self._transaction() as conn:
