@@ -5,9 +5,10 @@ and a step ends as soon as its outcome is decided (a quorum agreed, or can no
 longer agree): a hung node costs at most the timeout, never a stall. Tokens come
 from the two-phase quorum counter of :mod:`fencelock.engine.redlock`. The lock
 scripts run on fencelock's own pipelined connections (:mod:`.redlock_node`, one
-per node, no task per request); waiting for a release, ``inspect`` and ``list``
-use redis-py. The asyncio implementation is the only one; the sync client runs it
-on a loop shared by its calling threads (:mod:`.shared_loop`).
+per node, no task per request), and so do waiters' subscriptions to releases
+(:mod:`.redlock_listener`); ``inspect`` and ``list`` use redis-py. The asyncio
+implementation is the only one; the sync client runs it on a loop shared by its
+calling threads (:mod:`.shared_loop`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from fencelock.backends.redis_common import (
     translated,
 )
 from fencelock.backends.redis_wire import Script
-from fencelock.backends.redlock_listener import AsyncReleaseListener
+from fencelock.backends.redlock_listener import ReleaseListener, Waiters
 from fencelock.backends.redlock_node import NodeLink
 from fencelock.backends.redlock_round import Reply, Round, boolean_reply, phase_one_reply
 from fencelock.engine import redlock as plan
@@ -61,12 +62,12 @@ def _ignore(answer: Any) -> None:
 class Node:
     """One Redis master: the scripts' connection, and redis-py for everything else."""
 
-    def __init__(self, options: RedisOptions) -> None:
+    def __init__(self, options: RedisOptions, waiters: Waiters) -> None:
         self.options = options
         self.where = options.where
         self.link = NodeLink(options, (PHASE1, PHASE2, RELEASE, RENEW))
         self.redis: Any = redis.asyncio.Redis(**options.client_kwargs(asyncio=True))
-        self.listener = AsyncReleaseListener(self.redis)
+        self.listener = ReleaseListener(options, waiters)
 
     async def close(self) -> None:
         await self.link.close()
@@ -97,6 +98,7 @@ class RedlockAttempt:
         self._keys = LockKeys.of(name)
         self._event: asyncio.Event | None = None
         self._tries = 0
+        self._acquired = False
 
     @property
     def idle(self) -> bool:
@@ -106,15 +108,22 @@ class RedlockAttempt:
     async def _take(self) -> AttemptResult:
         self._tries += 1
         owner = self._owner if self._tries == 1 else secrets.token_hex(20)
-        return await self._backend.take(self._keys, owner, self._ttl)
+        result = await self._backend.take(self._keys, owner, self._ttl)
+        self._acquired = isinstance(result, Acquired)
+        return result
 
     async def try_acquire(self) -> AttemptResult:
         result = await self._take()
-        if isinstance(result, Acquired) or self._event is not None:
+        if isinstance(result, Acquired):
             return result
-        self._event = asyncio.Event()
-        await self._backend.watch(self._keys.channel, self._event)
-        return await self._take()
+        first = self._event is None
+        if self._event is None:
+            self._event = asyncio.Event()
+        # A release that came before the watch took effect went unheard: try again.
+        # (Later tries are watched throughout, unless a node's subscription was lost.)
+        if await self._backend.watch(self._keys.channel, self._event) or first:
+            return await self._take()
+        return result
 
     async def wait(self, timeout: float) -> None:
         if self._event is not None:
@@ -124,7 +133,7 @@ class RedlockAttempt:
 
     async def close(self) -> None:
         if self._event is not None:
-            self._backend.unwatch(self._keys.channel, self._event)
+            self._backend.unwatch(self._keys.channel, self._event, self._acquired)
             self._event = None
 
 
@@ -135,7 +144,8 @@ class AsyncRedlockBackend:
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.url = parsed.redacted
-        self.nodes = [Node(options) for options in node_options(parsed)]
+        self.waiters = Waiters()
+        self.nodes = [Node(options, self.waiters) for options in node_options(parsed)]
         self.links = [node.link for node in self.nodes]
         self.timeout = self.nodes[0].options.timeout
         self._quorum = plan.quorum(len(self.nodes))
@@ -212,14 +222,27 @@ class AsyncRedlockBackend:
             f"{self._quorum} possible ({reasons})"
         )
 
-    async def watch(self, channel: str, event: asyncio.Event) -> None:
-        await asyncio.gather(
-            *(self._bounded(node, node.listener.watch(channel, event)) for node in self.nodes)
-        )
+    async def watch(self, channel: str, event: asyncio.Event) -> bool:
+        """Queue ``event`` for releases of ``channel``; True if a node was subscribed anew.
 
-    def unwatch(self, channel: str, event: asyncio.Event) -> None:
-        for node in self.nodes:
-            node.listener.unwatch(channel, event)
+        Returns once enough nodes confirmed that any quorum a holder has includes
+        one of them (``n - quorum + 1``), or that many can no longer confirm; the
+        others' confirmations (each within the per-node timeout) come later.
+        """
+        key = channel.encode()
+        self.waiters.add(key, event)
+        asked = [node.listener.subscribe(key) for node in self.nodes]
+        pending = [confirmation for confirmation in asked if confirmation is not None]
+        if pending:
+            already = len(asked) - len(pending)
+            await _enough(pending, len(self.nodes) - self._quorum + 1 - already)
+        return bool(pending)
+
+    def unwatch(self, channel: str, event: asyncio.Event, acquired: bool) -> None:
+        key = channel.encode()
+        if self.waiters.remove(key, event, pass_on=not acquired):
+            for node in self.nodes:
+                node.listener.idle(key)
 
     async def release(self, name: str, owner: str) -> bool:
         keys = LockKeys.of(name)
@@ -302,6 +325,26 @@ def _quorum_view(name: str, answers: list[list[Any]], q: int) -> LockInfo | None
     if holder is not None:
         remaining = sorted(owners[holder], reverse=True)[q - 1] / 1000
     return LockInfo(name=name, owner=holder, token=max(tokens, default=0), remaining=remaining)
+
+
+async def _enough(confirmations: Sequence[asyncio.Future[bool]], need: int) -> None:
+    """Return once ``need`` of ``confirmations`` are True, or so many False that they cannot be."""
+    if need <= 0:
+        return
+    decided = asyncio.get_running_loop().create_future()
+    spare = len(confirmations) - need
+    counts = {True: 0, False: 0}
+
+    def count(confirmation: asyncio.Future[bool]) -> None:
+        if decided.done():
+            return
+        counts[confirmation.result()] += 1
+        if counts[True] >= need or counts[False] > spare:
+            decided.set_result(None)
+
+    for confirmation in confirmations:
+        confirmation.add_done_callback(count)
+    await decided
 
 
 def _answered_error(reply: Reply) -> bool:
