@@ -158,8 +158,10 @@ class AsyncRedlockBackend:
 
     async def take(self, keys: LockKeys, owner: str, ttl: float) -> AttemptResult:
         started = clock.now()
+        late = functools.partial(self._late_phase1, keys, owner)
+        first = Round(self.links, self._quorum, phase_one_reply, late=late)
         try:
-            firsts, outcome = await self._phases(keys, owner, ttl, started)
+            firsts, outcome = await self._phases(first, keys, owner, ttl, started)
         except BaseException:  # cancelled (or failed): whatever phase 1 set must not linger
             self._release_everywhere(keys, owner)
             raise
@@ -168,15 +170,13 @@ class AsyncRedlockBackend:
         self._release_everywhere(keys, owner)
         failed = [i for i, r in enumerate(firsts) if _answered_error(r)]
         if len(failed) > len(self.nodes) - self._quorum:  # replies not awaited do not count
-            raise self._unreachable(failed, firsts)
+            raise await self._unreachable_after(first)
         return plan.busy_result(outcome, random.random)
 
     async def _phases(
-        self, keys: LockKeys, owner: str, ttl: float, started: float
+        self, first: Round, keys: LockKeys, owner: str, ttl: float, started: float
     ) -> tuple[list[Reply], plan.Abort | Acquired]:
         """Phase 1, then phase 2 if it won: the phase-1 replies and the outcome."""
-        late = functools.partial(self._late_phase1, keys, owner)
-        first = Round(self.links, self._quorum, phase_one_reply, late=late)
         first.send(PHASE1.call((keys.lock, keys.token), (owner, ms(ttl))), PHASE1)
         firsts = await first.outcome()
         step = plan.decide_phase_one(firsts, ttl, started, clock.now())
@@ -209,6 +209,11 @@ class AsyncRedlockBackend:
         command = RELEASE.call((keys.lock,), (owner, ""))
         for link in self.links:
             link.send(command, _ignore, RELEASE)
+
+    async def _unreachable_after(self, step: Round) -> BackendUnavailable:
+        """The error for a step too few nodes answered, once every node has (or timed out)."""
+        replies = await step.settled()
+        return self._unreachable(_failed(replies), replies)
 
     def _unreachable(self, failed: Sequence[int], replies: Sequence[Reply]) -> BackendUnavailable:
         reasons = (
@@ -345,6 +350,10 @@ async def _enough(confirmations: Sequence[asyncio.Future[bool]], need: int) -> N
     for confirmation in confirmations:
         confirmation.add_done_callback(count)
     await decided
+
+
+def _failed(replies: Sequence[Reply]) -> list[int]:
+    return [i for i, r in enumerate(replies) if isinstance(r, plan.NodeError)]
 
 
 def _answered_error(reply: Reply) -> bool:

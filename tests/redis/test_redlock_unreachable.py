@@ -1,0 +1,78 @@
+"""Redlock with nodes down or hung: errors count every node, and a node that does not
+answer is never taken for "another owner had it" (the tooz bug).
+
+Release, extend and list need a quorum of answers to tell anything; with fewer they
+raise BackendUnavailable naming the nodes. Each test has nodes of its own (it kills
+or pauses them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import fencelock
+from fencelock import clock
+from tests.redis.conftest import ServerPool
+from tests.servers import RedisServer, free_port
+
+TIMEOUT = 0.2
+SLACK = 0.8  # scheduling allowance on a busy machine
+TTL = 30.0
+
+
+def redlock_url(ports: list[int], timeout: float = TIMEOUT) -> str:
+    return "redlock://" + ",".join(f"127.0.0.1:{p}" for p in ports) + f"?timeout={timeout:g}"
+
+
+def key(name: str) -> str:
+    return f"fencelock:{{{name}}}"
+
+
+@pytest.fixture
+def five(servers: ServerPool) -> Iterator[list[RedisServer]]:
+    yield [servers.redis(name=f"redlock-u{i}") for i in range(5)]
+
+
+@pytest.fixture
+def three(servers: ServerPool) -> Iterator[list[RedisServer]]:
+    yield [servers.redis(name=f"redlock-u{i}") for i in range(3)]
+
+
+def ports_of(nodes: list[RedisServer]) -> list[int]:
+    return [node.port for node in nodes]
+
+
+# -- counting the nodes ----------------------------------------------------------------
+
+
+def test_every_node_down_is_counted_and_named() -> None:
+    ports = [free_port() for _ in range(3)]
+    with (
+        fencelock.connect(redlock_url(ports)) as client,
+        pytest.raises(fencelock.BackendUnavailable) as caught,
+    ):
+        client.lock("down/all").acquire(timeout=0)
+    message = str(caught.value)
+    assert "3 of 3 nodes unavailable" in message, message
+    assert all(f"cannot reach Redis at 127.0.0.1:{port}" in message for port in ports), message
+
+
+def test_a_hung_node_among_dead_ones_is_counted_within_about_the_timeout(
+    three: list[RedisServer],
+) -> None:
+    with fencelock.connect(redlock_url(ports_of(three))) as client:
+        three[0].kill()
+        three[1].kill()
+        three[2].pause()
+        started = clock.now()
+        try:
+            with pytest.raises(fencelock.BackendUnavailable) as caught:
+                client.lock("down/hung").acquire(timeout=0)
+        finally:
+            three[2].resume()
+    assert clock.now() - started < TIMEOUT + SLACK
+    message = str(caught.value)
+    assert "3 of 3 nodes unavailable" in message, message
+    assert f"127.0.0.1:{three[2].port} did not answer within" in message, message
