@@ -202,3 +202,31 @@ def backend_task(task: asyncio.Task[object]) -> str:
     """The task's coroutine if a backend module runs it (the renewer's task is not one)."""
     code = getattr(task.get_coro(), "cr_code", None)
     return repr(task) if code is not None and "/backends/" in code.co_filename else ""
+
+
+# -- split votes ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def five(module_servers: ServerPool) -> list[int]:
+    return [module_servers.redis(name=f"redlock-s{i}").port for i in range(5)]
+
+
+def test_a_split_vote_is_retried_soon_not_after_the_rivals_ttl(five: list[int], name: str) -> None:
+    """Two rivals hold 2 and 1 of 5 nodes: nobody holds the lock. Rivals delete their
+    keys quietly (no release is published), so the waiter must not wait for their TTL."""
+    key = f"fencelock:{{{name}}}"
+    for port, owner in zip(five, ["x", "x", "y"], strict=False):
+        assert redis_cli(port, "set", key, owner, "px", str(int(4 * TTL * 1000))) == "OK"
+    with fencelock.connect(redlock_url(five)) as client:
+        waiter = Background(lambda: client.lock(name, ttl=TTL).acquire(timeout=2 * TTL))
+        for port in five:
+            wait_until(lambda p=port: subscribers(p, name) == 1, 5, lambda: "never waited")
+        gone = time.monotonic()
+        for port in five[:3]:  # the rivals give up, without a word
+            redis_cli(port, "del", key)
+        assert waiter.wait(4 * TTL), waiter.outcome()
+        assert waiter.error is None, waiter.outcome()
+        assert time.monotonic() - gone < FEW_HANDOFFS
+        assert waiter.value is not None
+        waiter.value.release()

@@ -39,7 +39,13 @@ from fencelock.backends.redis_common import (
 from fencelock.backends.redis_wire import Script
 from fencelock.backends.redlock_listener import ReleaseListener, Waiters
 from fencelock.backends.redlock_node import NodeLink
-from fencelock.backends.redlock_round import Reply, Round, boolean_reply, phase_one_reply
+from fencelock.backends.redlock_round import (
+    PENDING,
+    Reply,
+    Round,
+    boolean_reply,
+    phase_one_reply,
+)
 from fencelock.engine import redlock as plan
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import BackendUnavailable
@@ -171,6 +177,11 @@ class AsyncRedlockBackend:
         failed = [i for i, r in enumerate(firsts) if _answered_error(r)]
         if len(failed) > len(self.nodes) - self._quorum:  # replies not awaited do not count
             raise await self._unreachable_after(first)
+        if outcome.retry_after is not None and PENDING in firsts and not plan.held_by_one(firsts):
+            # Decided before every node answered: the others may show that no single
+            # owner holds it (a split vote), which is retried soon, not after a TTL.
+            again = plan.decide_phase_one(await first.settled(), ttl, started, clock.now())
+            outcome = again if isinstance(again, plan.Abort) else outcome
         return plan.busy_result(outcome, random.random)
 
     async def _phases(

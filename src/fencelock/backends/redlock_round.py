@@ -118,19 +118,21 @@ def node_error(answer: Any, where: str) -> plan.NodeError | None:
 
 
 def phase_one_reply(answer: Any, where: str) -> Reply:
-    """Phase 1's ``{1, counter}`` or ``{0, pttl}`` as :class:`plan.NodeWon` or ``NodeBusy``."""
+    """Phase 1's ``{1, counter}`` or ``{0, pttl, owner}`` as :class:`plan.NodeWon` or
+    ``NodeBusy``."""
     error = node_error(answer, where)
     if error is not None:
         return error
-    if not isinstance(answer, list) or len(answer) != 2:
+    if not isinstance(answer, list) or len(answer) not in (2, 3):
         raise TypeError(answer)
-    taken, value = answer
-    if taken == 1:
+    taken, value = answer[0], answer[1]
+    if taken == 1 and len(answer) == 2:
         return plan.NodeWon(int(value))
     if taken != 0:
         raise TypeError(answer)
     pttl = int(value)
-    return plan.NodeBusy(pttl / 1000 if pttl >= 0 else None)
+    owner = answer[2].decode() if len(answer) == 3 and isinstance(answer[2], bytes) else None
+    return plan.NodeBusy(pttl / 1000 if pttl >= 0 else None, owner)
 
 
 def boolean_reply(answer: Any, where: str) -> Reply:
