@@ -8,6 +8,7 @@ or pauses them).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 import pytest
@@ -76,3 +77,30 @@ def test_a_hung_node_among_dead_ones_is_counted_within_about_the_timeout(
     message = str(caught.value)
     assert "3 of 3 nodes unavailable" in message, message
     assert f"127.0.0.1:{three[2].port} did not answer within" in message, message
+
+
+# -- list ------------------------------------------------------------------------------
+
+
+def test_list_needs_a_quorum_of_answers(three: list[RedisServer], name: str) -> None:
+    with fencelock.connect(redlock_url(ports_of(three))) as client:
+        lease = client.lock(name, ttl=TTL).acquire(timeout=0)
+        three[2].kill()
+        assert [info.name for info in client.list(name)] == [name]  # 2 of 3 answered
+        three[1].kill()
+        with pytest.raises(fencelock.BackendUnavailable) as caught:
+            client.list(name)
+        with contextlib.suppress(fencelock.FencelockError):
+            lease.release()
+    message = str(caught.value)
+    assert "2 of 3 nodes unavailable, no quorum of 2 possible" in message, message
+    assert f"127.0.0.1:{three[1].port}" in message, message
+
+
+def test_list_with_every_node_down_raises_rather_than_saying_none_are_held() -> None:
+    ports = [free_port() for _ in range(3)]
+    with (
+        fencelock.connect(redlock_url(ports)) as client,
+        pytest.raises(fencelock.BackendUnavailable, match="3 of 3 nodes unavailable"),
+    ):
+        client.list("")

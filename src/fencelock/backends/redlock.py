@@ -313,16 +313,27 @@ class AsyncRedlockBackend:
         return _quorum_view(name, answers, self._quorum)
 
     async def list(self, prefix: str) -> list[LockInfo]:
-        names: set[str] = set()
-        for node in self.nodes:
-            try:
-                with translated(node.where):
-                    async for key in node.redis.scan_iter(match=scan_pattern(prefix)):
-                        names.add(name_of(key))
-            except BackendUnavailable:
-                continue
+        """Held locks; raises BackendUnavailable unless a quorum of nodes answered.
+
+        A lock held on a quorum has a key on at least one node of any other quorum,
+        so the names a quorum of nodes knows are all there is to inspect.
+        """
+        scans = await asyncio.gather(*(self._names(node, prefix) for node in self.nodes))
+        failed = _failed(scans)
+        if len(self.nodes) - len(failed) < self._quorum:
+            raise self._unreachable(failed, scans)
+        names = set().union(*(scan for scan in scans if not isinstance(scan, plan.NodeError)))
         infos = [await self.inspect(name) for name in sorted(names)]
         return [i for i in infos if i is not None and i.held]
+
+    async def _names(self, node: Node, prefix: str) -> set[str] | plan.NodeError:
+        try:
+            with translated(node.where):
+                return {
+                    name_of(key) async for key in node.redis.scan_iter(match=scan_pattern(prefix))
+                }
+        except BackendUnavailable as exc:
+            return plan.NodeError(str(exc))
 
     async def close(self) -> None:
         await asyncio.gather(*(node.close() for node in self.nodes), return_exceptions=True)
