@@ -15,7 +15,7 @@ import pytest
 
 import fencelock
 from fencelock import clock
-from tests.redis.conftest import ServerPool
+from tests.redis.conftest import ServerPool, redis_cli
 from tests.servers import RedisServer, free_port
 
 TIMEOUT = 0.2
@@ -77,6 +77,50 @@ def test_a_hung_node_among_dead_ones_is_counted_within_about_the_timeout(
     message = str(caught.value)
     assert "3 of 3 nodes unavailable" in message, message
     assert f"127.0.0.1:{three[2].port} did not answer within" in message, message
+
+
+# -- release ---------------------------------------------------------------------------
+
+
+def test_a_release_no_quorum_answered_names_the_nodes_and_the_ttl(
+    three: list[RedisServer], name: str
+) -> None:
+    with fencelock.connect(redlock_url(ports_of(three))) as client:
+        lease = client.lock(name, ttl=TTL).acquire(timeout=0)
+        three[1].kill()
+        three[2].kill()
+        with pytest.raises(fencelock.BackendUnavailable) as caught:
+            lease.release()
+    message = str(caught.value)
+    assert "not confirmed: 2 of 3 nodes did not answer" in message, message
+    assert f"127.0.0.1:{three[1].port}" in message and f"127.0.0.1:{three[2].port}" in message
+    assert "expire by their TTL" in message, message
+    assert "another owner" not in message
+
+
+def test_a_release_a_quorum_confirmed_is_a_release(five: list[RedisServer], name: str) -> None:
+    """Our key was gone from one node and two did not answer: not "another owner had it"."""
+    with fencelock.connect(redlock_url(ports_of(five))) as client:
+        lease = client.lock(name, ttl=TTL).acquire(timeout=0)
+        redis_cli(five[2].port, "del", key(name))  # as if it expired there early
+        five[3].kill()
+        five[4].kill()
+        lease.release()  # no LeaseLost
+        assert lease.released
+        for node in five[:3]:
+            assert redis_cli(node.port, "exists", key(name)) == "0"
+
+
+def test_a_release_of_keys_gone_everywhere_is_still_a_loss(
+    five: list[RedisServer], name: str
+) -> None:
+    with fencelock.connect(redlock_url(ports_of(five))) as client:
+        lease = client.lock(name, ttl=TTL).acquire(timeout=0)
+        for node in five[:3]:
+            redis_cli(node.port, "del", key(name))
+        five[4].kill()
+        with pytest.raises(fencelock.LeaseLost, match="another owner had it at release"):
+            lease.release()
 
 
 # -- list ------------------------------------------------------------------------------

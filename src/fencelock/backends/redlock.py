@@ -261,11 +261,27 @@ class AsyncRedlockBackend:
                 node.listener.idle(key)
 
     async def release(self, name: str, owner: str) -> bool:
+        """Compare-and-delete on every node; raises BackendUnavailable if too few answered."""
         keys = LockKeys.of(name)
         self._finish(owner)
-        step = Round(self.links, self._quorum, boolean_reply)
+        step = Round(self.links, self._quorum, boolean_reply, errors_say_no=False)
         step.send(RELEASE.call((keys.lock,), (owner, keys.channel)), RELEASE)
-        return plan.decide_release(await step.outcome())
+        released = plan.decide_release(await step.outcome())
+        if released is None:
+            replies = await step.settled()  # decided early with nodes still to answer
+            released = plan.decide_release(replies)
+            if released is None:
+                raise self._unconfirmed_release(name, replies)
+        return released
+
+    def _unconfirmed_release(self, name: str, replies: Sequence[Reply]) -> BackendUnavailable:
+        failed = _failed(replies)
+        reasons = "; ".join(replies[i].reason for i in failed)
+        return BackendUnavailable(
+            f"redlock: release of {name!r} not confirmed: {len(failed)} of {len(self.nodes)} "
+            f"nodes did not answer, so fewer than a quorum of {self._quorum} did ({reasons}); "
+            "the lease's keys left on them expire by their TTL"
+        )
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool:
         keys = LockKeys.of(name)

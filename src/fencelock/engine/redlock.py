@@ -312,6 +312,21 @@ def decide_extend(
     return None
 
 
-def decide_release(results: Sequence[NodeReply]) -> bool:
-    """After a compare-and-delete on every node: True if a quorum still had our key."""
-    return sum(r is True for r in results) >= quorum(len(results))
+def decide_release(results: Sequence[NodeReply]) -> bool | None:
+    """After a compare-and-delete on every node: released (True), not ours (False), or unknown.
+
+    True when a quorum had our key, or when a quorum answered and our key may have
+    been on a quorum (the nodes that had it with those that did not answer): it is
+    now gone from a quorum, so nobody can take it for ours. False when too few nodes
+    had it, even counting every node that did not answer. None when fewer than a
+    quorum answered: the release is not confirmed, and our key lingers on the
+    others until it expires.
+    """
+    n, q = len(results), quorum(len(results))
+    held = sum(r is True for r in results)
+    answered = sum(isinstance(r, bool) for r in results)
+    if held >= q:
+        return True
+    if answered < q:
+        return None
+    return held + (n - answered) >= q
