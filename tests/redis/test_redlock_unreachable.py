@@ -123,6 +123,38 @@ def test_a_release_of_keys_gone_everywhere_is_still_a_loss(
             lease.release()
 
 
+# -- extend ----------------------------------------------------------------------------
+
+
+def test_renew_is_decided_by_the_engine(
+    five: list[RedisServer], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """True with a quorum in time; False when lost; unknown raises; late is a loss."""
+    with fencelock.connect(redlock_url(ports_of(five))) as client:
+        backend = client.backend
+        lease = client.lock(name, ttl=TTL, renew=False).acquire(timeout=0)
+        assert backend.renew(name, lease.owner, TTL) is True
+        five[3].kill()
+        five[4].kill()
+        assert backend.renew(name, lease.owner, TTL) is True  # 3 of 5 is a quorum
+        redis_cli(five[2].port, "del", key(name))
+        with pytest.raises(fencelock.BackendUnavailable, match="2 of 5 nodes unavailable"):
+            backend.renew(name, lease.owner, TTL)  # 2 yes, 1 no, 2 unknown: cannot tell
+        # The process was paused past the lease's bound; the keys outlived it on the
+        # nodes (their clocks are not ours): extending them now must not revive it.
+        real_now = clock.now
+        monkeypatch.setattr(clock, "now", lambda: real_now() + TTL)
+        redis_cli(five[2].port, "set", key(name), lease.owner, "px", "60000")
+        with pytest.raises(fencelock.LeaseLost, match="after the lease's safe time"):
+            backend.renew(name, lease.owner, TTL)
+        monkeypatch.undo()
+        for node in five[:3]:
+            redis_cli(node.port, "del", key(name))
+        assert backend.renew(name, lease.owner, TTL) is False
+        with contextlib.suppress(fencelock.LeaseLost):
+            lease.release()
+
+
 # -- list ------------------------------------------------------------------------------
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import math
 import random
 import secrets
 from collections import OrderedDict
@@ -48,7 +49,7 @@ from fencelock.backends.redlock_round import (
 )
 from fencelock.engine import redlock as plan
 from fencelock.engine.urls import ParsedURL
-from fencelock.errors import BackendUnavailable
+from fencelock.errors import BackendUnavailable, LeaseLost
 
 T = TypeVar("T")
 DEFAULT_NODE_TIMEOUT = 0.1
@@ -59,6 +60,9 @@ RENEW = Script(lua("renew"))
 # Owners given up remembered for late phase-1 wins (a late win arrives within the
 # per-node timeout, so this only has to outlast a burst of failed tries).
 FINISHED_REMEMBERED = 4096
+# Trust bounds of held leases remembered for their renewals; a lease beyond this many
+# is renewed against the validity alone (its lease still stops at its own bound).
+TRUSTED_REMEMBERED = 65536
 
 
 def _ignore(answer: Any) -> None:
@@ -158,6 +162,9 @@ class AsyncRedlockBackend:
         # Owners given up (released or abandoned): a phase-1 win for one of them that
         # arrives late left a key behind, and is undone at once.
         self._finished: OrderedDict[str, None] = OrderedDict()
+        # Held leases' trust bounds (``started + ttl - drift``) by owner: a renewal
+        # that answers after its lease's bound does not bring the lease back.
+        self._trusted: OrderedDict[str, float] = OrderedDict()
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> RedlockAttempt:
         return RedlockAttempt(self, name, owner, ttl)
@@ -171,8 +178,9 @@ class AsyncRedlockBackend:
         except BaseException:  # cancelled (or failed): whatever phase 1 set must not linger
             self._release_everywhere(keys, owner)
             raise
-        if isinstance(outcome, Acquired):
-            return outcome
+        if isinstance(outcome, plan.Confirmed):
+            self._trust(owner, outcome.trusted_until)
+            return Acquired(outcome.token, owner)
         self._release_everywhere(keys, owner)
         failed = [i for i, r in enumerate(firsts) if _answered_error(r)]
         if len(failed) > len(self.nodes) - self._quorum:  # replies not awaited do not count
@@ -186,7 +194,7 @@ class AsyncRedlockBackend:
 
     async def _phases(
         self, first: Round, keys: LockKeys, owner: str, ttl: float, started: float
-    ) -> tuple[list[Reply], plan.Abort | Acquired]:
+    ) -> tuple[list[Reply], plan.Abort | plan.Confirmed]:
         """Phase 1, then phase 2 if it won: the phase-1 replies and the outcome."""
         first.send(PHASE1.call((keys.lock, keys.token), (owner, ms(ttl))), PHASE1)
         firsts = await first.outcome()
@@ -196,16 +204,20 @@ class AsyncRedlockBackend:
         second = Round(self.links, self._quorum, boolean_reply)
         second.send(PHASE2.call((keys.lock, keys.token), (owner, step.token)), PHASE2, step.nodes)
         seconds = await second.outcome()
-        done = plan.decide_phase_two(step, dict(enumerate(seconds)), clock.now())
-        if isinstance(done, plan.Confirmed):
-            return firsts, Acquired(done.token, owner)
-        return firsts, done
+        return firsts, plan.decide_phase_two(step, dict(enumerate(seconds)), clock.now())
 
     def _late_phase1(self, keys: LockKeys, owner: str, index: int, reply: Reply) -> None:
         if isinstance(reply, plan.NodeWon) and owner in self._finished:
             self.links[index].send(RELEASE.call((keys.lock,), (owner, "")), _ignore, RELEASE)
 
+    def _trust(self, owner: str, until: float) -> None:
+        self._trusted[owner] = until
+        self._trusted.move_to_end(owner)
+        while len(self._trusted) > TRUSTED_REMEMBERED:
+            self._trusted.popitem(last=False)
+
     def _finish(self, owner: str) -> None:
+        self._trusted.pop(owner, None)
         self._finished[owner] = None
         while len(self._finished) > FINISHED_REMEMBERED:
             self._finished.popitem(last=False)
@@ -284,17 +296,32 @@ class AsyncRedlockBackend:
         )
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool:
+        """Compare-and-extend on every node; True if :func:`plan.decide_extend` says it held.
+
+        False if it was lost; raises BackendUnavailable if too few nodes answered to
+        tell, LeaseLost if a quorum extended it only after the lease's safe time.
+        """
         keys = LockKeys.of(name)
-        n, q = len(self.nodes), self._quorum
-        step = Round(self.links, q, boolean_reply, errors_say_no=False)
+        started = clock.now()
+        step = Round(self.links, self._quorum, boolean_reply, errors_say_no=False)
         step.send(RENEW.call((keys.lock,), (owner, ms(ttl))), RENEW)
         replies = await step.outcome()
-        if sum(r is True for r in replies) >= q:
+        until = self._trusted.get(owner, math.inf)
+        bound = plan.decide_extend(replies, ttl, started, clock.now(), until)
+        if bound is not None:
+            self._trust(owner, bound)
             return True
-        if sum(r is False for r in replies) > n - q:
+        why = plan.why_not_extended(replies)
+        if why is plan.NotExtended.LOST:
+            self._trusted.pop(owner, None)
             return False
-        raise self._unreachable(
-            [i for i, r in enumerate(replies) if isinstance(r, plan.NodeError)], replies
+        if why is plan.NotExtended.TOO_SLOW:  # the bound stays: later renewals are late too
+            raise LeaseLost(f"redlock: lease on {name!r} not extended: {why.value}")
+        failed = _failed(replies)
+        reasons = "; ".join(replies[i].reason for i in failed)
+        raise BackendUnavailable(
+            f"redlock: cannot tell whether the lease on {name!r} was extended: {len(failed)} "
+            f"of {len(self.nodes)} nodes unavailable ({reasons})"
         )
 
     async def _bounded(self, node: Node, work: Awaitable[T]) -> T | plan.NodeError:

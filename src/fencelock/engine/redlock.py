@@ -312,6 +312,24 @@ def decide_extend(
     return None
 
 
+class NotExtended(Enum):
+    """Why :func:`decide_extend` gave no new bound; the values end "not extended: ..."."""
+
+    LOST = "too few nodes still had our key to make a quorum"
+    UNREACHABLE = "too many nodes did not answer to tell"
+    TOO_SLOW = "a quorum extended it, but answered after the lease's safe time"
+
+
+def why_not_extended(results: Sequence[NodeReply]) -> NotExtended:
+    """For a compare-and-extend that :func:`decide_extend` refused: lost, unknown, or late."""
+    n = len(results)
+    if sum(r is True for r in results) >= quorum(n):
+        return NotExtended.TOO_SLOW
+    if sum(r is False for r in results) > n - quorum(n):
+        return NotExtended.LOST  # even the nodes that did not answer cannot make a quorum
+    return NotExtended.UNREACHABLE
+
+
 def decide_release(results: Sequence[NodeReply]) -> bool | None:
     """After a compare-and-delete on every node: released (True), not ours (False), or unknown.
 
