@@ -2,7 +2,7 @@
 
 Run with ``make bench`` or ``.venv/bin/python bench/redis_bench.py`` (``--quick`` for a
 smoke run). It starts its own redis-server processes on free loopback ports (one for
-``redis://``, five for ``redlock://``) and stops them at the end. Four measurements:
+``redis://``, five for ``redlock://``) and stops them at the end. Five measurements:
 
 1. **Uncontended** acquire+release cycles/s on one Redis, in one process: fencelock
    sync and asyncio (``ttl=30, renew=True``), redis-py's Lock (sync and asyncio),
@@ -17,6 +17,10 @@ smoke run). It starts its own redis-server processes on free loopback ports (one
 4. **Redlock, 1 node hung (SIGSTOP) + 1 killed** while the client runs: the same rows,
    with latency, and thread and socket counts before and after. A row whose call does
    not return is killed at a hard deadline and reported as hung.
+5. **Many names contended**, in one process: 20 names, 400 acquisitions (asyncio: 20
+   tasks per name; sync: 4 threads per name, 5 each), 10 ms holds, ``ttl=5``, on
+   ``redis://`` and ``redlock://``. Total time and the acquire waits: a waiter whose
+   wake-up is lost waits the holder's TTL.
 
 It prints tables (rich) and writes ``bench/results/redis-<timestamp>.json``. It installs
 nothing: a peer library missing from the venv is reported and its rows are skipped.
@@ -143,15 +147,15 @@ class Settings:
             "--redlock-seconds", type=float, default=3.0, help="run length of a Redlock row"
         )
         parser.add_argument(
-            "--only", default="1,2,3,4", help="scenarios to run, e.g. --only 3,4 (default all)"
+            "--only", default="1,2,3,4,5", help="scenarios to run, e.g. --only 3,4 (default all)"
         )
         args = parser.parse_args(argv)
         try:
             scenarios = tuple(sorted({int(s) for s in args.only.split(",") if s.strip()}))
         except ValueError:
-            parser.error("--only takes scenario numbers 1-4, e.g. --only 1,3")
-        if not scenarios or not set(scenarios) <= {1, 2, 3, 4}:
-            parser.error("--only takes scenario numbers 1-4, e.g. --only 1,3")
+            parser.error("--only takes scenario numbers 1-5, e.g. --only 1,3")
+        if not scenarios or not set(scenarios) <= {1, 2, 3, 4, 5}:
+            parser.error("--only takes scenario numbers 1-5, e.g. --only 1,3")
         if args.workers < 2 or args.seconds <= 0 or args.hold_ms < 0 or args.redlock_seconds <= 0:
             parser.error(
                 "need --workers >= 2, --seconds > 0, --hold-ms >= 0, --redlock-seconds > 0"
@@ -1295,6 +1299,102 @@ def measure_redlock_degraded(
     return results
 
 
+# --------------------------------------------------------------------------- 5. many names
+
+MANY_NAMES = 20
+MANY_TASKS = 20  # asyncio tasks per name, one acquisition each
+MANY_THREADS, MANY_REPEATS = 4, 5  # sync: threads per name x acquisitions each
+MANY_HOLD = 0.01
+MANY_TTL = 5.0  # a waiter whose wake-up is lost waits about this long
+MANY_TIMEOUT = 120.0
+
+
+@dataclass
+class ManyNamesResult:
+    label: str
+    api: str
+    acquisitions: int
+    seconds: float  # from the first acquire call to the last release
+    wait_ms: dict[str, float | int]  # acquire call -> return
+    errors: int
+    first_error: str | None
+
+
+async def many_names_async(url: str, prefix: str) -> tuple[list[float], list[str]]:
+    waits: list[float] = []
+    errors: list[str] = []
+
+    async def one(client: fencelock.AsyncClient, name: str) -> None:
+        started = clock.now()
+        try:
+            async with client.lock(name, ttl=MANY_TTL, timeout=MANY_TIMEOUT):
+                waits.append(clock.now() - started)
+                await asyncio.sleep(MANY_HOLD)
+        except fencelock.FencelockError as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    async with fencelock.aconnect(url) as client:
+        names = [f"{prefix}/{i}" for i in range(MANY_NAMES)]
+        await asyncio.gather(*(one(client, n) for n in names for _ in range(MANY_TASKS)))
+    return waits, errors
+
+
+def many_names_sync(url: str, prefix: str) -> tuple[list[float], list[str]]:
+    waits: list[float] = []
+    errors: list[str] = []
+
+    def worker(client: fencelock.Client, name: str) -> None:
+        for _ in range(MANY_REPEATS):
+            started = clock.now()
+            try:
+                with client.lock(name, ttl=MANY_TTL, timeout=MANY_TIMEOUT):
+                    waits.append(clock.now() - started)
+                    time.sleep(MANY_HOLD)
+            except fencelock.FencelockError as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+
+    with fencelock.connect(url) as client:
+        threads = [
+            threading.Thread(target=worker, args=(client, f"{prefix}/{i}"), daemon=True)
+            for i in range(MANY_NAMES)
+            for _ in range(MANY_THREADS)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    return waits, errors
+
+
+def measure_many_names(fleet: Fleet) -> list[ManyNamesResult]:
+    rows = [
+        ("fencelock redis://", redis_url(fleet.single_address)),
+        ("fencelock redlock://", redlock_url(fleet.node_addresses)),
+    ]
+    results = []
+    for api in ("asyncio", "sync"):
+        for label, url in rows:
+            print(f"many names: {label} {api} ...", file=sys.stderr)
+            prefix = f"bench/many/{secrets.token_hex(4)}"
+            started = clock.now()
+            if api == "asyncio":
+                waits, errors = asyncio.run(many_names_async(url, prefix))
+            else:
+                waits, errors = many_names_sync(url, prefix)
+            results.append(
+                ManyNamesResult(
+                    label=label,
+                    api=api,
+                    acquisitions=len(waits),
+                    seconds=clock.now() - started,
+                    wait_ms=summary_ms(waits),
+                    errors=len(errors),
+                    first_error=errors[0] if errors else None,
+                )
+            )
+    return results
+
+
 # --------------------------------------------------------------------------- targets
 
 
@@ -1330,6 +1430,7 @@ def targets(
     contended: list[ContendedResult],
     up: list[RedlockResult],
     down: list[RedlockResult],
+    many: Sequence[ManyNamesResult] = (),
 ) -> list[Target]:
     found: list[Target] = []
     rates = {r.key: r.rate for r in uncontended}
@@ -1378,6 +1479,12 @@ def targets(
             found.append(
                 at_least(4, f"fencelock {label}: hung+killed ÷ all up",
                          ratio(mine.cycles_per_second, up_rate.get(key)), 0.5, "x")
+            )  # fmt: skip
+    for r in many:
+        if r.label.endswith("redlock://"):
+            found.append(
+                at_most(5, f"fencelock redlock:// {r.api}: worst wait (ttl {MANY_TTL:g} s)",
+                        float(r.wait_ms["max"]) / 1000, MANY_TTL / 5, " s")
             )  # fmt: skip
     return found
 
@@ -1505,6 +1612,24 @@ def redlock_table(
     return table
 
 
+def many_names_table(results: list[ManyNamesResult]) -> Table:
+    table = new_table(
+        f"5. Many names contended in one process: {MANY_NAMES} names, "
+        f"{MANY_NAMES * MANY_TASKS} acquisitions ({MANY_TASKS} asyncio tasks per name; sync: "
+        f"{MANY_THREADS} threads x {MANY_REPEATS}), {MANY_HOLD * 1000:g} ms holds, "
+        f"ttl={MANY_TTL:g} s; acquire wait",
+        ("lock", "API", "acquired", "total s", "wait p50 ms", "p90 ms", "max ms", "errors"),
+        left=2,
+    )
+    for r in results:
+        w = r.wait_ms
+        table.add_row(
+            r.label, r.api, str(r.acquisitions), f"{r.seconds:.2f}",
+            fmt_ms(w["p50"]), fmt_ms(w["p90"]), fmt_ms(w["max"]), str(r.errors),
+        )  # fmt: skip
+    return table
+
+
 def targets_table(found: list[Target]) -> Table:
     table = new_table("Targets", ("#", "target", "goal", "measured", "met"), left=2)
     for t in sorted(found, key=lambda t: t.scenario):
@@ -1519,6 +1644,7 @@ class Results:
     contended: list[ContendedResult] = field(default_factory=list)
     redlock_up: list[RedlockResult] = field(default_factory=list)
     redlock_degraded: list[RedlockResult] = field(default_factory=list)
+    many_names: list[ManyNamesResult] = field(default_factory=list)
     load_at_start: tuple[float, float, float] | None = None  # other work on the host skews rates
     warnings: list[str] = field(default_factory=list)
 
@@ -1566,6 +1692,8 @@ def tables(results: Results, settings: Settings, found: list[Target]) -> list[Ta
                 results.redlock_up,
             )
         )
+    if results.many_names:
+        out.append(many_names_table(results.many_names))
     if found:
         out.append(targets_table(found))
     return out
@@ -1579,6 +1707,11 @@ def render(results: Results, made: list[Table]) -> None:
         if c.first_error:
             last_line = c.first_error.strip().splitlines()[-1]
             console.print(f"[red]{c.label}: {c.errors} errors; first: {last_line}[/red]")
+    for m in results.many_names:
+        if m.first_error:
+            console.print(
+                f"[red]{m.label} {m.api}: {m.errors} errors; first: {m.first_error}[/red]"
+            )
     for warning in results.warnings:
         console.print(f"[yellow]noisy: {warning}; rerun on a quiet host for stable ratios[/yellow]")
 
@@ -1628,6 +1761,7 @@ def write_json(
         "contended": [asdict(c) for c in results.contended],
         "redlock_all_up": [asdict(r) for r in results.redlock_up],
         "redlock_hung_and_killed": [asdict(r) for r in results.redlock_degraded],
+        "many_names": [asdict(r) for r in results.many_names],
         "targets": [asdict(t) for t in found],
         "warnings": results.warnings,
     }
@@ -1691,6 +1825,9 @@ def failed(results: Results) -> list[str]:
         if r.tokens and (r.outcome != "ok" or r.token_inversions or (not r.degraded and r.failed)):
             problems.append(f"{r.label}: {r.outcome}, {r.failed} failed calls, "
                             f"{r.token_inversions} token inversions")  # fmt: skip
+    for m in results.many_names:
+        if m.errors:
+            problems.append(f"{m.label} {m.api} (many names): {m.errors} errors")
     return problems
 
 
@@ -1723,7 +1860,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             fleet.stop()
     found = targets(
-        results.uncontended, results.contended, results.redlock_up, results.redlock_degraded
+        results.uncontended,
+        results.contended,
+        results.redlock_up,
+        results.redlock_degraded,
+        results.many_names,
     )
     results.warnings = noise_warnings(results)
     made = tables(results, settings, found)
@@ -1766,6 +1907,8 @@ def run_scenarios(
         results.redlock_up = measure_redlock_up(fleet, settings, versions)
     if 4 in settings.scenarios:
         results.redlock_degraded = measure_redlock_degraded(fleet, settings, versions)
+    if 5 in settings.scenarios:
+        results.many_names = measure_many_names(fleet)
 
 
 if __name__ == "__main__":

@@ -110,3 +110,26 @@ def test_an_answer_of_the_wrong_shape_is_that_nodes_failure() -> None:
     assert isinstance(first, plan.NodeError) and "h:0 sent an unexpected reply" in first.reason
     assert isinstance(second, plan.NodeError) and "h:1 sent an unexpected reply" in second.reason
     assert third is PENDING  # two failures of three: decided without it
+
+
+def test_settled_waits_for_the_answers_after_the_decision() -> None:
+    """For an error message that counts every node, not only those read at the decision."""
+
+    async def run() -> tuple[list[Any], list[Any]]:
+        nodes = [Node(i) for i in range(3)]
+        step = Round(nodes, 2, boolean_reply)  # type: ignore[arg-type]
+        step.send(b"EVALSHA", SCRIPT)
+        down = BackendUnavailable("cannot reach Redis at h:0")
+        nodes[0].done(down)
+        nodes[1].done(down)
+        decided = await step.outcome()
+        waiting = asyncio.ensure_future(step.settled())
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        nodes[2].done(BackendUnavailable("Redis at h:2 did not answer within 0.1s"))
+        return decided, await waiting
+
+    decided, settled = asyncio.run(run())
+    assert decided[2] is PENDING
+    assert all(isinstance(r, plan.NodeError) and r is not PENDING for r in settled)
+    assert "h:2 did not answer" in settled[2].reason

@@ -86,7 +86,7 @@ class Node:
     def set_nx(self, t: float, owner: str, ttl: float) -> NodeBusy | None:
         if self.holder(t) is not None:
             assert self.key is not None
-            return NodeBusy(self.key[1] - self.clock(t))
+            return NodeBusy(self.key[1] - self.clock(t), self.key[0])
         self.key = (owner, self.clock(t) + ttl)
         return None
 

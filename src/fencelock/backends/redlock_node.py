@@ -11,6 +11,10 @@ rather than dialled again on every request.
 
 Every request gets exactly one answer: the reply (an error reply is a
 :class:`ReplyError` value) or a :class:`BackendUnavailable` naming the node.
+
+A link given ``on_push`` serves pub/sub: the messages of its subscriptions go there
+(they answer no request), and ``on_end`` learns when a connection, and with it
+every subscription, is gone.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from fencelock.errors import BackendUnavailable
 RECONNECT_AFTER = 0.1
 
 Done = Callable[[Any], None]
+Push = Callable[[list[Any]], None]
+End = Callable[[BackendUnavailable], None]
 # (deadline on the loop's clock, callback, script to load on NOSCRIPT, packed command)
 _Request = tuple[float, Done, Script | None, bytes]
 
@@ -49,11 +55,18 @@ def _ignore(reply: Any) -> None:
 class NodeLink:
     """Requests to one node, over one connection made on first use and after a loss."""
 
-    def __init__(self, options: RedisOptions, preload: Sequence[Script] = ()) -> None:
+    def __init__(
+        self,
+        options: RedisOptions,
+        preload: Sequence[Script] = (),
+        on_push: Push | None = None,
+        on_end: End | None = None,
+    ) -> None:
         self.options = options
         self.where = options.where
         self.timeout = options.timeout
         self.preload = tuple(preload)
+        self.on_push, self._on_end = on_push, on_end
         self._conn: _Connection | None = None
         self._down: BackendUnavailable | None = None
         self._down_until = -math.inf
@@ -89,6 +102,8 @@ class NodeLink:
             self._conn = None
         if refused:
             self._down, self._down_until = error, conn.loop.time() + RECONNECT_AFTER
+        if self._on_end is not None:
+            self._on_end(error)
 
     async def close(self) -> None:
         """Close the connection; requests still unanswered fail."""
@@ -96,6 +111,11 @@ class NodeLink:
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.close(self._closed)
+
+
+def _is_push(reply: Any) -> bool:
+    """True for a message of a subscription (RESP2: an array that starts with its kind)."""
+    return isinstance(reply, list) and bool(reply) and reply[0] in (b"message", b"pmessage")
 
 
 class _Connection(asyncio.Protocol):
@@ -210,8 +230,11 @@ class _Connection(asyncio.Protocol):
         except (ProtocolError, ValueError) as exc:
             self._fail(BackendUnavailable(f"{self.link.where} sent an unreadable reply: {exc}"))
             return
-        sent = self._sent
+        sent, on_push = self._sent, self.link.on_push
         for reply in replies:
+            if on_push is not None and _is_push(reply):
+                on_push(reply)
+                continue
             if not sent:
                 # A server that turns the connection away (e.g. at maxclients) says why
                 # before it is asked anything, then closes it.

@@ -5,7 +5,8 @@ is decided when a quorum said yes or so many said no that a quorum no longer can
 (the rules of :mod:`fencelock.engine.redlock`), or when every node answered: each
 request is answered by its node's reply or, within the per-node timeout, by an
 error (see :mod:`fencelock.backends.redlock_node`). Replies that come after the
-decision go to ``late`` (failures that come after it are dropped).
+decision go to ``late`` (failures that come after it are dropped); :meth:`Round.settled`
+waits for them too, for an error message that counts every node.
 """
 
 from __future__ import annotations
@@ -46,7 +47,10 @@ class Round:
         self._links, self._quorum, self._convert = links, quorum, convert
         self._errors_say_no, self._late = errors_say_no, late
         self.replies: list[Reply] = [None] * len(links)
-        self._decided: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        self._decided: asyncio.Future[list[Reply]] = loop.create_future()
+        self._settled: asyncio.Future[None] | None = None
+        self._after: dict[int, Any] = {}  # answers that came after the decision
         self._left = self._spare = self._yes = self._no = 0
 
     def send(self, command: bytes, script: Script, only: Sequence[int] | None = None) -> None:
@@ -64,25 +68,37 @@ class Round:
 
     async def outcome(self) -> list[Reply]:
         """Wait for the decision; replies still missing then are :data:`PENDING`."""
-        await self._decided
+        return await self._decided
+
+    async def settled(self) -> list[Reply]:
+        """Wait for every node's answer (each comes within the per-node timeout)."""
+        if self._left > 0:
+            self._settled = asyncio.get_running_loop().create_future()
+            await self._settled
+        for index, answer in self._after.items():
+            self.replies[index] = self._reply(index, answer)
+        self._after.clear()
         return [PENDING if r is None else r for r in self.replies]
 
     def _deliver(self, index: int, answer: Any) -> None:
+        self._left -= 1
         if self._decided.done():  # decided, or the waiter was cancelled
+            self._after[index] = answer  # read by settled(), if anyone asks
             # Only a reply can have changed something; a late failure (a hung node's
             # requests timing out together) carries no news.
             if self._late is not None and not isinstance(answer, BackendUnavailable):
                 self._late(index, self._reply(index, answer))
+            if self._left == 0 and self._settled is not None and not self._settled.done():
+                self._settled.set_result(None)
             return
         reply = self._reply(index, answer)
         self.replies[index] = reply
-        self._left -= 1
         if reply is True or isinstance(reply, plan.NodeWon):
             self._yes += 1
         elif self._errors_say_no or not isinstance(reply, plan.NodeError):
             self._no += 1
         if self._left == 0 or self._yes >= self._quorum or self._no > self._spare:
-            self._decided.set_result(None)
+            self._decided.set_result([PENDING if r is None else r for r in self.replies])
 
     def _reply(self, index: int, answer: Any) -> Reply:
         where = self._links[index].where
@@ -102,19 +118,21 @@ def node_error(answer: Any, where: str) -> plan.NodeError | None:
 
 
 def phase_one_reply(answer: Any, where: str) -> Reply:
-    """Phase 1's ``{1, counter}`` or ``{0, pttl}`` as :class:`plan.NodeWon` or ``NodeBusy``."""
+    """Phase 1's ``{1, counter}`` or ``{0, pttl, owner}`` as :class:`plan.NodeWon` or
+    ``NodeBusy``."""
     error = node_error(answer, where)
     if error is not None:
         return error
-    if not isinstance(answer, list) or len(answer) != 2:
+    if not isinstance(answer, list) or len(answer) not in (2, 3):
         raise TypeError(answer)
-    taken, value = answer
-    if taken == 1:
+    taken, value = answer[0], answer[1]
+    if taken == 1 and len(answer) == 2:
         return plan.NodeWon(int(value))
     if taken != 0:
         raise TypeError(answer)
     pttl = int(value)
-    return plan.NodeBusy(pttl / 1000 if pttl >= 0 else None)
+    owner = answer[2].decode() if len(answer) == 3 and isinstance(answer[2], bytes) else None
+    return plan.NodeBusy(pttl / 1000 if pttl >= 0 else None, owner)
 
 
 def boolean_reply(answer: Any, where: str) -> Reply:

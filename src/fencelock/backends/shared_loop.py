@@ -34,6 +34,7 @@ class SharedLoop:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        self.loop.set_exception_handler(_quiet_when_abandoned)
         self._baton = threading.Lock()
         self._changed = threading.Condition()
 
@@ -122,6 +123,20 @@ class SharedLoop:
                 self.loop.close()
             finally:
                 self._baton.release()
+
+
+def _quiet_when_abandoned(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The loop's exception handler: silent about tasks collected with a client not closed.
+
+    A program that exits (``sys.exit`` after a failed acquire) or drops a client
+    without closing it leaves the loop, and a connection still being opened to a
+    node that does not answer, to the garbage collector; asyncio would print
+    "Task was destroyed but it is pending!" for each. Only fencelock runs on this
+    loop, and those sockets go with the process. Everything else is reported.
+    """
+    if str(context.get("message", "")).startswith("Task was destroyed but it is pending"):
+        return
+    loop.default_exception_handler(context)
 
 
 def _refused(coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop) -> BaseException:

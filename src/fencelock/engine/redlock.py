@@ -17,9 +17,9 @@ the times it read. One acquisition, as a backend drives it::
 
 Node scripts, one atomic step each: phase 1 is ``SET key owner NX PX ttl`` and, if
 it set the key, returns the node's counter (:class:`NodeWon`), else the key's PTTL
-(:class:`NodeBusy`); phase 2 with ``T = max(counters) + 1`` is "if key == owner then
-counter = max(counter, T)" (``True``), else ``False``. Timeouts and errors are
-:class:`NodeError`. Why two phases give unique, increasing tokens:
+and owner (:class:`NodeBusy`); phase 2 with ``T = max(counters) + 1`` is "if key ==
+owner then counter = max(counter, T)" (``True``), else ``False``. Timeouts and
+errors are :class:`NodeError`. Why two phases give unique, increasing tokens:
 ``docs/redlock-tokens.md``.
 """
 
@@ -55,9 +55,13 @@ class NodeWon:
 
 @dataclass(frozen=True)
 class NodeBusy:
-    """Phase 1 found another owner's key; it expires in ``remaining`` s (None: no TTL)."""
+    """Phase 1 found another owner's key; it expires in ``remaining`` s (None: no TTL).
+
+    ``owner`` is that key's owner, if the node said (None: unknown).
+    """
 
     remaining: float | None
+    owner: str | None = None
 
 
 @dataclass(frozen=True)
@@ -199,6 +203,35 @@ def retry_after(results: Sequence[PhaseOneResult]) -> float | None:
     return known[must_expire - 1]
 
 
+def _busy_owners(results: Sequence[PhaseOneResult]) -> dict[str | None, int]:
+    owners: dict[str | None, int] = {}
+    for r in results:
+        if isinstance(r, NodeBusy):
+            owners[r.owner] = owners.get(r.owner, 0) + 1
+    return owners
+
+
+def may_be_held(results: Sequence[PhaseOneResult]) -> bool:
+    """False only if no single owner can hold a quorum: the busy nodes are a split vote.
+
+    Each busy node names its owner; one owner's busy nodes, with every node that did
+    not answer, would have to make a quorum. Rivals that split the nodes all give up
+    and release quietly, so none of them publishes a release to wait for.
+    """
+    owners = _busy_owners(results)
+    if None in owners:
+        return True  # a busy node that did not say whose key it has
+    silent = sum(isinstance(r, NodeError) for r in results)
+    return max(owners.values(), default=0) + silent >= quorum(len(results))
+
+
+def held_by_one(results: Sequence[PhaseOneResult]) -> bool:
+    """True if one named owner's key is on a quorum of the nodes: held, whatever the rest say."""
+    owners = _busy_owners(results)
+    owners.pop(None, None)
+    return max(owners.values(), default=0) >= quorum(len(results))
+
+
 def busy_result(abort: Abort, random: Callable[[], float]) -> Busy:
     """What ``try_acquire`` returns after an abort: when to retry, or a random delay."""
     if abort.retry_after is not None:
@@ -223,15 +256,18 @@ def decide_phase_one(
         return Stamp(phase_two_token(won.values()), tuple(won), n, ttl, started)
     failed = tuple(i for i, r in enumerate(results) if isinstance(r, NodeError))
     busy = sum(isinstance(r, NodeBusy) for r in results)
-    reason = _phase_one_reason(n, len(won), busy, len(failed))
-    return Abort(reason, release_nodes(n), failed, retry_after(results))
+    held = may_be_held(results)
+    reason = _phase_one_reason(n, len(won), busy, len(failed), held)
+    # A split vote retries after a random delay: waiting for the rivals' keys to
+    # expire would wait a TTL for keys their owners are deleting.
+    return Abort(reason, release_nodes(n), failed, retry_after(results) if held else None)
 
 
-def _phase_one_reason(n: int, won: int, busy: int, failed: int) -> AbortReason:
+def _phase_one_reason(n: int, won: int, busy: int, failed: int, held: bool) -> AbortReason:
     spare = n - quorum(n)  # how many nodes a quorum can do without
     if won >= quorum(n):
         return AbortReason.TOO_SLOW
-    if busy > spare:
+    if busy > spare and held:
         return AbortReason.BUSY
     if failed > spare:
         return AbortReason.UNREACHABLE
@@ -276,6 +312,39 @@ def decide_extend(
     return None
 
 
-def decide_release(results: Sequence[NodeReply]) -> bool:
-    """After a compare-and-delete on every node: True if a quorum still had our key."""
-    return sum(r is True for r in results) >= quorum(len(results))
+class NotExtended(Enum):
+    """Why :func:`decide_extend` gave no new bound; the values end "not extended: ..."."""
+
+    LOST = "too few nodes still had our key to make a quorum"
+    UNREACHABLE = "too many nodes did not answer to tell"
+    TOO_SLOW = "a quorum extended it, but answered after the lease's safe time"
+
+
+def why_not_extended(results: Sequence[NodeReply]) -> NotExtended:
+    """For a compare-and-extend that :func:`decide_extend` refused: lost, unknown, or late."""
+    n = len(results)
+    if sum(r is True for r in results) >= quorum(n):
+        return NotExtended.TOO_SLOW
+    if sum(r is False for r in results) > n - quorum(n):
+        return NotExtended.LOST  # even the nodes that did not answer cannot make a quorum
+    return NotExtended.UNREACHABLE
+
+
+def decide_release(results: Sequence[NodeReply]) -> bool | None:
+    """After a compare-and-delete on every node: released (True), not ours (False), or unknown.
+
+    True when a quorum had our key, or when a quorum answered and our key may have
+    been on a quorum (the nodes that had it with those that did not answer): it is
+    now gone from a quorum, so nobody can take it for ours. False when too few nodes
+    had it, even counting every node that did not answer. None when fewer than a
+    quorum answered: the release is not confirmed, and our key lingers on the
+    others until it expires.
+    """
+    n, q = len(results), quorum(len(results))
+    held = sum(r is True for r in results)
+    answered = sum(isinstance(r, bool) for r in results)
+    if held >= q:
+        return True
+    if answered < q:
+        return None
+    return held + (n - answered) >= q
