@@ -10,10 +10,11 @@ rules, so the client never trusts a lease longer than the server granted it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -40,6 +41,16 @@ class Tracker(Protocol[L_contra]):
     def track(self, lease: L_contra) -> None: ...
 
     def forget(self, lease: L_contra) -> None: ...
+
+
+@dataclass
+class _Request:
+    """A renew or extend request in flight: what it asks, when it left, what it came to."""
+
+    ttl: float
+    live: bool  # False: the lease was lost or released already; nothing is sent
+    started: float
+    outcome: Outcome = False
 
 
 @dataclass(frozen=True)
@@ -189,6 +200,24 @@ class LeaseBase:
                 f"held by process {os.getppid()}; a process forked from it holds none of its leases"
             )
 
+    @contextlib.contextmanager
+    def _request(self, ttl: float | None) -> Iterator[_Request]:
+        """One renew or extend request, settled however it ends (the caller sends it).
+
+        A fencelock error is its outcome; anything else (an interrupt, a cancellation)
+        leaves it unanswered and propagates.
+        """
+        request = _Request(self.ttl if ttl is None else ttl, is_live(self.state), clock.now())
+        try:
+            yield request
+        except FencelockError as exc:
+            request.outcome = exc
+        except BaseException:
+            self._unanswered(request.started, request.ttl, "renewal interrupted")
+            raise
+        if request.live:
+            self._settle(request.started, request.ttl, request.outcome)
+
     def _notice_expiry(self) -> None:
         if is_live(self._state) and clock.now() >= self.trusted_until:
             self.expired("its TTL ran out before it was renewed")
@@ -294,20 +323,10 @@ class Lease(LeaseBase):
 
     def _renew_on_server(self, ttl: float | None = None) -> Outcome:
         """Renew (``ttl=None``: by the lease's TTL) or extend: one request at a time."""
-        with self._one_request:
-            ttl = self.ttl if ttl is None else ttl
-            if not is_live(self.state):
-                return False
-            started = clock.now()
-            try:
-                outcome: Outcome = self._backend.renew(self.name, self.owner, ttl)
-            except FencelockError as exc:
-                outcome = exc
-            except BaseException:
-                self._unanswered(started, ttl, "renewal interrupted")
-                raise
-            self._settle(started, ttl, outcome)
-            return outcome
+        with self._one_request, self._request(ttl) as request:
+            if request.live:
+                request.outcome = self._backend.renew(self.name, self.owner, request.ttl)
+        return request.outcome
 
 
 class AsyncLease(LeaseBase):
@@ -373,19 +392,10 @@ class AsyncLease(LeaseBase):
         if self._one_request is None:
             self._one_request = asyncio.Lock()
         async with self._one_request:
-            ttl = self.ttl if ttl is None else ttl
-            if not is_live(self.state):
-                return False
-            started = clock.now()
-            try:
-                outcome: Outcome = await self._backend.renew(self.name, self.owner, ttl)
-            except FencelockError as exc:
-                outcome = exc
-            except BaseException:
-                self._unanswered(started, ttl, "renewal interrupted")
-                raise
-            self._settle(started, ttl, outcome)
-            return outcome
+            with self._request(ttl) as request:
+                if request.live:
+                    request.outcome = await self._backend.renew(self.name, self.owner, request.ttl)
+        return request.outcome
 
 
 __all__ = ["AsyncLease", "Lease", "LeaseBase", "LeaseTerms"]
