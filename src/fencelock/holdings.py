@@ -76,6 +76,9 @@ class Holdings(Generic[L]):
             return [lease for holders in self._by_name.values() for lease in holders]
 
     def _reset_after_fork(self) -> None:
-        """A forked child holds none of its parent's leases."""
+        """A forked child holds none of its parent's leases: each is lost there."""
+        for holders in self._by_name.values():
+            for lease in holders:
+                lease._reset_after_fork()
         self._mutex = threading.Lock()
         self._by_name = {}

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from fencelock import clock, forking
+from fencelock import clock
 from fencelock.engine import timing, trust
 from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transition
 from fencelock.errors import FencelockError, LeaseLost
@@ -85,7 +85,6 @@ class LeaseBase:
         self._lost_event: threading.Event | None = None  # made by Lease.wait_lost()
         self.schedule_version = 0
         self._inherited = False  # a forked child's copy of its parent's lease
-        forking.register(self)
 
     def __repr__(self) -> str:
         return (
@@ -186,7 +185,8 @@ class LeaseBase:
         self.apply(LeaseEvent.RENEW_FAILED, why)
 
     def _reset_after_fork(self) -> None:
-        """In a forked child: the parent holds this lease, this process does not.
+        """In a forked child (called by the client's holdings, which hold every lease
+        not yet released): the parent holds this lease, this process does not.
 
         It is lost here, without running the parent's callbacks, and neither renewed
         nor released from here.

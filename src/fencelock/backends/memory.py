@@ -42,6 +42,8 @@ class _Slot:
 
     def wake_head(self, now: float) -> None:
         """Wake the oldest live waiter only (one release, one wake-up)."""
+        if not self.queue:
+            return
         head, _expired = oldest_live(self.queue.values(), now)
         if head is not None:
             head.key.set()
@@ -78,7 +80,7 @@ class MemoryAttempt:
     def __init__(self, store: _Store, name: str, owner: str, ttl: float, bound: float) -> None:
         self._store, self._name, self._owner, self._ttl = store, name, owner, ttl
         self._bound = bound
-        self._bell = threading.Event()
+        self._bell: threading.Event | None = None  # made when it first has to wait
 
     def try_acquire(self) -> AttemptResult:
         with self._store.mutex:
@@ -86,28 +88,36 @@ class MemoryAttempt:
             now = clock.now()
             if not slot.free(now):
                 return self._queue(slot, now, slot.expires_at - now)
-            verdict = handoff(slot.queue.values(), self._bell, now, self._bound)
-            for bell in verdict.expired:
-                del slot.queue[bell]
-            if not verdict.may_take:
-                return self._queue(slot, now, None)  # kept for the oldest waiter
+            if slot.queue:
+                verdict = handoff(slot.queue.values(), self._bell, now, self._bound)
+                for bell in verdict.expired:
+                    del slot.queue[bell]
+                if not verdict.may_take:
+                    return self._queue(slot, now, None)  # kept for the oldest waiter
+                if self._bell is not None:
+                    slot.queue.pop(self._bell, None)
             slot.owner, slot.token = self._owner, slot.token + 1
             slot.expires_at = now + self._ttl
-            slot.queue.pop(self._bell, None)
             return Acquired(slot.token)
 
     def _queue(self, slot: _Slot, now: float, holder_remaining: float | None) -> Busy:
         """Join the queue, or refresh our place in it (keeping our arrival time)."""
+        if self._bell is None:
+            self._bell = threading.Event()
         queued = slot.queue.get(self._bell)
         arrived = now if queued is None else queued.arrived
         slot.queue[self._bell] = Waiter(self._bell, arrived, alive_until(now))
         return Busy(busy_wait(holder_remaining))
 
     def wait(self, timeout: float) -> None:
+        if self._bell is None:  # never queued (it cannot happen: a wait follows a Busy)
+            return
         self._bell.wait(timeout)
         self._bell.clear()
 
     def close(self) -> None:
+        if self._bell is None:
+            return  # never queued: nothing to leave
         with self._store.mutex:
             slot = self._store.slots.get(self._name)
             if slot is not None and slot.queue.pop(self._bell, None) is not None:
