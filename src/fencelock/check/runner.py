@@ -749,7 +749,8 @@ def _stop_servers(servers: ServerSet, reaper: Reaper) -> None:
 
 def write_report(result: CheckResult, history: History, directory: Path) -> None:
     """``result.json`` and ``report.html`` beside the history files."""
-    from fencelock.check.report import to_json, write_html
+    from fencelock.check.report.json_doc import to_json
+    from fencelock.check.report.page import write_html
 
     doc = to_json(result, history)
     (directory / "result.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")

@@ -144,7 +144,8 @@ def check(
 
 
 def _report(run: CheckRun, as_json: bool) -> None:
-    from fencelock.check.report import terminal_table, to_json
+    from fencelock.check.report.json_doc import to_json
+    from fencelock.check.report.terminal import terminal_table
 
     if as_json:
         doc = to_json(run.result, run.history)
