@@ -50,7 +50,8 @@ import fencelock
 from fencelock import clock
 from fencelock.check.history import Op, Recorder, Result
 from fencelock.errors import FencelockError, LeaseLost, LockTimeout, StaleToken
-from fencelock.fencing import install_sqlite_fences, sqlite_fence
+from fencelock.fencing import sqlite_fence
+from fencelock.toolkit.resources import fresh_database
 
 WORKLOADS = ("register", "seats")
 REGISTER_KEY = "register"
@@ -112,15 +113,8 @@ def connect_resource(path: Path | str) -> sqlite3.Connection:
 
 def create_resource(path: Path) -> None:
     """A fresh resource database (register at 0, no seat sold, no fence yet)."""
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(str(path) + suffix).unlink(missing_ok=True)
-    conn = connect_resource(path)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.executescript(_SCHEMA)
-        install_sqlite_fences(conn)
-    finally:
-        conn.close()
+    with fresh_database(path, connect_resource, _SCHEMA):
+        pass
 
 
 def final_read(path: Path, workload: str) -> tuple[str, str]:

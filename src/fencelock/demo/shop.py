@@ -14,7 +14,8 @@ from pathlib import Path
 from fencelock import clock
 from fencelock.demo.model import LOCK_NAME, Outcome
 from fencelock.errors import StaleToken
-from fencelock.fencing import install_sqlite_fences, sqlite_fence
+from fencelock.fencing import sqlite_fence
+from fencelock.toolkit.resources import fresh_database
 
 _SCHEMA = """
 CREATE TABLE seats (seat INTEGER PRIMARY KEY, buyer TEXT, token INTEGER);
@@ -43,16 +44,8 @@ def connect(path: Path | str) -> sqlite3.Connection:
 
 def create(path: Path, seats: int) -> None:
     """A fresh shop with ``seats`` unsold seats (any old file is replaced)."""
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(str(path) + suffix).unlink(missing_ok=True)
-    conn = connect(path)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.executescript(_SCHEMA)
-        install_sqlite_fences(conn)
+    with fresh_database(path, connect, _SCHEMA) as conn:
         conn.executemany("INSERT INTO seats (seat) VALUES (?)", [(n,) for n in range(1, seats + 1)])
-    finally:
-        conn.close()
 
 
 def first_unsold(conn: sqlite3.Connection) -> int | None:
