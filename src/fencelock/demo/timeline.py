@@ -45,21 +45,7 @@ GAP = 26
 TOP = 72
 LEGEND = 64
 
-PEN = svg.Pen(
-    bar=18,
-    corner=3,
-    ghost_stroke=1.5,
-    ghost_dash="4 3",
-    box_stroke=1.2,
-    dot=4.5,
-    dot_ring=1.5,
-    cross=8,
-    cross_ring=1.5,
-    cross_arm=0.4375,
-    cross_stroke=2.2,
-    token_size=11,
-    wait_cap="round",
-)
+PEN = svg.ROOMY
 STYLE = f"""body {{ font-family: {FONT}; color: {INK}; margin: 24px auto; max-width: {WIDTH + 40}px;
        background: {PAGE}; }}
 p {{ color: {PROSE}; line-height: 1.45; max-width: 980px; margin: 6px 20px; }}

@@ -1,7 +1,8 @@
 """The SVG both timelines are drawn with: the document, its patterns, the axis, rows and marks.
 
-Each mark's markup is written here once. The demo draws roomy rows and the check
-report thin ones, so a picture draws its marks with a :class:`Pen` of its own sizes.
+Each mark's markup is written here once. The demo draws a few roomy rows and the
+check report many thin ones, so each draws its marks with a :class:`Pen` of its
+own sizes (:data:`ROOMY`, :data:`THIN`).
 """
 
 from __future__ import annotations
@@ -31,11 +32,8 @@ def document(height: float, label: str, parts: Iterable[str]) -> str:
 
 def defs(*patterns: str) -> str:
     """The ``<defs>`` of ``patterns`` (and markers), then the white background."""
-    return (
-        "<defs>\n"
-        + "\n".join(patterns)
-        + '\n</defs>\n<rect width="100%" height="100%" fill="#ffffff"/>'
-    )
+    background = f'<rect width="100%" height="100%" fill="{PAPER}"/>'
+    return "<defs>\n" + "\n".join(patterns) + f"\n</defs>\n{background}"
 
 
 def hatch(
@@ -78,7 +76,7 @@ def axis(scale: Scale, top: float, bottom: float) -> str:
 
 def stripe(index: int, y: float, height: float) -> str:
     """The background of row ``index`` (from 0): shaded and white in turn."""
-    fill = STRIPE if index % 2 == 0 else "#ffffff"
+    fill = STRIPE if index % 2 == 0 else PAPER
     return (
         f'<rect x="{LEFT}" y="{y:.1f}" width="{WIDTH - LEFT - RIGHT}" height="{height:.1f}" '
         f'fill="{fill}"/>'
@@ -217,6 +215,38 @@ class Pen:
             f'font-weight="700" fill="{fill}" stroke="{halo}" stroke-width="2.5" '
             f'paint-order="stroke"{align}>{escape(text)}</text>'
         )
+
+
+# The demo's few roomy rows, and the check report's many thin ones.
+ROOMY = Pen(
+    bar=18,
+    corner=3,
+    ghost_stroke=1.5,
+    ghost_dash="4 3",
+    box_stroke=1.2,
+    dot=4.5,
+    dot_ring=1.5,
+    cross=8,
+    cross_ring=1.5,
+    cross_arm=0.4375,
+    cross_stroke=2.2,
+    token_size=11,
+    wait_cap="round",
+)
+THIN = Pen(
+    bar=12,
+    corner=2,
+    ghost_stroke=1.3,
+    ghost_dash="4 2.5",
+    box_stroke=1.1,
+    dot=2.6,
+    dot_ring=0.9,
+    cross=6.5,
+    cross_ring=1.2,
+    cross_arm=0.45,
+    cross_stroke=1.8,
+    token_size=10.5,
+)
 
 
 def _class(cls: str) -> str:

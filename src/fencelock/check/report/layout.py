@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from fencelock.check.history import History
 from fencelock.check.report.summary import run_start
 from fencelock.toolkit.scale import Scale
-from fencelock.toolkit.svg import Pen
+from fencelock.toolkit.svg import THIN
 
 ROW = 40  # one client's row (up to ROOMY_ROWS rows; thinner beyond)
 ROOMY_ROWS = 12
@@ -21,20 +21,7 @@ FAULT_BOX = 24  # a pause's hatched box (in a full-height row)
 SERVER_LANE = 30  # the lane above the clients for server-wide faults
 TOP = 40  # the caption above the lanes
 
-PEN = Pen(
-    bar=12,
-    corner=2,
-    ghost_stroke=1.3,
-    ghost_dash="4 2.5",
-    box_stroke=1.1,
-    dot=2.6,
-    dot_ring=0.9,
-    cross=6.5,
-    cross_ring=1.2,
-    cross_arm=0.45,
-    cross_stroke=1.8,
-    token_size=10.5,
-)
+PEN = THIN
 
 
 @dataclass(frozen=True)
