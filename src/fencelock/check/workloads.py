@@ -51,7 +51,7 @@ from fencelock import clock
 from fencelock.check.history import Op, Recorder, Result
 from fencelock.errors import FencelockError, LeaseLost, LockTimeout, StaleToken
 from fencelock.fencing import sqlite_fence
-from fencelock.toolkit.resources import fresh_database
+from fencelock.toolkit import resources
 
 WORKLOADS = ("register", "seats")
 REGISTER_KEY = "register"
@@ -105,15 +105,13 @@ class ClientSpec:
 
 
 def connect_resource(path: Path | str) -> sqlite3.Connection:
-    """An autocommit connection; transactions are explicit ``BEGIN IMMEDIATE``."""
-    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    return conn
+    """An autocommit connection to the resource; transactions are explicit."""
+    return resources.connect(path, BUSY_TIMEOUT_MS)
 
 
 def create_resource(path: Path) -> None:
     """A fresh resource database (register at 0, no seat sold, no fence yet)."""
-    with fresh_database(path, connect_resource, _SCHEMA):
+    with resources.fresh_database(path, connect_resource, _SCHEMA):
         pass
 
 
@@ -144,14 +142,9 @@ def _fenced_read(conn: sqlite3.Connection, spec: ClientSpec, token: int, query: 
     if not (spec.fencing and spec.fence_reads):
         (value,) = conn.execute(query).fetchone()
         return int(value)
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with resources.write_transaction(conn):
         sqlite_fence(conn, spec.fence_key, token, allow_equal=True)
         (value,) = conn.execute(query).fetchone()
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
     return int(value)
 
 
@@ -164,8 +157,7 @@ def _commit(
     update: tuple[str, tuple[object, ...]],
 ) -> int:
     """Apply ``update`` and log the commit in one transaction (fenced); the commit's seq."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with resources.write_transaction(conn):
         if spec.fencing:
             sqlite_fence(conn, spec.fence_key, token, allow_equal=True)
         conn.execute(*update)
@@ -174,10 +166,6 @@ def _commit(
             (spec.client, token, key, value, clock.now()),
         )
         seq = cursor.lastrowid
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
     assert seq is not None
     return int(seq)
 

@@ -10,6 +10,13 @@ from pathlib import Path
 from fencelock.fencing import install_sqlite_fences
 
 
+def connect(path: Path | str, busy_ms: int) -> sqlite3.Connection:
+    """An autocommit connection (transactions are explicit) that waits ``busy_ms`` for locks."""
+    conn = sqlite3.connect(str(path), timeout=busy_ms / 1000, isolation_level=None)
+    conn.execute(f"PRAGMA busy_timeout = {busy_ms}")
+    return conn
+
+
 def remove_database(path: Path) -> None:
     """Delete the SQLite database at ``path`` and its journal files, if there are any."""
     for suffix in ("", "-wal", "-shm", "-journal"):
@@ -33,3 +40,15 @@ def fresh_database(
         yield conn
     finally:
         conn.close()
+
+
+@contextlib.contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back if the block raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
