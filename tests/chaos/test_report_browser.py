@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from fencelock.check.checker import check
-from fencelock.check.report import write_html
+from fencelock.check.report.page import write_html
 from tests.unit.test_checker import simulate
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -12,8 +12,10 @@ from rich.console import Console
 
 from fencelock.check.checker import CheckResult, check
 from fencelock.check.history import History, Op
-from fencelock.check.report import render_html, terminal_table, to_json, write_html
-from fencelock.demo.timeline import WIDTH
+from fencelock.check.report.json_doc import to_json
+from fencelock.check.report.page import render_html, write_html
+from fencelock.check.report.terminal import terminal_table
+from fencelock.toolkit.scale import WIDTH
 from tests.unit.test_checker import acq, final, lost, rel, simulate, stale, wr
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -10,6 +10,7 @@ import pytest
 
 from fencelock.demo import timeline
 from fencelock.demo.model import Hold, Pause, Trace, Write
+from fencelock.toolkit import labels, scale
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -67,7 +68,7 @@ def test_a_lost_lease_gets_a_ghost_after_its_safe_time() -> None:
     ghost_x = float(ghosts[0].get("x", "nan"))
     bar_end = float(lost_bar.get("x", "nan")) + float(lost_bar.get("width", "nan"))
     assert ghost_x == pytest.approx(bar_end, abs=0.2)
-    assert ghost_x < timeline.Scale(100.0, 3.0 * 1.02).x(101.5)
+    assert ghost_x < scale.Scale(100.0, 3.0 * 1.02).x(101.5)
 
 
 def test_pauses_writes_and_links_are_marked() -> None:
@@ -117,8 +118,8 @@ def test_collided_with_finds_the_latest_earlier_accepted_sale_of_the_seat() -> N
     ("span", "step"), [(1.0, 0.1), (3.9, 0.5), (8.0, 1.0), (25.0, 2.5), (120.0, 10.0)]
 )
 def test_tick_step_is_round_and_gives_a_readable_number_of_ticks(span: float, step: float) -> None:
-    assert timeline.tick_step(span) == pytest.approx(step)
-    assert 5 <= span / timeline.tick_step(span) <= 13
+    assert scale.tick_step(span) == pytest.approx(step)
+    assert 5 <= span / scale.tick_step(span) <= 13
 
 
 def test_axis_is_labelled_in_seconds() -> None:
@@ -142,10 +143,10 @@ def test_empty_round_renders() -> None:
 
 
 def test_labels_in_one_row_are_spread_apart() -> None:
-    first = timeline.Label(1, 100.0, "seat 6 sold twice", "red")
-    second = timeline.Label(1, 110.0, "SIGSTOP 0.9s", "red")
-    other_row = timeline.Label(2, 105.0, "#7 rejected", "orange")
-    placed = timeline.spread([second, other_row, first])
+    first = labels.Label(1, 100.0, "seat 6 sold twice", "red")
+    second = labels.Label(1, 110.0, "SIGSTOP 0.9s", "red")
+    other_row = labels.Label(2, 105.0, "#7 rejected", "orange")
+    placed = labels.spread([second, other_row, first])
     by_text = {label.text: label for label in placed}
     assert by_text["seat 6 sold twice"].x == 100.0
     assert by_text["SIGSTOP 0.9s"].x >= 100.0 + first.width
@@ -157,7 +158,7 @@ def test_callouts_near_the_right_edge_turn_left() -> None:
     late = Write(2, trace.end, 1, 2, "double")
     labels = timeline.top_labels(
         dataclasses.replace(trace, writes=(late,), pauses=()),
-        timeline.Scale(trace.start, trace.end - trace.start),
+        scale.Scale(trace.start, trace.end - trace.start),
     )
     (callout,) = labels
-    assert callout.x + callout.width <= timeline.WIDTH - timeline.RIGHT
+    assert callout.x + callout.width <= scale.WIDTH - scale.RIGHT

@@ -50,7 +50,8 @@ import fencelock
 from fencelock import clock
 from fencelock.check.history import Op, Recorder, Result
 from fencelock.errors import FencelockError, LeaseLost, LockTimeout, StaleToken
-from fencelock.fencing import install_sqlite_fences, sqlite_fence
+from fencelock.fencing import sqlite_fence
+from fencelock.toolkit import resources
 
 WORKLOADS = ("register", "seats")
 REGISTER_KEY = "register"
@@ -104,23 +105,14 @@ class ClientSpec:
 
 
 def connect_resource(path: Path | str) -> sqlite3.Connection:
-    """An autocommit connection; transactions are explicit ``BEGIN IMMEDIATE``."""
-    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    return conn
+    """An autocommit connection to the resource; transactions are explicit."""
+    return resources.connect(path, BUSY_TIMEOUT_MS)
 
 
 def create_resource(path: Path) -> None:
     """A fresh resource database (register at 0, no seat sold, no fence yet)."""
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(str(path) + suffix).unlink(missing_ok=True)
-    conn = connect_resource(path)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.executescript(_SCHEMA)
-        install_sqlite_fences(conn)
-    finally:
-        conn.close()
+    with resources.fresh_database(path, connect_resource, _SCHEMA):
+        pass
 
 
 def final_read(path: Path, workload: str) -> tuple[str, str]:
@@ -150,14 +142,9 @@ def _fenced_read(conn: sqlite3.Connection, spec: ClientSpec, token: int, query: 
     if not (spec.fencing and spec.fence_reads):
         (value,) = conn.execute(query).fetchone()
         return int(value)
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with resources.write_transaction(conn):
         sqlite_fence(conn, spec.fence_key, token, allow_equal=True)
         (value,) = conn.execute(query).fetchone()
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
     return int(value)
 
 
@@ -170,8 +157,7 @@ def _commit(
     update: tuple[str, tuple[object, ...]],
 ) -> int:
     """Apply ``update`` and log the commit in one transaction (fenced); the commit's seq."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with resources.write_transaction(conn):
         if spec.fencing:
             sqlite_fence(conn, spec.fence_key, token, allow_equal=True)
         conn.execute(*update)
@@ -180,10 +166,6 @@ def _commit(
             (spec.client, token, key, value, clock.now()),
         )
         seq = cursor.lastrowid
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
     assert seq is not None
     return int(seq)
 

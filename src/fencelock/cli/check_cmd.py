@@ -11,7 +11,9 @@ import click
 from rich.console import Console
 
 from fencelock.check.nemesis import NEMESES, parse_nemeses
-from fencelock.check.runner import CheckOptions, CheckRun, RichProgress, run_check
+from fencelock.check.options import CheckOptions
+from fencelock.check.progress import RichProgress
+from fencelock.check.runner import CheckRun, run_check
 from fencelock.check.workloads import WORKLOADS
 from fencelock.cli import errors_as_exit_codes, exitcodes, fail
 
@@ -144,7 +146,8 @@ def check(
 
 
 def _report(run: CheckRun, as_json: bool) -> None:
-    from fencelock.check.report import terminal_table, to_json
+    from fencelock.check.report.json_doc import to_json
+    from fencelock.check.report.terminal import terminal_table
 
     if as_json:
         doc = to_json(run.result, run.history)

@@ -13,13 +13,11 @@ import multiprocessing
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
-from pathlib import Path
 from typing import Protocol
 
 import fencelock
 from fencelock import clock
 from fencelock.demo import shop, worker
-from fencelock.demo.freezer import Freezer
 from fencelock.demo.model import (
     Acquired,
     DemoError,
@@ -37,10 +35,13 @@ from fencelock.demo.model import (
     Wrote,
 )
 from fencelock.demo.recorder import PausePlan, Recorder
+from fencelock.toolkit.processes import Freezer, resume
+from fencelock.toolkit.resources import remove_database
 
 PAUSE_TTLS = 1.5  # a pause lasts 1.5 times the TTL ...
 MAX_PAUSE_TTLS = 10.0  # ... or until the seat is resold, but never longer than this
 ROUND_LIMIT = 60.0
+FREEZE_ATTEMPTS = 200  # tries to catch a worker outside a lock-database transaction
 _NOTES = {
     False: "each sale is a plain UPDATE of the seat",
     True: "each sale checks the lease's token with sqlite_fence() in the same transaction",
@@ -110,7 +111,7 @@ def _start_workers(spec: RoundSpec, options: Options) -> list[_Worker]:
 def _stop_workers(workers: list[_Worker], finished: bool) -> None:
     """Join finished workers; kill the rest (after a failure) without waiting."""
     for w in workers:
-        Freezer.thaw(w.pid)
+        resume(w.pid)
         w.process.join(timeout=5 if finished else 0)
         if w.process.is_alive():
             w.process.kill()
@@ -128,7 +129,7 @@ class Conductor:
         self.live = {w.number: w for w in workers}
         self.plan = PausePlan(options.pauses, options.seed)
         self.recorder = Recorder(options.workers)
-        self.freezer = Freezer(spec.locks_path)
+        self.freezer = Freezer([spec.locks_path], FREEZE_ATTEMPTS)
         self.frozen: dict[int, _Frozen] = {}
 
     def start(self) -> float:
@@ -184,7 +185,9 @@ class Conductor:
         if not self.plan.should_pause(bool(self.frozen)):
             w.conn.send_bytes(GO)
             return
-        since = self.freezer.freeze(w.pid)
+        if not self.freezer.freeze(w.pid):
+            raise DemoError(f"could not freeze worker pid {w.pid} outside a lock transaction")
+        since = clock.now()
         self.frozen[w.number] = _Frozen(w, msg, since, since + PAUSE_TTLS * self.options.ttl)
         self.reporter.note(
             f"worker {w.number} frozen (SIGSTOP) holding token {msg.token}, "
@@ -199,7 +202,8 @@ class Conductor:
             if now < f.due or not (resold or now > f.since + MAX_PAUSE_TTLS * self.options.ttl):
                 continue
             f.worker.conn.send_bytes(GO)
-            end = Freezer.thaw(f.worker.pid)
+            resume(f.worker.pid)
+            end = clock.now()
             del self.frozen[number]
             self.recorder.paused(Pause(number, f.since, end, f.intent.token, f.intent.seat))
             self.reporter.note(f"worker {number} resumed after {end - f.since:.2f}s", "resume")
@@ -230,8 +234,7 @@ class Conductor:
 
 def _fresh_lock_database(spec: RoundSpec) -> None:
     spec.directory.mkdir(parents=True, exist_ok=True)
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(str(spec.locks_path) + suffix).unlink(missing_ok=True)
+    remove_database(spec.locks_path)
     fencelock.connect(spec.locks_url).close()  # creates the schema
 
 

@@ -14,7 +14,10 @@ from pathlib import Path
 from fencelock import clock
 from fencelock.demo.model import LOCK_NAME, Outcome
 from fencelock.errors import StaleToken
-from fencelock.fencing import install_sqlite_fences, sqlite_fence
+from fencelock.fencing import sqlite_fence
+from fencelock.toolkit import resources
+
+BUSY_MS = 10_000  # how long a sale waits for the database write lock
 
 _SCHEMA = """
 CREATE TABLE seats (seat INTEGER PRIMARY KEY, buyer TEXT, token INTEGER);
@@ -35,24 +38,14 @@ class Tally:
 
 
 def connect(path: Path | str) -> sqlite3.Connection:
-    """An autocommit connection; transactions are explicit ``BEGIN IMMEDIATE``."""
-    conn = sqlite3.connect(str(path), timeout=10, isolation_level=None)
-    conn.execute("PRAGMA busy_timeout = 10000")
-    return conn
+    """An autocommit connection to the shop; transactions are explicit."""
+    return resources.connect(path, BUSY_MS)
 
 
 def create(path: Path, seats: int) -> None:
     """A fresh shop with ``seats`` unsold seats (any old file is replaced)."""
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        Path(str(path) + suffix).unlink(missing_ok=True)
-    conn = connect(path)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.executescript(_SCHEMA)
-        install_sqlite_fences(conn)
+    with resources.fresh_database(path, connect, _SCHEMA) as conn:
         conn.executemany("INSERT INTO seats (seat) VALUES (?)", [(n,) for n in range(1, seats + 1)])
-    finally:
-        conn.close()
 
 
 def first_unsold(conn: sqlite3.Connection) -> int | None:
@@ -69,23 +62,20 @@ def sell(
     Returns ``"double"`` when the seat already had a buyer (this write overwrote
     a sale), ``"rejected"`` when the fence refused a stale token (rolled back).
     """
-    conn.execute("BEGIN IMMEDIATE")
     try:
-        if fenced:
-            sqlite_fence(conn, LOCK_NAME, token)
-        (previous,) = conn.execute("SELECT buyer FROM seats WHERE seat = ?", (seat,)).fetchone()
-        conn.execute("UPDATE seats SET buyer = ?, token = ? WHERE seat = ?", (buyer, token, seat))
-        conn.execute(
-            "INSERT INTO sales (seat, buyer, token, worker, at) VALUES (?, ?, ?, ?, ?)",
-            (seat, buyer, token, worker, clock.now()),
-        )
+        with resources.write_transaction(conn):
+            if fenced:
+                sqlite_fence(conn, LOCK_NAME, token)
+            (previous,) = conn.execute("SELECT buyer FROM seats WHERE seat = ?", (seat,)).fetchone()
+            conn.execute(
+                "UPDATE seats SET buyer = ?, token = ? WHERE seat = ?", (buyer, token, seat)
+            )
+            conn.execute(
+                "INSERT INTO sales (seat, buyer, token, worker, at) VALUES (?, ?, ?, ?, ?)",
+                (seat, buyer, token, worker, clock.now()),
+            )
     except StaleToken:
-        conn.execute("ROLLBACK")
         return "rejected"
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
     return "sold" if previous is None else "double"
 
 

@@ -4,110 +4,82 @@ Pure functions from a recorded :class:`~fencelock.demo.model.Trace` to text:
 one row per worker; lease holds as bars labelled with their tokens; SIGSTOP
 pauses hatched in red; the part of a lease a frozen worker still believed in
 after it expired drawn dashed; every write marked (sale, seat sold twice, stale
-write rejected) and each bad write linked to the sale it collided with.
+write rejected) and each bad write linked to the sale it collided with. The
+marks are :mod:`fencelock.toolkit.svg`'s, shared with ``fencelock check``.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from html import escape
 
 from fencelock.demo.model import Hold, Pause, Trace, Write
+from fencelock.toolkit import svg
+from fencelock.toolkit.labels import Label, label_text, spread
+from fencelock.toolkit.page import page
+from fencelock.toolkit.palette import (
+    DOUBLE,
+    FAINT,
+    FONT,
+    GHOST,
+    GRID,
+    HOLD,
+    INK,
+    MUTED,
+    PAGE,
+    PAPER,
+    PAUSE,
+    PROSE,
+    REJECTED,
+    SOLD,
+    WAIT,
+)
+from fencelock.toolkit.scale import LEFT, RIGHT, WIDTH, Scale
 
-WIDTH = 1240
-LEFT = 112  # room for the row labels
-RIGHT = 28
 ROW = 50
-BAR = 18
 PAUSE_BOX = 26
 PANEL_HEAD = 60
 AXIS = 34
 GAP = 26
 TOP = 72
 LEGEND = 64
-LEGEND_COLUMN = 250
 
-INK = "#1f2937"
-MUTED = "#6b7280"
-WAIT = "#cbd5e1"
-GRID = "#e5e7eb"
-HOLD = "#3b6fb6"
-GHOST = "#dbe6f6"
-PAUSE = "#dc2626"
-SOLD = "#16a34a"
-DOUBLE = "#dc2626"
-REJECTED = "#d97706"
-
-FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', Helvetica, Arial, sans-serif"
-
-
-@dataclass(frozen=True)
-class Scale:
-    """Maps seconds since a panel's start to x pixels; every panel shares ``span``."""
-
-    start: float
-    span: float
-
-    def x(self, t: float) -> float:
-        """The x pixel of clock reading ``t``."""
-        return LEFT + (t - self.start) / self.span * (WIDTH - LEFT - RIGHT)
-
-
-def render_html(traces: Sequence[Trace], title: str = "fencelock demo: locks vs. fencing") -> str:
-    """A self-contained page: a heading, a short explanation and the inline SVG."""
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
-<style>
-body {{ font-family: {FONT}; color: {INK}; margin: 24px auto; max-width: {WIDTH + 40}px;
-       background: #fafafa; }}
-p {{ color: #374151; line-height: 1.45; max-width: 980px; margin: 6px 20px; }}
-figure {{ margin: 12px 0; background: #fff; border: 1px solid {GRID}; border-radius: 10px;
+PEN = svg.ROOMY
+STYLE = f"""body {{ font-family: {FONT}; color: {INK}; margin: 24px auto; max-width: {WIDTH + 40}px;
+       background: {PAGE}; }}
+p {{ color: {PROSE}; line-height: 1.45; max-width: 980px; margin: 6px 20px; }}
+figure {{ margin: 12px 0; background: {PAPER}; border: 1px solid {GRID}; border-radius: 10px;
          padding: 8px 10px; }}
 svg {{ width: 100%; height: auto; display: block; }}
-</style></head><body>
+"""
+INTRO = """\
 <p>Worker processes sell the seats of one show, each sale under the lock <code>show/42</code>.
 Some are frozen with SIGSTOP (a stop-the-world GC pause) after reading a free seat and before
 selling it, for longer than the lease's TTL: the lock passes on and another worker sells that
 seat. With <b>locks only</b> the woken worker still sells it: the seat is sold twice. With
 <b>locks + fencing</b> the shop checks the token in the sale's own transaction and rejects
 the stale write.</p>
-<figure>
-{render_svg(traces, title)}
-</figure>
-</body></html>
 """
+
+
+def render_html(traces: Sequence[Trace], title: str = "fencelock demo: locks vs. fencing") -> str:
+    """A self-contained page: a heading, a short explanation and the inline SVG."""
+    return page(title, STYLE, f"{INTRO}<figure>\n{render_svg(traces, title)}\n</figure>\n")
 
 
 def render_svg(traces: Sequence[Trace], title: str = "fencelock demo") -> str:
     """The whole picture: title, one panel per trace on a shared time scale, legend."""
     span = max([t.end - t.start for t in traces] + [0.001]) * 1.02
-    parts = [_defs(), _title(title, traces)]
+    hatch = svg.hatch("hatch", PAUSE, 7, fill_opacity=0.08, stroke_width=2.2, stroke_opacity=0.7)
+    parts = [svg.defs(hatch, svg.ARROW), _title(title, traces)]
     y = float(TOP)
     for trace in traces:
         panel, height = _panel(trace, Scale(trace.start, span), y)
         parts.append(panel)
         y += height + GAP
-    parts.append(_legend(y))
-    height = y + LEGEND
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
-        f'width="{WIDTH}" height="{height}" font-family="{escape(FONT)}" '
-        f'role="img" aria-label="{escape(title)}">\n' + "\n".join(parts) + "\n</svg>"
-    )
-
-
-def _defs() -> str:
-    return f"""<defs>
-<pattern id="hatch" width="7" height="7" patternUnits="userSpaceOnUse"
- patternTransform="rotate(45)"><rect width="7" height="7" fill="{PAUSE}" fill-opacity="0.08"/>
-<line x1="0" y1="0" x2="0" y2="7" stroke="{PAUSE}" stroke-width="2.2" stroke-opacity="0.7"/>
-</pattern>
-<marker id="arrow" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7"
- orient="auto-start-reverse"><path d="M0,0 L8,4 L0,8 z" fill="context-stroke"/></marker>
-</defs>
-<rect width="100%" height="100%" fill="#ffffff"/>"""
+    parts.append(svg.legend(_legend_items(), y + 18, row=24, size=12.5))
+    return svg.document(y + LEGEND, title, parts)
 
 
 def _title(title: str, traces: Sequence[Trace]) -> str:
@@ -147,7 +119,7 @@ def _panel_head(trace: Trace, top: float) -> str:
         elif label == "stale writes rejected" and value:
             colour = REJECTED
         chips.append(f'<tspan fill="{colour}" font-weight="700">{value}</tspan> {escape(label)}')
-    stats = ' <tspan fill="#d1d5db">·</tspan> '.join(chips)
+    stats = f' <tspan fill="{FAINT}">·</tspan> '.join(chips)
     return (
         f'<text x="{LEFT - 100}" y="{top + 24}" font-size="17" font-weight="700" '
         f'fill="{INK}">{escape(trace.title)}</text>\n'
@@ -167,135 +139,76 @@ def _rows(workers: int, rows_top: float) -> str:
     parts = []
     for n in range(1, workers + 1):
         y = rows_top + (n - 1) * ROW
-        fill = "#f8fafc" if n % 2 else "#ffffff"
-        parts.append(
-            f'<rect x="{LEFT}" y="{y}" width="{WIDTH - LEFT - RIGHT}" height="{ROW}" '
-            f'fill="{fill}"/>\n<text x="{LEFT - 12}" y="{y + ROW / 2 + 4.5}" font-size="13" '
-            f'fill="{INK}" text-anchor="end">worker {n}</text>'
-        )
+        parts.append(svg.stripe(n - 1, y, ROW))
+        parts.append(svg.row_label(f"worker {n}", y + ROW / 2 + 4.5))
     return "\n".join(parts)
-
-
-def tick_step(span: float) -> float:
-    """A round tick interval giving about 6-12 ticks over ``span`` seconds."""
-    raw = max(span, 1e-3) / 12
-    base = 10.0 ** math.floor(math.log10(raw))
-    return next(m * base for m in (1, 2, 2.5, 5, 10) if m * base >= raw)
 
 
 def _axis(scale: Scale, end: float, rows_top: float, rows_height: float) -> str:
-    step = tick_step(scale.span)
+    """The shared axis, and a line where the round ended."""
     bottom = rows_top + rows_height
-    parts = [
-        f'<line x1="{LEFT}" y1="{bottom}" x2="{WIDTH - RIGHT}" y2="{bottom}" stroke="{MUTED}"/>'
-    ]
-    for i in range(int(scale.span / step + 1e-9) + 1):
-        seconds = i * step
-        x = scale.x(scale.start + seconds)
-        parts.append(
-            f'<line x1="{x:.1f}" y1="{rows_top}" x2="{x:.1f}" y2="{bottom}" stroke="{GRID}" '
-            f'stroke-dasharray="2 3"/>\n'
-            f'<line x1="{x:.1f}" y1="{bottom}" x2="{x:.1f}" y2="{bottom + 5}" stroke="{MUTED}"/>'
-            f'\n<text x="{x:.1f}" y="{bottom + 18}" font-size="11" fill="{MUTED}" '
-            f'text-anchor="middle">{seconds:g} s</text>'
-        )
     end_x = scale.x(end)
-    parts.append(
+    return (
+        f"{svg.axis(scale, rows_top, bottom)}\n"
         f'<line x1="{end_x:.1f}" y1="{rows_top}" x2="{end_x:.1f}" y2="{bottom}" '
         f'stroke="{MUTED}" stroke-width="1.2"/>'
     )
-    return "\n".join(parts)
+
+
+def _safe_end(hold: Hold) -> float:
+    """Where the lease stopped being safe: its end, or its trust bound if that came first."""
+    return hold.end if hold.trusted_until is None else min(hold.end, hold.trusted_until)
 
 
 def _hold(hold: Hold, scale: Scale, rows_top: float) -> str:
-    y = _row_y(hold.worker, rows_top) - BAR / 2
+    y = _row_y(hold.worker, rows_top) - PEN.bar / 2
     x0 = scale.x(hold.start)
-    safe_end = hold.end if hold.trusted_until is None else min(hold.end, hold.trusted_until)
+    safe_end = _safe_end(hold)
     x1 = max(scale.x(safe_end), x0 + 1.5)
-    parts = [
-        f'<rect class="hold" x="{x0:.1f}" y="{y:.1f}" width="{x1 - x0:.1f}" height="{BAR}" '
-        f'rx="3" fill="{HOLD}"><title>worker {hold.worker}: token {hold.token}, '
-        f"held {hold.end - hold.start:.3f}s</title></rect>"
-    ]
+    tip = f"worker {hold.worker}: token {hold.token}, held {hold.end - hold.start:.3f}s"
+    parts = [PEN.bar_rect("hold", x0, x1, y, tip)]
     if hold.lost and hold.end > safe_end:
-        parts.append(_ghost(x1, scale.x(hold.end), y))
+        parts.append(PEN.ghost_rect(x1, scale.x(hold.end), y))
     return "\n".join(parts)
 
 
 def _hold_label(hold: Hold, scale: Scale, rows_top: float) -> str:
     """``#token`` inside the bar, if it fits (drawn above the pause hatching)."""
-    x0 = scale.x(hold.start)
-    x1 = scale.x(hold.end if hold.trusted_until is None else min(hold.end, hold.trusted_until))
+    x0, x1 = scale.x(hold.start), scale.x(_safe_end(hold))
     if x1 - x0 < 30:
         return ""
     tx, anchor = (x0 + 7, "start") if x1 - x0 > 90 else ((x0 + x1 - 5) / 2, "middle")
-    return (
-        f'<text x="{tx:.1f}" y="{_row_y(hold.worker, rows_top) + 4:.1f}" font-size="11" '
-        f'font-weight="700" fill="#fff" stroke="{HOLD}" stroke-width="2.5" '
-        f'paint-order="stroke" text-anchor="{anchor}">#{hold.token}</text>'
-    )
-
-
-def _ghost(x0: float, x1: float, y: float) -> str:
-    """The part of a lease its frozen holder still believed in after it expired."""
-    return (
-        f'<rect class="ghost" x="{x0:.1f}" y="{y + 0.75:.1f}" width="{max(x1 - x0, 0):.1f}" '
-        f'height="{BAR - 1.5}" rx="3" fill="{GHOST}" stroke="{HOLD}" stroke-width="1.5" '
-        f'stroke-dasharray="4 3"/>'
-    )
+    return PEN.token(f"#{hold.token}", tx, _row_y(hold.worker, rows_top) + 4, anchor=anchor)
 
 
 def _wait(hold: Hold, scale: Scale, rows_top: float) -> str:
     if hold.asked is None or hold.start - hold.asked < 0.002:
         return ""
-    y = _row_y(hold.worker, rows_top)
-    return (
-        f'<line class="wait" x1="{scale.x(hold.asked):.1f}" y1="{y:.1f}" '
-        f'x2="{scale.x(hold.start):.1f}" y2="{y:.1f}" stroke="{WAIT}" stroke-width="2" '
-        f'stroke-linecap="round"/>'
-    )
+    return PEN.wait_line(scale.x(hold.asked), scale.x(hold.start), _row_y(hold.worker, rows_top))
 
 
 def _pause(pause: Pause, scale: Scale, rows_top: float) -> str:
     y = _row_y(pause.worker, rows_top) - PAUSE_BOX / 2
-    x0, x1 = scale.x(pause.start), scale.x(pause.end)
-    return (
-        f'<rect class="pause" x="{x0:.1f}" y="{y:.1f}" width="{x1 - x0:.1f}" '
-        f'height="{PAUSE_BOX}" fill="url(#hatch)" stroke="{PAUSE}" stroke-width="1.2" rx="2">'
-        f"<title>worker {pause.worker} frozen (SIGSTOP) {pause.end - pause.start:.2f}s "
-        f"holding token {pause.token}, about to sell seat {pause.seat}</title></rect>"
+    tip = (
+        f"worker {pause.worker} frozen (SIGSTOP) {pause.end - pause.start:.2f}s "
+        f"holding token {pause.token}, about to sell seat {pause.seat}"
+    )
+    return PEN.box(
+        "pause", scale.x(pause.start), scale.x(pause.end), y, PAUSE_BOX, "url(#hatch)", PAUSE, tip
     )
 
 
 def _write(write: Write, scale: Scale, rows_top: float) -> str:
     x, y = scale.x(write.at), _row_y(write.worker, rows_top)
     tip = f"worker {write.worker}, token {write.token}: seat {write.seat} {write.outcome}"
-    cls = f'class="write {write.outcome}"'
+    cls = f"write {write.outcome}"
     if write.outcome == "sold":
-        return (
-            f'<circle {cls} cx="{x:.1f}" cy="{y:.1f}" r="4.5" fill="{SOLD}" stroke="#fff" '
-            f'stroke-width="1.5"><title>{tip}</title></circle>'
-        )
-    return _bad_marker(cls, x, y, _colour(write), tip)
+        return PEN.dot_mark(cls, x, y, SOLD, tip)
+    return PEN.cross_mark(cls, x, y, _colour(write), tip)
 
 
 def _colour(write: Write) -> str:
     return DOUBLE if write.outcome == "double" else REJECTED
-
-
-@dataclass(frozen=True)
-class Label:
-    """A bold note in the band above a worker's bars; ``x`` is its left edge."""
-
-    worker: int
-    x: float
-    text: str
-    colour: str
-
-    @property
-    def width(self) -> float:
-        """Estimated rendered width in pixels."""
-        return len(self.text) * 6.8
 
 
 def top_labels(trace: Trace, scale: Scale) -> list[Label]:
@@ -322,34 +235,8 @@ def _callout(write: Write, scale: Scale) -> Label:
     return label
 
 
-def spread(labels: Sequence[Label]) -> list[Label]:
-    """Shift labels right so that none overlaps an earlier one in the same row."""
-    placed: list[Label] = []
-    ends: dict[int, float] = {}
-    for label in sorted(labels, key=lambda lb: (lb.worker, lb.x)):
-        x = max(label.x, ends.get(label.worker, -math.inf) + 8)
-        placed.append(replace(label, x=x))
-        ends[label.worker] = x + label.width
-    return placed
-
-
 def _label(label: Label, rows_top: float) -> str:
-    y = _row_y(label.worker, rows_top) - PAUSE_BOX / 2 - 4
-    return (
-        f'<text class="label" x="{label.x:.1f}" y="{y:.1f}" font-size="11" font-weight="700" '
-        f'fill="{label.colour}" stroke="#fff" stroke-width="3" paint-order="stroke">'
-        f"{escape(label.text)}</text>"
-    )
-
-
-def _bad_marker(cls: str, x: float, y: float, colour: str, tip: str) -> str:
-    return (
-        f'<g {cls}><title>{tip}</title><circle cx="{x:.1f}" cy="{y:.1f}" r="8" '
-        f'fill="{colour}" stroke="#fff" stroke-width="1.5"/>'
-        f'<path d="M{x - 3.5:.1f},{y - 3.5:.1f} L{x + 3.5:.1f},{y + 3.5:.1f} '
-        f'M{x + 3.5:.1f},{y - 3.5:.1f} L{x - 3.5:.1f},{y + 3.5:.1f}" stroke="#fff" '
-        f'stroke-width="2.2" stroke-linecap="round"/></g>'
-    )
+    return label_text(label, _row_y(label.row, rows_top) - PAUSE_BOX / 2 - 4, 11)
 
 
 def collided_with(write: Write, writes: Sequence[Write]) -> Write | None:
@@ -394,22 +281,11 @@ def _legend_items() -> list[tuple[str, str]]:
         ),
         (f'<rect {box} fill="url(#hatch)" stroke="{PAUSE}"/>', "frozen (SIGSTOP)"),
         (f'<circle cx="13" cy="0" r="4.5" fill="{SOLD}"/>', "seat sold"),
-        (_bad_marker("", 13, 0, DOUBLE, "seat sold twice"), "seat sold twice"),
-        (_bad_marker("", 13, 0, REJECTED, "stale write rejected"), "stale write rejected"),
+        (PEN.cross_mark("", 13, 0, DOUBLE, "seat sold twice"), "seat sold twice"),
+        (PEN.cross_mark("", 13, 0, REJECTED, "stale write rejected"), "stale write rejected"),
         (
             f'<path d="M0,4 C8,-8 18,-8 26,4" fill="none" stroke="{MUTED}" '
             'stroke-dasharray="3 3" marker-end="url(#arrow)"/>',
             "collides with",
         ),
     ]
-
-
-def _legend(top: float) -> str:
-    parts = []
-    for i, (swatch, label) in enumerate(_legend_items()):
-        x, y = LEFT + (i % 4) * LEGEND_COLUMN, top + 18 + (i // 4) * 24
-        parts.append(
-            f'<g transform="translate({x},{y})">{swatch}<text x="34" y="4.5" '
-            f'font-size="12.5" fill="{INK}">{escape(label)}</text></g>'
-        )
-    return "\n".join(parts)

@@ -1,0 +1,79 @@
+"""The options of a check run, and what makes a run impossible (said in one sentence)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from fencelock.check.nemesis import NEMESES, NETWORK_NEMESES, SERVER_NEMESES
+from fencelock.check.workloads import WORKLOADS
+from fencelock.engine.urls import parse_url
+from fencelock.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """One check run. ``url`` or ``servers`` (neither: a fresh SQLite file in the run dir)."""
+
+    url: str | None = None
+    servers: str | None = None  # "redis" | "redlock": the harness starts them
+    workload: str = "register"
+    clients: int = 8
+    duration: float = 10.0
+    ttl: float = 1.0
+    work: float = 0.01  # mean seconds of "work" between the lease check and the write
+    nemeses: tuple[str, ...] = ("pause", "kill")
+    fencing: bool = True
+    seed: int = 0
+    report: Path | None = None
+    fence_reads: bool = True  # False: fence the write only (shows why that is not enough)
+
+
+def validate(options: CheckOptions) -> None:
+    """Raise ConfigError for a run that cannot be made (one clear sentence)."""
+    if options.workload not in WORKLOADS:
+        raise ConfigError(
+            f"unknown workload {options.workload!r} (choose from {', '.join(WORKLOADS)})"
+        )
+    for name in options.nemeses:
+        if name not in NEMESES:
+            raise ConfigError(f"unknown nemesis {name!r} (choose from {', '.join(NEMESES)})")
+    if options.clients < 2:
+        raise ConfigError("--clients must be at least 2: someone has to take over the lock")
+    if not 0.05 <= options.ttl <= 60:
+        raise ConfigError("--ttl must be between 0.05 and 60 seconds")
+    if options.duration <= 0:
+        raise ConfigError("--duration must be positive")
+    if options.work < 0:
+        raise ConfigError("--work must be 0 or more seconds")
+    if not options.fencing and not options.fence_reads:
+        raise ConfigError("--fence-writes-only and --no-fencing contradict each other")
+    if options.servers is not None and options.url is not None:
+        raise ConfigError("give --url or --servers, not both")
+    if options.servers not in (None, "redis", "redlock"):
+        raise ConfigError(f"--servers must be redis or redlock, not {options.servers!r}")
+    scheme = _scheme(options)
+    if scheme == "memory":
+        raise ConfigError(
+            "memory:// keeps its locks inside one process, and fencelock check runs every "
+            "client in its own process: use sqlite:///path, redis:// or redlock://"
+        )
+    wants_servers = [n for n in options.nemeses if n in SERVER_NEMESES]
+    if wants_servers and options.servers is None:
+        raise ConfigError(
+            f"the {wants_servers[0]} nemesis needs servers the harness started itself: "
+            "use --servers redis or --servers redlock instead of --url"
+        )
+    if any(n in NETWORK_NEMESES for n in options.nemeses) and scheme == "sqlite":
+        raise ConfigError(
+            "the partition nemesis cuts clients off a lock server; sqlite:// has none "
+            "(use --servers redis|redlock, or a redis:// or redlock:// --url)"
+        )
+
+
+def _scheme(options: CheckOptions) -> str:
+    if options.servers is not None:
+        return options.servers
+    if options.url is None:
+        return "sqlite"
+    return parse_url(options.url).scheme
