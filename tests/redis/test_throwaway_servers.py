@@ -1,8 +1,12 @@
-"""A failing test's report shows what its throwaway servers logged (fencelock.testing's plugin)."""
+"""fencelock.testing's throwaway servers: start failures, stopping paused ones, logs on failure."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+from fencelock.testing import ServerPool, ServerStartError
 
 pytest_plugins = ["pytester"]
 
@@ -35,3 +39,23 @@ def test_a_failing_test_shows_its_servers_log(pytester: pytest.Pytester) -> None
     assert "written-by-the-test" in out, out
     assert "Ready to accept connections" in out, out
     assert "quiet-one" not in out, out  # a passing test's server is not shown
+
+
+def test_a_server_that_cannot_start_says_why_with_its_log(tmp_path: Path) -> None:
+    with ServerPool.under(tmp_path) as pool, pytest.raises(ServerStartError) as failed:
+        pool.redis("--no-such-directive", "1", name="broken")
+    assert "broken exited at start" in str(failed.value)
+    assert "no-such-directive" in str(failed.value)  # redis-server's own complaint, from its log
+
+
+def test_stop_ends_a_paused_server_and_start_brings_it_back_on_its_port(tmp_path: Path) -> None:
+    with ServerPool.under(tmp_path) as pool:
+        server = pool.redis(name="paused")
+        first, port = server.pid, server.port
+        server.pause()
+        server.stop(grace=5)
+        assert not server.alive and not server.paused
+        server.start()
+        assert server.alive and server.pid != first and server.port == port
+        assert server.cli("ping") == "PONG"
+    assert not server.alive
