@@ -1,7 +1,7 @@
 """What the check harness runs besides its clients: lock servers, fault proxies, a reaper.
 
-* :class:`ServerSet`: ``redis-server`` processes (:mod:`fencelock.testing`'s
-  :class:`~fencelock.testing.RedisServer`, here called :data:`RedisNode`) on free
+* :class:`ServerSet`: ``redis-server`` processes (:class:`RedisNode`, a
+  :class:`fencelock.testing.RedisServer` with a name and maybe a fake clock) on free
   loopback ports (1 for ``--servers redis``, 5 for ``--servers redlock``), each
   optionally under libfaketime so the clock nemesis can step its wall clock.
 * :class:`ProxyHub`: one TCP proxy per (client, server) link, so the partition
@@ -52,7 +52,17 @@ ServerKind = Literal["redis", "redlock"]
 T = TypeVar("T")
 NODES = {"redis": 1, "redlock": 5}
 
-RedisNode = RedisServer  # one lock server of a run: pause, resume, kill, start, step_clock
+
+class RedisNode(RedisServer):
+    """One ``redis-server`` of a run, named ``name``, logging to ``workdir/NAME.log``.
+
+    ``faketime``: run it under libfaketime, its wall clock offset by the seconds in
+    ``workdir/NAME.faketime`` (``step_clock``); monotonic clocks stay real.
+    """
+
+    def __init__(self, workdir: Path, name: str, *, faketime: bool = False) -> None:
+        clock = FakeClock(workdir / f"{name}.faketime") if faketime else None
+        super().__init__(workdir, name=name, clock=clock)
 
 
 @dataclass
@@ -71,8 +81,7 @@ class ServerSet:
         servers = cls(kind, timeout=timeout)
         try:
             for n in range(1, NODES[kind] + 1):
-                clock = FakeClock(workdir / f"redis-{n}.faketime") if faketime else None
-                node = RedisServer(workdir, name=f"redis-{n}", clock=clock)
+                node = RedisNode(workdir, f"redis-{n}", faketime=faketime)
                 servers.nodes.append(node)  # listed first: stopped even if its start fails
                 node.start()
         except BaseException:
