@@ -83,6 +83,7 @@ from rich.table import Table
 import fencelock
 from fencelock import clock
 from fencelock.backends.redis_common import LockKeys, lua
+from fencelock.testing import RedisServer, ServerPool
 
 TTL = 30.0
 TTL_MS = int(TTL * 1000)
@@ -223,36 +224,28 @@ def redis_py_default_sleep() -> float:
 class Fleet:
     """The redis-servers of this run: one for ``redis://`` and five Redlock nodes.
 
-    They come from ``tests/servers.py`` (free loopback ports, no persistence, logs in
-    ``workdir``). :meth:`fault` stops one node (SIGSTOP) and kills another;
-    :meth:`heal` replaces both with fresh servers on the same ports.
+    They come from :mod:`fencelock.testing` (free loopback ports, no persistence, a
+    directory and a log each under ``workdir``). :meth:`fault` stops one node
+    (SIGSTOP) and kills another; :meth:`heal` restarts both, empty, on their ports.
     """
 
     def __init__(self, workdir: Path) -> None:
-        if str(REPO_ROOT) not in sys.path:
-            sys.path.insert(0, str(REPO_ROOT))
-        servers = importlib.import_module("tests.servers")
-        self._server_class: Any = servers.RedisServer
-        self.workdir = workdir
-        self.single: Any = None
-        self.nodes: list[Any] = []
+        self.pool = ServerPool.under(workdir)
+        self.single: RedisServer | None = None
+        self.nodes: list[RedisServer] = []
 
     def start(self, nodes: int) -> None:
-        self.single = self._start("single")
-        self.nodes = [self._start(f"node{i}") for i in range(nodes)]
-
-    def _start(self, name: str, port: int | None = None) -> Any:
-        server = self._server_class(self.workdir / name, port=port, name=name)
-        server.start()
-        return server
+        self.single = self.pool.redis(name="single")
+        self.nodes = [self.pool.redis(name=f"node{i}") for i in range(nodes)]
 
     @property
     def single_address(self) -> Address:
-        return ("127.0.0.1", int(self.single.port))
+        assert self.single is not None
+        return ("127.0.0.1", self.single.port)
 
     @property
     def node_addresses(self) -> list[Address]:
-        return [("127.0.0.1", int(node.port)) for node in self.nodes]
+        return [("127.0.0.1", node.port) for node in self.nodes]
 
     def fault(self) -> None:
         self.nodes[HUNG].pause()
@@ -260,15 +253,11 @@ class Fleet:
 
     def heal(self) -> None:
         for i in (HUNG, KILLED):
-            old = self.nodes[i]
-            old.stop()
-            self.nodes[i] = self._start(f"node{i}", port=int(old.port))
+            self.nodes[i].stop()
+            self.nodes[i].start()
 
     def stop(self) -> None:
-        for server in [self.single, *self.nodes]:
-            if server is not None:
-                with contextlib.suppress(Exception):
-                    server.stop()
+        self.pool.stop_all()
 
 
 def process_cpu_seconds(pid: int) -> float:

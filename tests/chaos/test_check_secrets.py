@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from fencelock.testing import RedisServer, ServerPool
 from tests.chaos.check_runs import FENCELOCK
-from tests.servers import RedisServer
 
 pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc"),
@@ -29,10 +29,8 @@ PASSWORD = "s3cret-check-pw"
 
 @pytest.fixture
 def password_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis", "--requirepass", PASSWORD, name="check-auth")
-    server.start()
-    yield server
-    server.stop()
+    with ServerPool.under(tmp_path) as pool:
+        yield pool.redis("--requirepass", PASSWORD, name="check-auth")
 
 
 def _children(parent: int, marker: str) -> dict[int, bytes]:

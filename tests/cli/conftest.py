@@ -16,6 +16,15 @@ def env(tmp_path: Path) -> dict[str, str]:
     return dict(os.environ, FENCELOCK_URL=f"sqlite:///{tmp_path / 'locks.db'}")
 
 
+def running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (a zombie runs no code)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
 def fencelock_cmd(
     env: dict[str, str],
     *args: str,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import FENCELOCK, fencelock_cmd
+from tests.cli.conftest import FENCELOCK, fencelock_cmd, running
 
 CRITICAL = (
     "import os, sys, time\n"
@@ -66,8 +66,8 @@ def test_no_wait_exits_75_at_once(env: dict[str, str], tmp_path: Path) -> None:
 
 
 def test_paused_run_loses_lease_and_stops_its_command(env: dict[str, str], tmp_path: Path) -> None:
-    survived = tmp_path / "survived"
-    child = f"sleep 30 & sleep 4; touch {survived}"
+    survived, sleeper = tmp_path / "survived", tmp_path / "sleeper.pid"
+    child = f"sleep 30 & echo $! > {sleeper}; sleep 4; touch {survived}"
     runner = subprocess.Popen(
         [FENCELOCK, "run", "--ttl", "0.5", "--grace", "0.5", "jobs/c", "--", "sh", "-c", child],
         env=env,
@@ -89,8 +89,9 @@ def test_paused_run_loses_lease_and_stops_its_command(env: dict[str, str], tmp_p
     assert "lost while the command ran" in stderr
     time.sleep(4)
     assert not survived.exists(), "the command went on after the lease was lost"
-    leftovers = subprocess.run(["pgrep", "-f", "sleep 30"], capture_output=True, check=False)
-    assert leftovers.stdout == b"", "a process the command started survived"
+    assert sleeper.exists(), "the command never started its background sleep"
+    pid = int(sleeper.read_text())
+    assert not running(pid), f"a process the command started (pid {pid}) survived"
 
 
 def test_sigterm_reaches_the_command_and_the_lease_is_released(

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import FENCELOCK, fencelock_cmd
-from tests.servers import RedisServer
+from fencelock.testing import RedisServer, ServerPool
+from tests.cli.conftest import FENCELOCK, fencelock_cmd, running
 
 DEADLINE = 30.0  # seconds; generous, for a loaded 2-core machine
 
@@ -40,15 +40,6 @@ def status(env: dict[str, str], name: str, *url: str) -> dict[str, object]:
 def read_pid(path: Path) -> int:
     wait_until(lambda: path.exists() and path.read_text().endswith("\n"), f"{path} written")
     return int(path.read_text())
-
-
-def running(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie (a zombie runs no code)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def kill_group(pgid: int) -> None:
@@ -91,10 +82,8 @@ def one_line(stderr: str) -> str:
 
 @pytest.fixture
 def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
+    with ServerPool.under(tmp_path) as pool:
+        yield pool.redis()
 
 
 def test_options_between_name_and_separator(env: dict[str, str]) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import fencelock
-from tests.servers import RedisServer
+from fencelock.testing import RedisServer, ServerPool
 
 
 @dataclass(frozen=True)
@@ -45,19 +45,15 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str]
     """Starts each kind of server once per session, on first use; URLs by kind."""
     started: dict[str, list[RedisServer]] = {}
 
-    def urls(kind: str) -> list[str]:
-        if kind not in started:
-            count = 5 if kind == "redlock" else 1
-            procs = [RedisServer(tmp_path_factory.mktemp(kind)) for _ in range(count)]
-            started[kind] = procs
-            for proc in procs:
-                proc.start()
-        return [p.url for p in started[kind]]
+    with ServerPool(tmp_path_factory.mktemp) as pool:
 
-    yield urls
-    for procs in started.values():
-        for proc in procs:
-            proc.stop()
+        def urls(kind: str) -> list[str]:
+            if kind not in started:
+                count = 5 if kind == "redlock" else 1
+                started[kind] = [pool.redis(name=kind) for _ in range(count)]
+            return [p.url for p in started[kind]]
+
+        yield urls
 
 
 @pytest.fixture(params=BACKENDS)

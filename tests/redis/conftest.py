@@ -1,9 +1,9 @@
 """Real ``redis-server`` processes for the Redis-specific tests, and small helpers.
 
-Servers come from a :class:`ServerPool`; every pool stops all of its servers when
-its fixture ends, also when a test failed or left a server paused (``stop`` sends
-SIGCONT first). Tests that pause or kill a server take the function-scoped
-``servers`` pool; tests that only read and write share ``plain_redis``.
+Servers come from a :class:`fencelock.testing.ServerPool`; every pool stops all of
+its servers when its fixture ends, also when a test failed or left a server paused
+(``stop`` sends SIGCONT first). Tests that pause or kill a server take the
+function-scoped ``servers`` pool; tests that only read and write share ``plain_redis``.
 """
 
 from __future__ import annotations
@@ -13,53 +13,25 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Generic, TypeVar
 
 import pytest
 
-from tests.servers import RedisServer, ServerProcess, require
+from fencelock.testing import RedisServer, ServerPool, require_binary
 
 T = TypeVar("T")
-S = TypeVar("S", bound=ServerProcess)
-
-
-class ServerPool:
-    """Starts servers in fresh directories and stops every one of them at the end."""
-
-    def __init__(self, factory: pytest.TempPathFactory) -> None:
-        self._factory = factory
-        self._started: list[ServerProcess] = []
-
-    def workdir(self, kind: str) -> Path:
-        return self._factory.mktemp(kind)
-
-    def add(self, server: S) -> S:
-        self._started.append(server)  # registered first: stopped even if start fails
-        server.start()
-        return server
-
-    def redis(self, *extra: str, name: str = "redis") -> RedisServer:
-        return self.add(RedisServer(self.workdir(name), *extra, name=name))
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {s.name} ---\n{s.log()}" for s in self._started)
-
-    def stop_all(self) -> None:
-        for server in reversed(self._started):
-            server.stop()
 
 
 @pytest.fixture(scope="session")
 def session_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
-    pool = ServerPool(tmp_path_factory)
+    pool = ServerPool(tmp_path_factory.mktemp)
     yield pool
     pool.stop_all()
 
 
 @pytest.fixture(scope="module")
 def module_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
-    pool = ServerPool(tmp_path_factory)
+    pool = ServerPool(tmp_path_factory.mktemp)
     yield pool
     pool.stop_all()
 
@@ -67,7 +39,7 @@ def module_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerP
 @pytest.fixture
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
     """Servers of one test (for tests that pause, kill or promote them)."""
-    pool = ServerPool(tmp_path_factory)
+    pool = ServerPool(tmp_path_factory.mktemp)
     yield pool
     pool.stop_all()
 
@@ -92,7 +64,7 @@ def redis_cli(port: int, *args: str, user: str | None = None, password: str | No
     if password is not None:
         auth += ["--pass", password]
     done = subprocess.run(
-        [require("redis-cli"), "-p", str(port), *auth, *args],
+        [require_binary("redis-cli", "redis-tools"), "-p", str(port), *auth, *args],
         capture_output=True,
         text=True,
         check=False,

@@ -24,8 +24,8 @@ import redis.exceptions
 import fencelock
 from fencelock.backends.redis_common import LockKeys, lua
 from fencelock.fencing import RedisGuard
+from fencelock.testing import RedisServer, free_port, require_binary
 from tests.redis.conftest import Background, ServerPool, redis_cli, wait_until
-from tests.servers import RedisServer, free_port, require
 
 NAMES = ["orders/1", "orders/2", "orders/3", "payments/eu/7", "a", "x:y@z=1+2"]
 # With the three even slot ranges of ``--cluster create`` these land on three nodes.
@@ -79,21 +79,19 @@ class Cluster:
 @pytest.fixture(scope="module")
 def cluster(module_servers: ServerPool) -> Iterator[Cluster]:
     """Three masters, no replicas, all 16384 slots assigned; fails with the reason."""
-    workdir = module_servers.workdir("cluster")
     nodes = []
     for _ in range(3):
         port = cluster_port()
-        node = RedisServer(
-            workdir,
+        node = module_servers.redis(
             *("--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf"),
             *("--cluster-node-timeout", "2000"),
             port=port,
-            name="cluster",
+            name=f"cluster-{port}",
         )
-        nodes.append(module_servers.add(node))
+        nodes.append(node)
     cluster = Cluster(nodes)
     created = subprocess.run(
-        [require("redis-cli"), "--cluster", "create"]
+        [require_binary("redis-cli", "redis-tools"), "--cluster", "create"]
         + [f"127.0.0.1:{n.port}" for n in nodes]
         + ["--cluster-replicas", "0", "--cluster-yes"],
         capture_output=True,

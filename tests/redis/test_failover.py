@@ -14,8 +14,8 @@ import pytest
 
 import fencelock
 from fencelock.fencing import RedisGuard
+from fencelock.testing import RedisServer
 from tests.redis.conftest import ServerPool, redis_cli, wait_until
-from tests.servers import RedisServer
 
 
 def start_pair(servers: ServerPool) -> tuple[RedisServer, RedisServer]:

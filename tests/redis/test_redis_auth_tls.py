@@ -9,8 +9,6 @@ a plaintext port. Real redis-server processes; certificates made with ``openssl`
 from __future__ import annotations
 
 import asyncio
-import socket
-import ssl
 from collections.abc import Callable
 from urllib.parse import quote
 
@@ -20,10 +18,10 @@ import fencelock
 from fencelock.backends.redis_common import redis_options
 from fencelock.engine.urls import parse_url
 from fencelock.fencing import RedisGuard
+from fencelock.testing import RedisServer, TLSFiles
 from tests.redis.conftest import Background, ServerPool, redis_cli
-from tests.redis.test_redis_tls import Certs, TLSRedisServer, _openssl
+from tests.redis.test_redis_tls import _openssl
 from tests.redis.test_waiting_faults import DOCUMENTED_ACL
-from tests.servers import RedisServer
 
 PASSWORD = "pa#ss/w?rd"  # every character a URL reserves, so it must be percent-encoded
 HANG_BOUND = 10.0  # "not a hang"; the tests judge the wording, not the timing
@@ -166,7 +164,7 @@ def test_the_lock_acl_alone_does_not_cover_the_guard(acl_redis: RedisServer) -> 
 
 
 @pytest.fixture(scope="module")
-def wrong_name_certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+def wrong_name_certs(tmp_path_factory: pytest.TempPathFactory) -> TLSFiles:
     """A CA, and a server certificate it signed for ``wrong.example`` only (not 127.0.0.1)."""
     d = tmp_path_factory.mktemp("tls-wrong-name")
     (d / "san.cnf").write_text("subjectAltName=DNS:wrong.example\n")
@@ -185,32 +183,12 @@ def wrong_name_certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
         *("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key"),
         *("-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "san.cnf"),
     )
-    return Certs(ca=d / "ca.crt", cert=d / "server.crt", key=d / "server.key")
-
-
-class WrongNameTLSServer(TLSRedisServer):
-    def ready(self) -> bool:
-        """A PING over TLS, verified against the CA under the name the certificate has."""
-        context = ssl.create_default_context(cafile=str(self.certs.ca))
-        try:
-            with (
-                socket.create_connection(("127.0.0.1", self.port), timeout=2) as raw,
-                context.wrap_socket(raw, server_hostname="wrong.example") as tls,
-            ):
-                tls.sendall(b"PING\r\n")
-                return tls.recv(64).startswith(b"+PONG")
-        except (OSError, ssl.SSLError):
-            return False
+    return TLSFiles(ca=d / "ca.crt", cert=d / "server.crt", key=d / "server.key")
 
 
 @pytest.fixture(scope="module")
-def wrong_name_nodes(module_servers: ServerPool, wrong_name_certs: Certs) -> list[TLSRedisServer]:
-    return [
-        module_servers.add(
-            WrongNameTLSServer(module_servers.workdir(f"tls-wrong-{n}"), wrong_name_certs)
-        )
-        for n in range(3)
-    ]
+def wrong_name_nodes(module_servers: ServerPool, wrong_name_certs: TLSFiles) -> list[RedisServer]:
+    return [module_servers.redis(tls=wrong_name_certs, name=f"tls-wrong-{n}") for n in range(3)]
 
 
 def test_every_tls_url_checks_the_host_name_by_default() -> None:
@@ -234,11 +212,11 @@ def test_checking_the_host_name_without_verifying_the_certificate_is_refused() -
 
 @pytest.mark.parametrize("use", [_acquire, _acquire_async, _guard_write])
 def test_rediss_refuses_a_certificate_for_another_host_name(
-    wrong_name_nodes: list[TLSRedisServer], use: Callable[[str], None]
+    wrong_name_nodes: list[RedisServer], use: Callable[[str], None]
 ) -> None:
     server = wrong_name_nodes[0]
     where = f"127.0.0.1:{server.port}"
-    error = _error_of(lambda: use(f"rediss://{where}/0?ssl_ca_certs={server.certs.ca}"))
+    error = _error_of(lambda: use(f"rediss://{where}/0?ssl_ca_certs={server.tls.ca}"))
     assert isinstance(error, fencelock.BackendUnavailable), repr(error)
     message = str(error)
     assert f"cannot reach Redis at {where}: TLS host name verification failed" in message
@@ -247,10 +225,10 @@ def test_rediss_refuses_a_certificate_for_another_host_name(
 
 @pytest.mark.parametrize("use", [_acquire, _acquire_async])
 def test_redlocks_refuses_a_certificate_for_another_host_name(
-    wrong_name_nodes: list[TLSRedisServer], use: Callable[[str], None]
+    wrong_name_nodes: list[RedisServer], use: Callable[[str], None]
 ) -> None:
     hosts = ",".join(f"127.0.0.1:{node.port}" for node in wrong_name_nodes)
-    ca = wrong_name_nodes[0].certs.ca
+    ca = wrong_name_nodes[0].tls.ca
     error = _error_of(lambda: use(f"redlocks://{hosts}?ssl_ca_certs={ca}&timeout=1"))
     assert isinstance(error, fencelock.BackendUnavailable), repr(error)
     message = str(error)
@@ -262,9 +240,9 @@ def test_redlocks_refuses_a_certificate_for_another_host_name(
     assert len(said) >= 2, message  # decided once a quorum became impossible
 
 
-def test_ssl_check_hostname_false_accepts_it(wrong_name_nodes: list[TLSRedisServer]) -> None:
+def test_ssl_check_hostname_false_accepts_it(wrong_name_nodes: list[RedisServer]) -> None:
     server = wrong_name_nodes[0]
-    url = f"rediss://127.0.0.1:{server.port}/0?ssl_ca_certs={server.certs.ca}"
+    url = f"rediss://127.0.0.1:{server.port}/0?ssl_ca_certs={server.tls.ca}"
     _acquire(url + "&ssl_check_hostname=false")
 
 

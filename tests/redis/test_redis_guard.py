@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 import fencelock
 from fencelock.fencing import MemoryGuard, RedisGuard
 from fencelock.metrics import COUNTERS, FENCING_REJECTIONS
+from fencelock.testing import RedisServer
 from tests.redis.conftest import redis_cli
-from tests.servers import RedisServer
 
 
 @pytest.fixture

@@ -19,10 +19,9 @@ import pytest
 
 import fencelock
 from fencelock import clock
+from fencelock.testing import RedisServer, TLSFiles, free_port
 from tests.redis import test_redis_tls
 from tests.redis.conftest import Background, ServerPool, redis_cli, wait_until
-from tests.redis.test_redis_tls import Certs, TLSRedisServer
-from tests.servers import RedisServer, free_port
 
 PASSWORD = "s3cret-pw"
 WRONG = "not-the-pw"
@@ -259,16 +258,13 @@ TLS_TIMEOUT = 3
 
 
 @pytest.fixture(scope="module")
-def tls_nodes(module_servers: ServerPool, shared_certs: Certs) -> list[TLSRedisServer]:
-    return [
-        module_servers.add(TLSRedisServer(module_servers.workdir(f"redlock-tls{i}"), shared_certs))
-        for i in range(3)
-    ]
+def tls_nodes(module_servers: ServerPool, shared_certs: TLSFiles) -> list[RedisServer]:
+    return [module_servers.redis(tls=shared_certs, name=f"redlock-tls{i}") for i in range(3)]
 
 
-def test_tls_nodes_with_the_ca_lock(tls_nodes: list[TLSRedisServer], name: str) -> None:
+def test_tls_nodes_with_the_ca_lock(tls_nodes: list[RedisServer], name: str) -> None:
     ports = [node.port for node in tls_nodes]
-    url = redlock_url(ports, ssl_ca_certs=tls_nodes[0].certs.ca, timeout=TLS_TIMEOUT)
+    url = redlock_url(ports, ssl_ca_certs=tls_nodes[0].tls.ca, timeout=TLS_TIMEOUT)
     url = url.replace("redlock:", "redlocks:")
 
     async def twice() -> tuple[int, int]:
@@ -282,7 +278,7 @@ def test_tls_nodes_with_the_ca_lock(tls_nodes: list[TLSRedisServer], name: str) 
     assert 0 < first < second
 
 
-def test_tls_nodes_without_the_ca_fail_verification(tls_nodes: list[TLSRedisServer]) -> None:
+def test_tls_nodes_without_the_ca_fail_verification(tls_nodes: list[RedisServer]) -> None:
     url = redlock_url([node.port for node in tls_nodes], timeout=TLS_TIMEOUT)
     url = url.replace("redlock:", "redlocks:")
     with (
@@ -293,7 +289,7 @@ def test_tls_nodes_without_the_ca_fail_verification(tls_nodes: list[TLSRedisServ
     assert "certificate verify failed" in str(caught.value), str(caught.value)
 
 
-def test_plain_client_to_tls_nodes_fails_clearly(tls_nodes: list[TLSRedisServer]) -> None:
+def test_plain_client_to_tls_nodes_fails_clearly(tls_nodes: list[RedisServer]) -> None:
     ports = [node.port for node in tls_nodes]
     with fencelock.connect(redlock_url(ports)) as client:
         attempt = Background(lambda: client.lock("tls/plain").acquire(timeout=0))

@@ -16,8 +16,8 @@ import pytest
 
 import fencelock
 from fencelock import clock
+from fencelock.testing import RedisServer, free_port
 from tests.redis.conftest import ServerPool, redis_cli
-from tests.servers import RedisServer, free_port
 
 TIMEOUT = 0.2
 SLACK = 0.8  # scheduling allowance on a busy machine

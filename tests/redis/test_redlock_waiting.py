@@ -17,8 +17,8 @@ import pytest
 
 import fencelock
 from fencelock.backends import redlock_listener
+from fencelock.testing import RedisServer
 from tests.redis.conftest import Background, ServerPool, redis_cli, wait_until
-from tests.servers import RedisServer
 
 TTL = 10.0
 FEW_HANDOFFS = TTL / 4  # a woken waiter's wait, with room for a loaded machine

@@ -24,8 +24,8 @@ from fencelock.backends.redis_common import (
     WAITER_LIVENESS,
     LockKeys,
 )
+from fencelock.testing import RedisServer
 from tests.redis.conftest import Background, redis_cli, wait_until
-from tests.servers import RedisServer
 
 
 def acquire_script_calls(server: RedisServer) -> int:

@@ -11,8 +11,8 @@ import pytest
 import fencelock
 from fencelock import clock
 from fencelock.backends.redis_common import LockKeys
+from fencelock.testing import RedisServer
 from tests.redis.conftest import Background, ServerPool, redis_cli, wait_until
-from tests.servers import RedisServer
 
 
 def queued(server: RedisServer, name: str) -> int:

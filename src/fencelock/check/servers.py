@@ -1,6 +1,7 @@
 """What the check harness runs besides its clients: lock servers, fault proxies, a reaper.
 
-* :class:`RedisNode` / :class:`ServerSet`: ``redis-server`` processes on free
+* :class:`ServerSet`: ``redis-server`` processes (:class:`RedisNode`, a
+  :class:`fencelock.testing.RedisServer` with a name and maybe a fake clock) on free
   loopback ports (1 for ``--servers redis``, 5 for ``--servers redlock``), each
   optionally under libfaketime so the clock nemesis can step its wall clock.
 * :class:`ProxyHub`: one TCP proxy per (client, server) link, so the partition
@@ -14,217 +15,54 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import glob
-import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from fencelock.errors import BackendUnavailable
+from fencelock.testing import (
+    FakeClock,
+    RedisServer,
+    ToolMissing,
+    faketime_preload,
+    free_port,
+    require_binary,
+)
+
+__all__ = [
+    "NODES",
+    "ProxyHub",
+    "Reaper",
+    "RedisNode",
+    "ServerKind",
+    "ServerSet",
+    "ToolMissing",
+    "faketime_preload",
+    "free_port",
+    "proxied_url",
+    "reaper",
+    "require_binary",
+]
 
 ServerKind = Literal["redis", "redlock"]
 T = TypeVar("T")
 NODES = {"redis": 1, "redlock": 5}
-READY_TIMEOUT = 15.0
 
 
-class ToolMissing(BackendUnavailable):
-    """A program or library the harness needs is not installed; names the package."""
+class RedisNode(RedisServer):
+    """One ``redis-server`` of a run, named ``name``, logging to ``workdir/NAME.log``.
 
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def require_binary(name: str, package: str) -> str:
-    """The path of ``name``, or ToolMissing naming the Debian package to install."""
-    path = shutil.which(name)
-    if path is None:
-        raise ToolMissing(f"{name} is not installed: apt-get install {package}")
-    return path
-
-
-def _first(patterns: list[str]) -> str | None:
-    for pattern in patterns:
-        found = sorted(glob.glob(pattern))
-        if found:
-            return found[0]
-    return None
-
-
-def faketime_preload() -> str:
-    """``LD_PRELOAD`` for a redis-server whose wall clock the harness can step.
-
-    Debian's redis-server uses jemalloc, which deadlocks under libfaketime at
-    start-up; preloading glibc's malloc (``libc_malloc_debug.so.0``) first
-    keeps jemalloc from initialising.
-    """
-    faketime = _first(
-        [
-            "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
-            "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
-            "/usr/lib/*/faketime/libfaketime.so.1",
-            "/usr/lib/faketime/libfaketime.so.1",
-        ]
-    )
-    if faketime is None:
-        raise ToolMissing(
-            "the clock nemesis needs libfaketime (libfaketime.so.1): "
-            "apt-get install libfaketime faketime"
-        )
-    malloc = _first(
-        [
-            "/usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0",
-            "/usr/lib/aarch64-linux-gnu/libc_malloc_debug.so.0",
-            "/lib/*/libc_malloc_debug.so.0",
-            "/usr/lib/*/libc_malloc_debug.so.0",
-        ]
-    )
-    if malloc is None:
-        raise ToolMissing(
-            "the clock nemesis needs glibc's libc_malloc_debug.so.0 (glibc >= 2.34, "
-            "package libc6) to run redis-server under libfaketime"
-        )
-    return f"{malloc} {faketime}"
-
-
-class RedisNode:
-    """One ``redis-server`` without persistence on a fixed free port; faults by signal.
-
-    ``faketime``: run it under libfaketime, its wall clock offset by the number of
-    seconds in ``clock_file`` (monotonic clocks stay real, like an NTP step).
+    ``faketime``: run it under libfaketime, its wall clock offset by the seconds in
+    ``workdir/NAME.faketime`` (``step_clock``); monotonic clocks stay real.
     """
 
     def __init__(self, workdir: Path, name: str, *, faketime: bool = False) -> None:
-        self.name = name
-        self.workdir = workdir
-        self.port = free_port()
-        self.log_path = workdir / f"{name}.log"
-        self.clock_file = workdir / f"{name}.faketime"
-        self.clock_offset = 0.0
-        self.faketime = faketime
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.paused = False
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return None if self.proc is None else self.proc.pid
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def start(self) -> None:
-        """Start (or restart, empty) on this node's port; waits until it answers PING."""
-        binary = require_binary("redis-server", "redis-server")
-        argv = [binary, "--port", str(self.port), "--bind", "127.0.0.1"]
-        argv += ["--save", "", "--appendonly", "no", "--dir", str(self.workdir)]
-        env = dict(os.environ)
-        if self.faketime:
-            env["LD_PRELOAD"] = faketime_preload()
-            env["FAKETIME_TIMESTAMP_FILE"] = str(self.clock_file)
-            env["FAKETIME_NO_CACHE"] = "1"
-            env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
-            self._write_clock()
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.workdir,
-                env=env,
-                start_new_session=True,  # Ctrl-C in the terminal is the harness's to handle
-            )
-        self.paused = False
-        self._wait_ready()
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT
-        while time.monotonic() < deadline:
-            if not self.alive:
-                raise BackendUnavailable(f"{self.name} exited at start: {self.log_tail()}")
-            if _ping(self.port):
-                return
-            time.sleep(0.02)
-        self.kill()
-        raise BackendUnavailable(f"{self.name} not ready after {READY_TIMEOUT:.0f}s")
-
-    def log_tail(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-2000:]
-        except OSError:
-            return ""
-
-    def pause(self) -> None:
-        if self.alive and self.pid is not None:
-            os.kill(self.pid, signal.SIGSTOP)
-            self.paused = True
-
-    def resume(self) -> None:
-        if self.alive and self.pid is not None:
-            os.kill(self.pid, signal.SIGCONT)
-        self.paused = False
-
-    def kill(self) -> None:
-        """SIGKILL (the node loses every key: it has no persistence)."""
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.proc.pid, signal.SIGCONT)
-            self.proc.kill()
-            self.proc.wait(10)
-        self.paused = False
-
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL if it does not exit within 5 s."""
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.proc.pid, signal.SIGCONT)
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-    def step_clock(self, seconds: float) -> float:
-        """Step this node's wall clock forward by ``seconds``; the total offset now."""
-        if not self.faketime:
-            raise RuntimeError(f"{self.name} was not started under libfaketime")
-        self.clock_offset += seconds
-        self._write_clock()
-        return self.clock_offset
-
-    def _write_clock(self) -> None:
-        tmp = self.clock_file.with_suffix(".tmp")
-        tmp.write_text(f"{self.clock_offset:+.3f}\n")
-        tmp.replace(self.clock_file)  # libfaketime re-reads it on every call: no torn reads
-
-
-def _ping(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(64).startswith(b"+PONG")
-    except OSError:
-        return False
+        clock = FakeClock(workdir / f"{name}.faketime") if faketime else None
+        super().__init__(workdir, name=name, clock=clock)
 
 
 @dataclass
@@ -244,7 +82,7 @@ class ServerSet:
         try:
             for n in range(1, NODES[kind] + 1):
                 node = RedisNode(workdir, f"redis-{n}", faketime=faketime)
-                servers.nodes.append(node)
+                servers.nodes.append(node)  # listed first: stopped even if its start fails
                 node.start()
         except BaseException:
             servers.stop()

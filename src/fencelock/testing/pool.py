@@ -1,0 +1,101 @@
+"""A pool of throwaway servers, each in a fresh directory, all stopped together.
+
+``KINDS`` maps a kind's name to its class; a new backend's server (etcd, ZooKeeper,
+PostgreSQL, MariaDB) is one more entry. A pool registers a server before starting
+it, so :meth:`ServerPool.stop_all` stops it even when its start failed half-way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from fencelock.testing.process import ServerProcess
+from fencelock.testing.redis import RedisServer, TLSFiles
+
+KINDS: dict[str, type[ServerProcess]] = {
+    "redis": RedisServer,
+}
+
+S = TypeVar("S", bound=ServerProcess)
+
+
+def numbered_directory(base: Path, name: str) -> Path:
+    """A new directory ``base/name``, or ``base/name-1``, ``-2``… if that one exists."""
+    base.mkdir(parents=True, exist_ok=True)
+    for n in range(10_000):
+        path = base / (name if n == 0 else f"{name}-{n}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise RuntimeError(f"no free directory name for {name!r} under {base}")
+
+
+class ServerPool:
+    """Starts servers in fresh directories made by ``workdirs(name)``; stops every one.
+
+    In pytest, ``ServerPool(tmp_path_factory.mktemp)``; elsewhere
+    ``ServerPool.under(directory)``. Usable as a context manager.
+    """
+
+    def __init__(self, workdirs: Callable[[str], Path]) -> None:
+        self._workdirs = workdirs
+        self.servers: list[ServerProcess] = []
+
+    @classmethod
+    def under(cls, base: Path) -> ServerPool:
+        """A pool whose servers live in new subdirectories of ``base``."""
+        return cls(lambda name: numbered_directory(base, name))
+
+    def workdir(self, name: str) -> Path:
+        """A fresh directory for a server (or anything a test writes beside it)."""
+        return self._workdirs(name)
+
+    def add(self, server: S) -> S:
+        """Start ``server`` and stop it with the pool (registered first)."""
+        self.servers.append(server)
+        server.start()
+        return server
+
+    def start(
+        self, kind: str, *args: Any, name: str | None = None, **options: Any
+    ) -> ServerProcess:
+        """Start a server of ``kind`` (a key of KINDS) in a fresh directory."""
+        cls = KINDS[kind]
+        workdir = self.workdir(name or kind)
+        return self.add(cls(workdir, *args, name=name, **options))
+
+    def redis(
+        self,
+        *extra: str,
+        name: str = "redis",
+        port: int | None = None,
+        tls: TLSFiles | None = None,
+    ) -> RedisServer:
+        """Start a ``redis-server`` with ``extra`` options (see :class:`RedisServer`)."""
+        server = RedisServer(self.workdir(name), *extra, name=name, port=port, tls=tls)
+        return self.add(server)
+
+    def logs(self) -> str:
+        """The tail of every server's log, each under its name."""
+        return "\n".join(f"--- {s.name} ---\n{s.log()}" for s in self.servers)
+
+    def stop_all(self) -> None:
+        """Stop every server of the pool, the last started first."""
+        for server in reversed(self.servers):
+            server.stop()
+
+    def __enter__(self) -> ServerPool:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop_all()

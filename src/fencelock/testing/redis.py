@@ -1,0 +1,98 @@
+"""``redis-server`` as a throwaway server: no persistence, plain or TLS, any extra options.
+
+Passwords, ACL users, replication and cluster mode are ``redis-server`` options passed
+as ``extra`` (``"--requirepass", "pw"``; ``"--user", "alice", "on", ">pw", "+@all"``).
+It is ready when it answers PING: ``+PONG``, or ``-NOAUTH`` where a password or an
+ACL guards it (the server is up; the caller's credentials are its own business).
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from fencelock.testing.process import ServerProcess
+from fencelock.testing.tools import LOOPBACK, FakeClock, require_binary
+
+_READY_REPLIES = (b"+PONG", b"-NOAUTH")
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """A CA and the server certificate and key it signed (PEM files)."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+
+class RedisServer(ServerProcess):
+    """``redis-server`` on a free port (TLS only, on that port, if ``tls`` is given)."""
+
+    kind = "redis"
+    program = "redis-server"
+    package = "redis-server"
+
+    def __init__(
+        self,
+        workdir: Path,
+        *extra: str,
+        name: str | None = None,
+        port: int | None = None,
+        tls: TLSFiles | None = None,
+        clock: FakeClock | None = None,
+    ) -> None:
+        super().__init__(workdir, name=name, port=port, clock=clock)
+        self.extra = extra
+        self.tls = tls
+
+    def argv(self) -> list[str]:
+        """No persistence, loopback only; TLS replaces the plain port when asked."""
+        argv = [self.executable(), "--bind", LOOPBACK, "--save", "", "--appendonly", "no"]
+        argv += ["--dir", str(self.workdir)]
+        if self.tls is None:
+            argv += ["--port", str(self.port)]
+        else:
+            argv += ["--port", "0", "--tls-port", str(self.port)]
+            argv += ["--tls-cert-file", str(self.tls.cert), "--tls-key-file", str(self.tls.key)]
+            argv += ["--tls-ca-cert-file", str(self.tls.ca), "--tls-auth-clients", "no"]
+        return [*argv, *self.extra]
+
+    def ready(self) -> bool:
+        """It answered PING (over TLS, verified against the CA, when it has TLS)."""
+        try:
+            with socket.create_connection((LOOPBACK, self.port), timeout=2) as raw:
+                if self.tls is None:
+                    return _ping(raw)
+                context = ssl.create_default_context(cafile=str(self.tls.ca))
+                context.check_hostname = False  # any name: readiness is not the test
+                with context.wrap_socket(raw) as tls:
+                    return _ping(tls)
+        except (OSError, ssl.SSLError):
+            return False
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:PORT/0``, or ``rediss://…?ssl_ca_certs=CA`` with TLS."""
+        if self.tls is None:
+            return f"redis://{self.address}/0"
+        return f"rediss://{self.address}/0?ssl_ca_certs={self.tls.ca}"
+
+    def cli(self, *args: str) -> str:
+        """``redis-cli -p PORT ARGS…`` (plain, no credentials); stdout, stripped."""
+        done = subprocess.run(
+            [require_binary("redis-cli", "redis-tools"), "-p", str(self.port), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=10,
+        )
+        return done.stdout.strip()
+
+
+def _ping(sock: socket.socket) -> bool:
+    sock.sendall(b"PING\r\n")
+    return sock.recv(64).startswith(_READY_REPLIES)
