@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from fencelock import forking
 from fencelock.backends.base import AsyncAttempt, AsyncBackend, AttemptResult, LockInfo
@@ -75,42 +75,31 @@ class SharedLoop:
         """Another thread runs the loop: give it ``coro``, and lead if it stops first."""
         future: asyncio.Future[T] = self.loop.create_future()
         future.add_done_callback(self._notify)
-        tasks: list[asyncio.Task[T]] = []
-
-        def start() -> None:
-            try:
-                task = self.loop.create_task(coro)
-            except BaseException as exc:  # pragma: no cover - create_task itself failed
-                future.set_exception(exc)
-                return
-            tasks.append(task)
-            task.add_done_callback(lambda done: _copy_outcome(done, future))
-
-        def stop() -> None:
-            future.cancel()
-            for task in tasks:
-                task.cancel()
-
+        handoff = _Handoff(coro, future)
         try:
-            self.loop.call_soon_threadsafe(start)
+            self.loop.call_soon_threadsafe(handoff.start)
         except RuntimeError as exc:  # closed
             raise _refused(coro, self.loop) from exc
         try:
-            while True:
-                with self._changed:
-                    while not future.done() and self._baton.locked():
-                        self._changed.wait()
-                if future.done():
-                    return future.result()
-                if self._baton.acquire(blocking=False):
-                    return self._lead(future, None)
+            return self._wait_or_lead(future)
         except BaseException:
             # Interrupted while the loop (ours or another thread's) ran the coroutine:
             # it must not go on without us.
             if not future.done():
                 with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile
-                    self.loop.call_soon_threadsafe(stop)
+                    self.loop.call_soon_threadsafe(handoff.stop)
             raise
+
+    def _wait_or_lead(self, future: asyncio.Future[T]) -> T:
+        """Wait for ``future`` while another thread runs the loop; run it if that stops."""
+        while True:
+            with self._changed:
+                while not future.done() and self._baton.locked():
+                    self._changed.wait()
+            if future.done():
+                return future.result()
+            if self._baton.acquire(blocking=False):
+                return self._lead(future, None)
 
     def _notify(self, _future: asyncio.Future[Any]) -> None:
         with self._changed:
@@ -153,6 +142,28 @@ async def _after_pending_io(coro: Coroutine[Any, Any, T]) -> T:
     # so ``coro`` does not send on a connection already known to be dead.
     await asyncio.sleep(0)
     return await coro
+
+
+class _Handoff(Generic[T]):
+    """A coroutine handed to the thread running the loop (called there), and its task."""
+
+    def __init__(self, coro: Coroutine[Any, Any, T], future: asyncio.Future[T]) -> None:
+        self._coro, self._future = coro, future
+        self._tasks: list[asyncio.Task[T]] = []
+
+    def start(self) -> None:
+        try:
+            task = self._future.get_loop().create_task(self._coro)
+        except BaseException as exc:  # pragma: no cover - create_task itself failed
+            self._future.set_exception(exc)
+            return
+        self._tasks.append(task)
+        task.add_done_callback(lambda done: _copy_outcome(done, self._future))
+
+    def stop(self) -> None:
+        self._future.cancel()
+        for task in self._tasks:
+            task.cancel()
 
 
 def _copy_outcome(task: asyncio.Future[T], future: asyncio.Future[T]) -> None:

@@ -156,27 +156,34 @@ class Conductor:
     def _heard(self, c: ClientProcess, lines: list[list[str]]) -> None:
         last_release = max((i for i, w in enumerate(lines) if w[:1] == ["R"]), default=-1)
         for i, words in enumerate(lines):
-            if not words:
-                continue
-            word, arg = words[0], words[1] if len(words) > 1 else ""
-            if word == "ready":
-                c.ready = True
-                if self.deadline is not None and not c.started:
-                    self.supervisor.go(c, self.deadline)
-            elif word == "A":
-                self.stats.acquisitions += 1
-            elif word == "H":
-                c.holding = int(arg)
-                if i > last_release:  # still in its critical section, as far as we know
-                    self._offer(c, int(arg))
-            elif word == "R":
-                c.holding = None
-            elif word == "L":
-                self.stats.lost += 1
-            elif word == "W" and arg == "accepted":
-                self.stats.accepted += 1
-            elif word == "W" and arg == "stale":
-                self.stats.stale += 1
+            if words:
+                # Still in its critical section, as far as we know, if no release follows.
+                self._said(c, words[0], words[1] if len(words) > 1 else "", i > last_release)
+
+    def _said(self, c: ClientProcess, word: str, arg: str, holding_now: bool) -> None:
+        """One line of a client's (see workloads.Channel): a step of its loop."""
+        if word == "ready":
+            c.ready = True
+            if self.deadline is not None and not c.started:
+                self.supervisor.go(c, self.deadline)
+        elif word == "H":
+            c.holding = int(arg)
+            if holding_now:
+                self._offer(c, int(arg))
+        elif word == "R":
+            c.holding = None
+        else:
+            self._count(word, arg)
+
+    def _count(self, word: str, arg: str) -> None:
+        if word == "A":
+            self.stats.acquisitions += 1
+        elif word == "L":
+            self.stats.lost += 1
+        elif word == "W" and arg == "accepted":
+            self.stats.accepted += 1
+        elif word == "W" and arg == "stale":
+            self.stats.stale += 1
 
     def _offer(self, c: ClientProcess, token: int) -> None:
         """A client is mid-critical-section: the first armed nemesis may strike it."""

@@ -31,6 +31,11 @@ class CheckOptions:
 
 def validate(options: CheckOptions) -> None:
     """Raise ConfigError for a run that cannot be made (one clear sentence)."""
+    _validate_values(options)
+    _validate_backend(options)
+
+
+def _validate_values(options: CheckOptions) -> None:
     if options.workload not in WORKLOADS:
         raise ConfigError(
             f"unknown workload {options.workload!r} (choose from {', '.join(WORKLOADS)})"
@@ -48,6 +53,10 @@ def validate(options: CheckOptions) -> None:
         raise ConfigError("--work must be 0 or more seconds")
     if not options.fencing and not options.fence_reads:
         raise ConfigError("--fence-writes-only and --no-fencing contradict each other")
+
+
+def _validate_backend(options: CheckOptions) -> None:
+    """The lock servers (or URL) against the nemeses that need them."""
     if options.servers is not None and options.url is not None:
         raise ConfigError("give --url or --servers, not both")
     if options.servers not in (None, "redis", "redlock"):
