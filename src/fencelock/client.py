@@ -86,6 +86,7 @@ class Client:
 
     @property
     def url(self) -> str:
+        """The backend's URL, with any password replaced by ``***``."""
         return self.backend.url
 
     def lock(
@@ -156,6 +157,7 @@ class AsyncClient:
 
     @property
     def url(self) -> str:
+        """The backend's URL, with any password replaced by ``***``."""
         return self.backend.url
 
     def lock(
@@ -172,9 +174,11 @@ class AsyncClient:
         return AsyncLock(self, validate_name(name), validate_ttl(ttl), renew, timeout, fair)
 
     async def inspect(self, name: str) -> LockInfo | None:
+        """Holder, last token and remaining TTL of ``name``; None if never locked."""
         return await self.backend.inspect(validate_name(name))
 
     async def list(self, prefix: str = "") -> list[LockInfo]:
+        """Held locks whose names start with ``prefix``."""
         return await self.backend.list(validate_prefix(prefix))
 
     async def locked(self, name: str) -> bool:

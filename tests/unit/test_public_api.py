@@ -22,3 +22,20 @@ def test_every_error_is_a_fencelock_error() -> None:
         obj = getattr(fencelock, name)
         if isinstance(obj, type) and issubclass(obj, Exception):
             assert issubclass(obj, fencelock.FencelockError)
+
+
+def test_every_public_member_has_a_docstring() -> None:
+    missing = []
+    for name in fencelock.__all__:
+        obj = getattr(fencelock, name)
+        if not isinstance(obj, type):
+            if callable(obj) and not obj.__doc__:
+                missing.append(name)
+            continue
+        if not obj.__doc__:
+            missing.append(name)
+        for member, value in vars(obj).items():
+            function = value.fget if isinstance(value, property) else value
+            if not member.startswith("_") and callable(function) and not function.__doc__:
+                missing.append(f"{name}.{member}")
+    assert missing == []

@@ -37,6 +37,7 @@ class LockInfo:
 
     @property
     def held(self) -> bool:
+        """Whether an owner holds the lock now (its lease has not expired)."""
         return self.owner is not None
 
 
