@@ -16,7 +16,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from fencelock import clock
 from fencelock.engine import timing, trust
@@ -51,6 +51,15 @@ class _Request:
     live: bool  # False: the lease was lost or released already; nothing is sent
     started: float
     outcome: Outcome = False
+
+
+@dataclass
+class _Release:
+    """A release: whether to send it, whether the lease was lost before, what came back."""
+
+    send: bool
+    lost_before: bool
+    outcome: bool | FencelockError = False
 
 
 @dataclass(frozen=True)
@@ -238,6 +247,23 @@ class LeaseBase:
             raise outcome
         self.check()  # raises if the server said another owner has it
 
+    @contextlib.contextmanager
+    def _releasing(self, tracker: Tracker[Any]) -> Iterator[_Release]:
+        """One release (the caller sends it if ``send``), settled however it ends.
+
+        Not twice; an inherited lease (a forked child's) stays the parent's.
+        """
+        first = self._begin_release()
+        if first:
+            tracker.forget(self)
+        release = _Release(first and not self._inherited, self.lost)
+        try:
+            yield release
+        except FencelockError as exc:
+            release.outcome = exc
+        if first:
+            self._finish_release(release.outcome, release.lost_before)
+
     def _begin_release(self) -> bool:
         """Whether to go on releasing (not twice); the caller then stops tracking it."""
         with self._guard:
@@ -294,17 +320,9 @@ class Lease(LeaseBase):
         cannot be reached but the lease was still safe, the failure is logged
         and the lease expires by its TTL.
         """
-        if not self._begin_release():
-            return
-        self._tracker.forget(self)
-        lost_before = self.lost
-        outcome: bool | FencelockError = False  # an inherited lease stays the parent's
-        if not self._inherited:
-            try:
-                outcome = self._backend.release(self.name, self.owner)
-            except FencelockError as exc:
-                outcome = exc
-        self._finish_release(outcome, lost_before)
+        with self._releasing(self._tracker) as release:
+            if release.send:
+                release.outcome = self._backend.release(self.name, self.owner)
 
     def wait_lost(self, timeout: float | None = None) -> bool:
         """Block until the lease is lost (True) or ``timeout`` passes (False)."""
@@ -351,17 +369,9 @@ class AsyncLease(LeaseBase):
 
     async def release(self) -> None:
         """Give the lease back; as :meth:`Lease.release`."""
-        if not self._begin_release():
-            return
-        self._tracker.forget(self)
-        lost_before = self.lost
-        outcome: bool | FencelockError = False  # an inherited lease stays the parent's
-        if not self._inherited:
-            try:
-                outcome = await self._backend.release(self.name, self.owner)
-            except FencelockError as exc:
-                outcome = exc
-        self._finish_release(outcome, lost_before)
+        with self._releasing(self._tracker) as release:
+            if release.send:
+                release.outcome = await self._backend.release(self.name, self.owner)
 
     async def wait_lost(self, timeout: float | None = None) -> bool:
         """Wait until the lease is lost (True) or ``timeout`` passes (False)."""

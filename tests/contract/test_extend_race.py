@@ -182,3 +182,19 @@ def test_a_cancelled_extend_still_bounds_trust(
             assert lease.remaining() < 1.5
 
     asyncio.run(main())
+
+
+def test_a_release_while_a_renewal_is_in_flight(
+    backend: BackendCase, client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
+    """The late renewal finds the lease gone: the release stands, nobody is told of a loss."""
+    slow = SlowFirstRenewal(client.backend, hold=0.5)
+    client.backend = slow
+    lease = client.lock(name, ttl=3).acquire()
+    lost: list[str] = []
+    lease.on_lost(lambda _lease: lost.append("lost"))
+    assert slow.requests.first_paused.wait(10), "the renewer never renewed"
+    lease.release()
+    assert slow.requests.first_done.wait(10)
+    assert lease.released and not lost
+    assert other.lock(name).try_acquire() is not None

@@ -52,3 +52,10 @@ def test_parse_multi_host_url_with_credentials() -> None:
 def test_bad_urls(url: object, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_url(url)
+
+
+def test_connect_options_must_be_plain_values() -> None:
+    import fencelock
+
+    with pytest.raises(ConfigError, match="option 'timeout' must be a number, a string or a bool"):
+        fencelock.connect("memory://", timeout=[1])
