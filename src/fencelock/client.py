@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 from fencelock.backends import open_async_backend, open_backend
 from fencelock.backends.base import AsyncBackend, Backend, LockInfo
-from fencelock.backends.redis_handoff import is_redis_object, url_from_redis
+from fencelock.backends.redis.handoff import is_redis_object, url_from_redis
 from fencelock.engine.names import validate_name, validate_prefix
 from fencelock.engine.timing import validate_ttl
 from fencelock.errors import ConfigError, FencelockError

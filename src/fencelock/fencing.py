@@ -157,7 +157,7 @@ class RedisGuard(_Rejections):
     def __init__(self, url: str) -> None:
         import redis
 
-        from fencelock.backends.redis_common import lua, redis_options, translated
+        from fencelock.backends.redis.common import lua, redis_options, translated
         from fencelock.engine.urls import parse_url
 
         self._options = redis_options(parse_url(url))

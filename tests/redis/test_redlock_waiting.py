@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 import fencelock
-from fencelock.backends import redlock_listener
+from fencelock.backends.redlock import listener as redlock_listener
 from fencelock.testing import RedisServer
 from tests.redis.conftest import Background, ServerPool, redis_cli, wait_until
 

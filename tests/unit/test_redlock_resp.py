@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fencelock.backends.redlock_resp import ProtocolError, ReplyError, ReplyParser
+from fencelock.backends.redis.resp import ProtocolError, ReplyError, ReplyParser
 
 line_text = st.text(
     st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=20

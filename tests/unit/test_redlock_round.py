@@ -12,9 +12,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fencelock.backends.redis_wire import Script
-from fencelock.backends.redlock_resp import ReplyError
-from fencelock.backends.redlock_round import PENDING, Round, boolean_reply, phase_one_reply
+from fencelock.backends.redis.resp import ReplyError
+from fencelock.backends.redis.wire import Script
+from fencelock.backends.redlock.round import PENDING, Round, boolean_reply, phase_one_reply
 from fencelock.engine import redlock as plan
 from fencelock.engine.redlock import quorum
 from fencelock.errors import BackendUnavailable

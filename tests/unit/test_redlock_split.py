@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fencelock.backends.redlock_round import phase_one_reply
+from fencelock.backends.redlock.round import phase_one_reply
 from fencelock.engine.redlock import (
     Abort,
     AbortReason,

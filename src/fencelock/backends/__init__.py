@@ -11,18 +11,18 @@ from fencelock.errors import ConfigError
 # scheme -> (module, class) of the blocking implementation
 _SYNC = {
     "memory": ("fencelock.backends.memory", "MemoryBackend"),
-    "sqlite": ("fencelock.backends.sqlite", "SQLiteBackend"),
-    "redis": ("fencelock.backends.redis", "RedisBackend"),
-    "rediss": ("fencelock.backends.redis", "RedisBackend"),
-    "redlock": ("fencelock.backends.redlock", "RedlockBackend"),
-    "redlocks": ("fencelock.backends.redlock", "RedlockBackend"),
+    "sqlite": ("fencelock.backends.sqlite.backend", "SQLiteBackend"),
+    "redis": ("fencelock.backends.redis.sync_backend", "RedisBackend"),
+    "rediss": ("fencelock.backends.redis.sync_backend", "RedisBackend"),
+    "redlock": ("fencelock.backends.redlock.backend", "RedlockBackend"),
+    "redlocks": ("fencelock.backends.redlock.backend", "RedlockBackend"),
 }
 # scheme -> (module, class) of a native asyncio implementation, where one exists
 _ASYNC = {
-    "redis": ("fencelock.backends.redis_async", "AsyncRedisBackend"),
-    "rediss": ("fencelock.backends.redis_async", "AsyncRedisBackend"),
-    "redlock": ("fencelock.backends.redlock", "AsyncRedlockBackend"),
-    "redlocks": ("fencelock.backends.redlock", "AsyncRedlockBackend"),
+    "redis": ("fencelock.backends.redis.async_backend", "AsyncRedisBackend"),
+    "rediss": ("fencelock.backends.redis.async_backend", "AsyncRedisBackend"),
+    "redlock": ("fencelock.backends.redlock.backend", "AsyncRedlockBackend"),
+    "redlocks": ("fencelock.backends.redlock.backend", "AsyncRedlockBackend"),
 }
 # scheme -> the extra that installs its driver
 _EXTRAS = {"redis": "redis", "rediss": "redis", "redlock": "redis", "redlocks": "redis"}

@@ -242,7 +242,7 @@ def _frozen_databases(setup: Setup) -> list[Path]:
     databases = [setup.resource]
     parsed = parse_url(setup.url)
     if parsed.scheme == "sqlite":
-        from fencelock.backends.sqlite import database_path
+        from fencelock.backends.sqlite.backend import database_path
 
         databases.append(Path(database_path(parsed)))
     return databases

@@ -9,7 +9,7 @@ Expiry is measured on the host's boot-time clock (:mod:`fencelock.clock`), one
 clock for every process on the host; a lease written during an earlier boot is
 expired, since its holder cannot still be running.
 
-Waiters queue a doorbell (:mod:`fencelock.backends.doorbell`) in the same
+Waiters queue a doorbell (:mod:`fencelock.backends.sqlite.doorbell`) in the same
 transaction that found the lease busy. A release rings the oldest live waiter
 only (no thundering herd); a waiter that leaves the queue while the lease is
 free passes the ring on, so a wake-up is never swallowed by a departing waiter.
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from fencelock import clock, forking
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
-from fencelock.backends.doorbell import Doorbell, Ringer
+from fencelock.backends.sqlite.doorbell import Doorbell, Ringer
 from fencelock.engine.handoff import (
     Waiter,
     alive_until,

@@ -4,7 +4,7 @@ The request is written to every node at once; there is no task per node. The ste
 is decided when a quorum said yes or so many said no that a quorum no longer can
 (the rules of :mod:`fencelock.engine.redlock`), or when every node answered: each
 request is answered by its node's reply or, within the per-node timeout, by an
-error (see :mod:`fencelock.backends.redlock_node`). Replies that come after the
+error (see :mod:`fencelock.backends.redlock.node`). Replies that come after the
 decision go to ``late`` (failures that come after it are dropped); :meth:`Round.settled`
 waits for them too, for an error message that counts every node.
 """
@@ -16,10 +16,10 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fencelock.backends.redis_wire import Script
-from fencelock.backends.redlock_node import NodeLink
-from fencelock.backends.redlock_resp import ReplyError
-from fencelock.backends.redlock_setup import refused
+from fencelock.backends.redis.resp import ReplyError
+from fencelock.backends.redis.wire import Script
+from fencelock.backends.redlock.node import NodeLink
+from fencelock.backends.redlock.setup import refused
 from fencelock.engine import redlock as plan
 from fencelock.errors import BackendUnavailable
 

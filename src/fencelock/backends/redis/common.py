@@ -13,7 +13,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
-from fencelock.backends.redis_wire import Partial, Script, pack
+from fencelock.backends.redis.wire import Partial, Script, pack
 from fencelock.engine.urls import ParsedURL, flag_option, number_option, reject_unknown_options
 from fencelock.errors import BackendUnavailable, ConfigError
 
@@ -29,8 +29,8 @@ _OPTIONS = {"timeout", "connect_timeout", "wait_replicas", "wait_timeout"} | _SS
 
 
 def lua(name: str) -> str:
-    """The source of ``backends/lua/<name>.lua``."""
-    return resources.files("fencelock.backends").joinpath(f"lua/{name}.lua").read_text()
+    """The source of ``backends/redis/lua/<name>.lua``."""
+    return resources.files("fencelock.backends.redis").joinpath(f"lua/{name}.lua").read_text()
 
 
 # Waiting: a free lease goes to whoever asks first, unless the oldest waiter has waited

@@ -21,7 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from redis.exceptions import ResponseError
 
-from fencelock.backends.redis_common import DRIVER_ERRORS, KEY_PREFIX, translate
+from fencelock.backends.redis.common import DRIVER_ERRORS, KEY_PREFIX, translate
 from fencelock.errors import BackendUnavailable
 
 CONFIRM_TIMEOUT = 2.0

@@ -11,7 +11,7 @@ from redis.exceptions import ResponseError
 
 from fencelock import clock, forking
 from fencelock.backends.base import AttemptResult, Busy, LockInfo
-from fencelock.backends.redis_common import (
+from fencelock.backends.redis.common import (
     DRIVER_ERRORS,
     UNDO_RETRY,
     UNDO_SETTLE,
@@ -32,7 +32,7 @@ from fencelock.backends.redis_common import (
     unanswered,
     wait_after,
 )
-from fencelock.backends.redis_listener import (
+from fencelock.backends.redis.listener import (
     Wakeups,
     new_channel,
     on_message,
@@ -40,7 +40,7 @@ from fencelock.backends.redis_listener import (
     subscribing,
     subscription_refused,
 )
-from fencelock.backends.redis_wire import AsyncWire, within
+from fencelock.backends.redis.wire import AsyncWire, within
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import BackendUnavailable, FencelockError
 
@@ -48,7 +48,7 @@ CONFIRM_TIMEOUT = 2.0
 
 
 class AsyncWakeListener:
-    """:class:`~fencelock.backends.redis_listener.WakeListener` for an asyncio client."""
+    """:class:`~fencelock.backends.redis.listener.WakeListener` for an asyncio client."""
 
     def __init__(self, client: Any, where: str, timeout: float = CONFIRM_TIMEOUT) -> None:
         self.channel = new_channel()

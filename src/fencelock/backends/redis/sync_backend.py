@@ -16,7 +16,7 @@ import redis
 
 from fencelock import clock, forking
 from fencelock.backends.base import AttemptResult, Busy, LockInfo
-from fencelock.backends.redis_common import (
+from fencelock.backends.redis.common import (
     DRIVER_ERRORS,
     UNDO_RETRY,
     UNDO_SETTLE,
@@ -37,8 +37,8 @@ from fencelock.backends.redis_common import (
     unanswered,
     wait_after,
 )
-from fencelock.backends.redis_listener import WakeListener
-from fencelock.backends.redis_wire import Wire
+from fencelock.backends.redis.listener import WakeListener
+from fencelock.backends.redis.wire import Wire
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import BackendUnavailable
 

@@ -2,20 +2,20 @@
 
 The settings are the ``redis://`` ones (:class:`RedisOptions`), applied as redis-py
 applies them, so a URL means the same on both backends; failures read as
-:func:`fencelock.backends.redis_common.translated` words them.
+:func:`fencelock.backends.redis.common.translated` words them.
 """
 
 from __future__ import annotations
 
 import ssl
 
-from fencelock.backends.redis_common import (
+from fencelock.backends.redis.common import (
     RedisOptions,
     refused_credentials,
     tls_failure,
     tls_not_connected,
 )
-from fencelock.backends.redis_wire import pack
+from fencelock.backends.redis.wire import pack
 from fencelock.errors import BackendUnavailable
 
 _CERT_REQS = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}

@@ -20,9 +20,9 @@ import functools
 from collections import OrderedDict
 from typing import Any
 
-from fencelock.backends.redis_common import RedisOptions
-from fencelock.backends.redis_wire import pack
-from fencelock.backends.redlock_node import NodeLink
+from fencelock.backends.redis.common import RedisOptions
+from fencelock.backends.redis.wire import pack
+from fencelock.backends.redlock.node import NodeLink
 from fencelock.errors import BackendUnavailable
 
 # Channels nobody waits for stay subscribed (their lock is likely contended again

@@ -27,7 +27,7 @@ import redis.asyncio
 
 from fencelock import clock, forking
 from fencelock.backends.base import Acquired, AttemptResult, LockInfo
-from fencelock.backends.redis_common import (
+from fencelock.backends.redis.common import (
     LockKeys,
     RedisOptions,
     lua,
@@ -37,10 +37,10 @@ from fencelock.backends.redis_common import (
     scan_pattern,
     translated,
 )
-from fencelock.backends.redis_wire import Script
-from fencelock.backends.redlock_listener import ReleaseListener, Waiters
-from fencelock.backends.redlock_node import NodeLink
-from fencelock.backends.redlock_round import (
+from fencelock.backends.redis.wire import Script
+from fencelock.backends.redlock.listener import ReleaseListener, Waiters
+from fencelock.backends.redlock.node import NodeLink
+from fencelock.backends.redlock.round import (
     PENDING,
     Reply,
     Round,

@@ -27,10 +27,10 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fencelock.backends.redis_common import RedisOptions
-from fencelock.backends.redis_wire import Script
-from fencelock.backends.redlock_resp import ProtocolError, ReplyError, ReplyParser
-from fencelock.backends.redlock_setup import (
+from fencelock.backends.redis.common import RedisOptions
+from fencelock.backends.redis.resp import ProtocolError, ReplyError, ReplyParser
+from fencelock.backends.redis.wire import Script
+from fencelock.backends.redlock.setup import (
     gate_commands,
     not_connected,
     refused,
