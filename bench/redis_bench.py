@@ -82,7 +82,7 @@ from rich.table import Table
 
 import fencelock
 from fencelock import clock
-from fencelock.backends.redis.common import LockKeys, lua
+from fencelock.backends.redis.scripts import LockKeys, lua
 from fencelock.testing import RedisServer, ServerPool
 
 TTL = 30.0

@@ -157,7 +157,9 @@ class RedisGuard(_Rejections):
     def __init__(self, url: str) -> None:
         import redis
 
-        from fencelock.backends.redis.common import lua, redis_options, translated
+        from fencelock.backends.redis.errors import translated
+        from fencelock.backends.redis.options import redis_options
+        from fencelock.backends.redis.scripts import lua
         from fencelock.engine.urls import parse_url
 
         self._options = redis_options(parse_url(url))

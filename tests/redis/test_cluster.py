@@ -22,7 +22,7 @@ import redis
 import redis.exceptions
 
 import fencelock
-from fencelock.backends.redis.common import LockKeys, lua
+from fencelock.backends.redis.scripts import LockKeys, lua
 from fencelock.fencing import RedisGuard
 from fencelock.testing import RedisServer, free_port, require_binary
 from tests.redis.conftest import Background, ServerPool, redis_cli, wait_until

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import pytest
 
 import fencelock
-from fencelock.backends.redis.common import redis_options
+from fencelock.backends.redis.options import redis_options
 from fencelock.engine.urls import parse_url
 from fencelock.fencing import RedisGuard
 from fencelock.testing import RedisServer, TLSFiles

@@ -17,7 +17,7 @@ import redis
 
 import fencelock
 from fencelock import clock
-from fencelock.backends.redis.common import (
+from fencelock.backends.redis.scripts import (
     ACQUIRE,
     FREE,
     STARVATION_BOUND,

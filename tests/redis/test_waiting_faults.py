@@ -10,7 +10,7 @@ import pytest
 
 import fencelock
 from fencelock import clock
-from fencelock.backends.redis.common import LockKeys
+from fencelock.backends.redis.scripts import LockKeys
 from fencelock.testing import RedisServer
 from tests.redis.conftest import Background, ServerPool, redis_cli, wait_until
 

@@ -56,7 +56,7 @@ def test_redact_keeps_everything_but_the_password() -> None:
 
 
 def test_parsed_url_and_its_repr_hide_the_password() -> None:
-    from fencelock.backends.redis.common import redis_options
+    from fencelock.backends.redis.options import redis_options
 
     parsed = parse_url(f"redis://app:{SECRET}@host/0")
     assert parsed.password == SECRET

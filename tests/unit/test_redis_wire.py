@@ -7,7 +7,7 @@ import hashlib
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fencelock.backends.redis.wire import Script, pack
+from fencelock.backends.redis.resp import Script, pack
 
 texts = st.text(min_size=0, max_size=30)
 parts = st.lists(st.one_of(texts, st.integers(min_value=0, max_value=2**63)), max_size=6)

@@ -12,8 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fencelock.backends.redis.resp import ReplyError
-from fencelock.backends.redis.wire import Script
+from fencelock.backends.redis.resp import ReplyError, Script
 from fencelock.backends.redlock.round import PENDING, Round, boolean_reply, phase_one_reply
 from fencelock.engine import redlock as plan
 from fencelock.engine.redlock import quorum

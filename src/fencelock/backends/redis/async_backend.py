@@ -11,8 +11,18 @@ from redis.exceptions import ResponseError
 
 from fencelock import clock, forking
 from fencelock.backends.base import AttemptResult, Busy, LockInfo
-from fencelock.backends.redis.common import (
+from fencelock.backends.redis.errors import (
     DRIVER_ERRORS,
+    not_replicated,
+    subscribing,
+    subscription_refused,
+    translate,
+    translated,
+    unanswered,
+)
+from fencelock.backends.redis.listener import Wakeups, new_channel, on_message, stop_listening
+from fencelock.backends.redis.options import redis_options
+from fencelock.backends.redis.scripts import (
     UNDO_RETRY,
     UNDO_SETTLE,
     Command,
@@ -22,23 +32,10 @@ from fencelock.backends.redis.common import (
     leave_command,
     lock_info,
     name_of,
-    not_replicated,
-    redis_options,
     release_command,
     renew_command,
     scan_pattern,
-    translate,
-    translated,
-    unanswered,
     wait_after,
-)
-from fencelock.backends.redis.listener import (
-    Wakeups,
-    new_channel,
-    on_message,
-    stop_listening,
-    subscribing,
-    subscription_refused,
 )
 from fencelock.backends.redis.wire import AsyncWire, within
 from fencelock.engine.urls import ParsedURL

@@ -15,13 +15,14 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Generic, Protocol, TypeVar
 
 from redis.exceptions import ResponseError
 
-from fencelock.backends.redis.common import DRIVER_ERRORS, KEY_PREFIX, translate
+from fencelock.backends.redis.errors import subscribing, subscription_refused
+from fencelock.backends.redis.scripts import KEY_PREFIX
 from fencelock.errors import BackendUnavailable
 
 CONFIRM_TIMEOUT = 2.0
@@ -90,26 +91,6 @@ def on_message(message: dict[str, Any], subscribed: Settable, wakeups: Wakeups[A
         subscribed.set()
     elif message["type"] == "message":
         wakeups.wake(message["data"])
-
-
-def subscription_refused(exc: BaseException, where: str) -> BackendUnavailable:
-    """The error for a wake-up subscription the server refused, with the ACL fix."""
-    error = translate(exc, where)
-    if "ACL" in str(error):
-        return BackendUnavailable(
-            f"{error}; a waiter needs the channel permission &{KEY_PREFIX}wake:* "
-            "(ACL SETUSER <user> &fencelock:wake:*)"
-        )
-    return error
-
-
-@contextlib.contextmanager
-def subscribing(where: str) -> Iterator[None]:
-    """Like ``translated``, for the SUBSCRIBE call itself."""
-    try:
-        yield
-    except DRIVER_ERRORS as exc:
-        raise subscription_refused(exc, where) from exc
 
 
 class WakeListener:

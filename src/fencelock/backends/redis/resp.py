@@ -1,4 +1,4 @@
-"""RESP2 replies, parsed incrementally: just enough of the protocol for the Redlock scripts.
+"""RESP2: commands packed (for every Redis backend) and replies parsed incrementally (Redlock).
 
 Pure: bytes in, Python values out. Simple strings become ``str``, bulk strings
 ``bytes`` (``None`` when null), integers ``int``, arrays ``list`` and error
@@ -8,6 +8,9 @@ reply never disturbs the replies queued behind it on a pipelined connection.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 _CRLF = b"\r\n"
@@ -83,3 +86,49 @@ def _parse_array(buffer: bytes, pos: int, count: int, after: int) -> tuple[Any, 
             return _INCOMPLETE, pos
         items.append(item)
     return items, after
+
+
+def pack(parts: Sequence[bytes | str | int]) -> bytes:
+    """One command in RESP: an array of bulk strings."""
+    out = [b"*%d\r\n" % len(parts)]
+    for part in parts:
+        data = part if isinstance(part, bytes) else str(part).encode()
+        out.append(b"$%d\r\n%b\r\n" % (len(data), data))
+    return b"".join(out)
+
+
+@dataclass(frozen=True)
+class Script:
+    """A Lua script known by its SHA1; :meth:`call` packs one EVALSHA of it."""
+
+    source: str
+    sha: str = field(init=False)
+    load_command: bytes = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        sha = hashlib.sha1(self.source.encode()).hexdigest()
+        object.__setattr__(self, "sha", sha)
+        object.__setattr__(self, "load_command", pack([b"SCRIPT", b"LOAD", self.source]))
+
+    def call(self, keys: Sequence[str], args: Sequence[bytes | str | int]) -> bytes:
+        return pack([b"EVALSHA", self.sha, len(keys), *keys, *args])
+
+    def partial(self, keys: Sequence[str], args: Sequence[bytes | str | int]) -> Partial:
+        """An EVALSHA packed up to its last arguments (given to :meth:`Partial.complete`)."""
+        parts = [b"EVALSHA", self.sha, len(keys), *keys, *args]
+        return Partial(len(parts), pack(parts).split(b"\r\n", 1)[1])
+
+
+@dataclass(frozen=True)
+class Partial:
+    """A command packed except for its trailing string arguments."""
+
+    count: int
+    body: bytes
+
+    def complete(self, *tail: str) -> bytes:
+        out = [b"*%d\r\n" % (self.count + len(tail)), self.body]
+        for text in tail:
+            data = text.encode()
+            out.append(b"$%d\r\n%b\r\n" % (len(data), data))
+        return b"".join(out)

@@ -4,7 +4,7 @@ Acquire is one round trip: ``acquire.lua`` takes the key and issues the token
 from the name's counter in the same script, or queues the caller. Release is
 compare-and-delete that wakes the oldest waiter only (``free.lua``), through its
 client's own pub/sub channel; waiters otherwise wake at the holder's TTL. The
-scripts travel pre-packed on connections of their own (:mod:`.redis_wire`).
+scripts travel pre-packed on connections of their own (:mod:`.wire`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,16 @@ import redis
 
 from fencelock import clock, forking
 from fencelock.backends.base import AttemptResult, Busy, LockInfo
-from fencelock.backends.redis.common import (
+from fencelock.backends.redis.errors import (
     DRIVER_ERRORS,
+    not_replicated,
+    translate,
+    translated,
+    unanswered,
+)
+from fencelock.backends.redis.listener import WakeListener
+from fencelock.backends.redis.options import redis_options
+from fencelock.backends.redis.scripts import (
     UNDO_RETRY,
     UNDO_SETTLE,
     Command,
@@ -27,17 +35,11 @@ from fencelock.backends.redis.common import (
     leave_command,
     lock_info,
     name_of,
-    not_replicated,
-    redis_options,
     release_command,
     renew_command,
     scan_pattern,
-    translate,
-    translated,
-    unanswered,
     wait_after,
 )
-from fencelock.backends.redis.listener import WakeListener
 from fencelock.backends.redis.wire import Wire
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import BackendUnavailable

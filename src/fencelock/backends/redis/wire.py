@@ -12,15 +12,15 @@ still redis-py's: the wire takes them from the client's pool.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from fencelock.backends.redis.resp import Script
 
 T = TypeVar("T")
 
@@ -40,52 +40,6 @@ else:  # pragma: no cover - Python 3.10
 # An idle connection older than this is polled before use: a server or proxy that
 # closed it meanwhile is noticed before a command is sent, not after.
 STALE_AFTER = 5.0
-
-
-def pack(parts: Sequence[bytes | str | int]) -> bytes:
-    """One command in RESP: an array of bulk strings."""
-    out = [b"*%d\r\n" % len(parts)]
-    for part in parts:
-        data = part if isinstance(part, bytes) else str(part).encode()
-        out.append(b"$%d\r\n%b\r\n" % (len(data), data))
-    return b"".join(out)
-
-
-@dataclass(frozen=True)
-class Script:
-    """A Lua script known by its SHA1; :meth:`call` packs one EVALSHA of it."""
-
-    source: str
-    sha: str = field(init=False)
-    load_command: bytes = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        sha = hashlib.sha1(self.source.encode()).hexdigest()
-        object.__setattr__(self, "sha", sha)
-        object.__setattr__(self, "load_command", pack([b"SCRIPT", b"LOAD", self.source]))
-
-    def call(self, keys: Sequence[str], args: Sequence[bytes | str | int]) -> bytes:
-        return pack([b"EVALSHA", self.sha, len(keys), *keys, *args])
-
-    def partial(self, keys: Sequence[str], args: Sequence[bytes | str | int]) -> Partial:
-        """An EVALSHA packed up to its last arguments (given to :meth:`Partial.complete`)."""
-        parts = [b"EVALSHA", self.sha, len(keys), *keys, *args]
-        return Partial(len(parts), pack(parts).split(b"\r\n", 1)[1])
-
-
-@dataclass(frozen=True)
-class Partial:
-    """A command packed except for its trailing string arguments."""
-
-    count: int
-    body: bytes
-
-    def complete(self, *tail: str) -> bytes:
-        out = [b"*%d\r\n" % (self.count + len(tail)), self.body]
-        for text in tail:
-            data = text.encode()
-            out.append(b"$%d\r\n%b\r\n" % (len(data), data))
-        return b"".join(out)
 
 
 FollowUp = Callable[[Any], "bytes | None"]

@@ -4,9 +4,9 @@ Every request goes to all nodes at once, each bounded by a short per-node timeou
 and a step ends as soon as its outcome is decided (a quorum agreed, or can no
 longer agree): a hung node costs at most the timeout, never a stall. Tokens come
 from the two-phase quorum counter of :mod:`fencelock.engine.redlock`. The lock
-scripts run on fencelock's own pipelined connections (:mod:`.redlock_node`, one
+scripts run on fencelock's own pipelined connections (:mod:`.node`, one
 per node, no task per request), and so do waiters' subscriptions to releases
-(:mod:`.redlock_listener`); ``inspect`` and ``list`` use redis-py. The asyncio
+(:mod:`.listener`); ``inspect`` and ``list`` use redis-py. The asyncio
 implementation is the only one; the sync client runs it on a loop shared by its
 calling threads (:mod:`.shared_loop`).
 """
@@ -27,17 +27,10 @@ import redis.asyncio
 
 from fencelock import clock, forking
 from fencelock.backends.base import Acquired, AttemptResult, LockInfo
-from fencelock.backends.redis.common import (
-    LockKeys,
-    RedisOptions,
-    lua,
-    ms,
-    name_of,
-    redis_options,
-    scan_pattern,
-    translated,
-)
-from fencelock.backends.redis.wire import Script
+from fencelock.backends.redis.errors import translated
+from fencelock.backends.redis.options import RedisOptions, redis_options
+from fencelock.backends.redis.resp import Script
+from fencelock.backends.redis.scripts import LockKeys, lua, ms, name_of, scan_pattern
 from fencelock.backends.redlock.listener import ReleaseListener, Waiters
 from fencelock.backends.redlock.node import NodeLink
 from fencelock.backends.redlock.round import (

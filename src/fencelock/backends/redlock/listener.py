@@ -20,8 +20,8 @@ import functools
 from collections import OrderedDict
 from typing import Any
 
-from fencelock.backends.redis.common import RedisOptions
-from fencelock.backends.redis.wire import pack
+from fencelock.backends.redis.options import RedisOptions
+from fencelock.backends.redis.resp import pack
 from fencelock.backends.redlock.node import NodeLink
 from fencelock.errors import BackendUnavailable
 

@@ -27,16 +27,10 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fencelock.backends.redis.common import RedisOptions
-from fencelock.backends.redis.resp import ProtocolError, ReplyError, ReplyParser
-from fencelock.backends.redis.wire import Script
-from fencelock.backends.redlock.setup import (
-    gate_commands,
-    not_connected,
-    refused,
-    tls_context,
-    unreachable,
-)
+from fencelock.backends.redis.errors import not_connected, refused, unreachable
+from fencelock.backends.redis.options import RedisOptions
+from fencelock.backends.redis.resp import ProtocolError, ReplyError, ReplyParser, Script
+from fencelock.backends.redlock.setup import gate_commands, tls_context
 from fencelock.errors import BackendUnavailable
 
 RECONNECT_AFTER = 0.1

@@ -16,10 +16,9 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fencelock.backends.redis.resp import ReplyError
-from fencelock.backends.redis.wire import Script
+from fencelock.backends.redis.errors import refused
+from fencelock.backends.redis.resp import ReplyError, Script
 from fencelock.backends.redlock.node import NodeLink
-from fencelock.backends.redlock.setup import refused
 from fencelock.engine import redlock as plan
 from fencelock.errors import BackendUnavailable
 

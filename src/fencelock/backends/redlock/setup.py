@@ -1,21 +1,16 @@
-"""Opening a Redlock node connection: TLS context, AUTH and SELECT, and what failures mean.
+"""Opening a Redlock node connection: its TLS context, then AUTH and SELECT.
 
 The settings are the ``redis://`` ones (:class:`RedisOptions`), applied as redis-py
-applies them, so a URL means the same on both backends; failures read as
-:func:`fencelock.backends.redis.common.translated` words them.
+applies them, so a URL means the same on both backends; failures are worded by
+:mod:`fencelock.backends.redis.errors`, as for ``redis://``.
 """
 
 from __future__ import annotations
 
 import ssl
 
-from fencelock.backends.redis.common import (
-    RedisOptions,
-    refused_credentials,
-    tls_failure,
-    tls_not_connected,
-)
-from fencelock.backends.redis.wire import pack
+from fencelock.backends.redis.options import RedisOptions
+from fencelock.backends.redis.resp import pack
 from fencelock.errors import BackendUnavailable
 
 _CERT_REQS = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
@@ -54,27 +49,3 @@ def gate_commands(options: RedisOptions) -> list[bytes]:
     if options.db:
         commands.append(pack([b"SELECT", options.db]))
     return commands
-
-
-def refused(where: str, text: str) -> BackendUnavailable:
-    """The error for an error reply ``text`` from the node at ``where``."""
-    credentials = ("WRONGPASS", "NOAUTH", "invalid password", "ERR invalid password")
-    if text.startswith(credentials) or "Protocol error: unauthenticated" in text:
-        return refused_credentials(where, text)
-    if text.startswith("NOPERM"):
-        return BackendUnavailable(f"{where} denied the command to this user (ACL): {text}")
-    return BackendUnavailable(f"{where} failed: {text}")
-
-
-def unreachable(where: str, exc: BaseException) -> BackendUnavailable:
-    """The error for a connection that could not be made (or set up) to ``where``."""
-    error = tls_failure(where, exc, tls=False) or BackendUnavailable(f"cannot reach {where}: {exc}")
-    error.__cause__ = exc  # as `raise ... from exc` would: the driver's error stays visible
-    return error
-
-
-def not_connected(where: str, seconds: float, tls: bool) -> BackendUnavailable:
-    """The error for a connection (and TLS handshake) not made within ``seconds``."""
-    if tls:
-        return tls_not_connected(where, f"within {seconds:g}s")
-    return BackendUnavailable(f"cannot reach {where}: no connection within {seconds:g}s")

@@ -1,0 +1,126 @@
+"""The settings of one Redis server, read from a ``redis://`` (or ``redlock://``) URL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fencelock.engine.urls import ParsedURL, flag_option, number_option, reject_unknown_options
+from fencelock.errors import ConfigError
+
+_SSL_OPTIONS = {
+    "ssl_ca_certs",
+    "ssl_certfile",
+    "ssl_keyfile",
+    "ssl_cert_reqs",
+    "ssl_check_hostname",
+}
+_OPTIONS = {"timeout", "connect_timeout", "wait_replicas", "wait_timeout"} | _SSL_OPTIONS
+
+
+@dataclass(frozen=True)
+class RedisOptions:
+    host: str
+    port: int
+    db: int
+    username: str | None
+    password: str | None = field(repr=False)
+    tls: bool
+    timeout: float
+    connect_timeout: float
+    wait_replicas: int
+    wait_timeout_ms: int
+    ssl: dict[str, Any]
+
+    @property
+    def where(self) -> str:
+        return f"Redis at {self.host}:{self.port}"
+
+    def client_kwargs(self, asyncio: bool = False) -> dict[str, Any]:
+        """Keyword arguments for ``redis.Redis`` (or ``redis.asyncio.Redis``).
+
+        No driver retries: redis-py would retry a dead or hung server for seconds
+        with backoff, past a lease's TTL. fencelock's own loop decides when to retry.
+        """
+        from redis.backoff import NoBackoff
+
+        if asyncio:
+            from redis.asyncio.retry import Retry as AsyncRetry
+
+            retry: Any = AsyncRetry(NoBackoff(), 0)
+        else:
+            from redis.retry import Retry
+
+            retry = Retry(NoBackoff(), 0)
+        kwargs: dict[str, Any] = {
+            "retry": retry,
+            "host": self.host,
+            "port": self.port,
+            "db": self.db,
+            "username": self.username,
+            "password": self.password,
+            "socket_timeout": self.timeout,
+            "socket_connect_timeout": self.connect_timeout,
+            "decode_responses": True,
+        }
+        if self.tls:
+            kwargs.update(ssl=True, **self.ssl)
+        return kwargs
+
+
+def redis_options(parsed: ParsedURL, host: tuple[str, int | None] | None = None) -> RedisOptions:
+    """Options for one Redis server, from a ``redis://`` or ``rediss://`` URL."""
+    reject_unknown_options(parsed, _OPTIONS)
+    if host is None:
+        if len(parsed.hosts) != 1:
+            raise ConfigError(
+                f"{parsed.scheme}:// takes exactly one host, got {len(parsed.hosts)} in "
+                f"{parsed.redacted!r}; for several independent masters use redlock://"
+            )
+        host = parsed.hosts[0]
+    db_text = parsed.path.strip("/") or "0"
+    if not db_text.isdigit():
+        raise ConfigError(
+            f"Redis database must be a number, got {db_text!r} in {parsed.redacted!r}"
+        )
+    return RedisOptions(
+        host=host[0],
+        port=host[1] or 6379,
+        db=int(db_text),
+        username=parsed.username,
+        password=parsed.password,
+        tls=parsed.scheme in ("rediss", "redlocks") or parsed.options.get("tls") == "1",
+        timeout=number_option(parsed, "timeout", 2.0),
+        connect_timeout=number_option(parsed, "connect_timeout", 2.0),
+        wait_replicas=int(number_option(parsed, "wait_replicas", 0, allow_zero=True)),
+        wait_timeout_ms=int(number_option(parsed, "wait_timeout", 0.1) * 1000),
+        ssl=_ssl_settings(parsed),
+    )
+
+
+def _ssl_settings(parsed: ParsedURL) -> dict[str, Any]:
+    """The ``ssl_*`` options, with ``ssl_check_hostname`` always said explicitly.
+
+    redis-py < 6 does not check the server's host name unless told to (6 does), and
+    ``redis>=5`` is allowed: every TLS connection checks it unless the URL says
+    ``ssl_check_hostname=false``, or verifies no certificate (``ssl_cert_reqs=none``).
+    """
+    settings: dict[str, Any] = {k: v for k, v in parsed.options.items() if k in _SSL_OPTIONS}
+    reqs = str(settings.get("ssl_cert_reqs", "required")).lower()
+    if reqs not in ("none", "optional", "required"):
+        raise ConfigError(
+            f"option ssl_cert_reqs={parsed.options['ssl_cert_reqs']!r} must be none, "
+            f"optional or required in {parsed.redacted!r}"
+        )
+    if "ssl_cert_reqs" in settings:
+        settings["ssl_cert_reqs"] = reqs
+    check = reqs != "none"
+    if "ssl_check_hostname" in settings:
+        check = flag_option(parsed, "ssl_check_hostname")
+        if check and reqs == "none":
+            raise ConfigError(
+                f"ssl_check_hostname=true needs a verified certificate, but ssl_cert_reqs=none "
+                f"in {parsed.redacted!r}"
+            )
+    settings["ssl_check_hostname"] = check
+    return settings

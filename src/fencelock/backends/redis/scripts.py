@@ -1,0 +1,158 @@
+"""The lock's keys, its Lua scripts, the commands that call them, and their replies."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
+from fencelock.backends.redis.options import RedisOptions
+from fencelock.backends.redis.resp import Partial, Script, pack
+
+KEY_PREFIX = "fencelock:"
+
+
+def lua(name: str) -> str:
+    """The source of ``backends/redis/lua/<name>.lua``."""
+    return resources.files("fencelock.backends.redis").joinpath(f"lua/{name}.lua").read_text()
+
+
+# Waiting: a free lease goes to whoever asks first, unless the oldest waiter has waited
+# longer than STARVATION_BOUND; then it is kept for that waiter (fair=True: always).
+# Barging keeps a busy lock fast (the releaser often takes it straight back, with no
+# wake-up in between); the bound keeps every waiter's wait short.
+STARVATION_BOUND = 0.02
+# A waiter retries at least every WAITER_REFRESH, which keeps it alive in the queue;
+# one silent for WAITER_LIVENESS is dropped. A waiter whose process died is dropped at
+# once by the next release (its wake-up reaches nobody); only a paused one (SIGSTOP, a
+# hung event loop) can hold the others up, and for at most WAITER_LIVENESS.
+WAITER_LIVENESS = 3.0
+WAITER_REFRESH = WAITER_LIVENESS / 3
+
+ACQUIRE = Script(lua("acquire"))
+FREE = Script(lua("free"))
+RENEW = Script(lua("renew"))
+Command = tuple[Script, bytes]
+
+
+def acquire_command(keys: LockKeys, owner: str, ttl: float, channel: str, fair: bool) -> Command:
+    """Take the lease (token included) or join the queue, woken on ``channel``."""
+    return ACQUIRE, _acquire_partial(keys, ms(ttl), channel, fair).complete(owner)
+
+
+@functools.lru_cache(maxsize=1024)
+def _acquire_partial(keys: LockKeys, ttl_ms: int, channel: str, fair: bool) -> Partial:
+    starve_us = 0 if fair else int(STARVATION_BOUND * 1e6)
+    return ACQUIRE.partial(keys.queued, [ttl_ms, channel, starve_us, ms(WAITER_LIVENESS)])
+
+
+def release_command(keys: LockKeys, owner: str) -> Command:
+    return FREE, _release_partial(keys).complete(owner)
+
+
+@functools.lru_cache(maxsize=4096)
+def _release_partial(keys: LockKeys) -> Partial:
+    return FREE.partial(keys.waking, [b"release"])
+
+
+def leave_command(keys: LockKeys, owner: str, channel: str) -> Command:
+    return FREE, FREE.call(keys.waking, [b"leave", owner, channel])
+
+
+def renew_command(keys: LockKeys, owner: str, ttl: float) -> Command:
+    return RENEW, RENEW.call((keys.lock,), [owner, ms(ttl)])
+
+
+def ms(seconds: float) -> int:
+    """Seconds as whole milliseconds, at least 1 (Redis TTLs are in ms)."""
+    return max(int(seconds * 1000), 1)
+
+
+@dataclass(frozen=True)
+class LockKeys:
+    """Keys of one lock, hash-tagged so they share a Redis Cluster slot."""
+
+    lock: str
+    token: str
+    channel: str  # Redlock's release broadcast
+    queue: str
+    alive: str
+
+    @classmethod
+    def of(cls, name: str) -> LockKeys:
+        return _keys_of(name)
+
+    @property
+    def queued(self) -> tuple[str, str, str, str]:
+        """KEYS of acquire.lua: lock, token, queue, liveness."""
+        return (self.lock, self.token, self.queue, self.alive)
+
+    @property
+    def waking(self) -> tuple[str, str, str]:
+        """KEYS of free.lua: lock, queue, liveness."""
+        return (self.lock, self.queue, self.alive)
+
+
+@functools.lru_cache(maxsize=4096)
+def _keys_of(name: str) -> LockKeys:
+    tagged = f"{KEY_PREFIX}{{{name}}}"
+    return LockKeys(
+        lock=tagged,
+        token=tagged + ":token",
+        channel=tagged + ":free",
+        queue=tagged + ":queue",
+        alive=tagged + ":alive",
+    )
+
+
+def name_of(key: str) -> str:
+    return key[len(KEY_PREFIX) + 1 : -1]
+
+
+def scan_pattern(prefix: str) -> str:
+    return f"{KEY_PREFIX}{{{prefix}*}}"
+
+
+def attempt_result(reply: list[Any]) -> AttemptResult:
+    """Parse acquire.lua's ``{1, token}`` or ``{0, pttl}`` (we are queued then).
+
+    A queued waiter wakes when the holder's TTL runs out, when woken, or at the
+    latest after WAITER_REFRESH (to stay alive in the queue).
+    """
+    if reply[0] == 1:
+        return Acquired(int(reply[1]))
+    pttl = int(reply[1])
+    return Busy(WAITER_REFRESH if pttl < 0 else min(pttl / 1000, WAITER_REFRESH))
+
+
+def lock_info(
+    name: str, owner: str | None, pttl: int, token: str | None, waiters: int | None = None
+) -> LockInfo | None:
+    if owner is None and token is None:
+        return None
+    return LockInfo(
+        name=name,
+        owner=owner,
+        token=int(token or 0),
+        remaining=pttl / 1000 if owner is not None and pttl >= 0 else None,
+        waiters=waiters,
+    )
+
+
+# Once a server that timed out answers again, wait this long before undoing what an
+# unanswered acquire may have taken: its buffered request runs first, then the undo.
+UNDO_SETTLE = 0.1
+UNDO_RETRY = 0.5
+
+
+def wait_after(options: RedisOptions) -> Callable[[Any], bytes | None]:
+    """The follow-up of an acquire with ``wait_replicas``: ``WAIT`` once it succeeded."""
+    command = pack([b"WAIT", options.wait_replicas, options.wait_timeout_ms])
+
+    def follow_up(reply: Any) -> bytes | None:
+        return command if reply[0] == 1 else None
+
+    return follow_up
