@@ -11,12 +11,15 @@ leases and tokens that its parent and siblings hand out too.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from fencelock import clock, forking
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
+from fencelock.backends.threaded import ThreadedAsyncBackend
 from fencelock.engine.handoff import (
     Waiter,
     alive_until,
@@ -160,25 +163,27 @@ class MemoryBackend:
         return MemoryAttempt(self._here(), name, owner, ttl, starvation_bound(fair))
 
     def release(self, name: str, owner: str) -> bool:
-        store = self._here()
-        with store.mutex:
-            slot = store.slots.get(name)
-            now = clock.now()
-            if slot is None or slot.owner != owner or slot.expires_at <= now:
-                return False
-            slot.owner = None
-            slot.wake_head(now)
-            return True
+        with self._held_by(name, owner) as (slot, now):
+            if slot is not None:
+                slot.owner = None
+                slot.wake_head(now)
+        return slot is not None
 
     def renew(self, name: str, owner: str, ttl: float) -> bool:
+        with self._held_by(name, owner) as (slot, now):
+            if slot is not None:
+                slot.expires_at = now + ttl
+        return slot is not None
+
+    @contextlib.contextmanager
+    def _held_by(self, name: str, owner: str) -> Iterator[tuple[_Slot | None, float]]:
+        """Under the store's lock: ``name``'s slot if ``owner`` holds it now, and the time."""
         store = self._here()
         with store.mutex:
             slot = store.slots.get(name)
             now = clock.now()
-            if slot is None or slot.owner != owner or slot.expires_at <= now:
-                return False
-            slot.expires_at = now + ttl
-            return True
+            live = slot is not None and slot.owner == owner and slot.expires_at > now
+            yield (slot if live else None), now
 
     def inspect(self, name: str) -> LockInfo | None:
         store = self._here()
@@ -208,3 +213,11 @@ class MemoryBackend:
 
     def close(self) -> None:
         """Nothing to close: the store lives as long as the process."""
+
+
+def open_sync(parsed: ParsedURL) -> MemoryBackend:
+    return MemoryBackend(parsed)
+
+
+def open_async(parsed: ParsedURL) -> ThreadedAsyncBackend:
+    return ThreadedAsyncBackend(MemoryBackend(parsed))

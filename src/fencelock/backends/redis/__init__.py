@@ -1,1 +1,21 @@
-"""placeholder"""
+"""``redis://`` and ``rediss://``: one Redis server, with native sync and asyncio drivers.
+
+The protocol is written once, without I/O: the conversations (:mod:`.talks`), an
+attempt's leftovers (:mod:`.attempt`), the wake-up subscription (:mod:`.wakeups`).
+The drivers (:mod:`.sync_backend`, :mod:`.async_backend`, :mod:`.wire`,
+:mod:`.listener`) only send, read and wait.
+"""
+
+from __future__ import annotations
+
+from fencelock.backends.redis.async_backend import AsyncRedisBackend
+from fencelock.backends.redis.sync_backend import RedisBackend
+from fencelock.engine.urls import ParsedURL
+
+
+def open_sync(parsed: ParsedURL) -> RedisBackend:
+    return RedisBackend(parsed)
+
+
+def open_async(parsed: ParsedURL) -> AsyncRedisBackend:
+    return AsyncRedisBackend(parsed)

@@ -35,6 +35,7 @@ WAITER_REFRESH = WAITER_LIVENESS / 3
 ACQUIRE = Script(lua("acquire"))
 FREE = Script(lua("free"))
 RENEW = Script(lua("renew"))
+INSPECT = Script(lua("inspect"))
 Command = tuple[Script, bytes]
 
 
@@ -64,6 +65,10 @@ def leave_command(keys: LockKeys, owner: str, channel: str) -> Command:
 
 def renew_command(keys: LockKeys, owner: str, ttl: float) -> Command:
     return RENEW, RENEW.call((keys.lock,), [owner, ms(ttl)])
+
+
+def inspect_command(keys: LockKeys) -> Command:
+    return INSPECT, INSPECT.call((keys.lock, keys.token, keys.queue), [])
 
 
 def ms(seconds: float) -> int:
@@ -140,12 +145,6 @@ def lock_info(
         remaining=pttl / 1000 if owner is not None and pttl >= 0 else None,
         waiters=waiters,
     )
-
-
-# Once a server that timed out answers again, wait this long before undoing what an
-# unanswered acquire may have taken: its buffered request runs first, then the undo.
-UNDO_SETTLE = 0.1
-UNDO_RETRY = 0.5
 
 
 def wait_after(options: RedisOptions) -> Callable[[Any], bytes | None]:

@@ -10,107 +10,41 @@ scripts travel pre-packed on connections of their own (:mod:`.wire`).
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import redis
 
 from fencelock import clock, forking
-from fencelock.backends.base import AttemptResult, Busy, LockInfo
-from fencelock.backends.redis.errors import (
-    DRIVER_ERRORS,
-    not_replicated,
-    translate,
-    translated,
-    unanswered,
-)
-from fencelock.backends.redis.listener import WakeListener
-from fencelock.backends.redis.options import redis_options
-from fencelock.backends.redis.scripts import (
+from fencelock.backends.base import AttemptResult, LockInfo
+from fencelock.backends.redis import talks
+from fencelock.backends.redis.attempt import (
     UNDO_RETRY,
     UNDO_SETTLE,
-    Command,
-    LockKeys,
-    acquire_command,
-    attempt_result,
-    leave_command,
-    lock_info,
-    name_of,
-    release_command,
-    renew_command,
-    scan_pattern,
-    wait_after,
+    RedisAttempt,
+    Undo,
+    best_effort,
+    undoing,
 )
+from fencelock.backends.redis.errors import DRIVER_ERRORS
+from fencelock.backends.redis.listener import WakeListener
+from fencelock.backends.redis.scripts import Command, LockKeys, scan_pattern
+from fencelock.backends.redis.server import RedisServer, Undoing
 from fencelock.backends.redis.wire import Wire
 from fencelock.engine.urls import ParsedURL
-from fencelock.errors import BackendUnavailable
 
 
-class RedisAttempt:
-    def __init__(
-        self, backend: RedisBackend, name: str, owner: str, ttl: float, fair: bool
-    ) -> None:
-        self._backend, self._owner, self._ttl = backend, owner, ttl
-        self._keys = LockKeys.of(name)
-        self._command = acquire_command(self._keys, owner, ttl, backend.listener.channel, fair)
-        self._event: threading.Event | None = None
-        self._queued = False
-        self._unanswered = False
-
-    def try_acquire(self) -> AttemptResult:
-        result = self._take()
-        if isinstance(result, Busy) and self._event is None:
-            self._event = self._backend.listener.wakeups.expect(self._owner)
-            if self._backend.listener.ensure_listening():
-                # We were queued before the subscription: look again, a wake-up may be gone.
-                result = self._take()
-        return result
-
-    def _take(self) -> AttemptResult:
-        try:
-            result = self._backend.take(self._command, self._keys, self._owner)
-        except BackendUnavailable as exc:
-            # Timed out: the server may still run the script and give us a lease or a
-            # place in the queue that nobody will use; close() has them undone.
-            self._unanswered = self._unanswered or unanswered(exc)
-            raise
-        self._queued = isinstance(result, Busy)
-        return result
-
-    def wait(self, timeout: float) -> None:
-        if self._event is not None:
-            self._event.wait(timeout)
-            self._event.clear()
-
-    def close(self) -> None:
-        if self._event is not None:
-            self._backend.listener.wakeups.forget(self._owner)
-            self._event = None
-        if self._unanswered:
-            self._unanswered = self._queued = False
-            self._backend.undo_later(self._keys, self._owner, self._ttl)
-        if self._queued:
-            self._queued = False
-            self._backend.leave_queue(self._keys, self._owner)
-
-
-class RedisBackend:
+class RedisBackend(RedisServer):
     """Leases on one Redis server."""
 
-    supports_fair = True
-
     def __init__(self, parsed: ParsedURL) -> None:
-        self.url = parsed.redacted
-        self.options = redis_options(parsed)
-        self.where = self.options.where
-        self._wait_after = wait_after(self.options)
+        super().__init__(parsed)
         self._connect()
-        with translated(self.where, self.options.tls):
-            self.redis.ping()
+        with self._translated():
+            self.wire.talk(talks.ping())
         forking.register(self)
 
     def _connect(self) -> None:
         """This process's client, script connections and wake-up listener (none opened yet)."""
-        self.redis: Any = redis.Redis(**self.options.client_kwargs())
+        self.redis = redis.Redis(**self.options.client_kwargs())
         self.wire = Wire(self.redis)
         self.listener = WakeListener(self.redis, self.where, self.options.timeout)
         self._closed = threading.Event()  # stops this process's undo threads
@@ -120,80 +54,51 @@ class RedisBackend:
         forking.abandon(self.redis, self.wire, self.listener)
         self._connect()
 
+    def _talk(self, talk: talks.Talk[talks.T]) -> talks.T:
+        with self._translated():
+            return self.wire.talk(talk)
+
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> RedisAttempt:
         return RedisAttempt(self, name, owner, ttl, fair)
 
-    def take(self, command: Command, keys: LockKeys, owner: str) -> AttemptResult:
-        try:
-            if not self.options.wait_replicas:
-                return attempt_result(self.wire.run(*command))
-            reply, acked = self.wire.run_then(*command, self._wait_after)
-            result = attempt_result(reply)
-            if acked is not None and acked < self.options.wait_replicas:
-                self.wire.run(*release_command(keys, owner))
-                raise not_replicated(self.options, acked)
-        except DRIVER_ERRORS as exc:
-            raise translate(exc, self.where, self.options.tls) from exc
-        return result
-
-    def leave_queue(self, keys: LockKeys, owner: str) -> None:
-        try:
-            self.wire.run(*leave_command(keys, owner, self.listener.channel))
-        except DRIVER_ERRORS as exc:
-            raise translate(exc, self.where, self.options.tls) from exc
+    def acquire(self, command: Command, keys: LockKeys, owner: str) -> AttemptResult:
+        return self._talk(talks.acquire(command, keys, owner, self.options))
 
     def release(self, name: str, owner: str) -> bool:
-        try:
-            return bool(self.wire.run(*release_command(LockKeys.of(name), owner)) == 1)
-        except DRIVER_ERRORS as exc:
-            raise translate(exc, self.where, self.options.tls) from exc
+        return self._talk(talks.release(LockKeys.of(name), owner))
 
     def renew(self, name: str, owner: str, ttl: float) -> bool:
-        try:
-            return bool(self.wire.run(*renew_command(LockKeys.of(name), owner, ttl)) == 1)
-        except DRIVER_ERRORS as exc:
-            raise translate(exc, self.where, self.options.tls) from exc
+        return self._talk(talks.renew(LockKeys.of(name), owner, ttl))
 
     def inspect(self, name: str) -> LockInfo | None:
-        keys = LockKeys.of(name)
-        with translated(self.where, self.options.tls):
-            owner, pttl, token, waiters = (
-                self.redis.pipeline(transaction=False)
-                .get(keys.lock)
-                .pttl(keys.lock)
-                .get(keys.token)
-                .zcard(keys.queue)
-                .execute()
-            )
-        return lock_info(name, owner, pttl, token, waiters)
+        return self._talk(talks.inspect(name))
 
     def list(self, prefix: str) -> list[LockInfo]:
-        infos = []
-        with translated(self.where, self.options.tls):
-            for key in sorted(self.redis.scan_iter(match=scan_pattern(prefix), count=500)):
-                info = self.inspect(name_of(key))
-                if info is not None and info.held:
-                    infos.append(info)
-        return infos
+        return self._talk(talks.held(scan_pattern(prefix)))
 
-    def undo_later(self, keys: LockKeys, owner: str, ttl: float) -> None:
-        """Off the caller's thread, best effort: once the server answers again, release
-        what an unanswered acquire may have taken (a lease, a queue entry)."""
-        threading.Thread(
-            target=self._undo,
-            args=(keys, owner, clock.now() + ttl),
-            daemon=True,
-            name="fencelock-redis-undo",
-        ).start()
+    def undo(self, attempt: RedisAttempt, what: Undo) -> None:
+        """Give back what a closed attempt left on the server (see :class:`Undo`)."""
+        talk = undoing(what, attempt.keys, attempt.owner, self.listener.channel)
+        if talk is not None:
+            with best_effort(what):
+                self._talk(talk)
+        elif what is Undo.LATER:
+            undo = self._undo_later(attempt.keys, attempt.owner, self.listener.channel)
+            threading.Thread(
+                target=self._undo,
+                args=(undo, clock.now() + attempt.ttl),
+                daemon=True,
+                name="fencelock-redis-undo",
+            ).start()
 
-    def _undo(self, keys: LockKeys, owner: str, until: float) -> None:
+    def _undo(self, undo: Undoing, until: float) -> None:
+        """Off the caller's thread, once the server answers again: its buffered request
+        runs first (UNDO_SETTLE), then the undo."""
         while clock.now() < until and not self._closed.is_set():
             try:
-                self.redis.ping()
-                if self._closed.wait(UNDO_SETTLE):
-                    return
-                self.wire.run(*release_command(keys, owner))
-                self.wire.run(*leave_command(keys, owner, self.listener.channel))
+                self.wire.talk(talks.ping())
+                if not self._closed.wait(UNDO_SETTLE):
+                    self.wire.talk(undo())
                 return
             except DRIVER_ERRORS:
                 self._closed.wait(UNDO_RETRY)

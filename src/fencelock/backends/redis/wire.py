@@ -4,9 +4,12 @@ redis-py's client spends about as long on each command as the loopback round tri
 itself: a pool checkout with a readiness poll, the retry wrapper, event dispatch and
 observability hooks, then packing the command. Acquire, release and renew instead
 send a command packed here on a connection that only this module uses, and read
-the reply with the connection's own parser; everything else (pub/sub, inspection,
-``WAIT``) still goes through the client. Connections, authentication and TLS are
-still redis-py's: the wire takes them from the client's pool.
+the reply with the connection's own parser; everything else (pub/sub, inspection)
+still goes through the client. Connections, authentication and TLS are still
+redis-py's: the wire takes them from the client's pool.
+
+What is said is decided by a conversation (:mod:`.talks`, sans-I/O); the two wires
+here only run it, blocking or with asyncio.
 """
 
 from __future__ import annotations
@@ -15,12 +18,15 @@ import asyncio
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from redis.exceptions import NoScriptError, ResponseError
+import redis
+import redis.asyncio
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from fencelock.backends.redis.resp import Script
+from fencelock.backends.redis.talks import Talk, Talking
+from fencelock.errors import FencelockError
 
 T = TypeVar("T")
 
@@ -42,44 +48,63 @@ else:  # pragma: no cover - Python 3.10
 STALE_AFTER = 5.0
 
 
-FollowUp = Callable[[Any], "bytes | None"]
+class Connection(Protocol):
+    """What a wire uses of a redis-py connection (sync)."""
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None: ...
+
+    # Any: a reply as redis-py's parser returns it, read by the conversation.
+    def read_response(self) -> Any: ...
+
+    def can_read(self, timeout: float = 0) -> bool: ...
+
+    def disconnect(self) -> None: ...
+
+
+class AsyncConnection(Protocol):
+    """What a wire uses of a redis.asyncio connection."""
+
+    is_connected: bool
+    socket_timeout: float | None
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None: ...
+
+    async def read_response(self) -> Any: ...
+
+    async def can_read(self) -> bool: ...
+
+    async def disconnect(self, nowait: bool = False) -> None: ...
 
 
 class Wire:
-    """Run scripts on dedicated connections made by a ``redis.Redis`` client's pool.
+    """Run conversations on dedicated connections made by a ``redis.Redis`` client's pool.
 
     Each call checks a connection out (a list pop: threads never share one) and
     back in. A connection that failed in any way but an error reply is closed.
     """
 
-    def __init__(self, client: Any) -> None:
-        self._make = client.connection_pool.make_connection
-        self._idle: list[tuple[Any, float]] = []
+    def __init__(self, client: redis.Redis) -> None:
+        self._make: Callable[[], Connection] = client.connection_pool.make_connection
+        self._idle: list[tuple[Connection, float]] = []
 
-    def run(self, script: Script, command: bytes) -> Any:
-        return self.run_then(script, command, _nothing)[0]
-
-    def run_then(self, script: Script, command: bytes, follow_up: FollowUp) -> tuple[Any, Any]:
-        """Run the script, then ``follow_up(reply)`` (if not None) on the same connection.
-
-        ``WAIT`` counts the replicas that have this connection's writes, so it
-        must follow the script on its connection.
-        """
+    def talk(self, talk: Talk[T]) -> T:
+        """Run ``talk`` on one connection; its result, or the error that ended it."""
         conn = self._checkout()
         try:
-            reply = _call_script(conn, script, command)
-            then = follow_up(reply)
-            followed = None if then is None else _call(conn, then)
-        except ResponseError:
+            talking = Talking(talk)
+            while talking.command is not None:
+                conn.send_packed_command((talking.command,), check_health=False)
+                talking.answer(_reply(conn))
+        except (ResponseError, FencelockError):
             self._checkin(conn)
             raise
         except BaseException:
             conn.disconnect()
             raise
         self._checkin(conn)
-        return reply, followed
+        return talking.result
 
-    def _checkout(self) -> Any:
+    def _checkout(self) -> Connection:
         try:
             conn, idle_since = self._idle.pop()
         except IndexError:
@@ -88,7 +113,7 @@ class Wire:
             conn.disconnect()
         return conn
 
-    def _checkin(self, conn: Any) -> None:
+    def _checkin(self, conn: Connection) -> None:
         self._idle.append((conn, time.monotonic()))
 
     def close(self) -> None:
@@ -97,24 +122,14 @@ class Wire:
             conn.disconnect()
 
 
-def _nothing(_reply: Any) -> None:
-    return None
-
-
-def _call_script(conn: Any, script: Script, command: bytes) -> Any:
+def _reply(conn: Connection) -> Any:
     try:
-        return _call(conn, command)
-    except NoScriptError:
-        _call(conn, script.load_command)
-        return _call(conn, command)
+        return conn.read_response()
+    except ResponseError as exc:
+        return exc
 
 
-def _call(conn: Any, command: bytes) -> Any:
-    conn.send_packed_command((command,), check_health=False)
-    return conn.read_response()
-
-
-def _unusable(conn: Any) -> bool:
+def _unusable(conn: Connection) -> bool:
     """True if an idle connection has something to read: the server closed it (EOF)."""
     try:
         return bool(conn.can_read(0))
@@ -130,50 +145,49 @@ class AsyncWire:
     before Python 3.12.
     """
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: redis.asyncio.Redis) -> None:
         pool = client.connection_pool
-        self._make = pool.make_connection
+        self._make: Callable[[], AsyncConnection] = pool.make_connection
         self._timeout: float | None = pool.connection_kwargs.get("socket_timeout")
-        self._idle: list[tuple[Any, float]] = []
+        self._idle: list[tuple[AsyncConnection, float]] = []
 
-    async def run(self, script: Script, command: bytes) -> Any:
-        return (await self.run_then(script, command, _nothing))[0]
-
-    async def run_then(
-        self, script: Script, command: bytes, follow_up: FollowUp
-    ) -> tuple[Any, Any]:
+    async def talk(self, talk: Talk[T]) -> T:
+        """Run ``talk`` on one connection, within the client's socket timeout."""
         conn = await self._checkout()
         try:
-            reply, followed = await within(
-                self._timeout, _aexchange(conn, script, command, follow_up)
-            )
-        except ResponseError:
+            result = await within(self._timeout, _converse(conn, Talking(talk)))
+        except (ResponseError, FencelockError):
             self._checkin(conn)
             raise
         except asyncio.TimeoutError as exc:
-            message = f"no answer within {self._timeout:g}s"
-            if not conn.is_connected:  # in redis-py's words, as translate() reads them
-                message = f"Timeout connecting to server (no connection within {self._timeout:g}s)"
             await conn.disconnect(nowait=True)
-            raise RedisTimeoutError(message) from exc
+            raise self._timed_out(conn) from exc
         except BaseException:
             await conn.disconnect(nowait=True)
             raise
         self._checkin(conn)
-        return reply, followed
+        return result
 
-    async def _checkout(self) -> Any:
+    def _timed_out(self, conn: AsyncConnection) -> RedisTimeoutError:
+        if conn.is_connected:
+            return RedisTimeoutError(f"no answer within {self._timeout:g}s")
+        # in redis-py's words, as errors.translate() reads them
+        return RedisTimeoutError(
+            f"Timeout connecting to server (no connection within {self._timeout:g}s)"
+        )
+
+    async def _checkout(self) -> AsyncConnection:
         try:
             conn, idle_since = self._idle.pop()
         except IndexError:
             conn = self._make()
-            conn.socket_timeout = None  # bounded per call, in run_then
+            conn.socket_timeout = None  # bounded per call, in talk()
             return conn
         if time.monotonic() - idle_since > STALE_AFTER and await _aunusable(conn):
             await conn.disconnect(nowait=True)
         return conn
 
-    def _checkin(self, conn: Any) -> None:
+    def _checkin(self, conn: AsyncConnection) -> None:
         self._idle.append((conn, time.monotonic()))
 
     async def close(self) -> None:
@@ -182,28 +196,18 @@ class AsyncWire:
             await conn.disconnect()
 
 
-async def _aexchange(
-    conn: Any, script: Script, command: bytes, follow_up: FollowUp
-) -> tuple[Any, Any]:
-    reply = await _acall_script(conn, script, command)
-    then = follow_up(reply)
-    return reply, None if then is None else await _acall(conn, then)
+async def _converse(conn: AsyncConnection, talking: Talking[T]) -> T:
+    while talking.command is not None:
+        await conn.send_packed_command((talking.command,), check_health=False)
+        try:
+            reply = await conn.read_response()
+        except ResponseError as exc:
+            reply = exc
+        talking.answer(reply)
+    return talking.result
 
 
-async def _acall_script(conn: Any, script: Script, command: bytes) -> Any:
-    try:
-        return await _acall(conn, command)
-    except NoScriptError:
-        await _acall(conn, script.load_command)
-        return await _acall(conn, command)
-
-
-async def _acall(conn: Any, command: bytes) -> Any:
-    await conn.send_packed_command((command,), check_health=False)
-    return await conn.read_response()
-
-
-async def _aunusable(conn: Any) -> bool:
+async def _aunusable(conn: AsyncConnection) -> bool:
     if not conn.is_connected:
         return False
     try:

@@ -14,7 +14,6 @@ calling threads (:mod:`.shared_loop`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import math
 import random
@@ -40,6 +39,7 @@ from fencelock.backends.redlock.round import (
     boolean_reply,
     phase_one_reply,
 )
+from fencelock.backends.wakeup import await_then_rearm
 from fencelock.engine import redlock as plan
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import BackendUnavailable, LeaseLost
@@ -129,10 +129,7 @@ class RedlockAttempt:
         return result
 
     async def wait(self, timeout: float) -> None:
-        if self._event is not None:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._event.wait(), timeout)
-            self._event.clear()
+        await await_then_rearm(self._event, timeout)
 
     async def close(self) -> None:
         if self._event is not None:
@@ -438,13 +435,3 @@ def _answered_error(reply: Reply) -> bool:
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
-class RedlockBackend:
-    """The blocking face: the asyncio implementation on a shared loop."""
-
-    def __new__(cls, parsed: ParsedURL) -> Any:
-        from fencelock.backends.shared_loop import SharedLoopBackend
-
-        node_options(parsed)  # fail fast on bad input, in the caller's thread
-        return SharedLoopBackend(lambda: AsyncRedlockBackend(parsed))

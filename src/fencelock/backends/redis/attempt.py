@@ -1,0 +1,176 @@
+"""One acquisition on ``redis://``: what it may have left on the server, and its undoing.
+
+:class:`Leftovers` (no I/O) follows each acquire request: answered busy (we are
+queued), unanswered (timed out: the server may run it later), or abandoned (the
+caller was cancelled or interrupted while it was out: it may have run). ``close()``
+asks it what to undo. The two attempts below only send and wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from fencelock.backends.base import AttemptResult, Busy
+from fencelock.backends.redis import talks
+from fencelock.backends.redis.errors import unanswered
+from fencelock.backends.redis.scripts import LockKeys, acquire_command
+from fencelock.backends.wakeup import await_then_rearm, wait_then_rearm
+from fencelock.errors import BackendUnavailable, FencelockError
+
+if TYPE_CHECKING:
+    from fencelock.backends.redis.async_backend import AsyncRedisBackend
+    from fencelock.backends.redis.sync_backend import RedisBackend
+
+
+# Once a server that timed out answers again, wait this long before undoing what an
+# unanswered acquire may have taken: its buffered request runs first, then the undo.
+UNDO_SETTLE = 0.1
+UNDO_RETRY = 0.5
+
+
+class Undo(enum.Enum):
+    """What closing an attempt must do on the server."""
+
+    NOTHING = enum.auto()
+    LEAVE_QUEUE = enum.auto()  # we were answered busy: our place in the queue
+    NOW = enum.auto()  # abandoned: a lease or a place may be ours; give both back now
+    LATER = enum.auto()  # unanswered: the server is slow; once it answers, give both back
+
+
+class Leftovers:
+    """What an attempt's requests may have left on the server (pure)."""
+
+    def __init__(self) -> None:
+        self.queued = False
+        self.unanswered = False
+        self.abandoned = False
+
+    @contextlib.contextmanager
+    def sending(self) -> Iterator[None]:
+        """Around one acquire request: notes a failure that may leave something behind."""
+        try:
+            yield
+        except BackendUnavailable as exc:
+            self.unanswered = self.unanswered or unanswered(exc)
+            raise
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # cancelled or interrupted: reply unread
+                self.abandoned = True
+            raise
+
+    def answered(self, result: AttemptResult) -> AttemptResult:
+        self.queued = isinstance(result, Busy)
+        return result
+
+    def undo(self) -> Undo:
+        """What to undo now that the attempt ends; after it, nothing is left to undo."""
+        undo = (
+            Undo.NOW
+            if self.abandoned
+            else Undo.LATER
+            if self.unanswered
+            else Undo.LEAVE_QUEUE
+            if self.queued
+            else Undo.NOTHING
+        )
+        self.queued = self.unanswered = self.abandoned = False
+        return undo
+
+
+class _AttemptBase:
+    def __init__(self, channel: str, name: str, owner: str, ttl: float, fair: bool) -> None:
+        self.owner, self.ttl = owner, ttl
+        self.keys = LockKeys.of(name)
+        self._command = acquire_command(self.keys, owner, ttl, channel, fair)
+        self._left = Leftovers()
+
+    def _must_listen(self, result: AttemptResult, listening: object) -> bool:
+        """Busy, and not yet registered for our wake-up."""
+        return isinstance(result, Busy) and listening is None
+
+
+class RedisAttempt(_AttemptBase):
+    def __init__(
+        self, backend: RedisBackend, name: str, owner: str, ttl: float, fair: bool
+    ) -> None:
+        super().__init__(backend.listener.channel, name, owner, ttl, fair)
+        self._backend = backend
+        self._event: threading.Event | None = None
+
+    def try_acquire(self) -> AttemptResult:
+        result = self._take()
+        if self._must_listen(result, self._event):
+            self._event = self._backend.listener.wakeups.expect(self.owner)
+            if self._backend.listener.ensure_listening():
+                # We were queued before the subscription: look again, a wake-up may be gone.
+                result = self._take()
+        return result
+
+    def _take(self) -> AttemptResult:
+        with self._left.sending():
+            return self._left.answered(self._backend.acquire(self._command, self.keys, self.owner))
+
+    def wait(self, timeout: float) -> None:
+        wait_then_rearm(self._event, timeout)
+
+    def close(self) -> None:
+        if self._event is not None:
+            self._backend.listener.wakeups.forget(self.owner)
+            self._event = None
+        self._backend.undo(self, self._left.undo())
+
+
+class AsyncRedisAttempt(_AttemptBase):
+    def __init__(
+        self, backend: AsyncRedisBackend, name: str, owner: str, ttl: float, fair: bool
+    ) -> None:
+        super().__init__(backend.listener.channel, name, owner, ttl, fair)
+        self._backend = backend
+        self._event: asyncio.Event | None = None
+
+    async def try_acquire(self) -> AttemptResult:
+        result = await self._take()
+        if self._must_listen(result, self._event):
+            self._event = self._backend.listener.wakeups.expect(self.owner)
+            if await self._backend.listener.ensure_listening():
+                result = await self._take()
+        return result
+
+    async def _take(self) -> AttemptResult:
+        with self._left.sending():
+            return self._left.answered(
+                await self._backend.acquire(self._command, self.keys, self.owner)
+            )
+
+    async def wait(self, timeout: float) -> None:
+        await await_then_rearm(self._event, timeout)
+
+    async def close(self) -> None:
+        if self._event is not None:
+            self._backend.listener.wakeups.forget(self.owner)
+            self._event = None
+        await self._backend.undo(self, self._left.undo())
+
+
+def undoing(what: Undo, keys: LockKeys, owner: str, channel: str) -> talks.Talk[None] | None:
+    """The conversation that undoes ``what`` at once (None: nothing to say now)."""
+    if what is Undo.NOW:
+        return talks.undo(keys, owner, channel)
+    if what is Undo.LEAVE_QUEUE:
+        return talks.leave(keys, owner, channel)
+    return None
+
+
+@contextlib.contextmanager
+def best_effort(what: Undo) -> Iterator[None]:
+    """An abandoned attempt's undoing must not replace the cancellation that abandoned it."""
+    if what is not Undo.NOW:
+        yield
+        return
+    with contextlib.suppress(FencelockError):
+        yield

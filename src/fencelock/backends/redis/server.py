@@ -1,0 +1,33 @@
+"""What the two Redis backends share of their server: its URL, options and error wording."""
+
+from __future__ import annotations
+
+import functools
+from contextlib import AbstractContextManager
+
+from fencelock.backends.redis import talks
+from fencelock.backends.redis.errors import translated
+from fencelock.backends.redis.options import redis_options
+from fencelock.backends.redis.scripts import LockKeys
+from fencelock.engine.urls import ParsedURL
+
+
+class RedisServer:
+    """One Redis server as a backend sees it (no connection: the drivers make those)."""
+
+    supports_fair = True
+
+    def __init__(self, parsed: ParsedURL) -> None:
+        self.url = parsed.redacted
+        self.options = redis_options(parsed)
+        self.where = self.options.where
+
+    def _translated(self) -> AbstractContextManager[None]:
+        return translated(self.where, self.options.tls)
+
+    def _undo_later(self, keys: LockKeys, owner: str, channel: str) -> Undoing:
+        """The conversation to repeat until it gets through (a generator runs once)."""
+        return functools.partial(talks.undo, keys, owner, channel)
+
+
+Undoing = functools.partial[talks.Talk[None]]

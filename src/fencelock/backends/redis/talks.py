@@ -1,0 +1,139 @@
+"""What the Redis backends say to the server, written once as conversations (sans-I/O).
+
+A conversation is a generator: it yields packed commands and receives their replies;
+an error reply is thrown into it, where it may be handled (``NOSCRIPT``: load the
+script, call it again). A :class:`~fencelock.backends.redis.wire.Wire` runs one on
+one connection, blocking or with asyncio; the conversation itself decides what is
+said and what the replies mean, in both colours alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any, Generic, TypeVar
+
+from redis.exceptions import NoScriptError, ResponseError
+
+from fencelock.backends.base import Acquired, AttemptResult, LockInfo
+from fencelock.backends.redis.errors import not_replicated
+from fencelock.backends.redis.options import RedisOptions
+from fencelock.backends.redis.resp import pack
+from fencelock.backends.redis.scripts import (
+    Command,
+    LockKeys,
+    attempt_result,
+    inspect_command,
+    leave_command,
+    lock_info,
+    name_of,
+    release_command,
+    renew_command,
+)
+
+T = TypeVar("T")
+# Any: a reply as redis-py's parser returns it (str, int, list, None), read by the talk.
+Talk = Generator[bytes, Any, T]
+
+PING = pack([b"PING"])
+
+
+def script(command: Command) -> Talk[Any]:
+    """Call a script by its SHA1, loading it first if the server does not know it."""
+    lua, packed = command
+    try:
+        return (yield packed)
+    except NoScriptError:
+        yield lua.load_command
+        return (yield packed)
+
+
+def acquire(
+    command: Command, keys: LockKeys, owner: str, options: RedisOptions
+) -> Talk[AttemptResult]:
+    """Take the lease or join the queue; with ``wait_replicas``, only once replicas have it.
+
+    ``WAIT`` counts the replicas that have this connection's writes, so it follows the
+    script on the same connection. Too few: the lease is given back and not taken.
+    """
+    result = attempt_result((yield from script(command)))
+    if options.wait_replicas and isinstance(result, Acquired):
+        acked = yield pack([b"WAIT", options.wait_replicas, options.wait_timeout_ms])
+        if acked < options.wait_replicas:
+            yield from script(release_command(keys, owner))
+            raise not_replicated(options, acked)
+    return result
+
+
+def release(keys: LockKeys, owner: str) -> Talk[bool]:
+    """Compare-and-delete (waking the oldest waiter); False if ``owner`` did not hold it."""
+    return bool((yield from script(release_command(keys, owner))) == 1)
+
+
+def renew(keys: LockKeys, owner: str, ttl: float) -> Talk[bool]:
+    """Compare-and-extend to ``ttl``; False if ``owner`` no longer holds the lease."""
+    return bool((yield from script(renew_command(keys, owner, ttl))) == 1)
+
+
+def leave(keys: LockKeys, owner: str, channel: str) -> Talk[None]:
+    """Take ``owner`` out of the lock's queue of waiters."""
+    yield from script(leave_command(keys, owner, channel))
+
+
+def undo(keys: LockKeys, owner: str, channel: str) -> Talk[None]:
+    """Give back whatever an attempt whose reply was never read may have taken."""
+    yield from script(release_command(keys, owner))
+    yield from script(leave_command(keys, owner, channel))
+
+
+def inspect(name: str) -> Talk[LockInfo | None]:
+    """The lock's holder, remaining TTL, last token and waiters; None if never used."""
+    owner, pttl, token, waiters = yield from script(inspect_command(LockKeys.of(name)))
+    return lock_info(name, owner, pttl, token, waiters)
+
+
+def held(pattern: str) -> Talk[list[LockInfo]]:
+    """The held locks whose keys match ``pattern``, by name."""
+    cursor, keys = "0", set()
+    while True:
+        cursor, batch = yield pack([b"SCAN", cursor, b"MATCH", pattern, b"COUNT", 500])
+        keys.update(batch)
+        if cursor == "0":
+            break
+    infos = []
+    for key in sorted(keys):
+        info = yield from inspect(name_of(key))
+        if info is not None and info.held:
+            infos.append(info)
+    return infos
+
+
+def ping() -> Talk[None]:
+    """Whether the server answers at all."""
+    yield PING
+
+
+class Talking(Generic[T]):
+    """One conversation as a wire runs it: the command to send, then its reply or error.
+
+    :attr:`command` is None once the conversation is over; :attr:`result` is its outcome.
+    """
+
+    result: T
+
+    def __init__(self, talk: Talk[T]) -> None:
+        self._talk = talk
+        self.command: bytes | None = None
+        self._step(talk.send, None)
+
+    def answer(self, reply: Any) -> None:
+        """The reply to :attr:`command` (an error reply as the ``ResponseError`` itself)."""
+        if isinstance(reply, ResponseError):
+            self._step(self._talk.throw, reply)
+        else:
+            self._step(self._talk.send, reply)
+
+    def _step(self, step: Callable[[Any], bytes], value: Any) -> None:
+        try:
+            self.command = step(value)
+        except StopIteration as done:
+            self.command, self.result = None, done.value

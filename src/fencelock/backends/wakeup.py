@@ -1,0 +1,22 @@
+"""Waiting for a wake-up event with a timeout, then re-arming it: both colours."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+
+
+def wait_then_rearm(event: threading.Event | None, timeout: float) -> None:
+    """Block until ``event`` is set or ``timeout`` passes; clear it for the next wait."""
+    if event is not None:
+        event.wait(timeout)
+        event.clear()
+
+
+async def await_then_rearm(event: asyncio.Event | None, timeout: float) -> None:
+    """:func:`wait_then_rearm` for an asyncio event."""
+    if event is not None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout)
+        event.clear()

@@ -1,0 +1,165 @@
+"""The Redis backends' pure parts: conversations, leftovers of an attempt, subscription state."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from redis.exceptions import NoScriptError, ResponseError
+
+from fencelock.backends.base import Acquired, Busy
+from fencelock.backends.redis import talks
+from fencelock.backends.redis.attempt import Leftovers, Undo, undoing
+from fencelock.backends.redis.options import redis_options
+from fencelock.backends.redis.scripts import ACQUIRE, LockKeys, acquire_command
+from fencelock.backends.redis.wakeups import Subscription, Wakeups
+from fencelock.engine.urls import parse_url
+from fencelock.errors import BackendUnavailable
+
+KEYS = LockKeys.of("job")
+
+
+def run(talk: talks.Talk[Any], answer: Callable[[bytes], Any]) -> tuple[Any, list[bytes]]:
+    """Run a conversation against ``answer`` (a reply, or a ResponseError to throw)."""
+    said: list[bytes] = []
+    talking = talks.Talking(talk)
+    while talking.command is not None:
+        said.append(talking.command)
+        talking.answer(answer(talking.command))
+    return talking.result, said
+
+
+def test_a_script_the_server_does_not_know_is_loaded_then_called_again() -> None:
+    known: set[str] = set()
+    command = acquire_command(KEYS, "me", 1.0, "chan", False)
+
+    def answer(sent: bytes) -> Any:
+        if sent == ACQUIRE.load_command:
+            known.add(ACQUIRE.sha)
+            return ACQUIRE.sha
+        if ACQUIRE.sha not in known:
+            return NoScriptError("NOSCRIPT No matching script")
+        return [1, 7]
+
+    result, said = run(talks.script(command), answer)
+    assert result == [1, 7]
+    assert said == [command[1], ACQUIRE.load_command, command[1]]
+
+
+def test_another_error_reply_ends_the_conversation() -> None:
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        run(talks.release(KEYS, "me"), lambda _sent: ResponseError("WRONGTYPE"))
+
+
+@given(st.integers(min_value=0, max_value=3), st.integers(min_value=0, max_value=3))
+def test_acquire_waits_for_replicas_and_gives_back_a_lease_too_few_have(
+    wanted: int, acked: int
+) -> None:
+    options = redis_options(parse_url(f"redis://h/0?wait_replicas={wanted}"))
+    command = acquire_command(KEYS, "me", 1.0, "chan", False)
+    replies = iter([[1, 5], acked, 1])
+    if wanted and acked < wanted:
+        with pytest.raises(BackendUnavailable, match="replicas acknowledged"):
+            run(talks.acquire(command, KEYS, "me", options), lambda _s: next(replies))
+        return
+    result, said = run(talks.acquire(command, KEYS, "me", options), lambda _s: next(replies))
+    assert result == Acquired(5)
+    assert len(said) == (2 if wanted else 1)
+
+
+def test_a_busy_acquire_sends_no_wait() -> None:
+    options = redis_options(parse_url("redis://h/0?wait_replicas=2"))
+    command = acquire_command(KEYS, "me", 1.0, "chan", False)
+    result, said = run(talks.acquire(command, KEYS, "me", options), lambda _s: [0, 300])
+    assert isinstance(result, Busy)
+    assert said == [command[1]]
+
+
+def test_held_pages_through_scan_and_keeps_only_held_locks() -> None:
+    pages = {"0": ["7", ["fencelock:{a}", "fencelock:{b}"]], "7": ["0", ["fencelock:{a}"]]}
+
+    def answer(sent: bytes) -> Any:
+        if sent.split(b"\r\n")[2] == b"SCAN":
+            cursor = sent.split(b"\r\n")[4].decode()
+            return pages[cursor]
+        return ["x", 900, "3", 0] if b"{a}" in sent else [None, -2, "4", 0]
+
+    infos, _said = run(talks.held("fencelock:{*}"), answer)
+    assert [(i.name, i.owner, i.token) for i in infos] == [("a", "x", 3)]
+
+
+class Cancelled(BaseException):
+    """Stands for CancelledError or KeyboardInterrupt: the caller stopped waiting."""
+
+
+@given(st.lists(st.sampled_from(["busy", "acquired", "timeout", "refused", "cancelled"])))
+def test_closing_undoes_the_worst_thing_a_request_may_have_left(events: list[str]) -> None:
+    left = Leftovers()
+    for event in events:
+        try:
+            with left.sending():
+                if event == "busy":
+                    left.answered(Busy(1.0))
+                elif event == "acquired":
+                    left.answered(Acquired(1))
+                elif event == "timeout":
+                    raise BackendUnavailable("no answer") from TimeoutError("timed out")
+                elif event == "refused":
+                    raise BackendUnavailable("refused") from ConnectionRefusedError()
+                else:
+                    raise Cancelled()
+        except (BackendUnavailable, Cancelled):
+            pass
+    expected = (
+        Undo.NOW
+        if "cancelled" in events
+        else Undo.LATER
+        if "timeout" in events
+        else Undo.LEAVE_QUEUE
+        if events and _last_answer(events) == "busy"
+        else Undo.NOTHING
+    )
+    assert left.undo() is expected
+    assert left.undo() is Undo.NOTHING
+
+
+def _last_answer(events: list[str]) -> str | None:
+    answers = [e for e in events if e in ("busy", "acquired")]
+    return answers[-1] if answers else None
+
+
+def test_only_an_undo_now_or_a_queue_place_is_said_at_once() -> None:
+    assert undoing(Undo.NOTHING, KEYS, "me", "c") is None
+    assert undoing(Undo.LATER, KEYS, "me", "c") is None
+    assert undoing(Undo.LEAVE_QUEUE, KEYS, "me", "c") is not None
+    assert undoing(Undo.NOW, KEYS, "me", "c") is not None
+
+
+def test_a_subscription_is_confirmed_refused_or_late() -> None:
+    wakeups: Wakeups[asyncio.Event] = Wakeups(asyncio.Event, _NoGuard())
+    state = Subscription("Redis at h:1", timeout=2.0)
+    assert state.time_left(deadline=10.0, now=9.5) == 0.5
+    with pytest.raises(BackendUnavailable, match="did not confirm"):
+        state.time_left(deadline=10.0, now=10.0)
+    assert state.on_message({"type": "subscribe", "data": 1}, wakeups)
+    assert state.time_left(deadline=10.0, now=11.0) is None
+    waiter = wakeups.expect("w1")
+    assert not state.on_message({"type": "message", "data": "w1"}, wakeups)
+    assert waiter.is_set()
+    assert state.on_error(ResponseError("NOPERM no channel"), wakeups)
+    with pytest.raises(BackendUnavailable, match="NOPERM"):
+        state.time_left(deadline=10.0, now=9.0)
+    state.restart()
+    assert not state.on_error(ConnectionError("reset"), wakeups)
+
+
+class _NoGuard:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
