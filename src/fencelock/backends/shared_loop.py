@@ -291,6 +291,6 @@ class SharedLoopBackend:
             self._loop.stop()
 
 
-async def _construct(make: Any) -> AsyncBackend:
+async def _construct(make: Callable[[], AsyncBackend]) -> AsyncBackend:
     backend: AsyncBackend = make()
     return backend

@@ -14,7 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _CRLF = b"\r\n"
-_INCOMPLETE: Any = object()
+# A reply as a parser returns it: str, bytes, int, None, a list of these, or an error.
+# Its shape depends on the command sent, so it is Any at this driver boundary; the
+# code that sent the command reads it.
+RawReply = Any
+_INCOMPLETE: RawReply = object()
 
 
 class ReplyError(Exception):
@@ -35,10 +39,10 @@ class ReplyParser:
     def __init__(self) -> None:
         self._buffer = b""
 
-    def feed(self, data: bytes) -> list[Any]:
+    def feed(self, data: bytes) -> list[RawReply]:
         """Append ``data`` and return the replies it completed (often exactly one)."""
         buffer = self._buffer + data if self._buffer else data
-        replies: list[Any] = []
+        replies: list[RawReply] = []
         pos, size = 0, len(buffer)
         while pos < size:
             reply, end = _parse(buffer, pos)
@@ -50,7 +54,7 @@ class ReplyParser:
         return replies
 
 
-def _parse(buffer: bytes, pos: int) -> tuple[Any, int]:
+def _parse(buffer: bytes, pos: int) -> tuple[RawReply, int]:
     """The reply starting at ``pos`` and where the next one starts; _INCOMPLETE if cut."""
     line_end = buffer.find(_CRLF, pos)
     if line_end < 0:
@@ -76,10 +80,10 @@ def _parse(buffer: bytes, pos: int) -> tuple[Any, int]:
     raise ProtocolError(f"not a RESP2 reply: {buffer[pos : pos + 32]!r}")
 
 
-def _parse_array(buffer: bytes, pos: int, count: int, after: int) -> tuple[Any, int]:
+def _parse_array(buffer: bytes, pos: int, count: int, after: int) -> tuple[RawReply, int]:
     if count < 0:
         return None, after
-    items: list[Any] = []
+    items: list[RawReply] = []
     for _ in range(count):
         item, after = _parse(buffer, after)
         if item is _INCOMPLETE:

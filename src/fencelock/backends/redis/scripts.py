@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
 
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
-from fencelock.backends.redis.options import RedisOptions
-from fencelock.backends.redis.resp import Partial, Script, pack
+from fencelock.backends.redis.resp import Partial, RawReply, Script
 
 KEY_PREFIX = "fencelock:"
 
@@ -121,7 +118,7 @@ def scan_pattern(prefix: str) -> str:
     return f"{KEY_PREFIX}{{{prefix}*}}"
 
 
-def attempt_result(reply: list[Any]) -> AttemptResult:
+def attempt_result(reply: list[RawReply]) -> AttemptResult:
     """Parse acquire.lua's ``{1, token}`` or ``{0, pttl}`` (we are queued then).
 
     A queued waiter wakes when the holder's TTL runs out, when woken, or at the
@@ -145,13 +142,3 @@ def lock_info(
         remaining=pttl / 1000 if owner is not None and pttl >= 0 else None,
         waiters=waiters,
     )
-
-
-def wait_after(options: RedisOptions) -> Callable[[Any], bytes | None]:
-    """The follow-up of an acquire with ``wait_replicas``: ``WAIT`` once it succeeded."""
-    command = pack([b"WAIT", options.wait_replicas, options.wait_timeout_ms])
-
-    def follow_up(reply: Any) -> bytes | None:
-        return command if reply[0] == 1 else None
-
-    return follow_up

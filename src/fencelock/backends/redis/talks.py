@@ -10,14 +10,14 @@ said and what the replies mean, in both colours alike.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from redis.exceptions import NoScriptError, ResponseError
 
 from fencelock.backends.base import Acquired, AttemptResult, LockInfo
 from fencelock.backends.redis.errors import not_replicated
 from fencelock.backends.redis.options import RedisOptions
-from fencelock.backends.redis.resp import pack
+from fencelock.backends.redis.resp import RawReply, pack
 from fencelock.backends.redis.scripts import (
     Command,
     LockKeys,
@@ -31,13 +31,12 @@ from fencelock.backends.redis.scripts import (
 )
 
 T = TypeVar("T")
-# Any: a reply as redis-py's parser returns it (str, int, list, None), read by the talk.
-Talk = Generator[bytes, Any, T]
+Talk = Generator[bytes, RawReply, T]
 
 PING = pack([b"PING"])
 
 
-def script(command: Command) -> Talk[Any]:
+def script(command: Command) -> Talk[RawReply]:
     """Call a script by its SHA1, loading it first if the server does not know it."""
     lua, packed = command
     try:
@@ -125,14 +124,14 @@ class Talking(Generic[T]):
         self.command: bytes | None = None
         self._step(talk.send, None)
 
-    def answer(self, reply: Any) -> None:
+    def answer(self, reply: RawReply) -> None:
         """The reply to :attr:`command` (an error reply as the ``ResponseError`` itself)."""
         if isinstance(reply, ResponseError):
             self._step(self._talk.throw, reply)
         else:
             self._step(self._talk.send, reply)
 
-    def _step(self, step: Callable[[Any], bytes], value: Any) -> None:
+    def _step(self, step: Callable[[RawReply], bytes], value: RawReply) -> None:
         try:
             self.command = step(value)
         except StopIteration as done:

@@ -25,6 +25,7 @@ import redis.asyncio
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from fencelock.backends.redis.resp import RawReply
 from fencelock.backends.redis.talks import Talk, Talking
 from fencelock.errors import FencelockError
 
@@ -53,8 +54,7 @@ class Connection(Protocol):
 
     def send_packed_command(self, command: Any, check_health: bool = True) -> None: ...
 
-    # Any: a reply as redis-py's parser returns it, read by the conversation.
-    def read_response(self) -> Any: ...
+    def read_response(self) -> RawReply: ...
 
     def can_read(self, timeout: float = 0) -> bool: ...
 
@@ -69,7 +69,7 @@ class AsyncConnection(Protocol):
 
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None: ...
 
-    async def read_response(self) -> Any: ...
+    async def read_response(self) -> RawReply: ...
 
     async def can_read(self) -> bool: ...
 
@@ -122,7 +122,7 @@ class Wire:
             conn.disconnect()
 
 
-def _reply(conn: Connection) -> Any:
+def _reply(conn: Connection) -> RawReply:
     try:
         return conn.read_response()
     except ResponseError as exc:

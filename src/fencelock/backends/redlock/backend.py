@@ -28,7 +28,7 @@ from fencelock import clock, forking
 from fencelock.backends.base import Acquired, AttemptResult, LockInfo
 from fencelock.backends.redis.errors import translated
 from fencelock.backends.redis.options import RedisOptions, redis_options
-from fencelock.backends.redis.resp import Script
+from fencelock.backends.redis.resp import RawReply, Script
 from fencelock.backends.redis.scripts import LockKeys, lua, ms, name_of, scan_pattern
 from fencelock.backends.redlock.listener import ReleaseListener, Waiters
 from fencelock.backends.redlock.node import NodeLink
@@ -58,7 +58,7 @@ FINISHED_REMEMBERED = 4096
 TRUSTED_REMEMBERED = 65536
 
 
-def _ignore(answer: Any) -> None:
+def _ignore(answer: RawReply) -> None:
     pass
 
 
@@ -390,7 +390,7 @@ class AsyncRedlockBackend:
         await asyncio.gather(*(node.close() for node in self.nodes), return_exceptions=True)
 
 
-def _quorum_view(name: str, answers: list[list[Any]], q: int) -> LockInfo | None:
+def _quorum_view(name: str, answers: list[list[RawReply]], q: int) -> LockInfo | None:
     owners: dict[str, list[int]] = {}
     tokens = [int(token) for _, _, token in answers if token is not None]
     for owner, pttl, _ in answers:

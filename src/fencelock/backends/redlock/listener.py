@@ -18,10 +18,9 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import OrderedDict
-from typing import Any
 
 from fencelock.backends.redis.options import RedisOptions
-from fencelock.backends.redis.resp import pack
+from fencelock.backends.redis.resp import RawReply, pack
 from fencelock.backends.redlock.node import NodeLink
 from fencelock.errors import BackendUnavailable
 
@@ -30,7 +29,7 @@ from fencelock.errors import BackendUnavailable
 IDLE_SUBSCRIPTIONS = 256
 
 
-def _ignore(reply: Any) -> None:
+def _ignore(reply: RawReply) -> None:
     pass
 
 
@@ -110,7 +109,7 @@ class ReleaseListener:
             if self._subscribed.pop(oldest, None) is not None:
                 self.link.send(pack([b"UNSUBSCRIBE", oldest]), _ignore)
 
-    def _confirm(self, channel: bytes, confirmation: asyncio.Future[bool], reply: Any) -> None:
+    def _confirm(self, channel: bytes, confirmation: asyncio.Future[bool], reply: RawReply) -> None:
         if confirmation.done():
             return  # the connection ended first
         ok = isinstance(reply, list) and len(reply) == 3 and reply[0] == b"subscribe"
@@ -118,7 +117,7 @@ class ReleaseListener:
             del self._subscribed[channel]  # the next waiter asks again
         confirmation.set_result(ok)
 
-    def _on_push(self, message: list[Any]) -> None:
+    def _on_push(self, message: list[RawReply]) -> None:
         if message[0] == b"message" and len(message) == 3:
             self._waiters.wake_first(message[1])
 

@@ -25,24 +25,23 @@ import math
 import ssl
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from fencelock.backends.redis.errors import not_connected, refused, unreachable
 from fencelock.backends.redis.options import RedisOptions
-from fencelock.backends.redis.resp import ProtocolError, ReplyError, ReplyParser, Script
+from fencelock.backends.redis.resp import ProtocolError, RawReply, ReplyError, ReplyParser, Script
 from fencelock.backends.redlock.setup import gate_commands, tls_context
 from fencelock.errors import BackendUnavailable
 
 RECONNECT_AFTER = 0.1
 
-Done = Callable[[Any], None]
-Push = Callable[[list[Any]], None]
+Done = Callable[[RawReply], None]
+Push = Callable[[list[RawReply]], None]
 End = Callable[[BackendUnavailable], None]
 # (deadline on the loop's clock, callback, script to load on NOSCRIPT, packed command)
 _Request = tuple[float, Done, Script | None, bytes]
 
 
-def _ignore(reply: Any) -> None:
+def _ignore(reply: RawReply) -> None:
     pass
 
 
@@ -107,7 +106,7 @@ class NodeLink:
             await conn.close(self._closed)
 
 
-def _is_push(reply: Any) -> bool:
+def _is_push(reply: RawReply) -> bool:
     """True for a message of a subscription (RESP2: an array that starts with its kind)."""
     return isinstance(reply, list) and bool(reply) and reply[0] in (b"message", b"pmessage")
 
@@ -182,7 +181,7 @@ class _Connection(asyncio.Protocol):
             self._sent.append((deadline, self._on_gate, None, command))
         self._transport.write(b"".join(gates))  # type: ignore[union-attr]
 
-    def _on_gate(self, reply: Any) -> None:
+    def _on_gate(self, reply: RawReply) -> None:
         if self._error is not None:
             return
         if isinstance(reply, ReplyError):
@@ -247,16 +246,16 @@ class _Connection(asyncio.Protocol):
                 continue
             self._answer(done, reply)
 
-    def _on_preload(self, reply: Any) -> None:
+    def _on_preload(self, reply: RawReply) -> None:
         if isinstance(reply, ReplyError):
             self._fail(refused(self.link.where, reply.text), refused=True)
 
-    def _unasked(self, reply: Any) -> BackendUnavailable:
+    def _unasked(self, reply: RawReply) -> BackendUnavailable:
         if isinstance(reply, ReplyError):
             return refused(self.link.where, reply.text)
         return BackendUnavailable(f"{self.link.where} sent a reply nobody asked for")
 
-    def _answer(self, done: Done, reply: Any) -> None:
+    def _answer(self, done: Done, reply: RawReply) -> None:
         try:
             done(reply)
         except Exception as exc:  # a bug in one callback must not break the connection

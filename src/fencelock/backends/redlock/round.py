@@ -17,13 +17,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fencelock.backends.redis.errors import refused
-from fencelock.backends.redis.resp import ReplyError, Script
+from fencelock.backends.redis.resp import RawReply, ReplyError, Script
 from fencelock.backends.redlock.node import NodeLink
 from fencelock.engine import redlock as plan
 from fencelock.errors import BackendUnavailable
 
 Reply = Any  # what ``convert`` makes of a node's answer: plan.NodeWon, True, plan.NodeError...
-Convert = Callable[[Any, str], Reply]
+Convert = Callable[[RawReply, str], Reply]
 Late = Callable[[int, Reply], None]
 PENDING = plan.NodeError("pending")  # no answer when the step was decided
 
@@ -49,7 +49,7 @@ class Round:
         loop = asyncio.get_running_loop()
         self._decided: asyncio.Future[list[Reply]] = loop.create_future()
         self._settled: asyncio.Future[None] | None = None
-        self._after: dict[int, Any] = {}  # answers that came after the decision
+        self._after: dict[int, RawReply] = {}  # answers that came after the decision
         self._left = self._spare = self._yes = self._no = 0
 
     def send(self, command: bytes, script: Script, only: Sequence[int] | None = None) -> None:
@@ -79,7 +79,7 @@ class Round:
         self._after.clear()
         return [PENDING if r is None else r for r in self.replies]
 
-    def _deliver(self, index: int, answer: Any) -> None:
+    def _deliver(self, index: int, answer: RawReply) -> None:
         self._left -= 1
         if self._decided.done():  # decided, or the waiter was cancelled
             self._after[index] = answer  # read by settled(), if anyone asks
@@ -99,7 +99,7 @@ class Round:
         if self._left == 0 or self._yes >= self._quorum or self._no > self._spare:
             self._decided.set_result([PENDING if r is None else r for r in self.replies])
 
-    def _reply(self, index: int, answer: Any) -> Reply:
+    def _reply(self, index: int, answer: RawReply) -> Reply:
         where = self._links[index].where
         try:
             return self._convert(answer, where)
@@ -107,7 +107,7 @@ class Round:
             return plan.NodeError(f"{where} sent an unexpected reply: {answer!r}")
 
 
-def node_error(answer: Any, where: str) -> plan.NodeError | None:
+def node_error(answer: RawReply, where: str) -> plan.NodeError | None:
     """The node's failure, if ``answer`` is one (an error reply, or no reply at all)."""
     if isinstance(answer, ReplyError):
         return plan.NodeError(str(refused(where, answer.text)))
@@ -116,7 +116,7 @@ def node_error(answer: Any, where: str) -> plan.NodeError | None:
     return None
 
 
-def phase_one_reply(answer: Any, where: str) -> Reply:
+def phase_one_reply(answer: RawReply, where: str) -> Reply:
     """Phase 1's ``{1, counter}`` or ``{0, pttl, owner}`` as :class:`plan.NodeWon` or
     ``NodeBusy``."""
     error = node_error(answer, where)
@@ -134,7 +134,7 @@ def phase_one_reply(answer: Any, where: str) -> Reply:
     return plan.NodeBusy(pttl / 1000 if pttl >= 0 else None, owner)
 
 
-def boolean_reply(answer: Any, where: str) -> Reply:
+def boolean_reply(answer: RawReply, where: str) -> Reply:
     """A compare-and-set script's 1 or 0 as ``True`` or ``False``."""
     error = node_error(answer, where)
     if error is not None:
