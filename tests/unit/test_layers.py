@@ -1,0 +1,96 @@
+"""The layers of docs/architecture.md point down only: checked on the import statements."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import fencelock
+
+ROOT = Path(fencelock.__file__).parent
+
+# Deeper layers first; a unit may import only units of a lower rank (or itself).
+LIBRARY_RANKS = {
+    "errors": 0,
+    "clock": 0,
+    "engine": 1,
+    "forking": 1,
+    "metrics": 2,
+    "backends": 2,
+    "lease": 3,
+    "fencing": 3,
+    "holdings": 4,
+    "renewal": 4,
+    "primitives": 5,
+    "client": 6,
+    "__init__": 7,
+}
+# The tools stand on the library; among themselves only these imports are allowed.
+TOOLS_MAY_IMPORT = {
+    "toolkit": set(),
+    "testing": set(),
+    "check": {"toolkit", "testing"},
+    "demo": {"toolkit"},
+    "cli": {"check", "demo", "toolkit", "testing"},
+}
+
+
+def unit_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def imports(path: Path) -> Iterator[str]:
+    """The fencelock modules ``path`` imports at run time (not under TYPE_CHECKING)."""
+    tree = ast.parse(path.read_text())
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for inner in ast.walk(node)
+    }
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fencelock"):
+            if node.module == "fencelock":
+                yield from (f"fencelock.{alias.name}" for alias in node.names)
+            else:
+                yield str(node.module)
+        elif isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name.startswith("fencelock"))
+
+
+def edges() -> Iterator[tuple[str, str, str]]:
+    for path in sorted(ROOT.rglob("*.py")):
+        relative = path.relative_to(ROOT).with_suffix("")
+        module = ".".join(("fencelock", *relative.parts)).removesuffix(".__init__")
+        for target in imports(path):
+            source_unit, target_unit = unit_of(module), unit_of(target)
+            if source_unit != target_unit:
+                yield str(relative), source_unit, target_unit
+
+
+def allowed(source: str, target: str) -> bool:
+    if source in TOOLS_MAY_IMPORT:
+        return target in LIBRARY_RANKS or target in TOOLS_MAY_IMPORT[source]
+    return target in LIBRARY_RANKS and LIBRARY_RANKS[target] < LIBRARY_RANKS[source]
+
+
+def test_every_unit_has_a_layer() -> None:
+    units = {p.stem for p in ROOT.glob("*.py")} | {
+        p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()
+    }
+    assert units <= set(LIBRARY_RANKS) | set(TOOLS_MAY_IMPORT), units
+
+
+def test_imports_point_down_only() -> None:
+    wrong = [f"{path}: {src} -> {tgt}" for path, src, tgt in edges() if not allowed(src, tgt)]
+    assert not wrong, "imports against the layers:\n" + "\n".join(wrong)
+
+
+def test_the_rule_sees_an_upward_import() -> None:
+    assert not allowed("backends", "client")
+    assert not allowed("check", "demo")
+    assert allowed("cli", "check")
