@@ -94,7 +94,7 @@ def first_due(lease: LeaseBase, started: float) -> float:
 def needs_renewal(lease: LeaseBase, now: float) -> bool:
     """False when the lease is past its safe time (now marked lost) or never renews."""
     if now >= lease.trusted_until:
-        lease.expired("not renewed within its TTL (process paused?)")
+        lease._expired("not renewed within its TTL (process paused?)")
         return False
     return lease.renews
 
@@ -105,7 +105,7 @@ def after_renewal(lease: LeaseBase, started: float, outcome: Outcome | None) -> 
     ``outcome=None``: the renewal did not finish within the lease's safe time.
     """
     if outcome is None and clock.now() >= lease.trusted_until:
-        lease.expired("its renewal did not finish within the lease's safe time")
+        lease._expired("its renewal did not finish within the lease's safe time")
     if outcome is False or not is_live(lease.state):
         return None
     if outcome is True:
