@@ -18,7 +18,7 @@ from fencelock.errors import ConfigError, FencelockError
 from fencelock.holdings import Holdings
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.lock import AsyncLock, Lock
-from fencelock.renewal import AsyncRenewer, Renewer
+from fencelock.renewer import AsyncRenewer, Renewer
 
 log = logging.getLogger("fencelock")
 
@@ -81,7 +81,7 @@ class Client:
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
-        self.renewer = Renewer(backend)
+        self.renewer = Renewer()
         self.holdings: Holdings[Lease] = Holdings(self.renewer)
 
     @property
@@ -152,7 +152,7 @@ class AsyncClient:
 
     def __init__(self, backend: AsyncBackend) -> None:
         self.backend = backend
-        self.renewer = AsyncRenewer(backend)
+        self.renewer = AsyncRenewer()
         self.holdings: Holdings[AsyncLease] = Holdings(self.renewer)
 
     @property

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from fencelock import clock
 from fencelock.engine import timing, trust
 from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transition
+from fencelock.engine.renewal import Outcome
 from fencelock.errors import FencelockError, LeaseLost
 
 if TYPE_CHECKING:
@@ -30,10 +31,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("fencelock")
 L = TypeVar("L", bound="LeaseBase")
 L_contra = TypeVar("L_contra", bound="LeaseBase", contravariant=True)
-
-# What a renew or extend request came to: True (granted), False (another owner has
-# it), or the error that left its outcome unknown.
-Outcome = bool | FencelockError
 
 
 class Tracker(Protocol[L_contra]):
@@ -93,7 +90,6 @@ class LeaseBase:
         self._guard = threading.Lock()
         self._callbacks: list[Callable[[], object]] = []  # on_lost's, bound to this lease
         self._lost_event: threading.Event | None = None  # made by Lease.wait_lost()
-        self.schedule_version = 0
         self._inherited = False  # a forked child's copy of its parent's lease
 
     def __repr__(self) -> str:
