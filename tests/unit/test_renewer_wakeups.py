@@ -28,7 +28,7 @@ def count_looks(renewer: Renewer | AsyncRenewer) -> list[int]:
 
 def test_the_sync_renewer_is_not_woken_by_each_acquire() -> None:
     with fencelock.connect("memory://renewer-sync") as client:
-        looks = count_looks(client.renewer)
+        looks = count_looks(client._renewer)
         lock = client.lock("jobs/1", ttl=30)
         for _ in range(500):
             lock.acquire(timeout=0).release()
@@ -38,7 +38,7 @@ def test_the_sync_renewer_is_not_woken_by_each_acquire() -> None:
 def test_the_async_renewer_is_not_woken_by_each_acquire() -> None:
     async def main() -> int:
         async with fencelock.aconnect("memory://renewer-async") as client:
-            looks = count_looks(client.renewer)
+            looks = count_looks(client._renewer)
             lock = client.lock("jobs/1", ttl=30)
             for _ in range(500):
                 lease = await lock.acquire(timeout=0)

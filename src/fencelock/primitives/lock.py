@@ -134,15 +134,15 @@ class Lock(_LockBase):
         the server cannot be reached; nothing is left held in either case.
         :class:`AlreadyHeld` if this thread holds it already (it would wait for itself).
         """
-        holdings, holder = self._client.holdings, this_thread()
+        holdings, holder = self._client._holdings, this_thread()
         holdings.refuse_reentry(self.name, holder)
         owner = new_owner()
-        attempt = self._client.backend.attempt(self.name, owner, self.ttl, self.fair)
+        attempt = self._client._backend.attempt(self.name, owner, self.ttl, self.fair)
         try:
             outcome = drive(self._flow(timeout), attempt)
         finally:
             attempt.close()
-        lease = Lease(self._client.backend, holdings, self._terms(owner, outcome))
+        lease = Lease(self._client._backend, holdings, self._terms(owner, outcome))
         holdings.add(lease, holder)
         return lease
 
@@ -196,15 +196,15 @@ class AsyncLock(_LockBase):
 
     async def acquire(self, timeout: float | None = None) -> AsyncLease:
         """Take the lock; same contract as :meth:`Lock.acquire` (per task, not thread)."""
-        holdings, holder = self._client.holdings, this_task()
+        holdings, holder = self._client._holdings, this_task()
         holdings.refuse_reentry(self.name, holder)
         owner = new_owner()
-        attempt = self._client.backend.attempt(self.name, owner, self.ttl, self.fair)
+        attempt = self._client._backend.attempt(self.name, owner, self.ttl, self.fair)
         try:
             outcome = await adrive(self._flow(timeout), attempt)
         finally:
             await attempt.close()
-        lease = AsyncLease(self._client.backend, holdings, self._terms(owner, outcome))
+        lease = AsyncLease(self._client._backend, holdings, self._terms(owner, outcome))
         holdings.add(lease, holder)
         return lease
 
