@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import builtins
+import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
+from typing import Generic, TypeVar
 from urllib.parse import urlencode
 
 from fencelock.backends import open_async_backend, open_backend
@@ -16,11 +18,13 @@ from fencelock.engine.names import validate_name, validate_prefix
 from fencelock.engine.timing import validate_ttl
 from fencelock.errors import ConfigError, FencelockError
 from fencelock.holdings import Holdings
-from fencelock.lease import AsyncLease, Lease, LeaseBase
+from fencelock.lease import AsyncLease, Lease, LeaseBase, Tracker
 from fencelock.primitives.lock import AsyncLock, Lock
-from fencelock.renewal import AsyncRenewer, Renewer
+from fencelock.renewer import AsyncRenewer, Renewer
 
 log = logging.getLogger("fencelock")
+B = TypeVar("B", Backend, AsyncBackend)
+L = TypeVar("L", bound=LeaseBase)
 
 DEFAULT_TTL = 30.0
 
@@ -64,30 +68,53 @@ def _option_text(key: str, value: object) -> str:
     raise ConfigError(f"option {key!r} must be a number, a string or a bool, not {value!r}")
 
 
-def _forgotten(lease: LeaseBase) -> None:
+@contextlib.contextmanager
+def _releasing_forgotten(lease: LeaseBase) -> Iterator[None]:
+    """Around the release of a lease still held as its client closes: both are logged."""
     log.warning(
         "fencelock: lease on %r (token %d) was never released; releasing it as the client closes",
         lease.name,
         lease.token,
     )
+    try:
+        yield
+    except FencelockError as exc:
+        log.warning("fencelock: releasing %r as the client closes: %s", lease.name, exc)
 
 
-def _release_failed(lease: LeaseBase, exc: FencelockError) -> None:
-    log.warning("fencelock: releasing %r as the client closes: %s", lease.name, exc)
+def _is_held(info: LockInfo | None) -> bool:
+    return info is not None and info.held
 
 
-class Client:
-    """A connection to one lock backend (sync API). Close it, or use ``with``."""
+class _ClientBase(Generic[B, L]):
+    """What both colours of client are: one backend, and the leases taken through it
+    (which go to the client's renewer from there)."""
 
-    def __init__(self, backend: Backend) -> None:
-        self.backend = backend
-        self.renewer = Renewer(backend)
-        self.holdings: Holdings[Lease] = Holdings(self.renewer)
+    def __init__(self, backend: B, renewer: Tracker[L]) -> None:
+        self._backend: B = backend
+        self._holdings: Holdings[L] = Holdings(renewer)
 
     @property
     def url(self) -> str:
         """The backend's URL, with any password replaced by ``***``."""
-        return self.backend.url
+        return self._backend.url
+
+    def held(self) -> list[L]:
+        """The leases this client holds now (taken and neither released nor lost)."""
+        return self._holdings.held()
+
+    def _lock_args(self, name: str, ttl: float, fair: bool) -> tuple[str, float]:
+        """A lock's name and TTL, checked (and ``fair``): raises :class:`ConfigError`."""
+        _check_fair(self._backend.supports_fair, fair, self.url)
+        return validate_name(name), validate_ttl(ttl)
+
+
+class Client(_ClientBase[Backend, Lease]):
+    """A connection to one lock backend (sync API). Close it, or use ``with``."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._renewer = Renewer()
+        super().__init__(backend, self._renewer)
 
     def lock(
         self,
@@ -104,36 +131,28 @@ class Client:
         plain TTL lease. ``timeout``: how long ``with lock:`` waits (None: forever).
         ``fair=True``: waiters get the lock in arrival order (where the backend can).
         """
-        _check_fair(self.backend.supports_fair, fair, self.url)
-        return Lock(self, validate_name(name), validate_ttl(ttl), renew, timeout, fair)
+        name, ttl = self._lock_args(name, ttl, fair)
+        return Lock(self, name, ttl, renew, timeout, fair)
 
     def inspect(self, name: str) -> LockInfo | None:
         """Holder, last token and remaining TTL of ``name``; None if never locked."""
-        return self.backend.inspect(validate_name(name))
+        return self._backend.inspect(validate_name(name))
 
     def list(self, prefix: str = "") -> list[LockInfo]:
         """Held locks whose names start with ``prefix``."""
-        return self.backend.list(validate_prefix(prefix))
+        return self._backend.list(validate_prefix(prefix))
 
     def locked(self, name: str) -> bool:
         """Whether anyone (this client or another) holds ``name`` now."""
-        info = self.inspect(name)
-        return info is not None and info.held
-
-    def held(self) -> builtins.list[Lease]:
-        """The leases this client holds now (taken and neither released nor lost)."""
-        return self.holdings.held()
+        return _is_held(self.inspect(name))
 
     def close(self) -> None:
         """Release what is still held (logging each at WARNING), then close the backend."""
-        for lease in self.holdings.unreleased():
-            _forgotten(lease)
-            try:
+        for lease in self._holdings.unreleased():
+            with _releasing_forgotten(lease):
                 lease.release()
-            except FencelockError as exc:
-                _release_failed(lease, exc)
-        self.renewer.close()
-        self.backend.close()
+        self._renewer.close()
+        self._backend.close()
 
     def __enter__(self) -> Client:
         return self
@@ -147,18 +166,12 @@ class Client:
         self.close()
 
 
-class AsyncClient:
+class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
     """A connection to one lock backend (asyncio API): ``async with fencelock.aconnect():``."""
 
     def __init__(self, backend: AsyncBackend) -> None:
-        self.backend = backend
-        self.renewer = AsyncRenewer(backend)
-        self.holdings: Holdings[AsyncLease] = Holdings(self.renewer)
-
-    @property
-    def url(self) -> str:
-        """The backend's URL, with any password replaced by ``***``."""
-        return self.backend.url
+        self._renewer = AsyncRenewer()
+        super().__init__(backend, self._renewer)
 
     def lock(
         self,
@@ -170,43 +183,35 @@ class AsyncClient:
         fair: bool = False,
     ) -> AsyncLock:
         """A mutual-exclusion lock on ``name`` for asyncio; arguments as :meth:`Client.lock`."""
-        _check_fair(self.backend.supports_fair, fair, self.url)
-        return AsyncLock(self, validate_name(name), validate_ttl(ttl), renew, timeout, fair)
+        name, ttl = self._lock_args(name, ttl, fair)
+        return AsyncLock(self, name, ttl, renew, timeout, fair)
 
     async def inspect(self, name: str) -> LockInfo | None:
         """Holder, last token and remaining TTL of ``name``; None if never locked."""
-        return await self.backend.inspect(validate_name(name))
+        return await self._backend.inspect(validate_name(name))
 
     async def list(self, prefix: str = "") -> list[LockInfo]:
         """Held locks whose names start with ``prefix``."""
-        return await self.backend.list(validate_prefix(prefix))
+        return await self._backend.list(validate_prefix(prefix))
 
     async def locked(self, name: str) -> bool:
         """Whether anyone (this client or another) holds ``name`` now."""
-        info = await self.inspect(name)
-        return info is not None and info.held
-
-    def held(self) -> builtins.list[AsyncLease]:
-        """The leases this client holds now (taken and neither released nor lost)."""
-        return self.holdings.held()
+        return _is_held(await self.inspect(name))
 
     async def aclose(self) -> None:
         """Release what is still held (logging each at WARNING), then close the backend."""
-        for lease in self.holdings.unreleased():
-            _forgotten(lease)
-            try:
+        for lease in self._holdings.unreleased():
+            with _releasing_forgotten(lease):
                 await lease.release()
-            except FencelockError as exc:
-                _release_failed(lease, exc)
-        await self.renewer.close()
-        await self.backend.close()
+        await self._renewer.close()
+        await self._backend.close()
 
     async def __aenter__(self) -> AsyncClient:
         """Connect: an unreachable server fails here, as :func:`connect` does."""
         try:
-            await self.backend.open()
+            await self._backend.open()
         except BaseException:
-            await self.backend.close()
+            await self._backend.close()
             raise
         return self
 

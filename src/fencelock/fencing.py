@@ -164,6 +164,8 @@ class RedisGuard(_Rejections):
 
         self._options = redis_options(parse_url(url))
         self._translated = translated
+        # The driver boundary: redis-py's replies are untyped (its commands return a
+        # union with Awaitable), so its client is Any here, as in the Redis backends.
         self._redis: Any = redis.Redis(**self._options.client_kwargs())
         self._script = self._redis.register_script(lua("fence"))
 

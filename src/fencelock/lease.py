@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from fencelock import clock
 from fencelock.engine import timing, trust
 from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transition
+from fencelock.engine.renewal import Outcome
 from fencelock.errors import FencelockError, LeaseLost
 
 if TYPE_CHECKING:
@@ -29,10 +31,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("fencelock")
 L = TypeVar("L", bound="LeaseBase")
 L_contra = TypeVar("L_contra", bound="LeaseBase", contravariant=True)
-
-# What a renew or extend request came to: True (granted), False (another owner has
-# it), or the error that left its outcome unknown.
-Outcome = bool | FencelockError
 
 
 class Tracker(Protocol[L_contra]):
@@ -90,9 +88,8 @@ class LeaseBase:
         self._state = LeaseState.HELD
         self._given_back = False  # release() was called (a lost lease stays LOST)
         self._guard = threading.Lock()
-        self._callbacks: list[Callable[[LeaseBase], object]] = []
+        self._callbacks: list[Callable[[], object]] = []  # on_lost's, bound to this lease
         self._lost_event: threading.Event | None = None  # made by Lease.wait_lost()
-        self.schedule_version = 0
         self._inherited = False  # a forked child's copy of its parent's lease
 
     def __repr__(self) -> str:
@@ -103,6 +100,7 @@ class LeaseBase:
 
     @property
     def state(self) -> LeaseState:
+        """Held, at risk, lost or released (``fencelock/engine/lease_state.py``)."""
         self._notice_expiry()
         return self._state
 
@@ -136,13 +134,14 @@ class LeaseBase:
         Callbacks run on whichever thread notices the loss first: the renewer,
         or a caller of ``lost``/``check()``. Keep them short; exceptions are logged.
         """
+        bound = functools.partial(callback, self)
         with self._guard:
             if self._state is not LeaseState.LOST:
-                self._callbacks.append(callback)  # type: ignore[arg-type]
+                self._callbacks.append(bound)
                 return
-        self._run_callback(callback)  # type: ignore[arg-type]
+        self._run_callback(bound)
 
-    def apply(self, event: LeaseEvent, reason: str | None = None) -> None:
+    def _apply(self, event: LeaseEvent, reason: str | None = None) -> None:
         """Move through the lease state table; on entering LOST, run the callbacks."""
         with self._guard:
             before = self._state
@@ -161,10 +160,10 @@ class LeaseBase:
             for callback in callbacks:
                 self._run_callback(callback)
 
-    def expired(self, how: str) -> None:
+    def _expired(self, how: str) -> None:
         """The safe time ran out; ``how`` says when it was noticed."""
         cause = f" (last renewal failed: {self._last_failure})" if self._last_failure else ""
-        self.apply(LeaseEvent.SAFE_TIME_PASSED, how + cause)
+        self._apply(LeaseEvent.SAFE_TIME_PASSED, how + cause)
 
     def _settle(self, started: float, ttl: float, outcome: Outcome) -> None:
         """Record what a renew or extend request sent at ``started`` came to.
@@ -177,9 +176,9 @@ class LeaseBase:
                     self.ttl = ttl
                     self._trust = trust.granted(self._trust, started, ttl)
                     self.trusted_until = self._trust.until
-            self.apply(LeaseEvent.RENEWED)
+            self._apply(LeaseEvent.RENEWED)
         elif outcome is False:
-            self.apply(LeaseEvent.RENEW_REJECTED, "the server says another owner has it")
+            self._apply(LeaseEvent.RENEW_REJECTED, "the server says another owner has it")
         else:
             self._unanswered(started, ttl, str(outcome))
 
@@ -191,7 +190,7 @@ class LeaseBase:
             self._last_failure = why
         if first:
             log.warning("fencelock: renewal of %r failed (will retry): %s", self.name, why)
-        self.apply(LeaseEvent.RENEW_FAILED, why)
+        self._apply(LeaseEvent.RENEW_FAILED, why)
 
     def _reset_after_fork(self) -> None:
         """In a forked child (called by the client's holdings, which hold every lease
@@ -229,11 +228,11 @@ class LeaseBase:
 
     def _notice_expiry(self) -> None:
         if is_live(self._state) and clock.now() >= self.trusted_until:
-            self.expired("its TTL ran out before it was renewed")
+            self._expired("its TTL ran out before it was renewed")
 
-    def _run_callback(self, callback: Callable[[LeaseBase], object]) -> None:
+    def _run_callback(self, callback: Callable[[], object]) -> None:
         try:
-            callback(self)
+            callback()
         except Exception:
             log.exception("fencelock: on_lost callback for %r failed", self.name)
 
@@ -248,7 +247,7 @@ class LeaseBase:
         self.check()  # raises if the server said another owner has it
 
     @contextlib.contextmanager
-    def _releasing(self, tracker: Tracker[Any]) -> Iterator[_Release]:
+    def _releasing(self: L, tracker: Tracker[L]) -> Iterator[_Release]:
         """One release (the caller sends it if ``send``), settled however it ends.
 
         Not twice; an inherited lease (a forked child's) stays the parent's.
@@ -273,8 +272,8 @@ class LeaseBase:
     def _finish_release(self, outcome: bool | FencelockError, lost_before: bool) -> None:
         """Raise :class:`LeaseLost` when the work under the lease was not protected."""
         if outcome is False and not lost_before:
-            self.apply(LeaseEvent.RENEW_REJECTED, "another owner had it at release")
-        self.apply(LeaseEvent.RELEASED)
+            self._apply(LeaseEvent.RENEW_REJECTED, "another owner had it at release")
+        self._apply(LeaseEvent.RELEASED)
         if lost_before or outcome is False:
             raise self._lost_before_release() from (
                 outcome if isinstance(outcome, FencelockError) else None
@@ -329,7 +328,7 @@ class Lease(LeaseBase):
         with self._guard:
             if self._lost_event is None:
                 self._lost_event = threading.Event()
-                self._callbacks.append(lambda _lease: self._set_lost_event())
+                self._callbacks.append(self._set_lost_event)
             event = self._lost_event
         if self.lost:
             return True

@@ -111,7 +111,7 @@ def test_async_cancelled_waiter_leaves_no_trace(backend: BackendCase, name: str)
 
     async def main() -> float:
         async with fencelock.aconnect(backend.url) as a, fencelock.aconnect(backend.url) as b:
-            fair = {"fair": True} if a.backend.supports_fair else {}
+            fair = {"fair": True} if a._backend.supports_fair else {}
             holder = await a.lock(name, ttl=30, **fair).acquire()
             waiter = asyncio.ensure_future(b.lock(name, **fair).acquire(timeout=10))
             await asyncio.sleep(0.2)

@@ -167,8 +167,8 @@ def _held_by_another_thread(locks: list[Any]) -> Iterator[None]:
 def _busy_locks(client: fencelock.Client) -> list[Any]:
     """Locks a parent thread may hold at fork time: the renewer's (the deadlock seen),
     and the backend's own (SQLite's connection mutex, Redlock's loop baton)."""
-    backend: Any = client.backend
-    locks: list[Any] = [client.renewer._wake]
+    backend: Any = client._backend
+    locks: list[Any] = [client._renewer._wake]
     if hasattr(backend, "_mutex"):
         locks.append(backend._mutex)
     if hasattr(backend, "_loop"):
@@ -213,7 +213,7 @@ def test_a_child_neither_renews_nor_releases_its_parents_lease(
     child = _Child(in_child)
     heard = child.heard()
     info = other.inspect(name)
-    parents.renewer.close()  # the parent stops renewing (its lease expires within 2 s)
+    parents._renewer.close()  # the parent stops renewing (its lease expires within 2 s)
     code, said = child.finish()
     assert (code, heard) == (0, "tried to release"), heard + said
     assert info is not None and info.owner == lease.owner, "the child released it"

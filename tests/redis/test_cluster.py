@@ -153,7 +153,7 @@ def test_a_release_wakes_a_waiter_on_the_owning_node(cluster: Cluster) -> None:
     with fencelock.connect(node.url) as holder, fencelock.connect(node.url) as waiter:
         lease = holder.lock(name, ttl=30).acquire(timeout=0)
         attempt = Background(lambda: waiter.lock(name, ttl=30).acquire(timeout=10))
-        channel = waiter.backend.listener.channel  # type: ignore[attr-defined]
+        channel = waiter._backend.listener.channel  # type: ignore[attr-defined]
         queue = LockKeys.of(name).queue
         wait_until(
             lambda: (

@@ -34,8 +34,42 @@ def test_every_public_member_has_a_docstring() -> None:
             continue
         if not obj.__doc__:
             missing.append(name)
-        for member, value in vars(obj).items():
+        for member, value in _members(obj).items():
             function = value.fget if isinstance(value, property) else value
             if not member.startswith("_") and callable(function) and not function.__doc__:
                 missing.append(f"{name}.{member}")
     assert missing == []
+
+
+def _members(cls: type) -> dict[str, object]:
+    """``cls``'s own members and those it inherits from fencelock's classes."""
+    members: dict[str, object] = {}
+    for klass in reversed(cls.__mro__):
+        if klass.__module__.startswith("fencelock"):
+            members.update(vars(klass))
+    return members
+
+
+def test_clients_locks_and_leases_keep_their_workings_private() -> None:
+    """The backend, renewer, holdings and a lease's state-table moves are internal."""
+    with fencelock.connect("memory://public-api") as client:
+        lock = client.lock("jobs/1")
+        lease = lock.acquire()
+        assert _public(client) == set()
+        assert _public(lock) == {"name", "ttl", "renew", "timeout", "fair"}
+        assert _public(lease) == {
+            "name",
+            "owner",
+            "token",
+            "ttl",
+            "renews",
+            "trusted_until",
+            "lost_reason",
+        }
+        lease.release()
+    for cls in (fencelock.Lease, fencelock.AsyncLease):
+        assert not {"apply", "expired", "schedule_version"} & set(dir(cls))
+
+
+def _public(obj: object) -> set[str]:
+    return {name for name in vars(obj) if not name.startswith("_")}

@@ -26,7 +26,7 @@ class _Command(click.Command):
         info_name: str | None,
         args: list[str],
         parent: click.Context | None = None,
-        **extra: Any,
+        **extra: Any,  # click's own signature: settings passed on to click.Context
     ) -> click.Context:
         try:
             return super().make_context(info_name, args, parent, **extra)

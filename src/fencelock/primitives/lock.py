@@ -6,13 +6,15 @@ driver only performs the operations the flow yields.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import secrets
+from collections.abc import Iterator
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from fencelock import clock
-from fencelock.backends.base import AsyncAttempt, Attempt
+from fencelock.backends.base import AsyncAttempt, AsyncBackend, Attempt, Backend
 from fencelock.engine.acquire import (
     AcquireFlow,
     GaveUp,
@@ -26,10 +28,13 @@ from fencelock.engine.acquire import (
 from fencelock.engine.timing import validate_timeout
 from fencelock.errors import FencelockError, LockTimeout
 from fencelock.holdings import this_task, this_thread
-from fencelock.lease import AsyncLease, Lease, LeaseTerms
+from fencelock.lease import AsyncLease, Lease, LeaseBase, LeaseTerms
 
 if TYPE_CHECKING:
-    from fencelock.client import AsyncClient, Client
+    from fencelock.client import AsyncClient, Client, _ClientBase
+
+B = TypeVar("B", Backend, AsyncBackend)
+L = TypeVar("L", bound=LeaseBase)
 
 
 def new_owner() -> str:
@@ -50,7 +55,8 @@ def drive(flow: AcquireFlow, attempt: Attempt) -> Granted | GaveUp:
                 attempt.wait(op.timeout)
                 reply = Waited(clock.now())
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        granted: Granted | GaveUp = done.value  # a generator's return value is untyped
+        return granted
 
 
 async def adrive(flow: AcquireFlow, attempt: AsyncAttempt) -> Granted | GaveUp:
@@ -66,7 +72,8 @@ async def adrive(flow: AcquireFlow, attempt: AsyncAttempt) -> Granted | GaveUp:
                 await attempt.wait(op.timeout)
                 reply = Waited(clock.now())
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        granted: Granted | GaveUp = done.value  # a generator's return value is untyped
+        return granted
 
 
 def _timed_out(name: str, outcome: GaveUp) -> LockTimeout:
@@ -78,14 +85,42 @@ def _timed_out(name: str, outcome: GaveUp) -> LockTimeout:
     )
 
 
-class _LockBase:
+class _LockBase(Generic[B, L]):
+    """What both colours of lock share: the settings, and the steps before and after
+    the acquire flow is driven (the drivers only send and wait)."""
+
+    _client: _ClientBase[B, L]
+
     def __init__(
-        self, name: str, ttl: float, renew: bool, timeout: float | None, fair: bool
+        self,
+        client: _ClientBase[B, L],
+        name: str,
+        ttl: float,
+        renew: bool,
+        timeout: float | None,
+        fair: bool,
     ) -> None:
+        self._client = client
         self.name, self.ttl, self.renew, self.fair = name, ttl, renew, fair
         self.timeout = validate_timeout(timeout)
+        self._entered: dict[object, L] = {}  # by thread or task: ``with`` in many at once
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} ttl={self.ttl}>"
+
+    @property
+    def _backend(self) -> B:
+        return self._client._backend
+
+    def _start(self, holder: object, timeout: float | None) -> tuple[str, AcquireFlow]:
+        """Before an acquisition by ``holder``: refuse re-entry; the owner and the flow."""
+        self._client._holdings.refuse_reentry(self.name, holder)
+        return new_owner(), acquire_flow(
+            self.ttl, validate_timeout(timeout), clock.now(), random.random
+        )
 
     def _terms(self, owner: str, outcome: Granted | GaveUp) -> LeaseTerms:
+        """What the flow came to: the new lease's terms, or :class:`LockTimeout`."""
         if isinstance(outcome, GaveUp):
             raise _timed_out(self.name, outcome)
         return LeaseTerms(
@@ -97,20 +132,37 @@ class _LockBase:
             outcome.trusted_until,
         )
 
-    def _flow(self, timeout: float | None) -> AcquireFlow:
-        return acquire_flow(self.ttl, validate_timeout(timeout), clock.now(), random.random)
+    def _hold(self, lease: L, holder: object) -> L:
+        """After an acquisition: ``holder`` holds ``lease``, and it is renewed."""
+        self._client._holdings.add(lease, holder)
+        return lease
 
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} ttl={self.ttl}>"
+    def _entering(self, holder: object, lease: L) -> L:
+        self._entered[holder] = lease
+        return lease
+
+    @contextlib.contextmanager
+    def _leaving(self, holder: object, exc: BaseException | None) -> Iterator[L | None]:
+        """The lease ``holder`` entered the block with, for the driver to release.
+
+        A failed release raises, unless the block raised ``exc`` (which then stands).
+        """
+        try:
+            yield self._entered.pop(holder, None)
+        except FencelockError:
+            if exc is None:
+                raise
 
 
-class Lock(_LockBase):
+class Lock(_LockBase[Backend, Lease]):
     """A named mutual-exclusion lock. ``with lock as lease:`` holds it for the block.
 
     Entering raises (and the block does not run) if the lock is not acquired
     within the lock's ``timeout``; leaving raises :class:`LeaseLost` if the
     lease was lost while the block ran.
     """
+
+    _client: Client
 
     def __init__(
         self,
@@ -121,9 +173,7 @@ class Lock(_LockBase):
         timeout: float | None = None,
         fair: bool = False,
     ) -> None:
-        super().__init__(name, ttl, renew, timeout, fair)
-        self._client = client
-        self._entered: dict[object, Lease] = {}  # by thread: ``with`` in many threads
+        super().__init__(client, name, ttl, renew, timeout, fair)
 
     def acquire(self, timeout: float | None = None) -> Lease:
         """Take the lock and return its :class:`Lease`.
@@ -134,17 +184,15 @@ class Lock(_LockBase):
         the server cannot be reached; nothing is left held in either case.
         :class:`AlreadyHeld` if this thread holds it already (it would wait for itself).
         """
-        holdings, holder = self._client.holdings, this_thread()
-        holdings.refuse_reentry(self.name, holder)
-        owner = new_owner()
-        attempt = self._client.backend.attempt(self.name, owner, self.ttl, self.fair)
+        holder = this_thread()
+        owner, flow = self._start(holder, timeout)
+        attempt = self._backend.attempt(self.name, owner, self.ttl, self.fair)
         try:
-            outcome = drive(self._flow(timeout), attempt)
+            outcome = drive(flow, attempt)
         finally:
             attempt.close()
-        lease = Lease(self._client.backend, holdings, self._terms(owner, outcome))
-        holdings.add(lease, holder)
-        return lease
+        terms = self._terms(owner, outcome)
+        return self._hold(Lease(self._backend, self._client._holdings, terms), holder)
 
     def try_acquire(self) -> Lease | None:
         """Try once: the :class:`Lease`, or None if another owner holds the lock."""
@@ -158,9 +206,7 @@ class Lock(_LockBase):
         return self._client.locked(self.name)
 
     def __enter__(self) -> Lease:
-        lease = self.acquire(self.timeout)
-        self._entered[this_thread()] = lease
-        return lease
+        return self._entering(this_thread(), self.acquire(self.timeout))
 
     def __exit__(
         self,
@@ -168,18 +214,15 @@ class Lock(_LockBase):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        lease = self._entered.pop(this_thread(), None)
-        if lease is None:
-            return
-        try:
-            lease.release()
-        except FencelockError:
-            if exc is None:
-                raise
+        with self._leaving(this_thread(), exc) as lease:
+            if lease is not None:
+                lease.release()
 
 
-class AsyncLock(_LockBase):
+class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
     """A named lock for asyncio: ``async with lock as lease:``."""
+
+    _client: AsyncClient
 
     def __init__(
         self,
@@ -190,23 +233,19 @@ class AsyncLock(_LockBase):
         timeout: float | None = None,
         fair: bool = False,
     ) -> None:
-        super().__init__(name, ttl, renew, timeout, fair)
-        self._client = client
-        self._entered: dict[object, AsyncLease] = {}  # by task
+        super().__init__(client, name, ttl, renew, timeout, fair)
 
     async def acquire(self, timeout: float | None = None) -> AsyncLease:
         """Take the lock; same contract as :meth:`Lock.acquire` (per task, not thread)."""
-        holdings, holder = self._client.holdings, this_task()
-        holdings.refuse_reentry(self.name, holder)
-        owner = new_owner()
-        attempt = self._client.backend.attempt(self.name, owner, self.ttl, self.fair)
+        holder = this_task()
+        owner, flow = self._start(holder, timeout)
+        attempt = self._backend.attempt(self.name, owner, self.ttl, self.fair)
         try:
-            outcome = await adrive(self._flow(timeout), attempt)
+            outcome = await adrive(flow, attempt)
         finally:
             await attempt.close()
-        lease = AsyncLease(self._client.backend, holdings, self._terms(owner, outcome))
-        holdings.add(lease, holder)
-        return lease
+        terms = self._terms(owner, outcome)
+        return self._hold(AsyncLease(self._backend, self._client._holdings, terms), holder)
 
     async def try_acquire(self) -> AsyncLease | None:
         """Try once: the :class:`AsyncLease`, or None if another owner holds the lock."""
@@ -220,9 +259,7 @@ class AsyncLock(_LockBase):
         return await self._client.locked(self.name)
 
     async def __aenter__(self) -> AsyncLease:
-        lease = await self.acquire(self.timeout)
-        self._entered[this_task()] = lease
-        return lease
+        return self._entering(this_task(), await self.acquire(self.timeout))
 
     async def __aexit__(
         self,
@@ -230,11 +267,6 @@ class AsyncLock(_LockBase):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        lease = self._entered.pop(this_task(), None)
-        if lease is None:
-            return
-        try:
-            await lease.release()
-        except FencelockError:
-            if exc is None:
-                raise
+        with self._leaving(this_task(), exc) as lease:
+            if lease is not None:
+                await lease.release()
