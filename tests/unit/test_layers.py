@@ -21,7 +21,7 @@ LIBRARY_RANKS = {
     "lease": 3,
     "fencing": 3,
     "holdings": 4,
-    "renewal": 4,
+    "renewer": 4,
     "primitives": 5,
     "client": 6,
     "__init__": 7,
