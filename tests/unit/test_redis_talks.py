@@ -36,6 +36,7 @@ def run(talk: talks.Talk[Any], answer: Callable[[bytes], Any]) -> tuple[Any, lis
 def test_a_script_the_server_does_not_know_is_loaded_then_called_again() -> None:
     known: set[str] = set()
     command = acquire_command(KEYS, "me", 1.0, "chan", False)
+    options = redis_options(parse_url("redis://h/0"))
 
     def answer(sent: bytes) -> Any:
         if sent == ACQUIRE.load_command:
@@ -45,9 +46,22 @@ def test_a_script_the_server_does_not_know_is_loaded_then_called_again() -> None
             return NoScriptError("NOSCRIPT No matching script")
         return [1, 7]
 
-    result, said = run(talks.script(command), answer)
-    assert result == [1, 7]
+    result, said = run(talks.acquire(command, KEYS, "me", options), answer)
+    assert result == Acquired(7)
     assert said == [command[1], ACQUIRE.load_command, command[1]]
+    result, said = run(talks.acquire(command, KEYS, "me", options), answer)
+    assert said == [command[1]]  # known now: called at once
+
+
+def test_a_script_still_unknown_after_loading_it_fails_instead_of_looping() -> None:
+    command = acquire_command(KEYS, "me", 1.0, "chan", False)
+    options = redis_options(parse_url("redis://h/0"))
+
+    def answer(sent: bytes) -> Any:
+        return "sha" if sent == ACQUIRE.load_command else NoScriptError("NOSCRIPT")
+
+    with pytest.raises(NoScriptError):
+        run(talks.acquire(command, KEYS, "me", options), answer)
 
 
 def test_another_error_reply_ends_the_conversation() -> None:

@@ -17,7 +17,7 @@ from fencelock.backends.redis.attempt import (
     best_effort,
     undoing,
 )
-from fencelock.backends.redis.errors import DRIVER_ERRORS
+from fencelock.backends.redis.errors import DRIVER_ERRORS, translate
 from fencelock.backends.redis.listener import AsyncWakeListener
 from fencelock.backends.redis.scripts import Command, LockKeys, scan_pattern
 from fencelock.backends.redis.server import RedisServer, Undoing
@@ -53,8 +53,10 @@ class AsyncRedisBackend(RedisServer):
         self._connect()
 
     async def _talk(self, talk: talks.Talk[talks.T]) -> talks.T:
-        with self._translated():
+        try:
             return await self.wire.talk(talk)
+        except DRIVER_ERRORS as exc:
+            raise translate(exc, self.where, self.options.tls) from exc
 
     def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> AsyncRedisAttempt:
         return AsyncRedisAttempt(self, name, owner, ttl, fair)

@@ -45,23 +45,24 @@ class Undo(enum.Enum):
 class Leftovers:
     """What an attempt's requests may have left on the server (pure)."""
 
-    def __init__(self) -> None:
-        self.queued = False
-        self.unanswered = False
-        self.abandoned = False
+    queued = False
+    unanswered = False
+    abandoned = False
 
-    @contextlib.contextmanager
-    def sending(self) -> Iterator[None]:
+    def sending(self) -> Leftovers:
         """Around one acquire request: notes a failure that may leave something behind."""
-        try:
-            yield
-        except BackendUnavailable as exc:
+        return self
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if isinstance(exc, BackendUnavailable):
             self.unanswered = self.unanswered or unanswered(exc)
-            raise
-        except BaseException as exc:
-            if not isinstance(exc, Exception):  # cancelled or interrupted: reply unread
-                self.abandoned = True
-            raise
+        elif exc is not None and not isinstance(exc, Exception):
+            self.abandoned = True  # cancelled or interrupted: the reply was never read
 
     def answered(self, result: AttemptResult) -> AttemptResult:
         self.queued = isinstance(result, Busy)
@@ -82,16 +83,11 @@ class Leftovers:
         return undo
 
 
-class _AttemptBase:
+class _AttemptBase(Leftovers):
     def __init__(self, channel: str, name: str, owner: str, ttl: float, fair: bool) -> None:
         self.owner, self.ttl = owner, ttl
         self.keys = LockKeys.of(name)
         self._command = acquire_command(self.keys, owner, ttl, channel, fair)
-        self._left = Leftovers()
-
-    def _must_listen(self, result: AttemptResult, listening: object) -> bool:
-        """Busy, and not yet registered for our wake-up."""
-        return isinstance(result, Busy) and listening is None
 
 
 class RedisAttempt(_AttemptBase):
@@ -104,7 +100,7 @@ class RedisAttempt(_AttemptBase):
 
     def try_acquire(self) -> AttemptResult:
         result = self._take()
-        if self._must_listen(result, self._event):
+        if isinstance(result, Busy) and self._event is None:
             self._event = self._backend.listener.wakeups.expect(self.owner)
             if self._backend.listener.ensure_listening():
                 # We were queued before the subscription: look again, a wake-up may be gone.
@@ -112,8 +108,8 @@ class RedisAttempt(_AttemptBase):
         return result
 
     def _take(self) -> AttemptResult:
-        with self._left.sending():
-            return self._left.answered(self._backend.acquire(self._command, self.keys, self.owner))
+        with self.sending():
+            return self.answered(self._backend.acquire(self._command, self.keys, self.owner))
 
     def wait(self, timeout: float) -> None:
         wait_then_rearm(self._event, timeout)
@@ -122,7 +118,9 @@ class RedisAttempt(_AttemptBase):
         if self._event is not None:
             self._backend.listener.wakeups.forget(self.owner)
             self._event = None
-        self._backend.undo(self, self._left.undo())
+        what = self.undo()
+        if what is not Undo.NOTHING:
+            self._backend.undo(self, what)
 
 
 class AsyncRedisAttempt(_AttemptBase):
@@ -135,17 +133,15 @@ class AsyncRedisAttempt(_AttemptBase):
 
     async def try_acquire(self) -> AttemptResult:
         result = await self._take()
-        if self._must_listen(result, self._event):
+        if isinstance(result, Busy) and self._event is None:
             self._event = self._backend.listener.wakeups.expect(self.owner)
             if await self._backend.listener.ensure_listening():
                 result = await self._take()
         return result
 
     async def _take(self) -> AttemptResult:
-        with self._left.sending():
-            return self._left.answered(
-                await self._backend.acquire(self._command, self.keys, self.owner)
-            )
+        with self.sending():
+            return self.answered(await self._backend.acquire(self._command, self.keys, self.owner))
 
     async def wait(self, timeout: float) -> None:
         await await_then_rearm(self._event, timeout)
@@ -154,7 +150,9 @@ class AsyncRedisAttempt(_AttemptBase):
         if self._event is not None:
             self._backend.listener.wakeups.forget(self.owner)
             self._event = None
-        await self._backend.undo(self, self._left.undo())
+        what = self.undo()
+        if what is not Undo.NOTHING:
+            await self._backend.undo(self, what)
 
 
 def undoing(what: Undo, keys: LockKeys, owner: str, channel: str) -> talks.Talk[None] | None:

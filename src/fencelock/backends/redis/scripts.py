@@ -33,7 +33,7 @@ ACQUIRE = Script(lua("acquire"))
 FREE = Script(lua("free"))
 RENEW = Script(lua("renew"))
 INSPECT = Script(lua("inspect"))
-Command = tuple[Script, bytes]
+Command = tuple[Script | None, bytes]  # a script and its packed call, or a plain command
 
 
 def acquire_command(keys: LockKeys, owner: str, ttl: float, channel: str, fair: bool) -> Command:

@@ -1,10 +1,11 @@
 """What the Redis backends say to the server, written once as conversations (sans-I/O).
 
-A conversation is a generator: it yields packed commands and receives their replies;
-an error reply is thrown into it, where it may be handled (``NOSCRIPT``: load the
-script, call it again). A :class:`~fencelock.backends.redis.wire.Wire` runs one on
-one connection, blocking or with asyncio; the conversation itself decides what is
-said and what the replies mean, in both colours alike.
+A conversation is a generator: it yields commands (a script and its packed call, or
+a plain packed command) and receives their replies; an error reply is thrown into it.
+A script the server does not know (``NOSCRIPT``) is loaded and called again by
+:class:`Talking`, once for every conversation. A :class:`~.wire.Wire` runs one on one
+connection, blocking or with asyncio; the conversation itself decides what is said
+and what the replies mean, in both colours alike.
 """
 
 from __future__ import annotations
@@ -31,19 +32,9 @@ from fencelock.backends.redis.scripts import (
 )
 
 T = TypeVar("T")
-Talk = Generator[bytes, RawReply, T]
+Talk = Generator[Command, RawReply, T]
 
-PING = pack([b"PING"])
-
-
-def script(command: Command) -> Talk[RawReply]:
-    """Call a script by its SHA1, loading it first if the server does not know it."""
-    lua, packed = command
-    try:
-        return (yield packed)
-    except NoScriptError:
-        yield lua.load_command
-        return (yield packed)
+PING: Command = (None, pack([b"PING"]))
 
 
 def acquire(
@@ -54,39 +45,39 @@ def acquire(
     ``WAIT`` counts the replicas that have this connection's writes, so it follows the
     script on the same connection. Too few: the lease is given back and not taken.
     """
-    result = attempt_result((yield from script(command)))
+    result = attempt_result((yield (command)))
     if options.wait_replicas and isinstance(result, Acquired):
-        acked = yield pack([b"WAIT", options.wait_replicas, options.wait_timeout_ms])
+        acked = yield (None, pack([b"WAIT", options.wait_replicas, options.wait_timeout_ms]))
         if acked < options.wait_replicas:
-            yield from script(release_command(keys, owner))
+            yield (release_command(keys, owner))
             raise not_replicated(options, acked)
     return result
 
 
 def release(keys: LockKeys, owner: str) -> Talk[bool]:
     """Compare-and-delete (waking the oldest waiter); False if ``owner`` did not hold it."""
-    return bool((yield from script(release_command(keys, owner))) == 1)
+    return bool((yield (release_command(keys, owner))) == 1)
 
 
 def renew(keys: LockKeys, owner: str, ttl: float) -> Talk[bool]:
     """Compare-and-extend to ``ttl``; False if ``owner`` no longer holds the lease."""
-    return bool((yield from script(renew_command(keys, owner, ttl))) == 1)
+    return bool((yield (renew_command(keys, owner, ttl))) == 1)
 
 
 def leave(keys: LockKeys, owner: str, channel: str) -> Talk[None]:
     """Take ``owner`` out of the lock's queue of waiters."""
-    yield from script(leave_command(keys, owner, channel))
+    yield (leave_command(keys, owner, channel))
 
 
 def undo(keys: LockKeys, owner: str, channel: str) -> Talk[None]:
     """Give back whatever an attempt whose reply was never read may have taken."""
-    yield from script(release_command(keys, owner))
-    yield from script(leave_command(keys, owner, channel))
+    yield (release_command(keys, owner))
+    yield (leave_command(keys, owner, channel))
 
 
 def inspect(name: str) -> Talk[LockInfo | None]:
     """The lock's holder, remaining TTL, last token and waiters; None if never used."""
-    owner, pttl, token, waiters = yield from script(inspect_command(LockKeys.of(name)))
+    owner, pttl, token, waiters = yield (inspect_command(LockKeys.of(name)))
     return lock_info(name, owner, pttl, token, waiters)
 
 
@@ -94,7 +85,7 @@ def held(pattern: str) -> Talk[list[LockInfo]]:
     """The held locks whose keys match ``pattern``, by name."""
     cursor, keys = "0", set()
     while True:
-        cursor, batch = yield pack([b"SCAN", cursor, b"MATCH", pattern, b"COUNT", 500])
+        cursor, batch = yield (None, pack([b"SCAN", cursor, b"MATCH", pattern, b"COUNT", 500]))
         keys.update(batch)
         if cursor == "0":
             break
@@ -112,7 +103,7 @@ def ping() -> Talk[None]:
 
 
 class Talking(Generic[T]):
-    """One conversation as a wire runs it: the command to send, then its reply or error.
+    """One conversation as a wire runs it: the bytes to send next, then their reply or error.
 
     :attr:`command` is None once the conversation is over; :attr:`result` is its outcome.
     """
@@ -122,17 +113,30 @@ class Talking(Generic[T]):
     def __init__(self, talk: Talk[T]) -> None:
         self._talk = talk
         self.command: bytes | None = None
-        self._step(talk.send, None)
+        self._sent: Command = PING
+        self._loading = self._retried = False
+        self._advance(talk.send, None)
 
     def answer(self, reply: RawReply) -> None:
         """The reply to :attr:`command` (an error reply as the ``ResponseError`` itself)."""
+        script, call = self._sent
+        if self._loading:  # the reply to SCRIPT LOAD: now the call again
+            self._loading = False
+            if not isinstance(reply, ResponseError):
+                self.command, self._retried = call, True
+                return
+        elif isinstance(reply, NoScriptError) and script is not None and not self._retried:
+            self.command, self._loading = script.load_command, True
+            return
         if isinstance(reply, ResponseError):
-            self._step(self._talk.throw, reply)
+            self._advance(self._talk.throw, reply)
         else:
-            self._step(self._talk.send, reply)
+            self._advance(self._talk.send, reply)
 
-    def _step(self, step: Callable[[RawReply], bytes], value: RawReply) -> None:
+    def _advance(self, step: Callable[[RawReply], Command], value: RawReply) -> None:
         try:
-            self.command = step(value)
+            self._sent = step(value)
         except StopIteration as done:
             self.command, self.result = None, done.value
+            return
+        self.command, self._retried = self._sent[1], False
