@@ -124,15 +124,21 @@ class Client(_ClientBase[Backend, Lease]):
         renew: bool = True,
         timeout: float | None = None,
         fair: bool = False,
+        max_hold: float | None = None,
+        stop_on_loss: bool = False,
     ) -> Lock:
         """A mutual-exclusion lock on ``name``.
 
         ``ttl``: seconds the lease lives without renewal; ``renew=False`` gives a
         plain TTL lease. ``timeout``: how long ``with lock:`` waits (None: forever).
         ``fair=True``: waiters get the lock in arrival order (where the backend can).
+        ``max_hold``: seconds after which a lease is no longer renewed and ends as lost,
+        however long the holder takes. ``stop_on_loss=True``: a loss raises
+        :class:`LeaseLost` in the thread running ``with lock:`` at its next bytecode
+        (:mod:`fencelock.stopping` says where that cannot reach).
         """
         name, ttl = self._lock_args(name, ttl, fair)
-        return Lock(self, name, ttl, renew, timeout, fair)
+        return Lock(self, name, ttl, renew, timeout, fair, max_hold, stop_on_loss)
 
     def inspect(self, name: str) -> LockInfo | None:
         """Holder, last token and remaining TTL of ``name``; None if never locked."""
@@ -181,10 +187,14 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
         renew: bool = True,
         timeout: float | None = None,
         fair: bool = False,
+        max_hold: float | None = None,
+        stop_on_loss: bool = False,
     ) -> AsyncLock:
-        """A mutual-exclusion lock on ``name`` for asyncio; arguments as :meth:`Client.lock`."""
+        """A mutual-exclusion lock on ``name`` for asyncio; arguments as :meth:`Client.lock`,
+        but ``stop_on_loss=True`` cancels the task running ``async with lock:`` the moment
+        the lease is lost, and leaving the block then raises :class:`LeaseLost`."""
         name, ttl = self._lock_args(name, ttl, fair)
-        return AsyncLock(self, name, ttl, renew, timeout, fair)
+        return AsyncLock(self, name, ttl, renew, timeout, fair, max_hold, stop_on_loss)
 
     async def inspect(self, name: str) -> LockInfo | None:
         """Holder, last token and remaining TTL of ``name``; None if never locked."""

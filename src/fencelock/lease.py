@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import math
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -70,6 +71,8 @@ class LeaseTerms:
     ttl: float
     renew: bool
     trusted_until: float
+    max_hold: float | None = None  # seconds from the acquire request: never trusted past it
+    hold_until: float = math.inf
 
 
 class LeaseBase:
@@ -81,15 +84,18 @@ class LeaseBase:
         self.token = terms.token
         self.ttl = terms.ttl
         self.renews = terms.renew
-        self._trust = trust.Trust(terms.trusted_until)
-        self.trusted_until = terms.trusted_until  # _trust.until, read on every check
+        self.max_hold = terms.max_hold
+        self._trust = trust.Trust(
+            min(terms.trusted_until, terms.hold_until), hold_until=terms.hold_until
+        )
+        self.trusted_until = self._trust.until  # read on every check
         self.lost_reason: str | None = None
         self._last_failure: str | None = None
         self._state = LeaseState.HELD
         self._given_back = False  # release() was called (a lost lease stays LOST)
         self._guard = threading.Lock()
         self._callbacks: list[Callable[[], object]] = []  # on_lost's, bound to this lease
-        self._lost_event: threading.Event | None = None  # made by Lease.wait_lost()
+        self._lost_event: threading.Event | None = None  # made by lost_event
         self._inherited = False  # a forked child's copy of its parent's lease
 
     def __repr__(self) -> str:
@@ -128,6 +134,22 @@ class LeaseBase:
         if state is LeaseState.RELEASED:
             raise LeaseLost(f"lease on {self.name!r} (token {self.token}) was released")
 
+    @property
+    def lost_event(self) -> threading.Event:
+        """A :class:`threading.Event` set the moment the lease is lost.
+
+        Hand it to worker threads: ``while not lease.lost_event.is_set(): ...``, or
+        ``lease.lost_event.wait(timeout)`` between steps instead of ``time.sleep``.
+        """
+        with self._guard:
+            if self._lost_event is None:
+                self._lost_event = threading.Event()
+                self._callbacks.append(self._lost_event.set)
+            event = self._lost_event
+        if self.lost:  # lost already (the callbacks ran before it existed), or just now
+            event.set()
+        return event
+
     def on_lost(self: L, callback: Callable[[L], object]) -> None:
         """Call ``callback(lease)`` once when the lease is lost (now, if it already is).
 
@@ -162,8 +184,11 @@ class LeaseBase:
 
     def _expired(self, how: str) -> None:
         """The safe time ran out; ``how`` says when it was noticed."""
-        cause = f" (last renewal failed: {self._last_failure})" if self._last_failure else ""
-        self._apply(LeaseEvent.SAFE_TIME_PASSED, how + cause)
+        if trust.held_too_long(self._trust, clock.now()):
+            how = f"held longer than max_hold ({self.max_hold:g}s), so no longer renewed"
+        elif self._last_failure:
+            how += f" (last renewal failed: {self._last_failure})"
+        self._apply(LeaseEvent.SAFE_TIME_PASSED, how)
 
     def _settle(self, started: float, ttl: float, outcome: Outcome) -> None:
         """Record what a renew or extend request sent at ``started`` came to.
@@ -325,18 +350,8 @@ class Lease(LeaseBase):
 
     def wait_lost(self, timeout: float | None = None) -> bool:
         """Block until the lease is lost (True) or ``timeout`` passes (False)."""
-        with self._guard:
-            if self._lost_event is None:
-                self._lost_event = threading.Event()
-                self._callbacks.append(self._set_lost_event)
-            event = self._lost_event
-        if self.lost:
-            return True
+        event = self.lost_event
         return event.wait(timeout) or self.lost
-
-    def _set_lost_event(self) -> None:
-        if self._lost_event is not None:
-            self._lost_event.set()
 
     def _renew_on_server(self, ttl: float | None = None) -> Outcome:
         """Renew (``ttl=None``: by the lease's TTL) or extend: one request at a time."""

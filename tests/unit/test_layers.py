@@ -22,6 +22,7 @@ LIBRARY_RANKS = {
     "fencing": 3,
     "holdings": 4,
     "renewer": 4,
+    "stopping": 4,
     "primitives": 5,
     "client": 6,
     "__init__": 7,

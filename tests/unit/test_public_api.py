@@ -56,7 +56,15 @@ def test_clients_locks_and_leases_keep_their_workings_private() -> None:
         lock = client.lock("jobs/1")
         lease = lock.acquire()
         assert _public(client) == set()
-        assert _public(lock) == {"name", "ttl", "renew", "timeout", "fair"}
+        assert _public(lock) == {
+            "name",
+            "ttl",
+            "renew",
+            "timeout",
+            "fair",
+            "max_hold",
+            "stop_on_loss",
+        }
         assert _public(lease) == {
             "name",
             "owner",
@@ -65,6 +73,7 @@ def test_clients_locks_and_leases_keep_their_workings_private() -> None:
             "renews",
             "trusted_until",
             "lost_reason",
+            "max_hold",
         }
         lease.release()
     for cls in (fencelock.Lease, fencelock.AsyncLease):

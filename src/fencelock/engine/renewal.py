@@ -78,8 +78,9 @@ def retry_at(now: float, ttl: float, trusted_until: float) -> float:
 
 
 def next_check(started: float, ttl: float, trusted_until: float, renew: bool) -> float:
-    """The next time the renewer must look at a lease granted or renewed at ``started``."""
-    return renew_at(started, ttl) if renew else trusted_until
+    """The next time the renewer must look at a lease granted or renewed at ``started``:
+    to renew it, or when its safe time ends (sooner than renewal under ``max_hold``)."""
+    return min(renew_at(started, ttl), trusted_until) if renew else trusted_until
 
 
 def first_due(lease: Renewable, started: float) -> float:

@@ -16,10 +16,18 @@ from fencelock.engine import timing
 
 class Trust(NamedTuple):
     """``until``: the end of the safe time. ``ttl_floor``: the shortest TTL of a
-    request that may still land (``inf`` when every request was answered)."""
+    request that may still land (``inf`` when every request was answered).
+    ``hold_until``: the lease's ``max_hold`` deadline, past which nothing is trusted."""
 
     until: float
     ttl_floor: float = math.inf
+    hold_until: float = math.inf
+
+
+def first(started: float, ttl: float, max_hold: float | None) -> Trust:
+    """The trust of a lease granted by a request sent at ``started``."""
+    hold_until = math.inf if max_hold is None else started + max_hold
+    return Trust(min(timing.trusted_until(started, ttl), hold_until), hold_until=hold_until)
 
 
 def granted(trust: Trust, started: float, ttl: float) -> Trust:
@@ -28,7 +36,8 @@ def granted(trust: Trust, started: float, ttl: float) -> Trust:
     An unanswered request applied after this one would leave the lease at least
     ``ttl_floor`` from now, and now is later than ``started``.
     """
-    return Trust(timing.trusted_until(started, min(ttl, trust.ttl_floor)), trust.ttl_floor)
+    until = timing.trusted_until(started, min(ttl, trust.ttl_floor))
+    return trust._replace(until=min(until, trust.hold_until))
 
 
 def unanswered(trust: Trust, started: float, ttl: float) -> Trust:
@@ -37,4 +46,10 @@ def unanswered(trust: Trust, started: float, ttl: float) -> Trust:
     Applied, it leaves the lease at least ``ttl`` past ``started``, perhaps less
     than the trust held so far (an extend to a shorter TTL), so take the minimum.
     """
-    return Trust(min(trust.until, timing.trusted_until(started, ttl)), min(trust.ttl_floor, ttl))
+    until = min(trust.until, timing.trusted_until(started, ttl))
+    return trust._replace(until=until, ttl_floor=min(trust.ttl_floor, ttl))
+
+
+def held_too_long(trust: Trust, now: float) -> bool:
+    """Whether the lease ends because it reached its ``max_hold``, not its TTL."""
+    return now >= trust.hold_until

@@ -7,6 +7,7 @@ driver only performs the operations the flow yields.
 from __future__ import annotations
 
 import contextlib
+import math
 import random
 import secrets
 from collections.abc import Iterator
@@ -25,15 +26,17 @@ from fencelock.engine.acquire import (
     Waited,
     acquire_flow,
 )
-from fencelock.engine.timing import validate_timeout
+from fencelock.engine.timing import validate_timeout, validate_ttl
 from fencelock.errors import FencelockError, LockTimeout
 from fencelock.holdings import this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseBase, LeaseTerms
+from fencelock.stopping import TaskStopper, ThreadStopper
 
 if TYPE_CHECKING:
     from fencelock.client import AsyncClient, Client, _ClientBase
 
 B = TypeVar("B", Backend, AsyncBackend)
+Stopper = TaskStopper | ThreadStopper
 L = TypeVar("L", bound=LeaseBase)
 
 
@@ -99,11 +102,16 @@ class _LockBase(Generic[B, L]):
         renew: bool,
         timeout: float | None,
         fair: bool,
+        max_hold: float | None = None,
+        stop_on_loss: bool = False,
     ) -> None:
         self._client = client
         self.name, self.ttl, self.renew, self.fair = name, ttl, renew, fair
         self.timeout = validate_timeout(timeout)
+        self.max_hold = None if max_hold is None else validate_ttl(max_hold, "max_hold")
+        self.stop_on_loss = stop_on_loss
         self._entered: dict[object, L] = {}  # by thread or task: ``with`` in many at once
+        self._stoppers: dict[object, Stopper] = {}
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} ttl={self.ttl}>"
@@ -130,6 +138,8 @@ class _LockBase(Generic[B, L]):
             self.ttl,
             self.renew,
             outcome.trusted_until,
+            self.max_hold,
+            math.inf if self.max_hold is None else outcome.started + self.max_hold,
         )
 
     def _hold(self, lease: L, holder: object) -> L:
@@ -137,21 +147,29 @@ class _LockBase(Generic[B, L]):
         self._client._holdings.add(lease, holder)
         return lease
 
-    def _entering(self, holder: object, lease: L) -> L:
+    def _entering(self, holder: object, lease: L, stopper: Stopper | None) -> L:
         self._entered[holder] = lease
+        if stopper is not None:
+            self._stoppers[holder] = stopper
         return lease
 
     @contextlib.contextmanager
     def _leaving(self, holder: object, exc: BaseException | None) -> Iterator[L | None]:
         """The lease ``holder`` entered the block with, for the driver to release.
 
-        A failed release raises, unless the block raised ``exc`` (which then stands).
+        A failed release raises, unless the block raised ``exc`` (which then stands);
+        a block stopped by its lease's loss raises :class:`LeaseLost` instead of how
+        it was stopped (see :mod:`fencelock.stopping`).
         """
+        stopper = self._stoppers.pop(holder, None)
+        stopped = None if stopper is None else stopper.leaving(exc)
         try:
             yield self._entered.pop(holder, None)
         except FencelockError:
             if exc is None:
                 raise
+        if stopped is not None:
+            raise stopped from exc
 
 
 class Lock(_LockBase[Backend, Lease]):
@@ -172,8 +190,10 @@ class Lock(_LockBase[Backend, Lease]):
         renew: bool,
         timeout: float | None = None,
         fair: bool = False,
+        max_hold: float | None = None,
+        stop_on_loss: bool = False,
     ) -> None:
-        super().__init__(client, name, ttl, renew, timeout, fair)
+        super().__init__(client, name, ttl, renew, timeout, fair, max_hold, stop_on_loss)
 
     def acquire(self, timeout: float | None = None) -> Lease:
         """Take the lock and return its :class:`Lease`.
@@ -206,7 +226,9 @@ class Lock(_LockBase[Backend, Lease]):
         return self._client.locked(self.name)
 
     def __enter__(self) -> Lease:
-        return self._entering(this_thread(), self.acquire(self.timeout))
+        lease = self.acquire(self.timeout)
+        stopper = ThreadStopper(lease) if self.stop_on_loss else None
+        return self._entering(this_thread(), lease, stopper)
 
     def __exit__(
         self,
@@ -232,8 +254,10 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
         renew: bool,
         timeout: float | None = None,
         fair: bool = False,
+        max_hold: float | None = None,
+        stop_on_loss: bool = False,
     ) -> None:
-        super().__init__(client, name, ttl, renew, timeout, fair)
+        super().__init__(client, name, ttl, renew, timeout, fair, max_hold, stop_on_loss)
 
     async def acquire(self, timeout: float | None = None) -> AsyncLease:
         """Take the lock; same contract as :meth:`Lock.acquire` (per task, not thread)."""
@@ -259,7 +283,9 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
         return await self._client.locked(self.name)
 
     async def __aenter__(self) -> AsyncLease:
-        return self._entering(this_task(), await self.acquire(self.timeout))
+        lease = await self.acquire(self.timeout)
+        stopper = TaskStopper(lease) if self.stop_on_loss else None
+        return self._entering(this_task(), lease, stopper)
 
     async def __aexit__(
         self,
