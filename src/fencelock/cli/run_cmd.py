@@ -8,6 +8,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from subprocess import Popen
+from typing import NamedTuple
 
 import click
 
@@ -28,6 +29,13 @@ def _signal_name(signum: int) -> str:
     return signal.Signals(signum).name
 
 
+class LeaseWanted(NamedTuple):
+    """The lease ``run`` asks for: its TTL and how long it may be held at most."""
+
+    ttl: float
+    max_hold: float | None
+
+
 def _exit_status(returncode: int) -> int:
     return exitcodes.SIGNALLED - returncode if returncode < 0 else returncode
 
@@ -38,7 +46,11 @@ def _release_quietly(lease: Lease) -> None:
 
 
 def _acquire(
-    url: str | None, name: str, ttl: float, timeout: float | None, relay: SignalRelay
+    url: str | None,
+    name: str,
+    terms: LeaseWanted,
+    timeout: float | None,
+    relay: SignalRelay,
 ) -> tuple[Client, Lease]:
     """Connect and take NAME. A signal meanwhile exits 128+N with nothing left held."""
     relay.install()
@@ -46,7 +58,7 @@ def _acquire(
     try:
         with errors_as_exit_codes():
             client = fencelock.connect(url)
-            lease = client.lock(name, ttl=ttl).acquire(timeout)
+            lease = client.lock(name, ttl=terms.ttl, max_hold=terms.max_hold).acquire(timeout)
         relay.hold()
     except Interrupted as stop:
         if lease is not None:
@@ -202,6 +214,13 @@ def _options_follow(args: Sequence[str], name_at: int) -> bool:
     show_default=True,
     help="Seconds between SIGTERM and SIGKILL when CMD's process group is stopped.",
 )
+@click.option(
+    "--max-hold",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="Stop renewing after this long: CMD is then stopped and fencelock exits 76.",
+)
 @click.argument("name")
 @click.argument("command", nargs=-1, required=True)
 def run(
@@ -210,6 +229,7 @@ def run(
     wait: float | None,
     no_wait: bool,
     grace: float,
+    max_hold: float | None,
     name: str,
     command: tuple[str, ...],
 ) -> None:
@@ -217,12 +237,14 @@ def run(
 
     COMMAND gets FENCELOCK_TOKEN and FENCELOCK_NAME in its environment. Exits
     with COMMAND's status; 75 if the lock was not acquired; 76 if the lease was
-    lost while COMMAND ran (COMMAND and its process group are then stopped).
+    lost while COMMAND ran (COMMAND and its process group are then stopped),
+    also when COMMAND outlived --max-hold.
     """
     if no_wait and wait is not None:
         fail("--wait and --no-wait exclude each other", exitcodes.USAGE)
     relay = SignalRelay()
-    client, lease = _acquire(url, name, ttl, 0 if no_wait else wait, relay)
+    wanted = LeaseWanted(ttl, max_hold)
+    client, lease = _acquire(url, name, wanted, 0 if no_wait else wait, relay)
     code = run_locked(lease, command, grace, relay)
     client.close()
     sys.exit(code)
