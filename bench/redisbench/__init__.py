@@ -1,0 +1,1 @@
+"""The Redis benchmark, one module per scenario on bench/harness.py; run bench/redis_bench.py."""
