@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,3 +86,18 @@ def other(backend: BackendCase) -> Iterator[fencelock.Client]:
 @pytest.fixture
 def name() -> str:
     return f"t{secrets.token_hex(4)}/lock"  # a namespace of its own per test
+
+
+def wait_for_waiters(client: fencelock.Client, name: str, count: int = 1) -> None:
+    """Return once ``count`` waiters are queued on ``name`` (where the backend counts
+    them: all but Redlock, where a short pause stands in)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        info = client.inspect(name)
+        if info is not None and info.waiters is None:
+            time.sleep(0.2)  # Redlock keeps no queue to look at
+            return
+        if info is not None and (info.waiters or 0) >= count:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{count} waiter(s) never queued on {name!r}")

@@ -117,3 +117,17 @@ class Background(Generic[T]):
         if self.error is not None:
             return f"raised {type(self.error).__name__}: {self.error} after {self.elapsed:.2f}s"
         return f"returned {self.value!r} after {self.elapsed:.2f}s"
+
+
+@pytest.fixture
+def slow_refresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Waiters in this process refresh their queue place every 10 s, not every second:
+    a wake-up that went missing then shows as a wait of seconds, far from any bound a
+    loaded machine needs to pass a test that it was delivered."""
+    from fencelock.backends.redis import scripts
+
+    monkeypatch.setattr(scripts, "WAITER_REFRESH", 10.0)
+    monkeypatch.setattr(scripts, "WAITER_LIVENESS", 30.0)
+    scripts._acquire_partial.cache_clear()
+    yield
+    scripts._acquire_partial.cache_clear()

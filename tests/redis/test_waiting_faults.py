@@ -108,7 +108,9 @@ def test_asyncio_waiter_that_cannot_subscribe_gets_a_clear_error(
     assert max(asyncio.run(main())) < 1.5
 
 
-def test_a_waiter_is_woken_across_a_pubsub_reconnect(servers: ServerPool, name: str) -> None:
+def test_a_waiter_is_woken_across_a_pubsub_reconnect(
+    servers: ServerPool, name: str, slow_refresh: None
+) -> None:
     """The listener's connection is killed while a waiter waits; a release that lands
     before it has subscribed again must not leave the waiter asleep until its refresh."""
     server = servers.redis(name="reconnect")
@@ -125,10 +127,12 @@ def test_a_waiter_is_woken_across_a_pubsub_reconnect(servers: ServerPool, name: 
         assert waiter.value is not None, waiter.outcome()
         waited = clock.now() - released
         waiter.value.release()
-    assert waited < 0.5, f"woken {waited:.2f}s after the release"
+    assert waited < 5, f"woken {waited:.2f}s after the release, by its 10 s refresh"
 
 
-def test_a_forked_childs_waiter_is_woken_by_a_release(plain_redis: RedisServer, name: str) -> None:
+def test_a_forked_childs_waiter_is_woken_by_a_release(
+    plain_redis: RedisServer, name: str, slow_refresh: None
+) -> None:
     """The parent's listener thread does not exist in a child, nor should its channel."""
     with fencelock.connect(plain_redis.url) as client, fencelock.connect(plain_redis.url) as holder:
         lease = holder.lock(name + "/warm", ttl=30).acquire(timeout=0)
@@ -156,7 +160,7 @@ def test_a_forked_childs_waiter_is_woken_by_a_release(plain_redis: RedisServer, 
         os.close(read)
         _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    assert acquired - released < 0.5, f"the child woke {acquired - released:.2f}s after"
+    assert acquired - released < 5, f"the child woke {acquired - released:.2f}s after"
 
 
 SLOW = (  # busies the server for 0.4 s
