@@ -24,8 +24,10 @@ typecheck: install-test
 servers:
 	@scripts/install-servers.sh
 
+# Two workers: most tests wait on servers, sleeps and subprocesses, not on the CPU, and a
+# loaded 2-core machine is the condition every test must pass under anyway.
 test: lint typecheck servers
-	$(BIN)/pytest -q tests
+	$(BIN)/pytest -q -n 2 tests
 
 # Both benchmarks; the Redis one starts its own redis-servers (installed by `servers`).
 bench: servers
