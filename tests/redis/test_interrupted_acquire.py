@@ -15,22 +15,19 @@ import pytest
 
 import fencelock
 from fencelock.backends.redis.scripts import LockKeys
-from fencelock.testing import RedisServer
-from tests.redis.conftest import Background, redis_cli
-
-BUSY_FOR = 1.5  # seconds the server spends in one slow script
-SLOW = (
-    "local t = redis.call('TIME') local s = t[1] * 1e6 + t[2] "
-    f"repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - s > {int(BUSY_FOR * 1e6)} return 1"
-)
+from fencelock.testing import RedisServer, ServerPool
+from tests.redis.conftest import redis_cli
 
 
-def interrupt_after(seconds: float) -> threading.Thread:
-    """SIGINT to this process (pytest runs tests in its main thread) after ``seconds``."""
+def interrupt_then_resume(server: RedisServer, after: float) -> threading.Thread:
+    """SIGINT to this process (pytest runs tests in its main thread) after ``after``
+    seconds, then let the paused server run again: it then runs the acquire it holds."""
 
     def fire() -> None:
-        time.sleep(seconds)
+        time.sleep(after)
         os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+        server.resume()
 
     thread = threading.Thread(target=fire, daemon=True)
     thread.start()
@@ -38,17 +35,19 @@ def interrupt_after(seconds: float) -> threading.Thread:
 
 
 def test_an_interrupted_blocking_acquire_gives_back_what_it_may_have_taken(
-    plain_redis: RedisServer, name: str
+    servers: ServerPool, name: str
 ) -> None:
-    with fencelock.connect(plain_redis.url + "?timeout=10") as client:
+    server = servers.redis(name="interrupted")
+    with fencelock.connect(server.url + "?timeout=10") as client:
         client.lock(name + "/warm", ttl=30).acquire(timeout=0).release()  # a warm connection
-        busy = Background(lambda: redis_cli(plain_redis.port, "eval", SLOW, "0"))
-        time.sleep(0.3)  # the slow script is running (for BUSY_FOR); not an ordering race
-        firing = interrupt_after(0.3)
-        with pytest.raises(KeyboardInterrupt):
-            client.lock(name, ttl=60).acquire(timeout=30)
-        firing.join()
-        assert busy.wait(10), busy.outcome()
+        server.pause()  # the acquire below is sent, and waits for its answer
+        try:
+            firing = interrupt_then_resume(server, 0.3)
+            with pytest.raises(KeyboardInterrupt):
+                client.lock(name, ttl=60).acquire(timeout=30)
+            firing.join()
+        finally:
+            server.resume()
         lease = client.lock(name, ttl=60).acquire(timeout=5)  # not held for 60 s by nobody
         lease.release()
-    assert int(redis_cli(plain_redis.port, "zcard", LockKeys.of(name).queue) or 0) == 0
+    assert int(redis_cli(server.port, "zcard", LockKeys.of(name).queue) or 0) == 0
