@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # Installs what the test suite runs besides Python (Debian packages), when missing:
-# the lock servers, libfaketime for clock faults, Chromium for the report screenshot.
+# the lock servers (Redis, etcd, ZooKeeper), libfaketime for clock faults, Chromium for
+# the report screenshot.
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v openssl >/dev/null || need+=(openssl)
+# etcd and ZooKeeper, for the consensus backends (3-member clusters on loopback).
+command -v etcd >/dev/null || need+=(etcd-server)
+command -v etcdctl >/dev/null || need+=(etcd-client)
+[ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+command -v java >/dev/null || need+=(default-jre-headless)
 # The HTML report test takes a screenshot in headless Chromium.
 command -v chromium >/dev/null || need+=(chromium)
 # fencelock check's clock nemesis runs redis-server under libfaketime.
@@ -18,7 +24,10 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-# Debian starts a redis-server service on 6379; the tests start their own on free ports.
-if command -v systemctl >/dev/null && systemctl is-active --quiet redis-server 2>/dev/null; then
-    systemctl stop redis-server || true
-fi
+# Debian starts services on the default ports (redis 6379, etcd 2379, ZooKeeper 2181);
+# the tests start their own on free ports.
+for service in redis-server etcd zookeeper; do
+    if command -v systemctl >/dev/null && systemctl is-active --quiet "$service" 2>/dev/null; then
+        systemctl stop "$service" || true
+    fi
+done

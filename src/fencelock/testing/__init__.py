@@ -16,6 +16,7 @@ server (``redis.py``; ``pool.KINDS`` lists them) on one shared life cycle
 
 from __future__ import annotations
 
+from fencelock.testing.etcd import EtcdServer
 from fencelock.testing.pool import KINDS, ServerPool
 from fencelock.testing.process import ServerProcess, started_servers
 from fencelock.testing.redis import RedisServer, TLSFiles
@@ -27,9 +28,11 @@ from fencelock.testing.tools import (
     free_port,
     require_binary,
 )
+from fencelock.testing.zookeeper import ZooKeeperServer
 
 __all__ = [
     "KINDS",
+    "EtcdServer",
     "FakeClock",
     "RedisServer",
     "ServerPool",
@@ -37,6 +40,7 @@ __all__ = [
     "ServerStartError",
     "TLSFiles",
     "ToolMissing",
+    "ZooKeeperServer",
     "faketime_preload",
     "free_port",
     "require_binary",

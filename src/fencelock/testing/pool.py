@@ -1,8 +1,10 @@
 """A pool of throwaway servers, each in a fresh directory, all stopped together.
 
-``KINDS`` maps a kind's name to its class; a new backend's server (etcd, ZooKeeper,
-PostgreSQL, MariaDB) is one more entry. A pool registers a server before starting
-it, so :meth:`ServerPool.stop_all` stops it even when its start failed half-way.
+``KINDS`` maps a kind's name to its class; a new backend's server (PostgreSQL, MariaDB)
+is one more entry. etcd and ZooKeeper run as clusters of loopback members
+(:meth:`ServerPool.cluster`: launched together, ready together). A pool registers a
+server before starting it, so :meth:`ServerPool.stop_all` stops it even when its start
+failed half-way.
 """
 
 from __future__ import annotations
@@ -12,14 +14,20 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from fencelock.testing.process import ServerProcess
+from fencelock.testing.etcd import EtcdServer
+from fencelock.testing.process import READY_TIMEOUT, ServerProcess
 from fencelock.testing.redis import RedisServer, TLSFiles
+from fencelock.testing.zookeeper import ZooKeeperServer
 
 KINDS: dict[str, type[ServerProcess]] = {
     "redis": RedisServer,
+    "etcd": EtcdServer,
+    "zookeeper": ZooKeeperServer,
 }
+ClusterMember = EtcdServer | ZooKeeperServer
 
 S = TypeVar("S", bound=ServerProcess)
+C = TypeVar("C", EtcdServer, ZooKeeperServer)
 
 
 def numbered_directory(base: Path, name: str) -> Path:
@@ -79,6 +87,32 @@ class ServerPool:
         """Start a ``redis-server`` with ``extra`` options (see :class:`RedisServer`)."""
         server = RedisServer(self.workdir(name), *extra, name=name, port=port, tls=tls)
         return self.add(server)
+
+    def etcd(self, members: int = 1, name: str = "etcd") -> list[EtcdServer]:
+        """Start an etcd cluster of ``members`` (each ``NAME-i``); ready once it has a leader."""
+        cluster = [
+            EtcdServer(self.workdir(f"{name}-{i}"), name=f"{name}-{i}") for i in range(members)
+        ]
+        return self.cluster(cluster)
+
+    def zookeeper(self, members: int = 1, name: str = "zookeeper") -> list[ZooKeeperServer]:
+        """Start a ZooKeeper ensemble of ``members`` (standalone if 1); ready with a quorum."""
+        ensemble = [
+            ZooKeeperServer(self.workdir(f"{name}-{i}"), name=f"{name}-{i}", myid=i + 1)
+            for i in range(members)
+        ]
+        return self.cluster(ensemble)
+
+    def cluster(self, members: list[C], timeout: float = 4 * READY_TIMEOUT) -> list[C]:
+        """Launch every member (each knowing the others), then wait for each to be ready."""
+        for member in members:
+            member.members = list(members)
+            self.servers.append(member)
+        for member in members:
+            member.launch()
+        for member in members:
+            member.wait_ready(timeout)
+        return members
 
     def logs(self) -> str:
         """The tail of every server's log, each under its name."""

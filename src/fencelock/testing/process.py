@@ -5,7 +5,8 @@ a working directory, a log file (stdout and stderr), a readiness wait, and signa
 by PID: ``pause`` (SIGSTOP), ``resume`` (SIGCONT), ``kill`` (SIGKILL) and ``stop``
 (SIGCONT, should it be paused, then SIGTERM, then SIGKILL after a grace period).
 
-A kind of server is one small subclass (``redis.py``): its ``kind``, its program,
+A kind of server is one small subclass (``redis.py``, ``etcd.py``, ``zookeeper.py``):
+its ``kind``, its program,
 its ``argv()``, its ``ready()`` check and its ``url``; ``prepare()`` writes any files
 it needs before it starts (a config file, an initialised data directory).
 
@@ -121,6 +122,12 @@ class ServerProcess:
         Raises ServerStartError with the log's tail if it exits or is not ready
         within ``timeout`` seconds (then it is killed), ToolMissing without its program.
         """
+        self.launch()
+        self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it to be ready (a cluster's members
+        become ready only together: launch them all, then :meth:`wait_ready` each)."""
         if self.alive:
             raise RuntimeError(f"{self.name} is already running (pid {self.pid})")
         argv = self.argv()
@@ -140,7 +147,6 @@ class ServerProcess:
             )
         self.paused = False
         _started[self._id] = self
-        self.wait_ready(timeout)
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         """Poll :meth:`ready` until true; ServerStartError if it exits or times out."""

@@ -1,0 +1,68 @@
+"""``etcd`` (v3) as a throwaway server: one member, or a member of a loopback cluster.
+
+Each member has a client port and a peer port, and its data in its own directory. It
+is ready when ``/health`` says so, which needs the cluster's leader: the members of a
+cluster are launched together and waited for together (:meth:`ServerPool.cluster`).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from fencelock.testing.process import ServerProcess
+from fencelock.testing.tools import LOOPBACK, FakeClock, free_port
+
+
+class EtcdServer(ServerProcess):
+    """One etcd member; ``members`` is its cluster (itself alone unless set before start)."""
+
+    kind = "etcd"
+    program = "etcd"
+    package = "etcd-server"
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        name: str | None = None,
+        port: int | None = None,
+        clock: FakeClock | None = None,
+    ) -> None:
+        super().__init__(workdir, name=name, port=port, clock=clock)
+        self.peer_port = free_port()
+        self.members: list[EtcdServer] = [self]
+
+    @property
+    def peer_url(self) -> str:
+        """Where the other members reach this one."""
+        return f"http://{LOOPBACK}:{self.peer_port}"
+
+    def argv(self) -> list[str]:
+        """Loopback only; the cluster as ``members`` says, its token the first member's name."""
+        client = f"http://{self.address}"
+        cluster = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
+        return [
+            self.executable(),
+            *("--name", self.name, "--data-dir", str(self.workdir / "data")),
+            *("--listen-client-urls", client, "--advertise-client-urls", client),
+            *("--listen-peer-urls", self.peer_url),
+            *("--initial-advertise-peer-urls", self.peer_url),
+            *("--initial-cluster", cluster, "--initial-cluster-state", "new"),
+            *("--initial-cluster-token", self.members[0].name),
+        ]
+
+    def ready(self) -> bool:
+        """Its ``/health`` answers true: the cluster has a leader and this member serves."""
+        try:
+            with urllib.request.urlopen(f"http://{self.address}/health", timeout=2) as reply:
+                return bool(json.load(reply).get("health") == "true")
+        except (OSError, ValueError, urllib.error.URLError):
+            return False
+
+    @property
+    def url(self) -> str:
+        """``etcd://`` and every member's client address."""
+        return "etcd://" + ",".join(m.address for m in self.members)
