@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fencelock.testing import EtcdServer, ServerPool
+from fencelock.testing import KINDS, EtcdServer, ServerPool, ServerProcess, ServerStartError
 
 SETTLE = 30.0  # seconds a cluster may take to elect a new leader
 
@@ -89,3 +89,20 @@ def test_a_standalone_zookeeper(pool: ServerPool) -> None:
     (member,) = pool.zookeeper(1, name="zk-alone")
     assert member.mode() == "standalone"
     assert member.url == f"zookeeper://{member.address}"
+
+
+@pytest.mark.parametrize("kind", ["redis", "etcd", "zookeeper"])
+def test_a_server_whose_port_another_holds_is_not_taken_for_ready(
+    pool: ServerPool, kind: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Readiness asks the server on the port who it is: another live server on that port
+    (a port reused meanwhile) must not pass for the one just started."""
+    cls = KINDS[kind]
+    if kind == "redis":
+        first: ServerProcess = pool.redis(name="first-redis")
+    else:
+        (first,) = pool.cluster([cls(tmp_path_factory.mktemp(kind), name=f"first-{kind}")])
+    clash = cls(tmp_path_factory.mktemp("clash"), name=f"clash-{kind}", port=first.port)
+    with pytest.raises(ServerStartError, match=f"clash-{kind} exited at start"):
+        pool.add(clash)
+    assert first.ready()

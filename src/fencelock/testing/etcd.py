@@ -55,12 +55,23 @@ class EtcdServer(ServerProcess):
         ]
 
     def ready(self) -> bool:
-        """Its ``/health`` answers true: the cluster has a leader and this member serves."""
+        """Its ``/health`` answers true (the cluster has a leader and this member serves),
+        and the member answering on its port is this one (by name)."""
         try:
             with urllib.request.urlopen(f"http://{self.address}/health", timeout=2) as reply:
-                return bool(json.load(reply).get("health") == "true")
-        except (OSError, ValueError, urllib.error.URLError):
+                healthy = json.load(reply).get("health") == "true"
+            return healthy and self._answering_member() == self.name
+        except (OSError, ValueError, KeyError, urllib.error.URLError):
             return False
+
+    def _answering_member(self) -> str | None:
+        request = urllib.request.Request(
+            f"http://{self.address}/v3/cluster/member/list", data=b"{}", method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=2) as reply:
+            listing = json.load(reply)
+        me = listing["header"]["member_id"]
+        return next((m.get("name") for m in listing["members"] if m["ID"] == me), None)
 
     @property
     def url(self) -> str:

@@ -3,11 +3,14 @@
 Passwords, ACL users, replication and cluster mode are ``redis-server`` options passed
 as ``extra`` (``"--requirepass", "pw"``; ``"--user", "alice", "on", ">pw", "+@all"``).
 It is ready when it answers PING: ``+PONG``, or ``-NOAUTH`` where a password or an
-ACL guards it (the server is up; the caller's credentials are its own business).
+ACL guards it (the server is up; the caller's credentials are its own business). An
+open server must also say it is this process (``INFO server``'s ``process_id``): a
+port another server took meanwhile is not mistaken for this one.
 """
 
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 import subprocess
@@ -66,11 +69,11 @@ class RedisServer(ServerProcess):
         try:
             with socket.create_connection((LOOPBACK, self.port), timeout=2) as raw:
                 if self.tls is None:
-                    return _ping(raw)
+                    return _ping(raw, self.pid)
                 context = ssl.create_default_context(cafile=str(self.tls.ca))
                 context.check_hostname = False  # any name: readiness is not the test
                 with context.wrap_socket(raw) as tls:
-                    return _ping(tls)
+                    return _ping(tls, self.pid)
         except (OSError, ssl.SSLError):
             return False
 
@@ -93,6 +96,20 @@ class RedisServer(ServerProcess):
         return done.stdout.strip()
 
 
-def _ping(sock: socket.socket) -> bool:
+def _ping(sock: socket.socket, pid: int | None) -> bool:
+    """It answers PING, and (unless a password keeps INFO from us) it is process ``pid``."""
     sock.sendall(b"PING\r\n")
-    return sock.recv(64).startswith(_READY_REPLIES)
+    reply = sock.recv(64)
+    if not reply.startswith(_READY_REPLIES):
+        return False
+    if reply.startswith(b"-NOAUTH"):
+        return True
+    sock.sendall(b"INFO server\r\n")
+    info = b""
+    while b"process_id:" not in info or not info.endswith(b"\r\n\r\n"):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        info += chunk
+    found = re.search(rb"process_id:(\d+)", info)
+    return found is not None and int(found.group(1)) == pid

@@ -51,7 +51,7 @@ class ZooKeeperServer(ServerProcess):
             f"clientPort={self.port}",
             f"clientPortAddress={LOOPBACK}",
             "admin.enableServer=false",
-            "4lw.commands.whitelist=srvr,ruok,mntr",
+            "4lw.commands.whitelist=srvr,ruok,mntr,conf",
         ]
         if len(self.members) > 1:
             lines += [
@@ -87,24 +87,35 @@ class ZooKeeperServer(ServerProcess):
 
     def mode(self) -> str | None:
         """``standalone``, ``leader`` or ``follower`` by the ``srvr`` word; None if not serving."""
+        return _field(self._word(b"srvr"), "Mode:")
+
+    def ready(self) -> bool:
+        """It serves (``srvr`` shows its mode: in an ensemble, it has a quorum), and the
+        server on its port is this one (``conf`` shows this member's data directory)."""
+        data_dir = _field(self._word(b"conf"), "dataDir=")
+        return self.mode() is not None and data_dir == str(self.workdir / "data" / "version-2")
+
+    def _word(self, word: bytes) -> str:
+        """The reply to a four-letter word; empty if it cannot be had."""
         try:
             with socket.create_connection((LOOPBACK, self.port), timeout=2) as sock:
-                sock.sendall(b"srvr")
+                sock.sendall(word)
                 reply = b""
                 while chunk := sock.recv(4096):
                     reply += chunk
         except OSError:
-            return None
-        for line in reply.decode(errors="replace").splitlines():
-            if line.startswith("Mode:"):
-                return line.split(":", 1)[1].strip()
-        return None
-
-    def ready(self) -> bool:
-        """It serves: ``srvr`` shows its mode (in an ensemble, it has a quorum)."""
-        return self.mode() is not None
+            return ""
+        return reply.decode(errors="replace")
 
     @property
     def url(self) -> str:
         """``zookeeper://`` and every member's client address."""
         return "zookeeper://" + ",".join(m.address for m in self.members)
+
+
+def _field(reply: str, prefix: str) -> str | None:
+    """The value after ``prefix`` on the first line that starts with it."""
+    for line in reply.splitlines():
+        if line.startswith(prefix):
+            return line[len(prefix) :].strip()
+    return None
