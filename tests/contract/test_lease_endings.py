@@ -8,13 +8,12 @@ import asyncio
 import logging
 import os
 import threading
-import time
 
 import pytest
 
 import fencelock
 from fencelock import clock
-from tests.contract.conftest import BackendCase
+from tests.contract.conftest import BackendCase, wait_for_waiters
 
 
 def lost_lease(client: fencelock.Client, name: str) -> fencelock.Lease:
@@ -96,7 +95,7 @@ def test_another_thread_of_the_same_client_waits_its_turn(
 
     thread = threading.Thread(target=second)
     thread.start()
-    time.sleep(0.1)
+    wait_for_waiters(client, name)  # the second thread waits: it is not told AlreadyHeld
     order.append("first")
     lease.release()
     thread.join(10)
