@@ -47,10 +47,17 @@ def five_ports(five: list[RedisServer]) -> list[int]:
 
 
 def test_locks_in_the_database_of_the_url(five_ports: list[int], name: str) -> None:
-    with fencelock.connect(redlock_url(five_ports, db=3)) as client, client.lock(name) as lease:
+    # Every node answers within 5 s, so none gives up its part; the acquire returns at a
+    # quorum, and the other nodes' keys land soon after.
+    url = redlock_url(five_ports, db=3, timeout=5)
+    with fencelock.connect(url) as client, client.lock(name) as lease:
         key = f"fencelock:{{{name}}}"
         for port in five_ports:
-            assert redis_cli(port, "-n", "3", "get", key) == lease.owner
+            wait_until(
+                lambda port=port: redis_cli(port, "-n", "3", "get", key) == lease.owner,
+                10,
+                lambda port=port: f"no lease in db 3 of node {port}",
+            )
             assert redis_cli(port, "-n", "0", "exists", key) == "0"
 
 

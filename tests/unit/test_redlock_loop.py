@@ -160,29 +160,39 @@ def test_an_interrupted_waiting_caller_stops_its_coroutine(shared: SharedLoop) -
     """The same for a caller whose coroutine another thread's loop was running."""
     import signal
 
-    started = threading.Event()
-    finished = threading.Event()
+    running, started = threading.Event(), threading.Event()
+    finished, cancelled = threading.Event(), threading.Event()
     release = threading.Event()
 
     async def long() -> None:
+        running.set()
         await asyncio.to_thread(release.wait, JOIN)
 
     async def work() -> None:
         started.set()
-        await asyncio.sleep(0.2)
+        try:
+            await asyncio.sleep(JOIN)  # the runner's loop would go on running it
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
         finished.set()
 
     runner = threading.Thread(target=lambda: shared.run(long()))
     runner.start()
+    assert running.wait(JOIN)  # another thread's call is running the loop
     main = threading.main_thread().ident
     assert main is not None
-    kicker = threading.Timer(0.05, lambda: signal.pthread_kill(main, signal.SIGINT))
+
+    def kick() -> None:  # Ctrl-C once work() runs on that loop
+        if started.wait(JOIN):
+            signal.pthread_kill(main, signal.SIGINT)
+
+    kicker = threading.Thread(target=kick)
     kicker.start()
     try:
         with pytest.raises(KeyboardInterrupt):
             shared.run(work())  # joins the running loop, then Ctrl-C
-        assert started.wait(JOIN)
-        time.sleep(0.3)  # the runner's loop is still going: work() would finish meanwhile
+        assert cancelled.wait(JOIN), "work() went on running after the interrupt"
         assert not finished.is_set()
     finally:
         release.set()
