@@ -63,6 +63,7 @@ def test_a_short_call_finishes_while_a_long_one_runs_the_loop(shared: SharedLoop
 def test_a_waiting_caller_takes_the_loop_over_when_the_runner_leaves(shared: SharedLoop) -> None:
     entered = threading.Event()
     go_on = threading.Event()
+    left = threading.Event()
 
     async def brief() -> str:
         entered.set()
@@ -71,11 +72,17 @@ def test_a_waiting_caller_takes_the_loop_over_when_the_runner_leaves(shared: Sha
 
     async def slow() -> str:
         go_on.set()
-        await asyncio.sleep(0.05)  # outlives brief(): this thread must run the loop itself
+        # Outlives brief(): done only once the runner has left, so this thread must
+        # run the loop itself.
+        await asyncio.to_thread(left.wait, JOIN)
         return "slow"
 
+    def run_brief() -> None:
+        results.update(brief=shared.run(brief()))
+        left.set()
+
     results: dict[str, str] = {}
-    runner = threading.Thread(target=lambda: results.update(brief=shared.run(brief())))
+    runner = threading.Thread(target=run_brief)
     runner.start()
     assert entered.wait(JOIN)
     results["slow"] = shared.run(slow())
