@@ -199,17 +199,26 @@ def test_an_expired_lease_passes_over_a_dead_waiter_at_once(
         pytest.skip("needs a holder and a waiter in other processes")
     expiry = tmp_path / "expires_at"
     holder = multiprocessing.get_context("spawn").Process(
-        target=hold_and_hang, args=(backend.url, name, 1.5, str(expiry))
+        target=hold_and_hang, args=(backend.url, name, 1.0, str(expiry))
     )
     holder.start()
+
+    def logged() -> str:
+        text = expiry.read_text() if expiry.exists() else ""
+        assert text or time.monotonic() < deadline, "the holder never took the lease"
+        return text
+
     try:
         deadline = time.monotonic() + 15
-        while not expiry.exists() or not expiry.read_text():
-            assert time.monotonic() < deadline, "the holder never took the lease"
+        while not logged():
             time.sleep(0.01)
         with first_in_line(backend, fair_client, name, tmp_path, 30.0) as first:
             first.kill()
             first.join(5)
+            (tmp_path / "expires_at.go").touch()  # the holder's lease ends in 1 s
+            deadline = time.monotonic() + 15
+            while logged() == "held":
+                time.sleep(0.01)
             lease = fair_client.lock(name, ttl=30, fair=True).acquire(timeout=20)
             late = clock.now() - float(expiry.read_text())
             lease.release()

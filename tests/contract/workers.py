@@ -47,9 +47,16 @@ def fair_waiter(url: str, name: str, index: int, log: str, liveness: float | Non
 
 
 def hold_and_hang(url: str, name: str, ttl: float, log: str) -> None:
-    """Take ``name`` without renewal, log ``expires_at`` (host clock), then hang."""
+    """Take ``name`` without renewal and log ``held``; once ``LOG.go`` exists, cut the
+    lease to ``ttl`` s, log ``expires_at`` (host clock, at the earliest), then hang."""
     client = fencelock.connect(url)
+    lease = client.lock(name, ttl=60, renew=False).acquire(timeout=10)
+    Path(log).write_text("held")
+    go = Path(log + ".go")
+    deadline = time.monotonic() + 60
+    while not go.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
     started = clock.now()
-    client.lock(name, ttl=ttl, renew=False).acquire(timeout=10)
+    lease.extend(ttl)
     Path(log).write_text(str(started + ttl))
     time.sleep(3600)
