@@ -46,7 +46,7 @@ def interrupt_then_resume(server: RedisServer, seen: list[str]) -> threading.Thr
 
 
 def test_an_interrupted_blocking_acquire_gives_back_what_it_may_have_taken(
-    servers: ServerPool, name: str
+    servers: ServerPool, name: str, ctrl_c_raises: None
 ) -> None:
     server = servers.redis(name="interrupted")
     with fencelock.connect(server.url + "?timeout=10") as client:

@@ -163,7 +163,9 @@ def test_an_interrupted_call_does_not_go_on_in_a_later_call(shared: SharedLoop) 
     assert cancelled.is_set()
 
 
-def test_an_interrupted_waiting_caller_stops_its_coroutine(shared: SharedLoop) -> None:
+def test_an_interrupted_waiting_caller_stops_its_coroutine(
+    shared: SharedLoop, ctrl_c_raises: None
+) -> None:
     """The same for a caller whose coroutine another thread's loop was running."""
     import signal
 
