@@ -102,7 +102,8 @@ def _wait_gone(text: str, limit: float) -> list[str]:
     return left
 
 
-def test_ctrl_c_stops_every_process_and_exits_130(tmp_path: Path) -> None:
+def test_ctrl_c_stops_every_process_and_exits_130(tmp_path: Path, ctrl_c_raises: None) -> None:
+    # (with SIGINT handled here, the command starts with it at its default, as from a shell)
     report = tmp_path / "run"
     proc = _start_long_run(report)
     assert processes_mentioning(str(report))  # clients and a redis-server are running

@@ -6,6 +6,7 @@ URL included, on their standard input instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from fencelock.testing import RedisServer, ServerPool
-from tests.chaos.check_runs import FENCELOCK
+from tests.chaos.check_runs import FENCELOCK, children
 
 pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc"),
@@ -36,14 +37,11 @@ def password_redis(tmp_path: Path) -> Iterator[RedisServer]:
 def _children(parent: int, marker: str) -> dict[int, bytes]:
     """The live children of ``parent`` whose command line contains ``marker``."""
     found = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == parent and marker.encode() in cmdline:
-            found[int(stat.parent.name)] = cmdline
+    for pid in children(parent):
+        with contextlib.suppress(OSError):
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if marker.encode() in cmdline:
+                found[pid] = cmdline
     return found
 
 

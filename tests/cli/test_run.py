@@ -66,8 +66,8 @@ def test_no_wait_exits_75_at_once(env: dict[str, str], tmp_path: Path) -> None:
 
 
 def test_paused_run_loses_lease_and_stops_its_command(env: dict[str, str], tmp_path: Path) -> None:
-    survived, sleeper = tmp_path / "survived", tmp_path / "sleeper.pid"
-    child = f"sleep 30 & echo $! > {sleeper}; sleep 4; touch {survived}"
+    survived, sleeper, shell = tmp_path / "survived", tmp_path / "sleeper.pid", tmp_path / "sh.pid"
+    child = f"echo $$ > {shell}; sleep 30 & echo $! > {sleeper}; sleep 4; touch {survived}"
     runner = subprocess.Popen(
         [FENCELOCK, "run", "--ttl", "0.5", "--grace", "0.5", "jobs/c", "--", "sh", "-c", child],
         env=env,
@@ -87,7 +87,12 @@ def test_paused_run_loses_lease_and_stops_its_command(env: dict[str, str], tmp_p
     _, stderr = runner.communicate(timeout=10)
     assert runner.returncode == 76, stderr
     assert "lost while the command ran" in stderr
-    time.sleep(4)
+    # The command's shell is gone (or, stopped too late, touches the file first).
+    command = int(shell.read_text())
+    deadline = time.monotonic() + 10
+    while running(command) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not running(command), "the command is still running"
     assert not survived.exists(), "the command went on after the lease was lost"
     assert sleeper.exists(), "the command never started its background sleep"
     pid = int(sleeper.read_text())

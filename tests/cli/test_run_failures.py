@@ -261,11 +261,11 @@ def test_cmd_dies_with_a_sigkilled_run_even_without_the_watchdog(
 
 
 def children(parent: int) -> list[int]:
+    """``parent``'s children, from its own /proc entries (no scan of every process)."""
     found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for listing in Path(f"/proc/{parent}/task").glob("*/children"):
         with contextlib.suppress(OSError):
-            if int(stat.read_text().rpartition(")")[2].split()[1]) == parent:
-                found.append(int(stat.parent.name))
+            found += [int(child) for child in listing.read_text().split()]
     return found
 
 

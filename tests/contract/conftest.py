@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -9,8 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import redis
 
 import fencelock
+from fencelock.backends.base import LockInfo
+from fencelock.backends.redis.scripts import LockKeys
 from fencelock.testing import RedisServer, ServerPool
 
 
@@ -88,16 +92,67 @@ def name() -> str:
     return f"t{secrets.token_hex(4)}/lock"  # a namespace of its own per test
 
 
+def redlock_watchers(url: str, name: str) -> int:
+    """How many of a ``redlock://`` URL's nodes have a waiter of ``name`` subscribed to
+    its release channel (Redlock keeps no queue: a waiter's subscription is its sign)."""
+    hosts = url.split("//", 1)[1].split("/", 1)[0].split("?", 1)[0].split(",")
+    channel = LockKeys.of(name).channel
+    watching = 0
+    for host in hosts:
+        address, port = host.rsplit(":", 1)
+        with redis.Redis(host=address, port=int(port), socket_timeout=5) as node:
+            watching += any(count > 0 for _, count in node.pubsub_numsub(channel))
+    return watching
+
+
+def _queued(info: LockInfo | None, url: str, name: str) -> int:
+    if info is None:
+        return 0
+    if info.waiters is None:  # Redlock keeps no queue: every node must see the waiter
+        hosts = url.split("//", 1)[1].split("/", 1)[0].split(",")
+        return int(redlock_watchers(url, name) == len(hosts))
+    return info.waiters
+
+
+def queued_waiters(client: fencelock.Client, name: str) -> int:
+    """Waiters queued on ``name``: as ``inspect`` counts them, or for Redlock, which
+    keeps no queue, 1 once a waiter is subscribed to the name's releases on every node
+    (it is then past its first try, and a release reaches it)."""
+    return _queued(client.inspect(name), client.url, name)
+
+
 def wait_for_waiters(client: fencelock.Client, name: str, count: int = 1) -> None:
-    """Return once ``count`` waiters are queued on ``name`` (where the backend counts
-    them: all but Redlock, where a short pause stands in)."""
+    """Return once ``count`` waiters are queued on ``name`` (fails after 30 s; Redlock
+    shows at most one)."""
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        info = client.inspect(name)
-        if info is not None and info.waiters is None:
-            time.sleep(0.2)  # Redlock keeps no queue to look at
-            return
-        if info is not None and (info.waiters or 0) >= count:
-            return
+    while (queued := queued_waiters(client, name)) < count:
+        assert time.monotonic() < deadline, f"{count} waiter(s) never queued on {name!r}: {queued}"
         time.sleep(0.01)
-    raise AssertionError(f"{count} waiter(s) never queued on {name!r}")
+
+
+async def await_waiters(client: fencelock.AsyncClient, name: str, count: int = 1) -> None:
+    """:func:`wait_for_waiters` for an asyncio client (the loop runs on meanwhile)."""
+    deadline = time.monotonic() + 30
+    while True:
+        info = await client.inspect(name)
+        queued = await asyncio.to_thread(_queued, info, client.url, name)
+        if queued >= count:
+            return
+        assert time.monotonic() < deadline, f"{count} waiter(s) never queued on {name!r}: {queued}"
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+def slow_waiter_expiry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Queued waiters in this process refresh every 10 s and expire after 30 s of
+    silence (not 1 s and 3 s): a waiter left in a queue by mistake then holds the next
+    caller up for far longer than any bound a loaded machine needs."""
+    from fencelock.backends.redis import scripts
+    from fencelock.engine import handoff
+
+    for module in (scripts, handoff):
+        monkeypatch.setattr(module, "WAITER_REFRESH", 10.0)
+        monkeypatch.setattr(module, "WAITER_LIVENESS", 30.0)
+    scripts._acquire_partial.cache_clear()
+    yield
+    scripts._acquire_partial.cache_clear()

@@ -11,7 +11,7 @@ import pytest
 
 import fencelock
 from fencelock import clock
-from tests.contract.conftest import BackendCase
+from tests.contract.conftest import BackendCase, await_waiters
 
 T = TypeVar("T")
 
@@ -65,13 +65,7 @@ def test_async_waiter_wakes_on_release(backend: BackendCase, name: str) -> None:
         async with fencelock.aconnect(backend.url) as a, fencelock.aconnect(backend.url) as b:
             lease = await a.lock(name, ttl=30).acquire()
             waiter = asyncio.ensure_future(b.lock(name).acquire(timeout=10))
-            for _ in range(3000):  # until the waiter is queued (30 s at most)
-                info = await a.inspect(name)
-                if info is not None and info.waiters != 0:
-                    break
-                await asyncio.sleep(0.01)
-            if info is None or info.waiters is None:
-                await asyncio.sleep(0.2)  # Redlock keeps no queue to look at
+            await await_waiters(a, name)
             released = clock.now()
             await lease.release()
             second = await waiter
@@ -111,29 +105,31 @@ def test_async_timeout(backend: BackendCase, name: str) -> None:
     run(main())
 
 
-def test_async_cancelled_waiter_leaves_no_trace(backend: BackendCase, name: str) -> None:
+def test_async_cancelled_waiter_leaves_no_trace(
+    backend: BackendCase, name: str, slow_waiter_expiry: None
+) -> None:
     """Cancelling a waiting acquire() takes it out of any queue: the next caller is not
-    held up behind it, and nothing is left held."""
+    held up behind it (30 s, till its queue place expired), and nothing is left held."""
 
     async def main() -> float:
         async with fencelock.aconnect(backend.url) as a, fencelock.aconnect(backend.url) as b:
             fair = {"fair": True} if a._backend.supports_fair else {}
             holder = await a.lock(name, ttl=30, **fair).acquire()
             waiter = asyncio.ensure_future(b.lock(name, **fair).acquire(timeout=10))
-            await asyncio.sleep(0.2)
+            await await_waiters(a, name)
             waiter.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await waiter
             await holder.release()
             started = clock.now()
-            lease = await a.lock(name, ttl=30, **fair).acquire(timeout=5)
+            lease = await a.lock(name, ttl=30, **fair).acquire(timeout=10)
             took = clock.now() - started
             assert lease.token > holder.token
             await lease.release()
             return took
 
     took = run_for(main())
-    assert took < 0.5, f"the next caller waited {took:.3f}s behind a cancelled waiter"
+    assert took < 5, f"the next caller waited {took:.3f}s behind a cancelled waiter"
 
 
 def test_sync_and_async_signatures_match() -> None:

@@ -97,11 +97,16 @@ def test_fair_waiter_that_gives_up_leaves_the_line(
 
 @contextmanager
 def first_in_line(
-    backend: BackendCase, client: fencelock.Client, name: str, tmp_path: Path
+    backend: BackendCase,
+    client: fencelock.Client,
+    name: str,
+    tmp_path: Path,
+    liveness: float | None = None,
 ) -> Iterator[multiprocessing.Process]:
-    """A process waiting (fair) for ``name`` at the head of the line; killed at the end."""
+    """A process waiting (fair) for ``name`` at the head of the line (kept in it
+    ``liveness`` s after its last ask); killed at the end."""
     first = multiprocessing.get_context("spawn").Process(
-        target=fair_waiter, args=(backend.url, name, 0, str(tmp_path / "first"))
+        target=fair_waiter, args=(backend.url, name, 0, str(tmp_path / "first"), liveness)
     )
     first.start()
     try:
@@ -113,12 +118,13 @@ def first_in_line(
 
 
 @pytest.mark.parametrize(
-    ("fault", "bound"),
+    ("fault", "liveness", "bound"),
     [
-        # paused: still there, so only its liveness deadline lets the line move
-        (signal.SIGSTOP, WAITER_LIVENESS * 4),
-        # dead: the release finds nobody to wake, and passes the lease on at once
-        (signal.SIGKILL, 1.0),
+        # paused: still there, so only its liveness deadline (3 s) lets the line move
+        (signal.SIGSTOP, None, WAITER_LIVENESS * 4),
+        # dead: the release finds nobody to wake, and passes the lease on at once, not
+        # at its liveness deadline (made 30 s)
+        (signal.SIGKILL, 30.0, 5.0),
     ],
     ids=["paused", "killed"],
 )
@@ -129,12 +135,13 @@ def test_a_silent_waiter_first_in_line_holds_the_others_up_briefly(
     name: str,
     tmp_path: Path,
     fault: signal.Signals,
+    liveness: float | None,
     bound: float,
 ) -> None:
     if not backend.cross_process:
         pytest.skip("needs waiters in other processes")
     holder = fair_client.lock(name, ttl=30, fair=True).acquire(timeout=0)
-    with first_in_line(backend, fair_client, name, tmp_path) as first:
+    with first_in_line(backend, fair_client, name, tmp_path, liveness) as first:
         assert first.pid is not None
         os.kill(first.pid, fault)  # first in line, and silent from now on
         if fault == signal.SIGKILL:
@@ -186,26 +193,36 @@ def test_an_expired_lease_passes_over_a_dead_waiter_at_once(
     fair_client: fencelock.Client, backend: BackendCase, name: str, tmp_path: Path
 ) -> None:
     """The holder crashed (its lease expires, no release wakes anyone) and so did the
-    first waiter: the next one takes the lease when it expires, not 3 s later."""
+    first waiter: the next one takes the lease when it expires, not at the dead
+    waiter's liveness deadline (made 30 s)."""
     if not backend.cross_process:
         pytest.skip("needs a holder and a waiter in other processes")
     expiry = tmp_path / "expires_at"
     holder = multiprocessing.get_context("spawn").Process(
-        target=hold_and_hang, args=(backend.url, name, 1.5, str(expiry))
+        target=hold_and_hang, args=(backend.url, name, 1.0, str(expiry))
     )
     holder.start()
+
+    def logged() -> str:
+        text = expiry.read_text() if expiry.exists() else ""
+        assert text or time.monotonic() < deadline, "the holder never took the lease"
+        return text
+
     try:
         deadline = time.monotonic() + 15
-        while not expiry.exists() or not expiry.read_text():
-            assert time.monotonic() < deadline, "the holder never took the lease"
+        while not logged():
             time.sleep(0.01)
-        with first_in_line(backend, fair_client, name, tmp_path) as first:
+        with first_in_line(backend, fair_client, name, tmp_path, 30.0) as first:
             first.kill()
             first.join(5)
-            lease = fair_client.lock(name, ttl=30, fair=True).acquire(timeout=10)
+            (tmp_path / "expires_at.go").touch()  # the holder's lease ends in 1 s
+            deadline = time.monotonic() + 15
+            while logged() == "held":
+                time.sleep(0.01)
+            lease = fair_client.lock(name, ttl=30, fair=True).acquire(timeout=20)
             late = clock.now() - float(expiry.read_text())
             lease.release()
     finally:
         holder.kill()
         holder.join(5)
-    assert late < 1.0, f"taken {late:.2f}s after the lease expired: the dead waiter held it"
+    assert late < 5, f"taken {late:.2f}s after the lease expired: the dead waiter held it"

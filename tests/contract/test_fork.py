@@ -206,8 +206,15 @@ def test_a_child_neither_renews_nor_releases_its_parents_lease(
         say("tried to release")
         # The parent stops renewing now: had the child's renewer taken over the parent's
         # lease, it would keep it alive while this one is held.
+        # Until the parent's lease expired (or 10 s), and for at least two of this
+        # lease's TTLs, which its own renewals must span.
         with parents.lock(name + "/child", ttl=1, timeout=10) as own:
-            time.sleep(4.0)
+            started = time.monotonic()
+            while time.monotonic() - started < 10:
+                info = parents.inspect(name)
+                if (info is None or not info.held) and time.monotonic() - started > 2.0:
+                    break
+                time.sleep(0.05)
             own.check()
 
     child = _Child(in_child)

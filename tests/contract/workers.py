@@ -24,8 +24,22 @@ def unsafe_increments(url: str, name: str, counter: str, rounds: int, log: str) 
                 out.write(f"{start} {end} {lease.token}\n")
 
 
-def fair_waiter(url: str, name: str, index: int, log: str) -> None:
+def lasting_waiters(liveness: float) -> None:
+    """This process's queued waiters stay in line ``liveness`` s after their last ask
+    (not 3 s): one that dies without leaving it then holds the line up that long."""
+    from fencelock.backends.redis import scripts
+    from fencelock.engine import handoff
+
+    for module in (scripts, handoff):
+        module.WAITER_LIVENESS = liveness  # type: ignore[attr-defined]
+        module.WAITER_REFRESH = liveness / 3  # type: ignore[attr-defined]
+    scripts._acquire_partial.cache_clear()
+
+
+def fair_waiter(url: str, name: str, index: int, log: str, liveness: float | None = None) -> None:
     """Wait in line (fair) for ``name``; log ``index token`` once it is ours."""
+    if liveness is not None:
+        lasting_waiters(liveness)
     with fencelock.connect(url) as client, client.lock(name, fair=True, timeout=30) as lease:
         with open(log, "a") as out:
             out.write(f"{index} {lease.token}\n")
@@ -33,9 +47,16 @@ def fair_waiter(url: str, name: str, index: int, log: str) -> None:
 
 
 def hold_and_hang(url: str, name: str, ttl: float, log: str) -> None:
-    """Take ``name`` without renewal, log ``expires_at`` (host clock), then hang."""
+    """Take ``name`` without renewal and log ``held``; once ``LOG.go`` exists, cut the
+    lease to ``ttl`` s, log ``expires_at`` (host clock, at the earliest), then hang."""
     client = fencelock.connect(url)
+    lease = client.lock(name, ttl=60, renew=False).acquire(timeout=10)
+    Path(log).write_text("held")
+    go = Path(log + ".go")
+    deadline = time.monotonic() + 60
+    while not go.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
     started = clock.now()
-    client.lock(name, ttl=ttl, renew=False).acquire(timeout=10)
+    lease.extend(ttl)
     Path(log).write_text(str(started + ttl))
     time.sleep(3600)

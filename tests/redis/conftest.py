@@ -73,6 +73,21 @@ def redis_cli(port: int, *args: str, user: str | None = None, password: str | No
     return done.stdout.strip()
 
 
+def unread_bytes(port: int, state: str = "established") -> int:
+    """Bytes that arrived on the server side of connections to ``port`` in ``state``
+    (or "close_wait": the client hung up) that the server has not read yet (a paused
+    server's pending requests); from /proc/net/tcp."""
+    code = {"established": "01", "close_wait": "08"}[state]
+    unread = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as rows:
+            for row in list(rows)[1:]:
+                fields = row.split()
+                if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == code:
+                    unread += int(fields[4].split(":")[1], 16)
+    return unread
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
     """Poll ``predicate`` until true, or fail after ``timeout`` seconds with ``what()``."""
     deadline = time.monotonic() + timeout

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -113,7 +114,7 @@ def test_a_waiter_is_not_starved_by_a_holder_that_takes_it_straight_back(
     stop = threading.Event()
     hogging = Background(lambda: hog(stop))
     try:
-        time.sleep(0.1)
+        wait_until(lambda: redis_cli(plain_redis.port, "exists", keys.lock) == "1", 10, str)
         with fencelock.connect(plain_redis.url) as other:
             started = time.monotonic()
             lease = other.lock(name, ttl=30).acquire(timeout=5)
@@ -129,6 +130,9 @@ def test_a_waiter_is_not_starved_by_a_holder_that_takes_it_straight_back(
 
 WAITER = """
 import sys, fencelock
+if len(sys.argv) > 3:  # stays in line this long after its last ask (not 3 s)
+    from tests.contract.workers import lasting_waiters
+    lasting_waiters(float(sys.argv[3]))
 client = fencelock.connect(sys.argv[1])
 print("queued", flush=True)
 client.lock(sys.argv[2], ttl=30, fair=True).acquire()
@@ -136,11 +140,17 @@ client.lock(sys.argv[2], ttl=30, fair=True).acquire()
 
 
 @contextlib.contextmanager
-def first_in_line(server: RedisServer, name: str) -> Iterator[subprocess.Popen[bytes]]:
-    """A process waiting (fair) for ``name``, queued and subscribed; killed at the end."""
+def first_in_line(
+    server: RedisServer, name: str, liveness: float | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A process waiting (fair) for ``name``, queued and subscribed (kept in line
+    ``liveness`` s after its last ask); killed at the end."""
     channels_before = wake_channels(server)
+    more = [] if liveness is None else [str(liveness)]
     first = subprocess.Popen(
-        [sys.executable, "-c", WAITER, server.url, name], stdout=subprocess.DEVNULL
+        [sys.executable, "-c", WAITER, server.url, name, *more],
+        stdout=subprocess.DEVNULL,
+        cwd=Path(__file__).parents[2],  # where ``tests`` is importable
     )
     try:
         wait_until(
@@ -159,24 +169,29 @@ def wake_channels(server: RedisServer) -> int:
 
 
 @pytest.mark.parametrize(
-    ("fault", "bound"),
+    ("fault", "liveness", "bound"),
     [
-        # paused: still connected, so only its liveness deadline lets the line move
-        (signal.SIGSTOP, WAITER_LIVENESS * 4),
-        # dead: its wake-up reaches nobody, and the release passes the lease on at once
-        (signal.SIGKILL, 1.0),
+        # paused: still connected, so only its liveness deadline (3 s) lets the line move
+        (signal.SIGSTOP, None, WAITER_LIVENESS * 4),
+        # dead: its wake-up reaches nobody, and the release passes the lease on at once,
+        # not at its liveness deadline (made 30 s)
+        (signal.SIGKILL, 30.0, 5.0),
     ],
     ids=["paused", "killed"],
 )
 def test_a_silent_waiter_first_in_line_holds_the_others_up_briefly(
-    plain_redis: RedisServer, name: str, fault: signal.Signals, bound: float
+    plain_redis: RedisServer,
+    name: str,
+    fault: signal.Signals,
+    liveness: float | None,
+    bound: float,
 ) -> None:
     with (
         fencelock.connect(plain_redis.url) as holder_client,
         fencelock.connect(plain_redis.url) as second_client,
     ):
         holder = holder_client.lock(name, ttl=30, fair=True).acquire(timeout=0)
-        with first_in_line(plain_redis, name) as first:
+        with first_in_line(plain_redis, name, liveness) as first:
             os.kill(first.pid, fault)  # first in line, and silent from now on
             if fault == signal.SIGKILL:
                 first.wait(5)
@@ -221,14 +236,17 @@ def test_an_expired_lease_passes_over_a_dead_waiter_at_once(
     plain_redis: RedisServer, name: str
 ) -> None:
     """The holder crashed (its lease expires, no release wakes anyone) and so did the
-    first waiter: the next one takes the lease when it expires, not 3 s later."""
+    first waiter: the next one takes the lease when it expires, not at the dead
+    waiter's liveness deadline (made 30 s)."""
     with fencelock.connect(plain_redis.url) as second_client:
-        redis_cli(plain_redis.port, "set", LockKeys.of(name).lock, "crashed", "px", "1000")
-        expires = clock.now() + 1.0
-        with first_in_line(plain_redis, name) as first:
+        lock = LockKeys.of(name).lock
+        redis_cli(plain_redis.port, "set", lock, "crashed", "px", "30000")
+        with first_in_line(plain_redis, name, 30.0) as first:
             first.kill()
             first.wait(5)
-            lease = second_client.lock(name, ttl=30, fair=True).acquire(timeout=10)
+            expires = clock.now() + 1.0  # at the earliest
+            assert redis_cli(plain_redis.port, "pexpire", lock, "1000") == "1"
+            lease = second_client.lock(name, ttl=30, fair=True).acquire(timeout=20)
             late = clock.now() - expires
             lease.release()
-    assert late < 1.0, f"taken {late:.2f}s after the lease expired: the dead waiter held it"
+    assert late < 5, f"taken {late:.2f}s after the lease expired: the dead waiter held it"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 
 import pytest
 
@@ -12,7 +11,7 @@ import fencelock
 from fencelock import clock
 from fencelock.backends.redis.scripts import LockKeys
 from fencelock.testing import RedisServer
-from tests.redis.conftest import Background, ServerPool, redis_cli, wait_until
+from tests.redis.conftest import Background, ServerPool, redis_cli, unread_bytes, wait_until
 
 
 def queued(server: RedisServer, name: str) -> int:
@@ -44,14 +43,16 @@ def no_channels_redis(module_servers: ServerPool) -> RedisServer:
     )
 
 
-def test_the_documented_acl_is_enough(no_channels_redis: RedisServer, name: str) -> None:
+def test_the_documented_acl_is_enough(
+    no_channels_redis: RedisServer, name: str, slow_refresh: None
+) -> None:
     url = f"redis://app:secret@127.0.0.1:{no_channels_redis.port}/0"
     with fencelock.connect(url) as holder, fencelock.connect(url) as waiter:
         lease = holder.lock(name, ttl=30).acquire(timeout=0)
         woken = Background(lambda: waiter.lock(name, ttl=30).acquire(timeout=5))
         wait_until(lambda: queued(no_channels_redis, name) == 1, 5, lambda: "never queued")
         lease.release()
-        assert woken.wait(2), woken.error
+        assert woken.wait(5), woken.error  # woken, not at its 10 s refresh
         assert woken.value is not None and woken.value.token > lease.token, woken.error
         woken.value.extend()
         info = holder.inspect(name)
@@ -63,18 +64,19 @@ def test_the_documented_acl_is_enough(no_channels_redis: RedisServer, name: str)
 def test_a_waiter_that_cannot_subscribe_gets_a_clear_error_within_its_timeout(
     no_channels_redis: RedisServer, name: str
 ) -> None:
-    """SUBSCRIBE denied (ACL): neither a raw redis error nor a silent 2 s stall per acquire."""
+    """SUBSCRIBE denied (ACL): neither a raw redis error nor a silent stall per acquire
+    (for the client's timeout, 10 s here)."""
     where = f"127.0.0.1:{no_channels_redis.port}"
     with (
         fencelock.connect(no_channels_redis.url) as holder,
-        fencelock.connect(f"redis://carol:pw@{where}/0") as carol,
+        fencelock.connect(f"redis://carol:pw@{where}/0?timeout=10") as carol,
     ):
         lease = holder.lock(name, ttl=30).acquire(timeout=0)
         for _ in range(2):
             started = clock.now()
             with pytest.raises(fencelock.BackendUnavailable) as caught:
                 carol.lock(name, ttl=30).acquire(timeout=0.3)
-            assert clock.now() - started < 1.5
+            assert clock.now() - started < 5  # not the 10 s its confirmation may take
             message = str(caught.value)
             assert where in message and "ACL" in message, message
             assert "&fencelock:wake:*" in message, message  # says how to fix it
@@ -89,7 +91,7 @@ def test_asyncio_waiter_that_cannot_subscribe_gets_a_clear_error(
 
     async def main() -> list[float]:
         holder = fencelock.aconnect(no_channels_redis.url)
-        carol = fencelock.aconnect(f"redis://carol:pw@{where}/0")
+        carol = fencelock.aconnect(f"redis://carol:pw@{where}/0?timeout=10")
         took = []
         try:
             lease = await holder.lock(name, ttl=30).acquire(timeout=0)
@@ -105,28 +107,64 @@ def test_asyncio_waiter_that_cannot_subscribe_gets_a_clear_error(
             await holder.aclose()
         return took
 
-    assert max(asyncio.run(main())) < 1.5
+    assert max(asyncio.run(main())) < 5  # not the 10 s its confirmation may take
+
+
+def pubsub_clients(server: RedisServer) -> int:
+    """Connections subscribed to a channel (each client's listener has one)."""
+    listed = redis_cli(server.port, "client", "list", "type", "pubsub")
+    return sum(" sub=1 " in line for line in listed.splitlines())
+
+
+def server_ms(server: RedisServer) -> int:
+    seconds, micros = redis_cli(server.port, "time").split()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def last_try_ms(server: RedisServer, name: str) -> int:
+    """When (server ms) the only waiter on ``name`` last asked: its liveness deadline,
+    which each try sets to then plus WAITER_LIVENESS."""
+    from fencelock.backends.redis import scripts
+
+    reply = redis_cli(server.port, "zrange", LockKeys.of(name).alive, "0", "0", "withscores")
+    lines = reply.splitlines()
+    return int(float(lines[1])) - int(scripts.WAITER_LIVENESS * 1000) if len(lines) == 2 else 0
 
 
 def test_a_waiter_is_woken_across_a_pubsub_reconnect(
-    servers: ServerPool, name: str, slow_refresh: None
+    servers: ServerPool, name: str, slow_refresh: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The listener's connection is killed while a waiter waits; a release that lands
     before it has subscribed again must not leave the waiter asleep until its refresh."""
+    from fencelock.backends.redis import listener
+
+    # After a failed read the listener reads (and confirms its subscription) again in
+    # 1 s, not 0.1 s: the release below lands inside that gap, as the test checks.
+    monkeypatch.setattr(listener, "RETRY_AFTER", 1.0)
     server = servers.redis(name="reconnect")
-    with fencelock.connect(server.url) as holder, fencelock.connect(server.url) as other:
+    patient = server.url + "?timeout=5"  # the waiter awaits its listener's return 5 s
+    with fencelock.connect(server.url) as holder, fencelock.connect(patient) as other:
+        subscription = other._backend.listener._state  # type: ignore[attr-defined]
         lease = holder.lock(name, ttl=30).acquire(timeout=0)
-        waiter = Background(lambda: other.lock(name, ttl=30).acquire(timeout=10))
-        wait_until(lambda: queued(server, name) == 1, 5, lambda: "never queued")
-        time.sleep(0.05)
+        waiter = Background(lambda: other.lock(name, ttl=30).acquire(timeout=15))
+        wait_until(
+            lambda: queued(server, name) == 1 and subscription.confirmed,
+            10,
+            lambda: f"never queued and subscribed: {waiter.outcome()}",
+        )
+        killed = server_ms(server)
         assert redis_cli(server.port, "client", "kill", "type", "pubsub") == "1"
-        time.sleep(0.03)  # the waiter has retried; the listener has not subscribed again
+        wait_until(lambda: not subscription.confirmed, 10, lambda: "the kill went unnoticed")
+        # The lost connection wakes the waiter: it asks again, and stays queued.
+        wait_until(lambda: last_try_ms(server, name) >= killed, 10, waiter.outcome)
         released = clock.now()
         lease.release()
-        assert waiter.wait(5), waiter.outcome()
+        assert not subscription.confirmed, "subscribed again before the release: untested"
+        assert waiter.wait(10), waiter.outcome()
         assert waiter.value is not None, waiter.outcome()
         waited = clock.now() - released
         waiter.value.release()
+    # Woken once the listener is back (1 s), not by the waiter's refresh (10 s).
     assert waited < 5, f"woken {waited:.2f}s after the release, by its 10 s refresh"
 
 
@@ -140,6 +178,7 @@ def test_a_forked_childs_waiter_is_woken_by_a_release(
             client.lock(name + "/warm", ttl=30).acquire(timeout=0.05)
         lease.release()
         lease = holder.lock(name, ttl=30).acquire(timeout=0)
+        listeners = pubsub_clients(plain_redis)
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: waits with the inherited client
@@ -152,8 +191,11 @@ def test_a_forked_childs_waiter_is_woken_by_a_release(
             finally:
                 os._exit(code)
         os.close(write)
-        wait_until(lambda: queued(plain_redis, name) == 1, 5, lambda: "child never queued")
-        time.sleep(0.05)
+        wait_until(  # in its wait: queued, and its own listener subscribed
+            lambda: queued(plain_redis, name) == 1 and pubsub_clients(plain_redis) > listeners,
+            10,
+            lambda: "the child never queued and subscribed",
+        )
         released = clock.now()
         lease.release()
         acquired = float(os.read(read, 100) or b"inf")
@@ -163,38 +205,39 @@ def test_a_forked_childs_waiter_is_woken_by_a_release(
     assert acquired - released < 5, f"the child woke {acquired - released:.2f}s after"
 
 
-SLOW = (  # busies the server for 0.4 s
-    "local t = redis.call('TIME') local s = t[1] * 1e6 + t[2] "
-    "repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - s > 400000 return 1"
-)
-
-
 def test_asyncio_acquire_cancelled_mid_request_leaves_no_lease_behind(
-    plain_redis: RedisServer, name: str
+    servers: ServerPool, name: str
 ) -> None:
-    """Cancelled while its acquire script is in flight (here: queued behind a slow script),
+    """Cancelled while its acquire script is in flight (here: held by a paused server),
     the caller never learns whether it got the lease; it must not keep it for its TTL."""
+    server = servers.redis(name="cancelled")
 
     async def main() -> None:
-        client = fencelock.aconnect(plain_redis.url)
+        client = fencelock.aconnect(server.url + "?timeout=10")
         try:
             warm = await client.lock(name + "/warm", ttl=30).acquire(timeout=0)
             await warm.release()  # a connection to send the next acquire on at once
-            busy = Background(lambda: redis_cli(plain_redis.port, "eval", SLOW, "0"))
-            await asyncio.sleep(0.1)  # the server is busy for another 0.3 s
-            task = asyncio.create_task(client.lock(name, ttl=30).acquire(timeout=5))
-            await asyncio.sleep(0.1)
-            task.cancel()
+            server.pause()
+            try:
+                task = asyncio.create_task(client.lock(name, ttl=30).acquire(timeout=5))
+                for _ in range(1000):  # until the acquire reached the server (10 s at most)
+                    if unread_bytes(server.port):
+                        break
+                    await asyncio.sleep(0.01)
+                assert unread_bytes(server.port), "the acquire never reached the server"
+                task.cancel()
+                await asyncio.sleep(0)  # the acquire learns it was cancelled
+            finally:
+                server.resume()  # ... and the server runs the acquire it holds
             with pytest.raises(asyncio.CancelledError):
                 await task
-            assert busy.wait(5), busy.outcome()
-            lease = await client.lock(name, ttl=30).acquire(timeout=1)
+            lease = await client.lock(name, ttl=30).acquire(timeout=5)  # not 30 s
             await lease.release()
         finally:
             await client.aclose()
 
     asyncio.run(main())
-    assert queued(plain_redis, name) == 0
+    assert queued(server, name) == 0
 
 
 def test_an_acquire_that_timed_out_leaves_no_lease_once_the_server_answers(

@@ -63,6 +63,7 @@ def test_a_short_call_finishes_while_a_long_one_runs_the_loop(shared: SharedLoop
 def test_a_waiting_caller_takes_the_loop_over_when_the_runner_leaves(shared: SharedLoop) -> None:
     entered = threading.Event()
     go_on = threading.Event()
+    left = threading.Event()
 
     async def brief() -> str:
         entered.set()
@@ -71,11 +72,17 @@ def test_a_waiting_caller_takes_the_loop_over_when_the_runner_leaves(shared: Sha
 
     async def slow() -> str:
         go_on.set()
-        await asyncio.sleep(0.05)  # outlives brief(): this thread must run the loop itself
+        # Outlives brief(): done only once the runner has left, so this thread must
+        # run the loop itself.
+        await asyncio.to_thread(left.wait, JOIN)
         return "slow"
 
+    def run_brief() -> None:
+        results.update(brief=shared.run(brief()))
+        left.set()
+
     results: dict[str, str] = {}
-    runner = threading.Thread(target=lambda: results.update(brief=shared.run(brief())))
+    runner = threading.Thread(target=run_brief)
     runner.start()
     assert entered.wait(JOIN)
     results["slow"] = shared.run(slow())
@@ -156,33 +163,45 @@ def test_an_interrupted_call_does_not_go_on_in_a_later_call(shared: SharedLoop) 
     assert cancelled.is_set()
 
 
-def test_an_interrupted_waiting_caller_stops_its_coroutine(shared: SharedLoop) -> None:
+def test_an_interrupted_waiting_caller_stops_its_coroutine(
+    shared: SharedLoop, ctrl_c_raises: None
+) -> None:
     """The same for a caller whose coroutine another thread's loop was running."""
     import signal
 
-    started = threading.Event()
-    finished = threading.Event()
+    running, started = threading.Event(), threading.Event()
+    finished, cancelled = threading.Event(), threading.Event()
     release = threading.Event()
 
     async def long() -> None:
+        running.set()
         await asyncio.to_thread(release.wait, JOIN)
 
     async def work() -> None:
         started.set()
-        await asyncio.sleep(0.2)
+        try:
+            await asyncio.sleep(JOIN)  # the runner's loop would go on running it
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
         finished.set()
 
     runner = threading.Thread(target=lambda: shared.run(long()))
     runner.start()
+    assert running.wait(JOIN)  # another thread's call is running the loop
     main = threading.main_thread().ident
     assert main is not None
-    kicker = threading.Timer(0.05, lambda: signal.pthread_kill(main, signal.SIGINT))
+
+    def kick() -> None:  # Ctrl-C once work() runs on that loop
+        if started.wait(JOIN):
+            signal.pthread_kill(main, signal.SIGINT)
+
+    kicker = threading.Thread(target=kick)
     kicker.start()
     try:
         with pytest.raises(KeyboardInterrupt):
             shared.run(work())  # joins the running loop, then Ctrl-C
-        assert started.wait(JOIN)
-        time.sleep(0.3)  # the runner's loop is still going: work() would finish meanwhile
+        assert cancelled.wait(JOIN), "work() went on running after the interrupt"
         assert not finished.is_set()
     finally:
         release.set()
