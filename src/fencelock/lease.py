@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from fencelock import clock
 from fencelock.engine import timing, trust
 from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transition
+from fencelock.engine.outcomes import RenewedAsOf
 from fencelock.engine.renewal import Outcome
+from fencelock.engine.session import Session, SessionNews
 from fencelock.errors import FencelockError, LeaseLost
 
 if TYPE_CHECKING:
@@ -73,6 +75,7 @@ class LeaseTerms:
     trusted_until: float
     max_hold: float | None = None  # seconds from the acquire request: never trusted past it
     hold_until: float = math.inf
+    session: Session | None = None  # the backend session it is held in, if shared
 
 
 class LeaseBase:
@@ -97,6 +100,9 @@ class LeaseBase:
         self._callbacks: list[Callable[[], object]] = []  # on_lost's, bound to this lease
         self._lost_event: threading.Event | None = None  # made by lost_event
         self._inherited = False  # a forked child's copy of its parent's lease
+        self._stop_listening = (
+            None if terms.session is None else terms.session.listen(self._session_news)
+        )
 
     def __repr__(self) -> str:
         return (
@@ -172,6 +178,11 @@ class LeaseBase:
             if newly_lost:
                 self.lost_reason = reason or event.value
                 callbacks, self._callbacks = self._callbacks, []
+            stop_listening = None
+            if not is_live(self._state):  # ended: its session has nothing more to say
+                stop_listening, self._stop_listening = self._stop_listening, None
+        if stop_listening is not None:
+            stop_listening()
         if newly_lost:
             log.warning(
                 "fencelock: lease on %r (token %d) lost: %s",
@@ -190,16 +201,24 @@ class LeaseBase:
             how += f" (last renewal failed: {self._last_failure})"
         self._apply(LeaseEvent.SAFE_TIME_PASSED, how)
 
+    def _session_news(self, news: SessionNews, reason: str) -> None:
+        """What the backend's session reports: suspended (at risk) or ended (lost)."""
+        if news is SessionNews.ENDED:
+            self._apply(LeaseEvent.SESSION_ENDED, reason)
+        else:
+            self._apply(LeaseEvent.RENEW_FAILED, reason)
+
     def _settle(self, started: float, ttl: float, outcome: Outcome) -> None:
         """Record what a renew or extend request sent at ``started`` came to.
 
         The only place the trusted time moves; called with one request in flight.
         """
-        if outcome is True:
+        if outcome is True or isinstance(outcome, RenewedAsOf):
+            since = started if outcome is True else min(started, outcome.at)
             with self._guard:
                 if is_live(self._state):
                     self.ttl = ttl
-                    self._trust = trust.granted(self._trust, started, ttl)
+                    self._trust = trust.granted(self._trust, since, ttl)
                     self.trusted_until = self._trust.until
             self._apply(LeaseEvent.RENEWED)
         elif outcome is False:
@@ -227,6 +246,7 @@ class LeaseBase:
         self._guard = threading.Lock()  # a parent thread may have held it
         self._callbacks, self._inherited = [], True
         self._lost_event = None
+        self._stop_listening = None  # the parent's session: its backend starts afresh
         if is_live(self._state):
             self._state = transition(self._state, LeaseEvent.FORKED)
             self.lost_reason = (

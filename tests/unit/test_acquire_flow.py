@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from fencelock.engine.acquire import (
     MAX_BACKOFF,
+    NOTICE_LIVENESS,
     GaveUp,
     Granted,
     Tried,
@@ -88,3 +89,16 @@ def test_unknown_ttl_backs_off_exponentially_to_a_cap() -> None:
     _, waits, _ = simulate(30, None, [Busy(None)] * 12 + [Acquired(1)])
     assert waits == sorted(waits) and waits[-1] <= MAX_BACKOFF
     assert waits[1] > waits[0]
+
+
+def test_a_queued_waiter_waits_for_its_notice_not_on_a_timer() -> None:
+    _, waits, _ = simulate(30, None, [Busy(notified=True)] * 3 + [Acquired(1)])
+    assert waits == [NOTICE_LIVENESS] * 3
+
+
+@given(st.floats(0, 10))
+def test_a_queued_waiter_still_gives_up_at_its_deadline(timeout: float) -> None:
+    outcome, waits, end = simulate(30, timeout, [Busy(notified=True)] * 100)
+    assert isinstance(outcome, GaveUp)
+    assert all(w <= NOTICE_LIVENESS for w in waits)
+    assert end <= 100.0 + timeout + 0.002

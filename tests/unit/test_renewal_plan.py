@@ -117,3 +117,13 @@ def check_one_entry_each(puts: list[tuple[int, float, bool]]) -> None:
     assert sorted(leases.index(lease) for lease in popped) == sorted(expected)
     dues = [expected[leases.index(lease)] for lease in popped]
     assert dues == sorted(dues)
+
+
+def test_a_renewal_granted_as_of_a_shared_keepalive_follows_that_keepalive() -> None:
+    lease = FakeLease()
+    # granted as of 7.0 (the session's keepalive), asked at 10.0: due a third on from 7.0
+    as_of = renewal.RenewedAsOf(7.0)
+    assert renewal.after_renewal(lease, 10.0, as_of, 10.5) == renewal.Next(17.0)
+    # a keepalive so old its third has passed: looked at again soon, never in a loop
+    stale = renewal.after_renewal(lease, 10.0, renewal.RenewedAsOf(-5.0), 10.5)
+    assert stale == renewal.Next(10.5 + renewal.MIN_RETRY)

@@ -4,6 +4,26 @@ An acquisition is an :class:`Attempt`: the backend may keep state in it (a queue
 entry, a watch revision, a doorbell socket), ``wait`` belongs to it, and
 ``close`` removes whatever it left behind. Backends raise only fencelock errors;
 driver exceptions are translated here, at the boundary, with the cause chained.
+
+What the contract says for backends whose queue entry *is* the lock (etcd's key,
+ZooKeeper's sequential node) and whose leases live in a shared session:
+
+- **The handle is the owner.** Every acquisition has its own owner value (20
+  random bytes); ``release``/``renew`` name it, and a backend keeps whatever else
+  it needs of a held lease (its key, its node path, its session) under it from the
+  moment ``try_acquire`` returns :class:`Acquired`.
+- **``close()`` after success** closes the attempt, not the lease: what the holder
+  holds stays until ``release``; only a waiter's leftovers (a queue entry never
+  granted, a watch) go.
+- **Waiting for the predecessor.** ``Busy(notified=True)``: the attempt is in the
+  queue and ``wait`` returns when its predecessor leaves; the acquire loop calls
+  ``wait`` again and again without a timer of its own (only a long liveness bound).
+- **One session, many leases.** ``Acquired(session=...)`` names the
+  :class:`~fencelock.engine.session.Session` the lease is held in; the backend
+  reports through it a suspension (at risk) or the end (lost) to all its leases at
+  once. ``renew`` may answer :class:`RenewedAsOf` (the time of the session's
+  keepalive that covers the lease) instead of sending a request per lease, so a
+  thousand leases cost one keepalive per third of their TTL.
 """
 
 from __future__ import annotations
@@ -11,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from fencelock.engine.outcomes import Acquired, AttemptResult, Busy
+from fencelock.engine.outcomes import Acquired, AttemptResult, Busy, RenewedAsOf
 
 __all__ = [
     "Acquired",
@@ -22,6 +42,7 @@ __all__ = [
     "Backend",
     "Busy",
     "LockInfo",
+    "RenewedAsOf",
 ]
 
 
@@ -62,8 +83,10 @@ class Backend(Protocol):
     def release(self, name: str, owner: str) -> bool:
         """Compare-and-delete; False if ``owner`` no longer held the lease."""
 
-    def renew(self, name: str, owner: str, ttl: float) -> bool:
-        """Compare-and-extend to ``ttl`` from now; False if ``owner`` no longer holds it."""
+    def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
+        """Compare-and-extend to ``ttl`` from now; False if ``owner`` no longer holds it.
+
+        A session backend may answer :class:`RenewedAsOf` instead (see above)."""
 
     def inspect(self, name: str) -> LockInfo | None:
         """The lock's holder, last token and remaining TTL; None if never used."""
@@ -93,7 +116,7 @@ class AsyncBackend(Protocol):
 
     async def release(self, name: str, owner: str) -> bool: ...
 
-    async def renew(self, name: str, owner: str, ttl: float) -> bool: ...
+    async def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf: ...
 
     async def inspect(self, name: str) -> LockInfo | None: ...
 

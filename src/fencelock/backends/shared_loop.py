@@ -15,7 +15,13 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
 from fencelock import forking
-from fencelock.backends.base import AsyncAttempt, AsyncBackend, AttemptResult, LockInfo
+from fencelock.backends.base import (
+    AsyncAttempt,
+    AsyncBackend,
+    AttemptResult,
+    LockInfo,
+    RenewedAsOf,
+)
 from fencelock.errors import BackendUnavailable
 
 T = TypeVar("T")
@@ -269,7 +275,7 @@ class SharedLoopBackend:
         inner = self._backend()
         return self._loop.run(inner.release(name, owner))
 
-    def renew(self, name: str, owner: str, ttl: float) -> bool:
+    def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
         inner = self._backend()
         return self._loop.run(inner.renew(name, owner, ttl))
 

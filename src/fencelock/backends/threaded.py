@@ -20,7 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from fencelock import forking
-from fencelock.backends.base import Acquired, Attempt, AttemptResult, Backend, LockInfo
+from fencelock.backends.base import Acquired, Attempt, AttemptResult, Backend, LockInfo, RenewedAsOf
 from fencelock.errors import FencelockError
 
 T = TypeVar("T")
@@ -148,7 +148,7 @@ class ThreadedAsyncBackend:
             self._pools.ops, functools.partial(self.sync.release, name, owner)
         )
 
-    async def renew(self, name: str, owner: str, ttl: float) -> bool:
+    async def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
         return await self._pools.run(
             self._pools.ops, functools.partial(self.sync.renew, name, owner, ttl)
         )

@@ -12,6 +12,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 from fencelock.engine.outcomes import Acquired, AttemptResult, Busy
+from fencelock.engine.session import Session
 from fencelock.engine.timing import trusted_until
 
 # When the holder's remaining TTL is unknown, waits back off between these bounds.
@@ -19,6 +20,9 @@ MIN_BACKOFF = 0.005
 MAX_BACKOFF = 0.5
 # Waiters woken by an expiry spread over this window so they do not all collide.
 EXPIRY_JITTER = 0.005
+# A queued waiter (``Busy(notified=True)``) looks again after this long without a
+# notice: a bound against a lost notification, not a polling interval.
+NOTICE_LIVENESS = 5.0
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ class Granted:
     started: float
     trusted_until: float
     owner: str | None = None
+    session: Session | None = None
 
 
 @dataclass(frozen=True)
@@ -81,7 +86,8 @@ def acquire_flow(
         attempts += 1
         if isinstance(tried.result, Acquired):
             granted_until = trusted_until(tried.started, ttl)
-            return Granted(tried.result.token, tried.started, granted_until, tried.result.owner)
+            result = tried.result
+            return Granted(result.token, tried.started, granted_until, result.owner, result.session)
         remaining = None if deadline is None else deadline - tried.finished
         if remaining is not None and remaining <= 0:
             return GaveUp(tried.finished - now, attempts)
@@ -94,9 +100,12 @@ def acquire_flow(
 def next_wait(busy: Busy, backoff: float, random: Callable[[], float]) -> tuple[float, float]:
     """How long to wait after ``busy``, and the backoff to use next time.
 
-    With a known holder TTL we wait exactly until it runs out (a release wakes
-    us earlier); without one, exponential backoff with full jitter.
+    A queued waiter waits for its notice; with a known holder TTL we wait exactly
+    until it runs out (a release wakes us earlier); without one, exponential
+    backoff with full jitter.
     """
+    if busy.notified:
+        return NOTICE_LIVENESS, MIN_BACKOFF
     if busy.retry_after is not None:
         return max(busy.retry_after, 0.0) + EXPIRY_JITTER * random(), MIN_BACKOFF
     pause = backoff * (0.5 + random() / 2)

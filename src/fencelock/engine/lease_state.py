@@ -2,8 +2,9 @@
 
 HELD      the lease is ours and was renewed in time
 AT_RISK   a renewal failed (server unreachable); still inside the safe time
-LOST      the safe time passed, or the server says another owner has it, or this is
-          a forked child's copy of its parent's lease
+LOST      the safe time passed, or the server says another owner has it, or its
+          session ended (expired, revoked), or this is a forked child's copy of
+          its parent's lease
 RELEASED  we gave it back
 """
 
@@ -26,6 +27,7 @@ class LeaseEvent(Enum):
     SAFE_TIME_PASSED = "safe time passed"
     RELEASED = "released"
     FORKED = "copied into a forked child"
+    SESSION_ENDED = "its session ended"
 
 
 _S, _E = LeaseState, LeaseEvent
@@ -36,6 +38,7 @@ _LIVE = {
     _E.SAFE_TIME_PASSED: _S.LOST,
     _E.RELEASED: _S.RELEASED,
     _E.FORKED: _S.LOST,
+    _E.SESSION_ENDED: _S.LOST,
 }
 TRANSITIONS: dict[LeaseState, dict[LeaseEvent, LeaseState]] = {
     _S.HELD: _LIVE,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from fencelock.engine.lease_state import LeaseState, is_live
+from fencelock.engine.outcomes import RenewedAsOf
 from fencelock.errors import FencelockError
 
 # A failed renewal is retried this often (as a fraction of the TTL) ...
@@ -27,9 +28,10 @@ MIN_RETRY = 0.02
 # client that takes and releases one lease at a time would wake it on every acquire.
 IDLE_TICK = 1.0
 
-# What a renew or extend request came to: True (granted), False (another owner has
-# it), or the error that left its outcome unknown.
-Outcome = bool | FencelockError
+# What a renew or extend request came to: True (granted from when it was sent),
+# RenewedAsOf (granted from an earlier time: a shared session's keepalive), False
+# (another owner has it), or the error that left its outcome unknown.
+Outcome = bool | RenewedAsOf | FencelockError
 
 
 class Renewable(Protocol):
@@ -119,6 +121,9 @@ def after_renewal(lease: Renewable, started: float, outcome: Outcome | None, now
         return Next(None)
     if outcome is True:
         return Next(next_check(started, lease.ttl, lease.trusted_until, lease.renews))
+    if isinstance(outcome, RenewedAsOf):  # in step with the session's keepalives
+        due = next_check(outcome.at, lease.ttl, lease.trusted_until, lease.renews)
+        return Next(max(due, now + MIN_RETRY))
     return Next(retry_at(now, lease.ttl, lease.trusted_until))
 
 

@@ -140,6 +140,7 @@ class _LockBase(Generic[B, L]):
             outcome.trusted_until,
             self.max_hold,
             math.inf if self.max_hold is None else outcome.started + self.max_hold,
+            outcome.session,
         )
 
     def _hold(self, lease: L, holder: object) -> L:
