@@ -21,9 +21,11 @@ _FAMILIES = {
     "rediss": "redis",
     "redlock": "redlock",
     "redlocks": "redlock",
+    "etcd": "etcd",
+    "etcds": "etcd",
 }
 # family -> the extra that installs its driver
-_EXTRAS = {"redis": "redis", "redlock": "redis"}
+_EXTRAS = {"redis": "redis", "redlock": "redis", "etcd": "etcd"}
 
 SCHEMES = tuple(sorted(_FAMILIES))
 

@@ -77,8 +77,13 @@ class Backend(Protocol):
     url: str
     supports_fair: bool
 
-    def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> Attempt:
-        """Start an acquisition of ``name`` by ``owner`` (no I/O yet); FIFO if ``fair``."""
+    def attempt(
+        self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
+    ) -> Attempt:
+        """Start an acquisition of ``name`` by ``owner`` (no I/O yet); FIFO if ``fair``.
+
+        ``renewed=False``: the lease will never be renewed, so it must end on the
+        server by its TTL even while other leases of this client are kept alive."""
 
     def release(self, name: str, owner: str) -> bool:
         """Compare-and-delete; False if ``owner`` no longer held the lease."""
@@ -112,7 +117,9 @@ class AsyncBackend(Protocol):
     async def open(self) -> None:
         """Check the server answers (``async with aconnect()`` calls it); else raise."""
 
-    def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> AsyncAttempt: ...
+    def attempt(
+        self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
+    ) -> AsyncAttempt: ...
 
     async def release(self, name: str, owner: str) -> bool: ...
 

@@ -159,7 +159,9 @@ class MemoryBackend:
             )
         return self._store
 
-    def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> MemoryAttempt:
+    def attempt(
+        self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
+    ) -> MemoryAttempt:
         return MemoryAttempt(self._here(), name, owner, ttl, starvation_bound(fair))
 
     def release(self, name: str, owner: str) -> bool:

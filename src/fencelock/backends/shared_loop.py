@@ -268,8 +268,12 @@ class SharedLoopBackend:
         forking.abandon(self._loop, self._inner)
         self._loop, self._inner, self._making = SharedLoop(), None, threading.Lock()
 
-    def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> SharedLoopAttempt:
-        return SharedLoopAttempt(self._backend().attempt(name, owner, ttl, fair), self._loop)
+    def attempt(
+        self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
+    ) -> SharedLoopAttempt:
+        return SharedLoopAttempt(
+            self._backend().attempt(name, owner, ttl, fair, renewed), self._loop
+        )
 
     def release(self, name: str, owner: str) -> bool:
         inner = self._backend()

@@ -136,11 +136,11 @@ class ThreadedAsyncBackend:
         """The blocking backend connected when it was made."""
 
     def attempt(
-        self, name: str, owner: str, ttl: float, fair: bool = False
+        self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
     ) -> ThreadedAsyncAttempt:
         release = functools.partial(self.sync.release, name)
         return ThreadedAsyncAttempt(
-            self.sync.attempt(name, owner, ttl, fair), self._pools, owner, release
+            self.sync.attempt(name, owner, ttl, fair, renewed), self._pools, owner, release
         )
 
     async def release(self, name: str, owner: str) -> bool:

@@ -85,8 +85,9 @@ def acquire_flow(
         assert isinstance(tried, Tried)
         attempts += 1
         if isinstance(tried.result, Acquired):
-            granted_until = trusted_until(tried.started, ttl)
             result = tried.result
+            since = tried.started if result.as_of is None else min(tried.started, result.as_of)
+            granted_until = trusted_until(since, ttl)
             return Granted(result.token, tried.started, granted_until, result.owner, result.session)
         remaining = None if deadline is None else deadline - tried.finished
         if remaining is not None and remaining <= 0:

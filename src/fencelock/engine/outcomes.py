@@ -15,11 +15,14 @@ class Acquired:
     the attempt began with (Redlock uses a fresh one per try). ``session`` is set by
     a backend whose leases live in a session shared by many (etcd's lease, ZooKeeper's
     session): the session pushes its loss into every lease held in it at once.
+    ``as_of``: the server's grant counts from this clock reading, taken before the
+    try (the shared session's last keepalive), not from when the try was sent.
     """
 
     token: int
     owner: str | None = None
     session: Session | None = None
+    as_of: float | None = None
 
 
 @dataclass(frozen=True)

@@ -207,7 +207,7 @@ class Lock(_LockBase[Backend, Lease]):
         """
         holder = this_thread()
         owner, flow = self._start(holder, timeout)
-        attempt = self._backend.attempt(self.name, owner, self.ttl, self.fair)
+        attempt = self._backend.attempt(self.name, owner, self.ttl, self.fair, self.renew)
         try:
             outcome = drive(flow, attempt)
         finally:
@@ -264,7 +264,7 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
         """Take the lock; same contract as :meth:`Lock.acquire` (per task, not thread)."""
         holder = this_task()
         owner, flow = self._start(holder, timeout)
-        attempt = self._backend.attempt(self.name, owner, self.ttl, self.fair)
+        attempt = self._backend.attempt(self.name, owner, self.ttl, self.fair, self.renew)
         try:
             outcome = await adrive(flow, attempt)
         finally:

@@ -58,7 +58,9 @@ class AsyncRedisBackend(RedisServer):
         except DRIVER_ERRORS as exc:
             raise translate(exc, self.where, self.options.tls) from exc
 
-    def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> AsyncRedisAttempt:
+    def attempt(
+        self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
+    ) -> AsyncRedisAttempt:
         return AsyncRedisAttempt(self, name, owner, ttl, fair)
 
     async def acquire(self, command: Command, keys: LockKeys, owner: str) -> AttemptResult:

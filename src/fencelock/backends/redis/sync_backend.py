@@ -60,7 +60,9 @@ class RedisBackend(RedisServer):
         except DRIVER_ERRORS as exc:
             raise translate(exc, self.where, self.options.tls) from exc
 
-    def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> RedisAttempt:
+    def attempt(
+        self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
+    ) -> RedisAttempt:
         return RedisAttempt(self, name, owner, ttl, fair)
 
     def acquire(self, command: Command, keys: LockKeys, owner: str) -> AttemptResult:

@@ -173,7 +173,9 @@ class AsyncRedlockBackend:
     async def open(self) -> None:
         """Nodes are dialled on first use: Redlock works on with a minority of them down."""
 
-    def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> RedlockAttempt:
+    def attempt(
+        self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
+    ) -> RedlockAttempt:
         return RedlockAttempt(self, name, owner, ttl)
 
     async def take(self, keys: LockKeys, owner: str, ttl: float) -> AttemptResult:

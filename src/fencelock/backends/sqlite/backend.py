@@ -283,7 +283,9 @@ class SQLiteBackend:
                 f"SQLite database {os.path.abspath(self.path)!r} failed: {exc}"
             ) from exc
 
-    def attempt(self, name: str, owner: str, ttl: float, fair: bool = False) -> SQLiteAttempt:
+    def attempt(
+        self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
+    ) -> SQLiteAttempt:
         return SQLiteAttempt(self, name, owner, ttl, starvation_bound(fair))
 
     def take(

@@ -1,0 +1,289 @@
+"""``etcd://``: etcd's own lock recipe (``concurrency.Mutex``) over its JSON gateway.
+
+A contender puts ``<prefix><NAME>/<lease id in hex>`` with its session's etcd
+lease, in one transaction that also reads the queue's head; the key with the
+lowest create revision holds the lock and that revision is the fencing token. A
+waiter watches only its predecessor's key, from the revision its look was made
+at, so a delete that happens in between is still seen. With ``?prefix=`` the keys
+are exactly those of ``etcdctl lock NAME`` and Go's ``concurrency.Mutex``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from dataclasses import dataclass
+
+from fencelock import clock, forking
+from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo, RenewedAsOf
+from fencelock.backends.etcd import gateway
+from fencelock.backends.etcd.http import Gateway, LeaseNotFound
+from fencelock.backends.etcd.options import etcd_options
+from fencelock.backends.etcd.session import FRESH_FRACTION, EtcdSession, SessionEnded
+from fencelock.engine.urls import ParsedURL
+from fencelock.errors import ConfigError, FencelockError
+
+# Where the last token of a lock nobody holds is kept (apart from every lock's queue).
+RECORDS = b"\x00fencelock/last/"
+
+
+@dataclass(frozen=True)
+class _Held:
+    name: str
+    key: bytes
+    revision: int
+    session: EtcdSession
+    own_session: bool  # a lease that is not renewed has an etcd lease of its own
+
+
+def session_ttl(ttl: float) -> int:
+    """etcd leases last whole seconds: at least the TTL asked (the client trusts only that)."""
+    return max(1, math.ceil(ttl))
+
+
+class AsyncEtcdBackend:
+    """The asyncio etcd backend; the sync one runs it on a shared loop."""
+
+    supports_fair = True  # the queue is FIFO by create revision, fair or not
+
+    def __init__(self, parsed: ParsedURL) -> None:
+        self.options = etcd_options(parsed)
+        self.url = parsed.redacted
+        self._gateway = Gateway(self.options, self.url)
+        self._start_afresh()
+        forking.register(self)
+
+    def _start_afresh(self) -> None:
+        self._sessions: dict[int, EtcdSession] = {}  # shared, by TTL in seconds
+        self._granting: dict[int, asyncio.Task[EtcdSession]] = {}
+        self._held: dict[str, _Held] = {}  # by owner: the handle of each held lease
+        self._keys: set[bytes] = set()  # keys of this client's contenders
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: the parent's sessions and connections stay the parent's."""
+        self._gateway.forget()
+        self._start_afresh()
+
+    def queue(self, name: str) -> bytes:
+        return f"{self.options.prefix}{name}/".encode()
+
+    async def open(self) -> None:
+        await self._gateway.check_version()
+
+    def attempt(
+        self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
+    ) -> EtcdAttempt:
+        return EtcdAttempt(self, name, owner, ttl, renewed)
+
+    async def session(self, ttl: int, shared: bool) -> EtcdSession:
+        """This client's live session of ``ttl`` seconds, or a lease of its own."""
+        if not shared:
+            return await EtcdSession.grant(self._gateway, ttl)
+        current = self._sessions.get(ttl)
+        if current is not None and not current.ended:
+            return current
+        granting = self._granting.get(ttl)
+        if granting is None or granting.done():
+            granting = asyncio.get_running_loop().create_task(EtcdSession.grant(self._gateway, ttl))
+            self._granting[ttl] = granting
+        fresh = await asyncio.shield(granting)
+        self._sessions[ttl] = fresh
+        return fresh
+
+    def claim_key(self, name: str, session: EtcdSession, owner: str) -> bytes:
+        """The contender's key: etcd's ``NAME/<lease hex>``, unless this client already
+        contends for ``name`` in the same session (then a suffix keeps them apart)."""
+        key = self.queue(name) + f"{session.lease_id:x}".encode()
+        if key in self._keys:
+            key += f".{owner[:12]}".encode()
+        self._keys.add(key)
+        return key
+
+    def unclaim(self, key: bytes) -> None:
+        self._keys.discard(key)
+
+    def hold(self, owner: str, held: _Held) -> None:
+        self._held[owner] = held
+
+    async def call(self, path: str, body: gateway.Body) -> gateway.Reply:
+        return await self._gateway.call(path, body)
+
+    async def watch_delete(self, key: bytes, start_revision: int) -> None:
+        """Return once ``key`` is deleted at or after ``start_revision`` (or the watch
+        ended in a way only a fresh look can tell)."""
+        async for message in self._gateway.stream(
+            "watch", gateway.watch_create(key, start_revision)
+        ):
+            if gateway.deleted(message):
+                return
+
+    async def release(self, name: str, owner: str) -> bool:
+        held = self._held.pop(owner, None)
+        if held is None or held.name != name:
+            return False
+        record = (RECORDS + self.queue(name), str(held.revision).encode())
+        try:
+            reply = await self.call(
+                "kv/txn", gateway.delete_if_value_txn(held.key, owner.encode(), record)
+            )
+        finally:
+            self.unclaim(held.key)
+        if held.own_session:
+            with contextlib.suppress(FencelockError):
+                await held.session.revoke()
+        return bool(reply.get("succeeded"))
+
+    async def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
+        held = self._held.get(owner)
+        if held is None or held.name != name:
+            return False
+        if ttl > held.session.ttl:
+            raise ConfigError(
+                f"an etcd lease held with a {held.session.ttl}s session cannot be extended "
+                f"to {ttl:g}s; take the lock with the longer ttl instead"
+            )
+        try:
+            return RenewedAsOf(await held.session.fresh())
+        except SessionEnded:
+            return False
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        queue = self.queue(name)
+        contenders = gateway.key_values(await self.call("kv/range", gateway.range_request(queue)))
+        if contenders:
+            return await self._info(name, contenders[0], len(contenders) - 1)
+        records = await self.call("kv/range", {"key": gateway.b64(RECORDS + queue)})
+        last = gateway.key_values(records)
+        if not last:
+            return None
+        return LockInfo(name, None, int(last[0].value or b"0"), None, 0)
+
+    async def _info(self, name: str, head: gateway.KeyValue, waiters: int) -> LockInfo:
+        owner = head.value.decode() or head.key.rsplit(b"/", 1)[-1].decode()  # etcdctl's: ""
+        remaining: float | None = None
+        if head.lease:
+            alive = await self.call("lease/timetolive", {"ID": str(head.lease)})
+            remaining = max(float(gateway.integer(alive, "TTL")), 0.0)
+        return LockInfo(name, owner, head.create_revision, remaining, waiters)
+
+    async def list(self, prefix: str) -> list[LockInfo]:
+        under = f"{self.options.prefix}{prefix}".encode()
+        everything = gateway.key_values(await self.call("kv/range", gateway.range_request(under)))
+        queues: dict[bytes, list[gateway.KeyValue]] = {}
+        for kv in everything:
+            if kv.key.startswith(b"\x00") or b"/" not in kv.key[len(self.options.prefix) :]:
+                continue
+            queues.setdefault(kv.key.rsplit(b"/", 1)[0], []).append(kv)
+        start = len(self.options.prefix)
+        return [
+            LockInfo(
+                queue[start:].decode(),
+                kvs[0].value.decode() or kvs[0].key.rsplit(b"/", 1)[-1].decode(),
+                kvs[0].create_revision,
+                None,
+                len(kvs) - 1,
+            )
+            for queue, kvs in sorted(queues.items())
+        ]
+
+    async def close(self) -> None:
+        sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            with contextlib.suppress(FencelockError):
+                await session.revoke()
+        await self._gateway.close()
+
+
+class EtcdAttempt:
+    """One contender: its key, once put, and its place in the queue."""
+
+    def __init__(
+        self, backend: AsyncEtcdBackend, name: str, owner: str, ttl: float, renewed: bool
+    ) -> None:
+        self._backend, self._name, self._owner = backend, name, owner
+        self._ttl, self._shared = session_ttl(ttl), renewed
+        self._session: EtcdSession | None = None
+        self._key: bytes | None = None
+        self._revision = 0  # our key's create revision, once put
+        self._acquired = False
+
+    async def try_acquire(self) -> AttemptResult:
+        for _ in range(3):  # a session that ended under us is replaced, and the key put again
+            try:
+                return await self._try()
+            except (SessionEnded, LeaseNotFound):
+                self._forget_session()
+        raise SessionEnded(f"etcd leases for {self._name!r} kept ending as they were granted")
+
+    async def _try(self) -> AttemptResult:
+        if self._session is None or self._session.ended:
+            self._session = await self._backend.session(self._ttl, self._shared)
+            self._key = self._backend.claim_key(self._name, self._session, self._owner)
+        session, key = self._session, self._key
+        assert key is not None
+        as_of = await session.fresh()
+        reply = await self._backend.call(
+            "kv/txn",
+            gateway.enqueue_txn(
+                key, self._owner.encode(), session.lease_id, self._backend.queue(self._name)
+            ),
+        )
+        where = gateway.read_enqueued(reply)
+        if where.my_revision == 0:  # our key went with its lease
+            session.end("expired before the lock was taken")
+            raise SessionEnded("the session's lease expired")
+        self._revision = where.my_revision
+        if where.head is not None and where.head.create_revision != where.my_revision:
+            return Busy(notified=True)
+        self._acquired = True
+        self._backend.hold(
+            self._owner, _Held(self._name, key, where.my_revision, session, not self._shared)
+        )
+        return Acquired(where.my_revision, session=session.news, as_of=as_of)
+
+    def _forget_session(self) -> None:
+        if self._key is not None:
+            self._backend.unclaim(self._key)
+        self._session, self._key, self._revision = None, None, 0
+
+    async def wait(self, timeout: float) -> None:
+        """Until our predecessor's key is deleted (or ``timeout``), keeping the session
+        alive meanwhile; returns at once if we have no predecessor."""
+        session = self._session
+        if session is None or self._revision == 0:
+            return
+        deadline = clock.now() + timeout
+        before = gateway.range_request(self._backend.queue(self._name), last_before=self._revision)
+        reply = await self._backend.call("kv/range", before)
+        predecessors = gateway.key_values(reply)
+        if not predecessors:
+            return
+        watch = self._backend.watch_delete(predecessors[0].key, gateway.revision(reply) + 1)
+        watching = asyncio.ensure_future(watch)
+        try:
+            while (left := deadline - clock.now()) > 0:
+                step = min(left, session.ttl * FRESH_FRACTION)
+                done, _ = await asyncio.wait({watching}, timeout=step)
+                if done:
+                    watching.result()
+                    return
+                await session.fresh()  # a waiter's key lives as long as its session
+        finally:
+            watching.cancel()
+            with contextlib.suppress(BaseException):
+                await watching
+
+    async def close(self) -> None:
+        """After success the key is the lock and stays; a waiter's key goes."""
+        if self._acquired or self._key is None or self._session is None:
+            return
+        key, session = self._key, self._session
+        self._forget_session()
+        if self._shared:
+            await self._backend.call(
+                "kv/txn", gateway.delete_if_value_txn(key, self._owner.encode(), None)
+            )
+        else:
+            with contextlib.suppress(FencelockError):
+                await session.revoke()

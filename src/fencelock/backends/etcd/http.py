@@ -1,0 +1,201 @@
+"""Talking to etcd's JSON gateway with httpx: endpoints in turn, credentials, errors.
+
+The one place where an httpx or etcd failure becomes a fencelock error. A request
+moves on to the next endpoint only when it was never sent (the connection failed)
+or the member said it has no leader; a request whose answer was lost is not sent
+again here (its outcome is unknown: the caller decides).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from fencelock import clock
+from fencelock.backends.etcd.gateway import Body, Reply
+from fencelock.backends.etcd.options import EtcdOptions
+from fencelock.errors import BackendUnavailable, ConfigError, FencelockError
+
+# gRPC status codes etcd puts in its error replies
+UNAVAILABLE, UNAUTHENTICATED, INVALID_ARGUMENT, FAILED_PRECONDITION = 14, 16, 3, 9
+_TRANSIENT = ("no leader", "leader changed", "timed out", "too many requests")
+MIN_VERSION = (3, 4)
+
+
+class EtcdRefused(FencelockError):
+    """etcd answered the request with an error (``code``, ``message``)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+class LeaseNotFound(EtcdRefused):
+    """The etcd lease named in the request expired or was revoked."""
+
+
+class Gateway:
+    """One httpx client over all of a URL's endpoints; the current one is used first."""
+
+    def __init__(self, options: EtcdOptions, shown_url: str) -> None:
+        self.options, self._shown = options, shown_url
+        self._current = 0
+        self._token: str | None = None
+        self._http: httpx.AsyncClient | None = None
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient(
+                verify=self.options.ssl_context(),
+                timeout=httpx.Timeout(self.options.timeout, connect=self.options.connect_timeout),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
+                trust_env=False,
+            )
+        return self._http
+
+    async def close(self) -> None:
+        if self._http is not None:
+            http, self._http = self._http, None
+            await http.aclose()
+
+    def forget(self) -> None:
+        """In a forked child: the parent's connections are not ours to use or close."""
+        self._http, self._token = None, None
+
+    async def check_version(self) -> None:
+        """Raise unless some endpoint answers and serves the v3 API (etcd 3.4 or later)."""
+        reply = await self._send("GET", "/version", None)
+        text = str(reply.get("etcdserver", ""))
+        try:
+            version = tuple(int(part) for part in text.split(".")[:2])
+        except ValueError:
+            version = ()
+        if version < MIN_VERSION:
+            raise ConfigError(
+                f"{self._shown}: etcd {text or '(unknown version)'} does not serve the v3 JSON "
+                f"API fencelock uses; it needs etcd {'.'.join(map(str, MIN_VERSION))} or later"
+            )
+
+    async def call(self, path: str, body: Body) -> Reply:
+        """POST ``body`` to ``/v3/<path>``; the reply, or a fencelock error."""
+        deadline = clock.now() + self.options.timeout
+        pause = 0.05
+        while True:
+            try:
+                return await self._authorized("POST", f"/v3/{path}", body)
+            except LeaseNotFound:
+                raise
+            except EtcdRefused as refused:
+                transient = refused.code == UNAVAILABLE or any(
+                    word in refused.message for word in _TRANSIENT
+                )
+                if not transient or clock.now() + pause > deadline:
+                    raise self._translated(refused) from refused
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.5)
+            self._current = (self._current + 1) % len(self.options.endpoints)
+
+    async def stream(self, path: str, body: Body) -> AsyncIterator[Reply]:
+        """The messages of a streaming call (a watch), one JSON object per line."""
+        endpoint = self.options.endpoints[self._current]
+        headers = await self._headers()
+        try:
+            async with self._client().stream(
+                "POST",
+                f"{endpoint}/v3/{path}",
+                json=body,
+                headers=headers,
+                timeout=httpx.Timeout(None, connect=self.options.connect_timeout),
+            ) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    raise self._translated(_refusal(response))
+                async for line in response.aiter_lines():
+                    if line.strip():
+                        yield json.loads(line)
+        except (httpx.HTTPError, ssl.SSLError, ValueError) as exc:
+            raise self._unavailable(endpoint, exc) from exc
+
+    async def _authorized(self, method: str, path: str, body: Body | None) -> Reply:
+        try:
+            return await self._send(method, path, body, await self._headers())
+        except EtcdRefused as refused:
+            if self.options.username is None or "token" not in refused.message:
+                raise
+            self._token = None  # expired token: sign in again, once
+            return await self._send(method, path, body, await self._headers())
+
+    async def _headers(self) -> dict[str, str]:
+        if self.options.username is None:
+            return {}
+        if self._token is None:
+            credentials = {"name": self.options.username, "password": self.options.password}
+            try:
+                reply = await self._send("POST", "/v3/auth/authenticate", credentials)
+            except EtcdRefused as refused:
+                raise self._translated(refused) from refused
+            self._token = str(reply.get("token", ""))
+        return {"Authorization": self._token}
+
+    async def _send(
+        self, method: str, path: str, body: Body | None, headers: dict[str, str] | None = None
+    ) -> Reply:
+        """Send to the current endpoint, moving on while connections fail."""
+        endpoints = self.options.endpoints
+        failure: BaseException | None = None
+        for step in range(len(endpoints)):
+            index = (self._current + step) % len(endpoints)
+            try:
+                response = await self._client().request(
+                    method, f"{endpoints[index]}{path}", json=body, headers=headers
+                )
+            except (httpx.ConnectError, httpx.ConnectTimeout, ssl.SSLError) as exc:
+                failure = exc
+                continue
+            except httpx.HTTPError as exc:
+                raise self._unavailable(endpoints[index], exc) from exc
+            self._current = index
+            if response.status_code != 200:
+                raise _refusal(response)
+            try:
+                reply: Reply = response.json()
+            except ValueError as exc:
+                raise self._unavailable(endpoints[index], exc) from exc
+            return reply.get("result", reply) if path.endswith("keepalive") else reply
+        assert failure is not None
+        raise self._unavailable(", ".join(endpoints), failure) from failure
+
+    def _unavailable(self, where: str, exc: BaseException) -> BackendUnavailable:
+        why = str(exc) or type(exc).__name__
+        if isinstance(exc, ssl.SSLError) or "SSL" in why or "TLS" in why:
+            why = f"TLS handshake failed ({why}); does the server speak TLS on that port?"
+        elif isinstance(exc, httpx.RemoteProtocolError) and self.options.tls is False:
+            why = f"{why}; is it a TLS port (use etcds://)?"
+        return BackendUnavailable(f"etcd at {where} ({self._shown}) unreachable: {why}")
+
+    def _translated(self, refused: EtcdRefused) -> FencelockError:
+        message = refused.message
+        if refused.code == UNAUTHENTICATED or "authentication failed" in message:
+            return BackendUnavailable(f"etcd refused our credentials ({self._shown}): {message}")
+        if "permission denied" in message:
+            return BackendUnavailable(
+                f"etcd user has no permission on the lock keys ({self._shown}): {message}"
+            )
+        if refused.code == 404 or "Not Found" in message:
+            return ConfigError(f"{self._shown} does not serve etcd's v3 JSON API: {message}")
+        return BackendUnavailable(f"etcd ({self._shown}): {message}")
+
+
+def _refusal(response: httpx.Response) -> EtcdRefused:
+    try:
+        reply: Any = response.json()
+        message = str(reply.get("error") or reply)
+        kind = LeaseNotFound if "lease not found" in message else EtcdRefused
+        return kind(int(reply.get("code", 0)), message)
+    except ValueError:
+        return EtcdRefused(response.status_code, response.text.strip() or response.reason_phrase)

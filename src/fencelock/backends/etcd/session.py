@@ -1,0 +1,89 @@
+"""An etcd lease shared by many fencelock leases: granted once, kept alive once for all.
+
+The keepalive is lazy: whoever needs the session fresh (an acquire, a waiter, the
+renewer renewing any of its leases) sends one, unless one sent recently enough
+answered, and callers at the same time share one request. Its outcome is pushed
+into every lease held in the session (:class:`fencelock.engine.session.Session`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+from fencelock import clock
+from fencelock.backends.etcd import gateway
+from fencelock.backends.etcd.http import Gateway
+from fencelock.engine.session import Session
+from fencelock.errors import FencelockError
+
+# A keepalive answered this long ago (as a fraction of the TTL) is fresh enough.
+FRESH_FRACTION = 1 / 3
+
+
+class SessionEnded(FencelockError):
+    """The etcd lease expired or was revoked: nothing held in it is held any more."""
+
+
+class EtcdSession:
+    """One etcd lease (``lease_id``) of ``ttl`` whole seconds, as this client keeps it."""
+
+    def __init__(self, gateway_: Gateway, lease_id: int, ttl: int, granted_at: float) -> None:
+        self._gateway = gateway_
+        self.lease_id, self.ttl = lease_id, ttl
+        self.confirmed_at = granted_at  # when the last answered grant/keepalive was sent
+        self.news = Session(f"etcd lease {lease_id:x}")
+        self._keepalive: asyncio.Task[float] | None = None
+
+    @classmethod
+    async def grant(cls, gateway_: Gateway, ttl: int) -> EtcdSession:
+        sent = clock.now()
+        reply = await gateway_.call("lease/grant", {"TTL": str(ttl)})
+        granted = gateway.integer(reply, "TTL")
+        if granted < ttl:  # never seen: the server grants at least its minimum TTL
+            raise SessionEnded(f"etcd granted a lease of {granted}s for {ttl}s asked")
+        return cls(gateway_, gateway.integer(reply, "ID"), ttl, sent)
+
+    @property
+    def ended(self) -> bool:
+        return self.news.ended_because is not None
+
+    def trusted_until(self) -> float:
+        """The client's view of when the server lets the lease expire at the earliest."""
+        return -math.inf if self.ended else self.confirmed_at + self.ttl
+
+    async def fresh(self, max_age: float | None = None) -> float:
+        """When a keepalive that answered was sent, not longer ago than ``max_age``
+        (default: a third of the TTL); sends one if needed. Raises
+        :class:`SessionEnded`, or a fencelock error if etcd could not be reached."""
+        limit = self.ttl * FRESH_FRACTION if max_age is None else max_age
+        asked = clock.now()
+        while True:
+            if self.ended:
+                raise SessionEnded(str(self.news.ended_because))
+            if asked - self.confirmed_at <= limit:
+                return self.confirmed_at
+            if self._keepalive is None or self._keepalive.done():
+                self._keepalive = asyncio.get_running_loop().create_task(self._send_keepalive())
+            await asyncio.shield(self._keepalive)
+
+    async def _send_keepalive(self) -> float:
+        sent = clock.now()
+        try:
+            reply = await self._gateway.call("lease/keepalive", {"ID": str(self.lease_id)})
+        except FencelockError as exc:
+            self.news.suspend(f"etcd keepalive of lease {self.lease_id:x} failed: {exc}")
+            raise
+        if gateway.integer(reply, "TTL") <= 0:  # etcd's way of saying: no such lease
+            self.end("expired or was revoked on the server")
+            raise SessionEnded(str(self.news.ended_because))
+        self.confirmed_at = max(self.confirmed_at, sent)
+        return sent
+
+    def end(self, why: str) -> None:
+        self.news.end(f"etcd lease {self.lease_id:x} {why}")
+
+    async def revoke(self) -> None:
+        """Give the lease up (the client closes): its keys go at once."""
+        self.end("was revoked as its client closed")
+        await self._gateway.call("lease/revoke", {"ID": str(self.lease_id)})
