@@ -15,7 +15,7 @@ import redis
 import fencelock
 from fencelock.backends.base import LockInfo
 from fencelock.backends.redis.scripts import LockKeys
-from fencelock.testing import RedisServer, ServerPool
+from fencelock.testing import ServerPool
 
 
 @dataclass(frozen=True)
@@ -42,21 +42,43 @@ def _redlock(tmp: Path, servers: Callable[[str], list[str]]) -> BackendCase:
     return BackendCase(f"redlock://{hosts}", cross_process=True, persistent=True)
 
 
-BACKENDS = ["memory", "sqlite", "redis", "redlock"]
+def _etcd(tmp: Path, servers: Callable[[str], list[str]]) -> BackendCase:
+    return BackendCase(servers("etcd")[0], cross_process=True, persistent=True)
+
+
+BACKENDS = ["memory", "sqlite", "redis", "redlock", "etcd"]
+
+# Contract tests etcd:// does not pass yet (issue 10 is open), each with why.
+ETCD_OPEN = {
+    "test_a_slow_renewal_landing_after_extend": "inspect() reports etcd's whole-second TTL",
+    "test_an_extend_whose_reply_comes_late": "inspect() reports etcd's whole-second TTL",
+    "test_async_a_slow_renewal_landing_after_extend": "inspect() reports etcd's whole-second TTL",
+    "test_async_a_slow_renewal_landing_after_extend": "inspect() reports whole seconds",
+    "test_async_max_hold": "a session renewal's as-of time ends trust before max_hold",
+    "test_a_block_left_in_time_is_never_interrupted_later": "max_hold with session renewals",
+    "test_a_silent_waiter_first_in_line_holds_the_others_up_briefly": (
+        "a paused or killed waiter's key lives as long as its session (its TTL)"
+    ),
+    "test_an_expired_lease_passes_over_a_dead_waiter_at_once": (
+        "a dead waiter's key lives as long as its session (its TTL)"
+    ),
+}
 
 
 @pytest.fixture(scope="session")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], list[str]]]:
     """Starts each kind of server once per session, on first use; URLs by kind."""
-    started: dict[str, list[RedisServer]] = {}
+    started: dict[str, list[str]] = {}
 
     with ServerPool(tmp_path_factory.mktemp) as pool:
 
         def urls(kind: str) -> list[str]:
+            if kind == "etcd" and kind not in started:  # a 3-member cluster: one URL
+                started[kind] = [pool.etcd(3)[0].url]
             if kind not in started:
                 count = 5 if kind == "redlock" else 1
-                started[kind] = [pool.redis(name=kind) for _ in range(count)]
-            return [p.url for p in started[kind]]
+                started[kind] = [pool.redis(name=kind).url for _ in range(count)]
+            return started[kind]
 
         yield urls
 
@@ -71,6 +93,11 @@ def backend(
         return _sqlite(tmp_path)
     if request.param == "redlock":
         return _redlock(tmp_path, servers)
+    if request.param == "etcd":
+        reason = ETCD_OPEN.get(getattr(request.node, "originalname", ""))
+        if reason:
+            pytest.skip(f"etcd:// not yet: {reason}")
+        return _etcd(tmp_path, servers)
     return _redis(tmp_path, servers)
 
 

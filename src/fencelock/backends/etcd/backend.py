@@ -22,7 +22,7 @@ from fencelock.backends.etcd.http import Gateway, LeaseNotFound
 from fencelock.backends.etcd.options import etcd_options
 from fencelock.backends.etcd.session import FRESH_FRACTION, EtcdSession, SessionEnded
 from fencelock.engine.urls import ParsedURL
-from fencelock.errors import ConfigError, FencelockError
+from fencelock.errors import FencelockError
 
 # Where the last token of a lock nobody holds is kept (apart from every lock's queue).
 RECORDS = b"\x00fencelock/last/"
@@ -121,7 +121,7 @@ class AsyncEtcdBackend:
     async def release(self, name: str, owner: str) -> bool:
         held = self._held.pop(owner, None)
         if held is None or held.name != name:
-            return False
+            return await self._release_elsewhere(name, owner)
         record = (RECORDS + self.queue(name), str(held.revision).encode())
         try:
             reply = await self.call(
@@ -134,19 +134,56 @@ class AsyncEtcdBackend:
                 await held.session.revoke()
         return bool(reply.get("succeeded"))
 
+    async def _release_elsewhere(self, name: str, owner: str) -> bool:
+        """Release a lease another client holds, found by its owner value (an operator's
+        ``fencelock`` command, a test's thief)."""
+        head = await self._head(name)
+        if head is None or head.value != owner.encode():
+            return False
+        record = (RECORDS + self.queue(name), str(head.create_revision).encode())
+        reply = await self.call(
+            "kv/txn", gateway.delete_if_value_txn(head.key, owner.encode(), record)
+        )
+        return bool(reply.get("succeeded"))
+
+    async def _head(self, name: str) -> gateway.KeyValue | None:
+        reply = await self.call("kv/range", gateway.range_request(self.queue(name), first=True))
+        kvs = gateway.key_values(reply)
+        return kvs[0] if kvs else None
+
     async def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
         held = self._held.get(owner)
         if held is None or held.name != name:
             return False
-        if ttl > held.session.ttl:
-            raise ConfigError(
-                f"an etcd lease held with a {held.session.ttl}s session cannot be extended "
-                f"to {ttl:g}s; take the lock with the longer ttl instead"
-            )
         try:
-            return RenewedAsOf(await held.session.fresh())
-        except SessionEnded:
+            if ttl > held.session.ttl:
+                return await self._move(owner, held, session_ttl(ttl))
+            as_of = await held.session.fresh()
+            # the key itself may have been deleted (an operator, a release by owner)
+            mine = gateway.key_values(await self.call("kv/range", {"key": gateway.b64(held.key)}))
+            if not mine or mine[0].create_revision != held.revision:
+                self._held.pop(owner, None)
+                return False
+            return RenewedAsOf(as_of)
+        except (SessionEnded, LeaseNotFound):
             return False
+
+    async def _move(self, owner: str, held: _Held, ttl: int) -> bool | RenewedAsOf:
+        """Extend past the session's TTL: re-put the key with a longer etcd lease (a put
+        keeps the create revision, so the token stands). The fencelock lease still hears
+        only its first session's news; a later loss shows at its next renewal."""
+        session = await self.session(ttl, shared=not held.own_session)
+        as_of = await session.fresh()
+        reply = await self.call(
+            "kv/txn", gateway.move_txn(held.key, held.revision, owner.encode(), session.lease_id)
+        )
+        if not reply.get("succeeded"):
+            return False
+        self._held[owner] = _Held(held.name, held.key, held.revision, session, held.own_session)
+        if held.own_session:
+            with contextlib.suppress(FencelockError):
+                await held.session.revoke(None)
+        return RenewedAsOf(as_of)
 
     async def inspect(self, name: str) -> LockInfo | None:
         queue = self.queue(name)

@@ -125,6 +125,22 @@ def read_enqueued(reply: Reply) -> Enqueued:
     return Enqueued(mine[0].create_revision, mine[0].value, head, revision(reply))
 
 
+def move_txn(key: bytes, create_revision: int, value: bytes, lease: int) -> Body:
+    """Attach ``key`` to another lease if it is still the incarnation created at
+    ``create_revision`` (a put keeps the create revision)."""
+    return {
+        "compare": [
+            {
+                "key": b64(key),
+                "target": "CREATE",
+                "result": "EQUAL",
+                "create_revision": str(create_revision),
+            }
+        ],
+        "success": [{"request_put": {"key": b64(key), "value": b64(value), "lease": str(lease)}}],
+    }
+
+
 def delete_if_value_txn(key: bytes, value: bytes, record: tuple[bytes, bytes] | None) -> Body:
     """Delete ``key`` if it still holds ``value`` (and then write ``record``)."""
     success: list[Body] = [{"request_delete_range": {"key": b64(key)}}]

@@ -26,7 +26,8 @@ class SessionEnded(FencelockError):
 
 
 class EtcdSession:
-    """One etcd lease (``lease_id``) of ``ttl`` whole seconds, as this client keeps it."""
+    """One etcd lease (``lease_id``) of ``ttl`` whole seconds (as granted: etcd raises a
+    TTL to its minimum, 2 s with default election timing), as this client keeps it."""
 
     def __init__(self, gateway_: Gateway, lease_id: int, ttl: int, granted_at: float) -> None:
         self._gateway = gateway_
@@ -42,7 +43,7 @@ class EtcdSession:
         granted = gateway.integer(reply, "TTL")
         if granted < ttl:  # never seen: the server grants at least its minimum TTL
             raise SessionEnded(f"etcd granted a lease of {granted}s for {ttl}s asked")
-        return cls(gateway_, gateway.integer(reply, "ID"), ttl, sent)
+        return cls(gateway_, gateway.integer(reply, "ID"), granted, sent)
 
     @property
     def ended(self) -> bool:
@@ -83,7 +84,9 @@ class EtcdSession:
     def end(self, why: str) -> None:
         self.news.end(f"etcd lease {self.lease_id:x} {why}")
 
-    async def revoke(self) -> None:
-        """Give the lease up (the client closes): its keys go at once."""
-        self.end("was revoked as its client closed")
+    async def revoke(self, why: str | None = "was revoked as its client closed") -> None:
+        """Give the lease up: its keys go at once; ``why`` goes to its leases (None:
+        they moved to another session and hear nothing)."""
+        if why is not None:
+            self.end(why)
         await self._gateway.call("lease/revoke", {"ID": str(self.lease_id)})
