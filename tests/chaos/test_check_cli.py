@@ -46,7 +46,7 @@ def _check(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         (["--workload", "queue"], "unknown workload 'queue'"),
         (["--clients", "1"], "at least 2"),
         (["--clients", "many"], "not a valid integer"),
-        (["--url", "etcd://127.0.0.1:1"], "unknown scheme"),
+        (["--url", "consul://127.0.0.1:1"], "unknown scheme"),
     ],
 )
 def test_bad_input_exits_64_with_one_clear_line(args: list[str], says: str) -> None:
