@@ -171,8 +171,9 @@ class Gateway:
         raise self._unavailable(", ".join(endpoints), failure) from failure
 
     def _unavailable(self, where: str, exc: BaseException) -> BackendUnavailable:
-        why = str(exc) or type(exc).__name__
-        if isinstance(exc, ssl.SSLError) or "SSL" in why or "TLS" in why:
+        chain = _causes(exc)
+        why = next((str(e) for e in chain if str(e)), type(exc).__name__)
+        if any(isinstance(e, ssl.SSLError) for e in chain) or "SSL" in why:
             why = f"TLS handshake failed ({why}); does the server speak TLS on that port?"
         elif isinstance(exc, httpx.RemoteProtocolError) and self.options.tls is False:
             why = f"{why}; is it a TLS port (use etcds://)?"
@@ -189,6 +190,16 @@ class Gateway:
         if refused.code == 404 or "Not Found" in message:
             return ConfigError(f"{self._shown} does not serve etcd's v3 JSON API: {message}")
         return BackendUnavailable(f"etcd ({self._shown}): {message}")
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what it was raised from (httpx wraps the ssl error twice)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
 
 
 def _refusal(response: httpx.Response) -> EtcdRefused:

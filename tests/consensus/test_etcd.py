@@ -1,0 +1,126 @@
+"""etcd:// beyond the contract: interoperability with ``etcdctl lock`` both ways, a
+waiter woken only by its predecessor, and bad input that ends in a fencelock error."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import fencelock
+from fencelock.testing import EtcdServer, ServerPool
+
+
+@pytest.fixture(scope="module")
+def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
+    with ServerPool(tmp_path_factory.mktemp) as pool:
+        yield pool.etcd(1)[0]
+
+
+def etcdctl(member: EtcdServer, *args: str, **kw: object) -> subprocess.Popen[str]:
+    env = {**os.environ, "ETCDCTL_API": "3"}
+    executable = shutil.which("etcdctl")
+    if executable is None:
+        pytest.skip("etcdctl is not installed (Debian's etcd-client)")
+    return subprocess.Popen(
+        [executable, "--endpoints", member.address, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,  # type: ignore[call-overload]
+    )
+
+
+def test_a_lock_held_by_etcdctl_keeps_fencelock_out_and_the_other_way_round(
+    etcd: EtcdServer, tmp_path: Path
+) -> None:
+    url = etcd.url + "?prefix="
+    held = etcdctl(etcd, "lock", "jobs/nightly", "--", "sh", "-c", "echo $ETCD_LOCK_REV; sleep 3")
+    assert held.stdout is not None
+    etcd_rev = int(held.stdout.readline())
+    with fencelock.connect(url) as client:
+        assert client.lock("jobs/nightly").try_acquire() is None  # etcdctl holds it
+        lease = client.lock("jobs/nightly").acquire(timeout=30)  # once etcdctl is done
+        assert lease.token > etcd_rev
+        # now fencelock holds it: etcdctl waits, and its revision comes after ours
+        waiting = etcdctl(etcd, "lock", "jobs/nightly", "--", "sh", "-c", "echo $ETCD_LOCK_REV")
+        time.sleep(1)
+        assert waiting.poll() is None, "etcdctl took a lock fencelock holds"
+        lease.release()
+        out, _ = waiting.communicate(timeout=30)
+        assert int(out.split()[0]) > lease.token
+    held.wait(30)
+
+
+def test_fencelock_run_exports_the_revision_etcdctl_would(etcd: EtcdServer) -> None:
+    url = etcd.url + "?prefix="
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "fencelock"), "run", "--url", url, "deploy", "--",
+         "sh", "-c", "echo $FENCELOCK_TOKEN"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    token = int(run.stdout.split()[-1])
+    check = etcdctl(etcd, "lock", "deploy", "--", "sh", "-c", "echo $ETCD_LOCK_REV")
+    out, _ = check.communicate(timeout=30)
+    assert int(out.split()[0]) > token
+
+
+def test_a_release_wakes_only_the_next_waiter(etcd: EtcdServer) -> None:
+    with fencelock.connect(etcd.url) as holder_client:
+        first = holder_client.lock("queue/x").acquire()
+        got: list[int] = []
+
+        def wait_in_line() -> None:
+            with fencelock.connect(etcd.url) as c, c.lock("queue/x", timeout=60) as lease:
+                got.append(lease.token)
+                time.sleep(0.2)
+
+        waiters = [threading.Thread(target=wait_in_line) for _ in range(3)]
+        for i, thread in enumerate(waiters):
+            thread.start()
+            deadline = time.monotonic() + 30
+            while (info := holder_client.inspect("queue/x")) is None or info.waiters != i + 1:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+        first.release()
+        for thread in waiters:
+            thread.join(60)
+        assert len(got) == 3 and got == sorted(got) and got[0] > first.token
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("etcd://127.0.0.1:1", "unreachable"),
+        ("etcd://127.0.0.1:2379/some/path", "take no path"),
+        ("etcd://127.0.0.1:2379?nonsense=1", "unknown option"),
+        ("etcd://user@127.0.0.1:2379", "both a user and a password"),
+        ("etcd://127.0.0.1:2379?ca_file=/x", "needs TLS"),
+    ],
+)
+def test_bad_input_is_a_fencelock_error_naming_it(url: str, message: str) -> None:
+    started = time.monotonic()
+    with (
+        pytest.raises(fencelock.FencelockError, match=message),
+        fencelock.connect(url) as client,
+    ):
+        client.lock("x").acquire(timeout=1)
+    assert time.monotonic() - started < 30
+
+
+def test_tls_against_a_plaintext_port_is_a_clear_error(etcd: EtcdServer) -> None:
+    url = "etcds://" + etcd.address + "?connect_timeout=5"
+    with (
+        pytest.raises(fencelock.BackendUnavailable, match="TLS"),
+        fencelock.connect(url) as client,
+    ):
+        client.lock("x").acquire(timeout=1)
