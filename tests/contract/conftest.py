@@ -53,9 +53,6 @@ ETCD_OPEN = {
     "test_a_slow_renewal_landing_after_extend": "inspect() reports etcd's whole-second TTL",
     "test_an_extend_whose_reply_comes_late": "inspect() reports etcd's whole-second TTL",
     "test_async_a_slow_renewal_landing_after_extend": "inspect() reports whole seconds",
-    "test_max_hold_ends_a_renewed_lease": "max_hold with session renewals",
-    "test_async_max_hold": "a session renewal's as-of time ends trust before max_hold",
-    "test_a_block_left_in_time_is_never_interrupted_later": "max_hold with session renewals",
     "test_a_silent_waiter_first_in_line_holds_the_others_up_briefly": (
         "a paused or killed waiter's key lives as long as its session (its TTL)"
     ),

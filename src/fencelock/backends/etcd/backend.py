@@ -129,9 +129,9 @@ class AsyncEtcdBackend:
             )
         finally:
             self.unclaim(held.key)
-        if held.own_session:
+        if held.own_session:  # its lease is being released: no news for it
             with contextlib.suppress(FencelockError):
-                await held.session.revoke()
+                await held.session.revoke(None)
         return bool(reply.get("succeeded"))
 
     async def _release_elsewhere(self, name: str, owner: str) -> bool:
@@ -158,7 +158,7 @@ class AsyncEtcdBackend:
         try:
             if ttl > held.session.ttl:
                 return await self._move(owner, held, session_ttl(ttl))
-            as_of = await held.session.fresh()
+            as_of = await held.session.fresh(ttl * FRESH_FRACTION)
             # the key itself may have been deleted (an operator, a release by owner)
             mine = gateway.key_values(await self.call("kv/range", {"key": gateway.b64(held.key)}))
             if not mine or mine[0].create_revision != held.revision:
@@ -173,7 +173,7 @@ class AsyncEtcdBackend:
         keeps the create revision, so the token stands). The fencelock lease still hears
         only its first session's news; a later loss shows at its next renewal."""
         session = await self.session(ttl, shared=not held.own_session)
-        as_of = await session.fresh()
+        as_of = await session.fresh(ttl * FRESH_FRACTION)
         reply = await self.call(
             "kv/txn", gateway.move_txn(held.key, held.revision, owner.encode(), session.lease_id)
         )
@@ -239,7 +239,7 @@ class EtcdAttempt:
         self, backend: AsyncEtcdBackend, name: str, owner: str, ttl: float, renewed: bool
     ) -> None:
         self._backend, self._name, self._owner = backend, name, owner
-        self._ttl, self._shared = session_ttl(ttl), renewed
+        self._lock_ttl, self._ttl, self._shared = ttl, session_ttl(ttl), renewed
         self._session: EtcdSession | None = None
         self._key: bytes | None = None
         self._revision = 0  # our key's create revision, once put
@@ -259,7 +259,8 @@ class EtcdAttempt:
             self._key = self._backend.claim_key(self._name, self._session, self._owner)
         session, key = self._session, self._key
         assert key is not None
-        as_of = await session.fresh()
+        # trusted from the keepalive: recent enough for the lock's own TTL
+        as_of = await session.fresh(self._lock_ttl * FRESH_FRACTION)
         reply = await self._backend.call(
             "kv/txn",
             gateway.enqueue_txn(
