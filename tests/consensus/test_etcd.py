@@ -124,3 +124,28 @@ def test_tls_against_a_plaintext_port_is_a_clear_error(etcd: EtcdServer) -> None
         fencelock.connect(url) as client,
     ):
         client.lock("x").acquire(timeout=1)
+
+
+def test_many_leases_cost_one_keepalive_and_one_listing_per_third_of_their_ttl(
+    etcd: EtcdServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fencelock.backends.etcd import http
+
+    sent: list[str] = []
+    original = http.Gateway.call
+
+    async def counted(self: http.Gateway, path: str, body: dict[str, object]) -> object:
+        sent.append(path)
+        return await original(self, path, body)
+
+    monkeypatch.setattr(http.Gateway, "call", counted)
+    with fencelock.connect(etcd.url) as client:
+        leases = [client.lock(f"many/{i}", ttl=3).acquire() for i in range(300)]
+        sent.clear()
+        time.sleep(4)  # four renewal rounds of every lease
+        assert not any(lease.lost for lease in leases)
+        # per round one keepalive and one listing of the session's keys, not 300 requests
+        assert 2 <= len(sent) <= 16, sent
+        assert set(sent) <= {"lease/keepalive", "lease/timetolive"}
+        for lease in leases:
+            lease.release()

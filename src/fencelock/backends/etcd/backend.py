@@ -160,8 +160,7 @@ class AsyncEtcdBackend:
                 return await self._move(owner, held, session_ttl(ttl))
             as_of = await held.session.fresh(ttl * FRESH_FRACTION)
             # the key itself may have been deleted (an operator, a release by owner)
-            mine = gateway.key_values(await self.call("kv/range", {"key": gateway.b64(held.key)}))
-            if not mine or mine[0].create_revision != held.revision:
+            if not await held.session.holds(held.key, ttl * FRESH_FRACTION):
                 self._held.pop(owner, None)
                 return False
             return RenewedAsOf(as_of)

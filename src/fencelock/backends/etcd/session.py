@@ -35,6 +35,9 @@ class EtcdSession:
         self.confirmed_at = granted_at  # when the last answered grant/keepalive was sent
         self.news = Session(f"etcd lease {lease_id:x}")
         self._keepalive: asyncio.Task[float] | None = None
+        self._keys: frozenset[bytes] = frozenset()
+        self._keys_read_at = -math.inf  # when the request that listed them was sent
+        self._listing: asyncio.Task[None] | None = None
 
     @classmethod
     async def grant(cls, gateway_: Gateway, ttl: int) -> EtcdSession:
@@ -67,6 +70,24 @@ class EtcdSession:
             if self._keepalive is None or self._keepalive.done():
                 self._keepalive = asyncio.get_running_loop().create_task(self._send_keepalive())
             await asyncio.shield(self._keepalive)
+
+    async def holds(self, key: bytes, max_age: float) -> bool:
+        """Whether ``key`` is still attached to this lease, as a listing of all its keys
+        sent at most ``max_age`` ago says: one request per session, not per key."""
+        asked = clock.now()
+        while asked - self._keys_read_at > max_age:
+            if self._listing is None or self._listing.done():
+                self._listing = asyncio.get_running_loop().create_task(self._list_keys())
+            await asyncio.shield(self._listing)
+        return key in self._keys
+
+    async def _list_keys(self) -> None:
+        sent = clock.now()
+        reply = await self._gateway.call(
+            "lease/timetolive", {"ID": str(self.lease_id), "keys": True}
+        )
+        self._keys = frozenset(gateway.unb64(key) for key in reply.get("keys", []))
+        self._keys_read_at = sent
 
     async def _send_keepalive(self) -> float:
         sent = clock.now()
