@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from fencelock import clock
+from fencelock.aio import within
 from fencelock.engine import timing, trust
 from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transition
 from fencelock.engine.outcomes import RenewedAsOf
@@ -421,7 +422,7 @@ class AsyncLease(LeaseBase):
 
         self.on_lost(wake)
         try:
-            return await asyncio.wait_for(noticed, timeout)
+            return await within(timeout, noticed)
         except asyncio.TimeoutError:
             return self.lost
 

@@ -18,6 +18,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Generic, TypeVar
 
 from fencelock import clock, forking
+from fencelock.aio import stop, within
 from fencelock.engine import renewal as plan
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 
@@ -156,9 +157,7 @@ class AsyncRenewer(_RenewerBase[AsyncLease]):
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await stop(self._task)
             self._task = None
 
     async def _run(self) -> None:
@@ -168,7 +167,7 @@ class AsyncRenewer(_RenewerBase[AsyncLease]):
                 self._wake.clear()
                 self._wakes_at = self._schedule.wake_at(clock.now())
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self._wakes_at - clock.now())
+                    await within(self._wakes_at - clock.now(), self._wake.wait())
                 self._wakes_at = -math.inf
                 continue
             self._schedule.put_back(lease, await self._service(lease))
@@ -179,8 +178,8 @@ class AsyncRenewer(_RenewerBase[AsyncLease]):
         if step is None:
             outcome: plan.Outcome | None
             try:
-                outcome = await asyncio.wait_for(
-                    asyncio.shield(lease._renewal()), plan.time_limit(lease, started)
+                outcome = await within(
+                    plan.time_limit(lease, started), asyncio.shield(lease._renewal())
                 )
             except asyncio.TimeoutError:
                 outcome = None

@@ -14,6 +14,7 @@ ROOT = Path(fencelock.__file__).parent
 LIBRARY_RANKS = {
     "errors": 0,
     "clock": 0,
+    "aio": 0,
     "engine": 1,
     "forking": 1,
     "metrics": 2,

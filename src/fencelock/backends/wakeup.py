@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import threading
 
+from fencelock.aio import within
+
 
 def wait_then_rearm(event: threading.Event | None, timeout: float) -> None:
     """Block until ``event`` is set or ``timeout`` passes; clear it for the next wait."""
@@ -18,5 +20,5 @@ async def await_then_rearm(event: asyncio.Event | None, timeout: float) -> None:
     """:func:`wait_then_rearm` for an asyncio event."""
     if event is not None:
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout)
+            await within(timeout, event.wait())
         event.clear()

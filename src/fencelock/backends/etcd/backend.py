@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from fencelock import clock, forking
+from fencelock.aio import stop
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo, RenewedAsOf
 from fencelock.backends.etcd import gateway
 from fencelock.backends.etcd.http import Gateway, LeaseNotFound
@@ -307,9 +308,8 @@ class EtcdAttempt:
                     return
                 await session.fresh()  # a waiter's key lives as long as its session
         finally:
-            watching.cancel()
-            with contextlib.suppress(BaseException):
-                await watching
+            with contextlib.suppress(Exception):
+                await stop(watching)
 
     async def close(self) -> None:
         """After success the key is the lock and stays; a waiter's key goes."""

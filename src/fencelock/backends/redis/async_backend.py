@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import redis.asyncio
 
 from fencelock import clock, forking
+from fencelock.aio import stop
 from fencelock.backends.base import AttemptResult, LockInfo
 from fencelock.backends.redis import talks
 from fencelock.backends.redis.attempt import (
@@ -105,8 +107,8 @@ class AsyncRedisBackend(RedisServer):
 
     async def close(self) -> None:
         for task in list(self._undoing):
-            task.cancel()
-        await asyncio.gather(*self._undoing, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await stop(task)
         await self.listener.close()
         await self.wire.close()
         await self.redis.aclose()

@@ -16,9 +16,9 @@ import redis.asyncio
 import redis.asyncio.client
 import redis.client
 
+from fencelock.aio import stop, within
 from fencelock.backends.redis.errors import subscribing
 from fencelock.backends.redis.wakeups import Subscription, Wakeups, new_channel
-from fencelock.backends.redis.wire import within
 
 CONFIRM_TIMEOUT = 2.0
 RETRY_AFTER = 0.1  # after a failed read of the channel, before reading it again
@@ -170,9 +170,7 @@ class AsyncWakeListener:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await stop(self._task)
         if self._pubsub is not None:
             with contextlib.suppress(Exception):
                 await self._pubsub.aclose()  # type: ignore[no-untyped-call]

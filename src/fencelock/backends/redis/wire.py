@@ -15,9 +15,8 @@ here only run it, blocking or with asyncio.
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 import redis
@@ -25,24 +24,12 @@ import redis.asyncio
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from fencelock.aio import within
 from fencelock.backends.redis.resp import RawReply
 from fencelock.backends.redis.talks import Talk, Talking
 from fencelock.errors import FencelockError
 
 T = TypeVar("T")
-
-if sys.version_info >= (3, 11):
-
-    async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
-        """Await with a deadline, without the task ``wait_for`` costs before 3.12."""
-        async with asyncio.timeout(seconds):
-            return await awaitable
-
-else:  # pragma: no cover - Python 3.10
-
-    async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
-        return await asyncio.wait_for(awaitable, seconds)
-
 
 # An idle connection older than this is polled before use: a server or proxy that
 # closed it meanwhile is noticed before a command is sent, not after.

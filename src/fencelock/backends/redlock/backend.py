@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import redis.asyncio
 
 from fencelock import clock, forking
+from fencelock.aio import within
 from fencelock.backends.base import Acquired, AttemptResult, LockInfo
 from fencelock.backends.redis.errors import translated
 from fencelock.backends.redis.options import RedisOptions, redis_options
@@ -336,7 +337,7 @@ class AsyncRedlockBackend:
     async def _bounded(self, node: Node, work: Awaitable[T]) -> T | plan.NodeError:
         """``work`` on ``node`` within the per-node timeout, or that node's failure."""
         try:
-            return await asyncio.wait_for(work, self.timeout)
+            return await within(self.timeout, work)
         except asyncio.TimeoutError:
             return plan.NodeError(f"{node.where} did not answer within {self.timeout:g}s")
         except Exception as exc:  # a driver error of any kind is this node's failure

@@ -26,6 +26,7 @@ import ssl
 from collections import deque
 from collections.abc import Callable, Sequence
 
+from fencelock.aio import within
 from fencelock.backends.redis.errors import not_connected, refused, unreachable
 from fencelock.backends.redis.options import RedisOptions
 from fencelock.backends.redis.resp import ProtocolError, RawReply, ReplyError, ReplyParser, Script
@@ -142,7 +143,8 @@ class _Connection(asyncio.Protocol):
         options = self.link.options
         try:
             tls = self.link.tls_context() if options.tls else None
-            await asyncio.wait_for(
+            await within(
+                options.connect_timeout,
                 self.loop.create_connection(
                     lambda: self,
                     options.host,
@@ -150,7 +152,6 @@ class _Connection(asyncio.Protocol):
                     ssl=tls,
                     server_hostname=options.host if tls is not None else None,
                 ),
-                options.connect_timeout,
             )
         except Exception as exc:  # any failure to connect is this node's, said plainly
             error = (

@@ -1,0 +1,54 @@
+"""asyncio waits that never lose a cancellation: a deadline, and stopping a task.
+
+Before Python 3.12, ``asyncio.wait_for`` returns the awaited result instead of
+raising when the cancellation lands in the same loop turn as that result: the
+task carries on as if never cancelled. A renewer task whose wake-up event was set
+as its client closed did exactly that and ran forever, so the close never
+returned. fencelock waits with :func:`within` and stops tasks with :func:`stop`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# How long a stopped task may go on before it is cancelled again.
+RECANCEL_AFTER = 0.05
+
+if sys.version_info >= (3, 11):
+
+    async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
+        """Await with a deadline (:class:`TimeoutError` past it); no extra task."""
+        async with asyncio.timeout(seconds):
+            return await awaitable
+
+else:  # pragma: no cover - Python 3.10
+
+    async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
+        future = asyncio.ensure_future(awaitable)
+        try:
+            done, _ = await asyncio.wait({future}, timeout=seconds)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        if not done:
+            future.cancel()
+            raise asyncio.TimeoutError
+        return future.result()
+
+
+async def stop(task: asyncio.Future[Any] | None) -> None:
+    """Cancel ``task`` and wait until it has ended, cancelling again while it goes on;
+    an exception it ended with other than its cancellation is raised here."""
+    if task is None:
+        return
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=RECANCEL_AFTER)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

@@ -1,0 +1,82 @@
+"""Waits that keep a cancellation: the asyncio renewer once ran on after its client closed.
+
+On Python 3.11 ``asyncio.wait_for`` returns the result instead of raising when a
+cancellation lands in the same loop turn as that result; CI caught a client whose
+``close()`` never returned because its renewer task swallowed the cancel that way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from fencelock.aio import stop, within
+from fencelock.renewer import AsyncRenewer
+
+
+def test_within_keeps_a_cancellation_that_lands_with_the_result() -> None:
+    async def main() -> None:
+        event = asyncio.Event()
+        task = asyncio.get_running_loop().create_task(within(60, event.wait()))
+        await asyncio.sleep(0.01)
+        event.set()
+        task.cancel()  # same turn: the result and the cancellation arrive together
+        await asyncio.wait({task}, timeout=30)
+        assert task.cancelled()
+
+    asyncio.run(main())
+
+
+def test_within_raises_past_its_deadline() -> None:
+    async def main() -> None:
+        event = asyncio.Event()
+        try:
+            await within(0.01, event.wait())
+        except asyncio.TimeoutError:
+            return
+        raise AssertionError("within() returned although nothing set the event")
+
+    asyncio.run(main())
+
+
+def test_stop_ends_a_task_that_swallows_a_cancellation() -> None:
+    async def stubborn() -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(60)
+        await asyncio.sleep(60)  # goes on as the swallowed-cancel bug made tasks do
+
+    async def main() -> None:
+        task = asyncio.get_running_loop().create_task(stubborn())
+        await asyncio.sleep(0.01)
+        await asyncio.wait_for(stop(task), 30)
+        assert task.cancelled()
+
+    asyncio.run(main())
+
+
+def test_stop_raises_what_the_task_failed_with() -> None:
+    async def failing() -> None:
+        raise ValueError("boom")
+
+    async def main() -> None:
+        task = asyncio.get_running_loop().create_task(failing())
+        await asyncio.sleep(0)
+        try:
+            await stop(task)
+        except ValueError:
+            return
+        raise AssertionError("stop() hid the task's own failure")
+
+    asyncio.run(main())
+
+
+def test_async_renewer_closes_when_woken_as_it_is_cancelled() -> None:
+    async def main() -> None:
+        renewer = AsyncRenewer()
+        renewer._task = asyncio.get_running_loop().create_task(renewer._run())
+        await asyncio.sleep(0.01)  # idle, waiting for a wake-up
+        renewer._wake.set()
+        await renewer.close()  # cancels in this same turn; hangs (pytest-timeout) if lost
+        assert renewer._task is None
+
+    asyncio.run(main())
