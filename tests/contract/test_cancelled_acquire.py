@@ -40,7 +40,7 @@ def test_cancelled_acquire_leaves_the_name_free(backend: BackendCase, name: str)
                 info = await client.inspect(name)
                 assert info is None or not info.held, (
                     f"after cancel #{i} ({i % MAX_YIELDS} turns): {info.owner} holds the "
-                    f"lease, {info.remaining:.1f}s left, and no Lease exists for it"
+                    f"lease ({info.remaining}s left) and no Lease exists for it"
                 )
             return landed
 

@@ -1,8 +1,8 @@
 """Backends by URL scheme: each family's package is imported only when its scheme is used.
 
-A family (``memory``, ``sqlite``, ``redis``, ``redlock``) offers ``open_sync(parsed)``
-and ``open_async(parsed)``: native drivers where its I/O has both colours, else the
-other colour through an adapter (:mod:`.threaded`, :mod:`.shared_loop`).
+A family (``memory``, ``sqlite``, ``redis``, ``redlock``, ``etcd``, ``zookeeper``) offers
+``open_sync(parsed)`` and ``open_async(parsed)``: native drivers where its I/O has both
+colours, else the other colour through an adapter (:mod:`.threaded`, :mod:`.shared_loop`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ _FAMILIES = {
     "redlocks": "redlock",
     "etcd": "etcd",
     "etcds": "etcd",
+    "zookeeper": "zookeeper",
 }
 # family -> the extra that installs its driver
-_EXTRAS = {"redis": "redis", "redlock": "redis", "etcd": "etcd"}
+_EXTRAS = {"redis": "redis", "redlock": "redis", "etcd": "etcd", "zookeeper": "zookeeper"}
 
 SCHEMES = tuple(sorted(_FAMILIES))
 

@@ -68,6 +68,13 @@ class Session:
         with self._guard:
             self._listeners.clear()
 
+    def close(self, reason: str) -> None:
+        """Ended with nobody told: the leases in it were released (or moved) first."""
+        with self._guard:
+            if self.ended_because is None:
+                self.ended_because = reason
+            self._listeners.clear()
+
     def _tell(self, news: SessionNews, reason: str) -> None:
         with self._guard:
             listeners = list(self._listeners.values())

@@ -17,7 +17,8 @@ from fencelock.testing.tools import LOOPBACK, FakeClock, ToolMissing, free_port
 
 JARS = (Path("/usr/share/java/zookeeper.jar"), Path("/usr/share/java/slf4j-simple.jar"))
 MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
-TICK_MS = 500  # session timeouts may range from 2 to 20 ticks: 1 s to 10 s
+TICK_MS = 500  # a session timeout may be as short as 2 ticks: 1 s
+MAX_SESSION_MS = 120_000  # and as long as 2 minutes (the default lease TTL is 30 s)
 
 
 class ZooKeeperServer(ServerProcess):
@@ -45,6 +46,7 @@ class ZooKeeperServer(ServerProcess):
         """This member's ``zoo.cfg``."""
         lines = [
             f"tickTime={TICK_MS}",
+            f"maxSessionTimeout={MAX_SESSION_MS}",
             "initLimit=10",
             "syncLimit=5",
             f"dataDir={self.workdir / 'data'}",

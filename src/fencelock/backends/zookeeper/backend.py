@@ -1,0 +1,376 @@
+"""``zookeeper://``: a lock queue of ephemeral sequential nodes, the czxid as token.
+
+A contender creates ``<base>/NAME/<owner>__lock__<seq>`` in its session; the
+lowest sequence holds the lock, and its creation zxid (``czxid``, increasing
+across the whole ensemble and its restarts) is the fencing token. A waiter
+watches only its predecessor. Written for asyncio over kazoo's ``*_async`` calls
+(:mod:`.bridge`); the blocking face runs it on one shared event loop.
+
+Not kazoo's ``Lock`` recipe (a contender orphaned by a suspended session can stall
+it, kazoo #732): a create whose reply was lost is found again by its owner's name
+before anything else is done, and a contender's node is deleted when it gives up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo import exceptions as kz
+from kazoo.protocol.states import WatchedEvent
+
+from fencelock import clock, forking
+from fencelock.aio import within
+from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo, RenewedAsOf
+from fencelock.backends.zookeeper import queue as line
+from fencelock.backends.zookeeper.bridge import ANSWERS, SessionLost, on_loop
+from fencelock.backends.zookeeper.options import zookeeper_options
+from fencelock.backends.zookeeper.session import ZkSession
+from fencelock.engine.session import SessionNews
+from fencelock.engine.urls import ParsedURL
+from fencelock.errors import FencelockError
+
+# A renewal trusts a probe answered this long ago (as a fraction of the TTL).
+FRESH_FRACTION = 1 / 3
+# The session ``open()`` connects: the one the default lease TTL (30 s) uses.
+OPENING_TTL = 30
+
+
+@dataclass(frozen=True)
+class _Held:
+    name: str
+    path: str
+    token: int
+    session: ZkSession
+    own_session: bool  # a lease that is not renewed has a session of its own
+
+
+@dataclass(frozen=True)
+class _Head:
+    entry: line.Contender
+    token: int
+    timeout: float | None  # the holder's session timeout: how long it lasts unheard
+    waiters: int
+
+    def info(self, name: str) -> LockInfo:
+        return LockInfo(name, self.entry.owner, self.token, self.timeout, self.waiters)
+
+
+def session_timeout(ttl: float) -> int:
+    """Sessions are asked for in whole seconds: at least the TTL (the client trusts
+    only that; the server may grant more, never less without a ConfigError)."""
+    return max(1, math.ceil(ttl))
+
+
+class AsyncZooKeeperBackend:
+    """The asyncio ZooKeeper backend; the sync one runs it on a shared loop."""
+
+    supports_fair = True  # the queue is FIFO by sequence number, fair or not
+
+    def __init__(self, parsed: ParsedURL) -> None:
+        self.options = zookeeper_options(parsed)
+        self.url = parsed.redacted
+        self._start_afresh()
+        forking.register(self)
+
+    def _start_afresh(self) -> None:
+        self._sessions: dict[int, ZkSession] = {}  # shared, by timeout asked
+        self._opening: dict[int, asyncio.Task[ZkSession]] = {}
+        self._held: dict[str, _Held] = {}  # by owner: the handle of each held lease
+        self._own: set[ZkSession] = set()  # sessions of leases that are not renewed
+        self._background: set[asyncio.Task[None]] = set()  # sessions being closed
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: the parent's kazoo clients (their threads are not here)
+        stay the parent's, unused and unclosed."""
+        forking.abandon([*self._sessions.values(), *self._own])
+        self._start_afresh()
+
+    def queue(self, name: str) -> str:
+        return line.queue_path(self.options.base, name)
+
+    async def open(self) -> None:
+        await self.session(OPENING_TTL, shared=True)
+
+    def attempt(
+        self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
+    ) -> ZooKeeperAttempt:
+        return ZooKeeperAttempt(self, name, owner, ttl, renewed)
+
+    async def session(self, timeout: int, shared: bool) -> ZkSession:
+        """This client's live session of ``timeout`` seconds, or one of its own."""
+        if not shared:
+            own = await self._connect(timeout)
+            self._own.add(own)
+            return own
+        current = self._sessions.get(timeout)
+        if current is not None and not current.ended:
+            return current
+        opening = self._opening.get(timeout)
+        if opening is None or opening.done():
+            opening = asyncio.get_running_loop().create_task(self._connect(timeout))
+            self._opening[timeout] = opening
+        fresh = await asyncio.shield(opening)
+        self._sessions[timeout] = fresh
+        if current is not None:  # the ended one: its client reconnects on its own; stop it
+            self._in_background(current.stop())
+        return fresh
+
+    def _in_background(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(_quietly(work))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _connect(self, timeout: int) -> ZkSession:
+        session = ZkSession(self.options, timeout, self.url)
+        await session.start()
+        return session
+
+    def hold(self, owner: str, held: _Held) -> None:
+        self._held[owner] = held
+
+    async def release(self, name: str, owner: str) -> bool:
+        held = self._held.pop(owner, None)
+        if held is None or held.name != name:
+            return await self._release_elsewhere(name, owner)
+        held.session.let_go(held.path)
+        if held.session.ended:  # its node went with its session
+            return False
+        try:
+            return await self._delete(held.session, self.queue(name), held.path, held.token)
+        finally:
+            if held.own_session:
+                await self._end_own(held.session)
+
+    async def _delete(self, session: ZkSession, queue: str, path: str, token: int) -> bool:
+        """Delete a holder's node and record its token on the queue node, in one step."""
+        transaction = session.client.transaction()
+        transaction.delete(path)
+        transaction.set_data(queue, str(token).encode())
+        results = await session.call(transaction.commit_async())
+        return not any(isinstance(result, Exception) for result in results)
+
+    async def _release_elsewhere(self, name: str, owner: str) -> bool:
+        """Release a lease another client holds, found by its owner's node name (an
+        operator's ``fencelock`` command, a test's thief)."""
+        session = await self.session(OPENING_TTL, shared=True)
+        queue = self.queue(name)
+        head = await self._head(session, queue)
+        if head is None or head.entry.owner != owner:
+            return False
+        return await self._delete(session, queue, f"{queue}/{head.entry.node}", head.token)
+
+    async def _head(self, session: ZkSession, queue: str) -> _Head | None:
+        """The holder's node, read: its token, and the session timeout it recorded."""
+        try:
+            children = await session.call(session.client.get_children_async(queue))
+        except kz.NoNodeError:
+            return None
+        contenders = line.line(children)
+        for entry in contenders:
+            try:
+                data, stat = await session.call(session.client.get_async(f"{queue}/{entry.node}"))
+            except kz.NoNodeError:  # it went while we looked: the next one holds
+                continue
+            return _Head(entry, int(stat.czxid), line.recorded_timeout(data), len(contenders) - 1)
+        return None
+
+    async def _end_own(self, session: ZkSession) -> None:
+        self._own.discard(session)
+        with contextlib.suppress(FencelockError):
+            await session.stop(None)
+
+    async def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
+        held = self._held.get(owner)
+        if held is None or held.name != name:
+            return False
+        if held.session.ended or not held.session.holds(held.path):  # gone with it, or deleted
+            self._held.pop(owner, None)
+            return False
+        held.session.check_extends(ttl)
+        if held.own_session:  # an extend: the lease now ends on the server later
+            held.session.close_after(ttl)
+        try:
+            return RenewedAsOf(await held.session.fresh(ttl * FRESH_FRACTION))
+        except SessionLost:
+            self._held.pop(owner, None)
+            return False
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        session = await self.session(OPENING_TTL, shared=True)
+        queue = self.queue(name)
+        head = await self._head(session, queue)
+        if head is not None:
+            return head.info(name)
+        try:
+            data, _ = await session.call(session.client.get_async(queue))
+        except kz.NoNodeError:
+            return None
+        return LockInfo(name, None, int(data or b"0"), None, 0)
+
+    async def list(self, prefix: str) -> list[LockInfo]:
+        session = await self.session(OPENING_TTL, shared=True)
+        found: builtins.list[LockInfo] = []
+        await self._walk(session, self.options.base, "", prefix, found)
+        return sorted(found, key=lambda info: info.name)
+
+    async def _walk(
+        self, session: ZkSession, path: str, name: str, prefix: str, found: builtins.list[LockInfo]
+    ) -> None:
+        """Held locks at and under ``path`` (the queue of ``name``) whose names match."""
+        try:
+            children = await session.call(session.client.get_children_async(path))
+        except kz.NoNodeError:
+            return
+        if name and name.startswith(prefix) and line.line(children):
+            head = await self._head(session, path)
+            if head is not None:
+                found.append(head.info(name))
+        for child in children:
+            if line.contender(child) is not None:
+                continue
+            deeper = f"{name}/{child}" if name else child
+            if deeper.startswith(prefix) or prefix.startswith(deeper + "/"):
+                await self._walk(session, f"{path}/{child}", deeper, prefix, found)
+
+    async def close(self) -> None:
+        sessions = [*self._sessions.values(), *self._own]
+        self._sessions, self._own = {}, set()
+        await asyncio.gather(*(_quietly(s.stop()) for s in sessions), *self._background)
+
+
+async def _quietly(work: Any) -> None:
+    with contextlib.suppress(FencelockError):
+        await work
+
+
+class ZooKeeperAttempt:
+    """One contender: its node, once created, and the one it waits behind."""
+
+    def __init__(
+        self, backend: AsyncZooKeeperBackend, name: str, owner: str, ttl: float, renewed: bool
+    ) -> None:
+        self._backend, self._name, self._owner = backend, name, owner
+        self._ttl, self._shared = ttl, renewed
+        self._queue = backend.queue(name)
+        self._session: ZkSession | None = None
+        self._node: str | None = None  # our contender's name, once created
+        self._token = 0
+        self._creating: Any = None  # the create sent (kazoo's result): its node may exist
+        self._predecessor: str | None = None
+        self._acquired = False
+
+    async def try_acquire(self) -> AttemptResult:
+        for _ in range(3):  # a session that ended under us is replaced, the node made again
+            try:
+                return await self._try()
+            except SessionLost:
+                self._session, self._node, self._creating = None, None, None
+        raise SessionLost(f"ZooKeeper sessions for {self._name!r} kept ending as they began")
+
+    async def _try(self) -> AttemptResult:
+        if self._session is None or self._session.ended:
+            self._session = await self._backend.session(session_timeout(self._ttl), self._shared)
+            self._session.check_granted(self._ttl)
+        session = self._session
+        client = session.client
+        if self._node is None:
+            await self._enter(session)
+        sent = clock.now()
+        children = await session.call(client.get_children_async(self._queue))
+        session.confirmed(sent)
+        assert self._node is not None
+        ahead = line.ahead_of(children, self._node)
+        if ahead is None:  # our node is gone (deleted by someone): queue again
+            self._node = None
+            return Busy(retry_after=0.0)
+        if ahead:
+            self._predecessor = f"{self._queue}/{ahead[-1].node}"
+            return Busy(notified=True)
+        path = f"{self._queue}/{self._node}"
+        await session.watch_held(path)
+        self._acquired = True
+        self._backend.hold(
+            self._owner, _Held(self._name, path, self._token, session, not self._shared)
+        )
+        if not self._shared:  # a lease not renewed ends on the server by its TTL
+            session.close_after(self._ttl)
+        return Acquired(self._token, session=session.news, as_of=sent)
+
+    async def _enter(self, session: ZkSession) -> None:
+        """Create our node at the end of the line (once, even if a reply was lost)."""
+        if self._creating is not None:  # an earlier create's reply was lost or abandoned
+            found = await self._find_mine(session)
+            if found is not None:
+                self._node, self._token = found
+                return
+        self._creating = session.client.create_async(
+            f"{self._queue}/{line.node_prefix(self._owner)}",
+            line.node_data(self._owner, session.negotiated),
+            ephemeral=True,
+            sequence=True,
+            makepath=True,
+            include_data=True,
+        )
+        path, stat = await session.call(self._creating)
+        self._node, self._token = path.rsplit("/", 1)[1], int(stat.czxid)
+
+    async def _find_mine(self, session: ZkSession) -> tuple[str, int] | None:
+        try:
+            children = await session.call(session.client.get_children_async(self._queue))
+        except kz.NoNodeError:
+            return None
+        mine = line.mine_among(children, self._owner)
+        if mine is None:
+            return None
+        stat = await session.call(session.client.exists_async(f"{self._queue}/{mine}"))
+        return None if stat is None else (mine, int(stat.czxid))
+
+    async def wait(self, timeout: float) -> None:
+        """Until our predecessor's node is deleted, our session ends, or ``timeout``."""
+        session, predecessor = self._session, self._predecessor
+        if session is None or predecessor is None:
+            return
+        self._predecessor = None
+        moved = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def changed(_event: WatchedEvent) -> None:  # on kazoo's thread
+            on_loop(loop, moved.set)
+
+        def news(_news: SessionNews, _why: str) -> None:
+            on_loop(loop, moved.set)
+
+        stop_listening = session.news.listen(news)
+        try:
+            if await session.call(session.client.exists_async(predecessor, watch=changed)):
+                with contextlib.suppress(TimeoutError):
+                    await within(timeout, moved.wait())
+        finally:
+            stop_listening()
+
+    async def close(self) -> None:
+        """After success the node is the lock and stays; a waiter's node goes, even one
+        whose create was abandoned in flight (its reply is awaited first)."""
+        session, creating = self._session, self._creating
+        if self._acquired or session is None or creating is None:
+            return
+        self._session = None
+        if not self._shared:
+            await self._backend._end_own(session)
+            return
+        node = self._node
+        if node is None:
+            with contextlib.suppress(FencelockError, *ANSWERS):
+                path, _ = await session.call(creating)
+                node = path.rsplit("/", 1)[1]
+        if node is None:
+            found = await self._find_mine(session)
+            node = None if found is None else found[0]
+        if node is not None:
+            with contextlib.suppress(kz.NoNodeError, SessionLost):
+                await session.call(session.client.delete_async(f"{self._queue}/{node}"))

@@ -1,0 +1,89 @@
+"""kazoo's threads meet the event loop here, and kazoo's errors become fencelock's.
+
+kazoo runs a connection thread and a callback thread per client; its ``*_async``
+calls return a result that calls back on the latter. :func:`outcome` carries that
+result onto the caller's loop (no thread per call, none per lock), and
+:func:`on_loop` does the same for watches and session-state callbacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from kazoo import exceptions as kz
+from kazoo.handlers.threading import KazooTimeoutError
+
+from fencelock.aio import within
+from fencelock.errors import BackendUnavailable, ConfigError, FencelockError
+
+# What the recipe acts on itself: answers about nodes, not failures.
+ANSWERS = (kz.NoNodeError, kz.NodeExistsError, kz.BadVersionError, kz.NotEmptyError)
+
+
+class SessionLost(FencelockError):
+    """The ZooKeeper session ended: every ephemeral node it held is gone."""
+
+
+def on_loop(loop: asyncio.AbstractEventLoop, call: Callable[..., object], *args: Any) -> None:
+    """Run ``call(*args)`` on ``loop`` from one of kazoo's threads (dropped once the
+    loop is closed: nobody is left to hear it)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(call, *args)
+
+
+async def outcome(result: Any, timeout: float, where: str) -> Any:
+    """The value of a kazoo ``IAsyncResult`` on this loop; a fencelock error if the
+    call failed or no answer came within ``timeout``."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def done(async_result: Any) -> None:  # on kazoo's callback thread
+        try:
+            on_loop(loop, settle, async_result.get_nowait(), None)
+        except Exception as exc:  # the call's own failure, translated on the loop
+            on_loop(loop, settle, None, exc)
+
+    result.rawlink(done)
+    try:
+        return await within(timeout, future)
+    except TimeoutError as exc:
+        raise BackendUnavailable(f"ZooKeeper ({where}) did not answer within {timeout:g}s") from exc
+    except ANSWERS:
+        raise
+    except kz.KazooException as exc:
+        raise translated(exc, where) from exc
+
+
+def translated(exc: BaseException, where: str) -> FencelockError:
+    """The fencelock error for a kazoo failure, saying what to do about it."""
+    if isinstance(exc, FencelockError):
+        return exc
+    if isinstance(exc, (kz.SessionExpiredError, kz.ConnectionClosedError)):
+        return SessionLost(f"ZooKeeper session expired or closed ({where})")
+    if isinstance(exc, kz.NoAuthError):
+        return BackendUnavailable(
+            f"ZooKeeper refused access ({where}): the node's ACL does not let these "
+            "credentials in; give user:password in the URL"
+        )
+    if isinstance(exc, kz.AuthFailedError):
+        return BackendUnavailable(f"ZooKeeper refused our credentials ({where})")
+    if isinstance(exc, (kz.ConnectionLoss, kz.ConnectionDropped, kz.OperationTimeoutError)):
+        return BackendUnavailable(f"ZooKeeper ({where}) connection lost: {exc!r}")
+    if isinstance(exc, KazooTimeoutError):
+        return BackendUnavailable(f"ZooKeeper at {where} unreachable: no server answered in time")
+    if isinstance(exc, kz.ZookeeperStoppedError):
+        return BackendUnavailable(f"ZooKeeper client for {where} is closed")
+    if isinstance(exc, (kz.BadArgumentsError, kz.InvalidACLError)):
+        return ConfigError(f"ZooKeeper ({where}) refused the request as malformed: {exc!r}")
+    return BackendUnavailable(f"ZooKeeper ({where}): {type(exc).__name__} {exc}")

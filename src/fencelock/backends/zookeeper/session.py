@@ -1,0 +1,192 @@
+"""One ZooKeeper session (a kazoo client), shared by every lease of one TTL.
+
+kazoo keeps the session alive with its own pings; what fencelock adds is a time it
+can trust: :meth:`ZkSession.fresh` sends a probe unless one answered recently
+enough, and callers at the same time share it. The session's state changes
+(SUSPENDED: the connection is gone, LOST: the session expired) are pushed into
+every lease held in it, and a watch on each held node reports its deletion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import threading
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+
+from fencelock import clock
+from fencelock.backends.zookeeper.bridge import SessionLost, on_loop, outcome, translated
+from fencelock.backends.zookeeper.options import ZooKeeperOptions
+from fencelock.engine.session import Session
+from fencelock.errors import ConfigError
+
+
+class ZkSession:
+    """A kazoo client with a session of ``timeout`` seconds asked (``negotiated``: what
+    the server granted), and the nodes it holds locks with."""
+
+    def __init__(self, options: ZooKeeperOptions, timeout: int, where: str) -> None:
+        self.options, self.where = options, where
+        self.loop = asyncio.get_running_loop()
+        self.client = KazooClient(
+            hosts=options.hosts,
+            timeout=float(timeout),
+            auth_data=options.auth_data or None,
+        )
+        self.negotiated = 0.0
+        self._capture_negotiated_timeout()
+        self.news = Session(f"ZooKeeper session of {timeout}s")
+        self.session_id: int | None = None
+        self.confirmed_at = -math.inf  # when the last answered request was sent
+        self._probe: asyncio.Task[None] | None = None
+        self.held: set[str] = set()  # paths of the nodes this session holds locks with
+        self._closing: threading.Timer | None = None
+        self.gone: set[str] = set()  # of those, the ones a watch saw deleted
+
+    def _capture_negotiated_timeout(self) -> None:
+        """kazoo keeps the session timeout the server granted to itself: it reads
+        for two thirds of it. Learn it there (the one reach into kazoo's insides)."""
+        handler: Any = self.client._connection
+        connect = handler._connect
+
+        def capturing(*args: Any) -> Any:
+            read_timeout, connect_timeout = connect(*args)
+            self.negotiated = read_timeout * 1.5 / 1000.0
+            return read_timeout, connect_timeout
+
+        handler._connect = capturing
+
+    async def start(self) -> None:
+        """Connect (kazoo connects on a thread of its own); a fencelock error if no
+        server answers within the connect timeout."""
+        sent = clock.now()
+        try:
+            await asyncio.to_thread(self.client.start, self.options.connect_timeout)
+        except Exception as exc:
+            await self.stop()
+            raise translated(exc, self.where) from exc
+        self.session_id = self.client.client_id[0] if self.client.client_id else None
+        self.confirmed_at = sent
+        self.client.add_listener(self._state_changed)
+
+    @property
+    def ended(self) -> bool:
+        return self.news.ended_because is not None
+
+    def check_granted(self, ttl: float) -> None:
+        """A lease may trust no longer than the server keeps the session without news."""
+        if self.negotiated + 1e-9 < ttl:
+            raise ConfigError(
+                f"{self.where}: ZooKeeper granted a session timeout of {self.negotiated:g}s "
+                f"for a lock TTL of {ttl:g}s (the servers' maxSessionTimeout is lower); use "
+                "a TTL no longer than that, or raise maxSessionTimeout on the servers"
+            )
+
+    def check_extends(self, ttl: float) -> None:
+        """An extend may not outlast the session the lease's node belongs to."""
+        if self.negotiated + 1e-9 < ttl:
+            raise ConfigError(
+                f"{self.where}: cannot extend to {ttl:g}s a lease held in a ZooKeeper "
+                f"session of {self.negotiated:g}s: its node belongs to that session, and the "
+                "servers free it after that long without news; acquire with the longer TTL"
+            )
+
+    async def call(self, result: Any) -> Any:
+        """A kazoo ``*_async`` result's value, checked against this session ending."""
+        if self.ended:
+            raise SessionLost(str(self.news.ended_because))
+        return await outcome(result, self.options.timeout, self.where)
+
+    async def fresh(self, max_age: float) -> float:
+        """When a request that the server answered in this session was sent, not longer
+        ago than ``max_age``; probes if needed. Raises :class:`SessionLost`."""
+        asked = clock.now()
+        while True:
+            if self.ended:
+                raise SessionLost(str(self.news.ended_because))
+            if asked - self.confirmed_at <= max_age:
+                return self.confirmed_at
+            if self._probe is None or self._probe.done():
+                self._probe = self.loop.create_task(self._send_probe())
+            await asyncio.shield(self._probe)
+
+    async def _send_probe(self) -> None:
+        sent = clock.now()
+        await self.call(self.client.exists_async("/"))
+        self.confirmed(sent)
+
+    def confirmed(self, sent: float) -> None:
+        """A request sent at ``sent`` was answered in this very session."""
+        current = self.client.client_id[0] if self.client.client_id else None
+        if current != self.session_id:  # kazoo moved on to a new session after a loss
+            self.end("expired (the client reconnected with a new session)")
+            raise SessionLost(str(self.news.ended_because))
+        self.confirmed_at = max(self.confirmed_at, sent)
+
+    async def watch_held(self, path: str) -> None:
+        """Hold ``path`` and hear of its deletion (an operator, a thief) without asking."""
+        self.held.add(path)
+        if await self.call(self.client.exists_async(path, watch=self._node_changed)) is None:
+            self.gone.add(path)
+
+    def holds(self, path: str) -> bool:
+        return path in self.held and path not in self.gone
+
+    def let_go(self, path: str) -> None:
+        self.held.discard(path)
+        self.gone.discard(path)
+
+    def _node_changed(self, event: WatchedEvent) -> None:  # on kazoo's thread
+        if event.type == EventType.DELETED:
+            on_loop(self.loop, self._deleted, event.path)
+        elif event.type == EventType.CHANGED and not self.ended:  # a watch fires once
+            self.client.exists_async(event.path, watch=self._node_changed)
+
+    def _deleted(self, path: str) -> None:
+        if path in self.held:
+            self.gone.add(path)
+
+    def _state_changed(self, state: str) -> None:  # on kazoo's connection thread
+        if state == KazooState.SUSPENDED:
+            on_loop(self.loop, self._suspended)
+        elif state == KazooState.LOST:
+            on_loop(self.loop, self.end, "expired: its leases' nodes are gone")
+
+    def _suspended(self) -> None:
+        if not self.ended:
+            self.news.suspend(f"the connection to ZooKeeper ({self.where}) was lost")
+
+    def end(self, why: str) -> None:
+        self.news.end(f"ZooKeeper session {self.session_id or 0:x} {why}")
+
+    def close_after(self, seconds: float) -> None:
+        """Close the session ``seconds`` from now, on a timer thread: the event loop of a
+        blocking client runs only while it is called, and the lease must end anyway."""
+        if self._closing is not None:
+            self._closing.cancel()
+        self._closing = threading.Timer(seconds, _stop, (self.client,))
+        self._closing.daemon = True
+        self._closing.start()
+
+    async def stop(self, why: str | None = "was closed by its client") -> None:
+        """Close the session: its nodes go at once, and ``why`` to the leases still in it
+        (None: they were released; nobody hears)."""
+        if why is None:
+            self.news.close(f"ZooKeeper session {self.session_id or 0:x} closed")
+        else:
+            self.end(why)
+        if self._closing is not None:
+            self._closing.cancel()
+        await asyncio.to_thread(_stop, self.client)
+
+
+def _stop(client: KazooClient) -> None:
+    try:
+        client.stop()
+    finally:
+        with contextlib.suppress(Exception):  # closed already
+            client.close()
