@@ -173,7 +173,9 @@ class Gateway:
     def _unavailable(self, where: str, exc: BaseException) -> BackendUnavailable:
         chain = _causes(exc)
         why = next((str(e) for e in chain if str(e)), type(exc).__name__)
-        if any(isinstance(e, ssl.SSLError) for e in chain) or "SSL" in why:
+        reset = any(isinstance(e, ConnectionResetError) for e in chain)
+        handshake = self.options.tls is not False and isinstance(exc, httpx.ConnectError) and reset
+        if any(isinstance(e, ssl.SSLError) for e in chain) or "SSL" in why or handshake:
             why = f"TLS handshake failed ({why}); does the server speak TLS on that port?"
         elif isinstance(exc, httpx.RemoteProtocolError) and self.options.tls is False:
             why = f"{why}; is it a TLS port (use etcds://)?"

@@ -1,0 +1,163 @@
+"""zookeeper:// beyond the contract: kazoo's own Lock and fencelock exclude each other
+both ways, the token is the holder node's czxid, a session the server ends is a
+loss at once, a thousand leases cost one session's traffic, and bad input ends in
+one clear fencelock error."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import LockTimeout
+
+import fencelock
+from fencelock.testing import ServerPool, ZooKeeperServer
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    with ServerPool(tmp_path_factory.mktemp) as pool:
+        yield pool.zookeeper(1)[0]
+
+
+@pytest.fixture
+def kazoo(zookeeper: ZooKeeperServer) -> Iterator[KazooClient]:
+    client = KazooClient(hosts=zookeeper.address, timeout=10.0)
+    client.start(10)
+    yield client
+    client.stop()
+    client.close()
+
+
+def packets_received(member: ZooKeeperServer) -> int:
+    with socket.create_connection(("127.0.0.1", member.port), timeout=5) as sock:
+        sock.sendall(b"mntr")
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    for line in reply.decode().splitlines():
+        key, _, value = line.partition("\t")
+        if key == "zk_packets_received":
+            return int(value)
+    raise AssertionError(f"mntr has no zk_packets_received: {reply[:200]!r}")
+
+
+def test_kazoos_lock_and_fencelock_exclude_each_other(
+    zookeeper: ZooKeeperServer, kazoo: KazooClient
+) -> None:
+    theirs = kazoo.Lock("/fencelock/jobs/nightly", "kazoo-worker")
+    assert theirs.acquire(timeout=10)
+    with fencelock.connect(zookeeper.url) as client:
+        lock = client.lock("jobs/nightly", ttl=5)
+        assert lock.try_acquire() is None  # kazoo holds it
+        info = client.inspect("jobs/nightly")
+        assert info is not None and info.held and info.waiters == 0
+        theirs.release()
+        lease = lock.acquire(timeout=10)
+        # now fencelock holds it: kazoo's Lock queues behind it and gets it on release
+        with pytest.raises(LockTimeout):
+            kazoo.Lock("/fencelock/jobs/nightly", "kazoo-worker").acquire(timeout=1)
+        again = kazoo.Lock("/fencelock/jobs/nightly", "kazoo-worker")
+        got = threading.Event()
+        waiter = threading.Thread(target=lambda: again.acquire(timeout=30) and got.set())
+        waiter.start()
+        time.sleep(0.5)
+        assert not got.is_set()
+        lease.release()
+        waiter.join(30)
+        assert got.is_set(), "kazoo's Lock never got the lock fencelock released"
+        again.release()
+        assert lock.acquire(timeout=10).token > lease.token
+
+
+def test_the_token_is_the_holder_nodes_czxid(
+    zookeeper: ZooKeeperServer, kazoo: KazooClient
+) -> None:
+    with fencelock.connect(zookeeper.url) as client, client.lock("orders/7", ttl=5) as lease:
+        (node,) = kazoo.get_children("/fencelock/orders/7")
+        _, stat = kazoo.get(f"/fencelock/orders/7/{node}")
+        assert lease.token == stat.czxid
+        assert node.startswith(lease.owner + "__lock__")
+
+
+def test_a_session_the_server_ends_is_a_loss_at_once(zookeeper: ZooKeeperServer) -> None:
+    with fencelock.connect(zookeeper.url) as client:
+        lease = client.lock("expiring", ttl=20).acquire()
+        (session,) = client._backend._inner._sessions.values()  # type: ignore[attr-defined]
+        session_id, password = session.client.client_id
+        # another connection with the same session id and password closes the session
+        thief = KazooClient(hosts=zookeeper.address, client_id=(session_id, password))
+        thief.start(10)
+        thief.stop()
+        thief.close()
+        started = time.monotonic()
+        assert lease.wait_lost(10), "the lease never heard its session end"
+        assert time.monotonic() - started < 10
+        assert "ZooKeeper session" in (lease.lost_reason or ""), lease.lost_reason
+        with fencelock.connect(zookeeper.url) as other:
+            successor = other.lock("expiring", ttl=5).acquire(timeout=10)
+            assert successor.token > lease.token
+            successor.release()
+
+
+def test_a_thousand_leases_cost_one_sessions_traffic(zookeeper: ZooKeeperServer) -> None:
+    with fencelock.connect(zookeeper.url) as client:
+        leases = [client.lock(f"many/{i}", ttl=3).acquire() for i in range(1000)]
+        before = packets_received(zookeeper)
+        time.sleep(6)  # two TTLs: every lease renewed at least twice
+        received = packets_received(zookeeper) - before - 1  # this mntr's own connection
+        assert not any(lease.lost for lease in leases)
+        # kazoo's pings (one a second) and fencelock's probes (one per TTL/3): not 1,000s
+        assert received < 60, f"{received} packets in 6 s for 1,000 leases"
+        for lease in leases:
+            lease.release()
+
+
+def test_a_ttl_longer_than_the_servers_maximum_session_is_refused(
+    zookeeper: ZooKeeperServer,
+) -> None:
+    with fencelock.connect(zookeeper.url) as client:
+        with pytest.raises(fencelock.ConfigError, match="maxSessionTimeout"):
+            client.lock("long", ttl=600).acquire(timeout=5)
+        assert client.inspect("long") is None or not client.inspect("long").held  # type: ignore[union-attr]
+
+
+def test_extending_past_the_session_says_why_it_cannot(zookeeper: ZooKeeperServer) -> None:
+    with fencelock.connect(zookeeper.url) as client:
+        lease = client.lock("short", ttl=2, renew=False).acquire()
+        lease.extend(2)  # within its session: fine
+        with pytest.raises(fencelock.ConfigError, match="acquire with the longer TTL"):
+            lease.extend(30)
+        lease.release()
+        assert lease.released and not lease.lost
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("zookeeper://", "names no ZooKeeper server"),
+        ("zookeeper://127.0.0.1:2181/a/../b", "not a usable ZooKeeper path"),
+        ("zookeeper://127.0.0.1:2181/zookeeper", "not a usable ZooKeeper path"),
+        ("zookeeper://127.0.0.1:2181?prefix=x", "prefix"),
+        ("zookeeper://user@127.0.0.1:2181", "both a user and a password"),
+    ],
+)
+def test_bad_urls_are_refused_by_name(url: str, message: str) -> None:
+    with pytest.raises(fencelock.ConfigError, match=message):
+        fencelock.connect(url)
+
+
+def test_an_unreachable_ensemble_is_one_clear_error() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed once the block ends: nothing listens
+    url = f"zookeeper://127.0.0.1:{port}?connect_timeout=1"
+    with fencelock.connect(url) as client:
+        started = time.monotonic()
+        with pytest.raises(fencelock.BackendUnavailable, match="unreachable"):
+            client.lock("x").acquire(timeout=1)
+        assert time.monotonic() - started < 10
