@@ -77,6 +77,7 @@ class LeaseTerms:
     max_hold: float | None = None  # seconds from the acquire request: never trusted past it
     hold_until: float = math.inf
     session: Session | None = None  # the backend session it is held in, if shared
+    attempts: int = 1  # tries the acquire took
 
 
 class LeaseBase:
@@ -89,6 +90,7 @@ class LeaseBase:
         self.ttl = terms.ttl
         self.renews = terms.renew
         self.max_hold = terms.max_hold
+        self.attempts = terms.attempts  # tries the acquire took: 1 if the lock was free
         self._trust = trust.Trust(
             min(terms.trusted_until, terms.hold_until), hold_until=terms.hold_until
         )

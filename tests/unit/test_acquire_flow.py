@@ -102,3 +102,9 @@ def test_a_queued_waiter_still_gives_up_at_its_deadline(timeout: float) -> None:
     assert isinstance(outcome, GaveUp)
     assert all(w <= NOTICE_LIVENESS for w in waits)
     assert end <= 100.0 + timeout + 0.002
+
+
+@given(st.lists(busy, max_size=20))
+def test_a_grant_counts_the_tries_it_took(before: list[Busy]) -> None:
+    outcome, _, _ = simulate(30, None, [*before, Acquired(7)])
+    assert isinstance(outcome, Granted) and outcome.attempts == len(before) + 1

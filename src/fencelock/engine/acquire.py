@@ -56,6 +56,7 @@ class Granted:
     trusted_until: float
     owner: str | None = None
     session: Session | None = None
+    attempts: int = 1  # tries it took: 1 uncontended; each wake-up adds one
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,9 @@ def acquire_flow(
             result = tried.result
             since = tried.started if result.as_of is None else min(tried.started, result.as_of)
             granted_until = trusted_until(since, ttl)
-            return Granted(result.token, tried.started, granted_until, result.owner, result.session)
+            return Granted(
+                result.token, tried.started, granted_until, result.owner, result.session, attempts
+            )
         remaining = None if deadline is None else deadline - tried.finished
         if remaining is not None and remaining <= 0:
             return GaveUp(tried.finished - now, attempts)

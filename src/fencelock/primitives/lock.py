@@ -141,6 +141,7 @@ class _LockBase(Generic[B, L]):
             self.max_hold,
             math.inf if self.max_hold is None else outcome.started + self.max_hold,
             outcome.session,
+            outcome.attempts,
         )
 
     def _hold(self, lease: L, holder: object) -> L:
