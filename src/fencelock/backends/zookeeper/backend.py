@@ -188,17 +188,20 @@ class AsyncZooKeeperBackend:
         held = self._held.get(owner)
         if held is None or held.name != name:
             return False
-        if held.session.ended or not held.session.holds(held.path):  # gone with it, or deleted
-            self._held.pop(owner, None)
-            return False
-        held.session.check_extends(ttl)
+        session = held.session
+        session.check_extends(ttl)
         if held.own_session:  # an extend: the lease now ends on the server later
-            held.session.close_after(ttl)
+            session.close_after(ttl)
         try:
-            return RenewedAsOf(await held.session.fresh(ttl * FRESH_FRACTION))
+            if held.path not in session.mine:  # its first renewal: from now on a watch
+                await session.watch_mine(held.path)  # tells of a deletion, unasked
+            as_of = await session.fresh(ttl * FRESH_FRACTION)
         except SessionLost:
+            as_of = None
+        if as_of is None or not session.holds(held.path):  # gone with its session, or deleted
             self._held.pop(owner, None)
             return False
+        return RenewedAsOf(as_of)
 
     async def inspect(self, name: str) -> LockInfo | None:
         session = await self.session(OPENING_TTL, shared=True)
@@ -277,22 +280,20 @@ class ZooKeeperAttempt:
             self._session = await self._backend.session(session_timeout(self._ttl), self._shared)
             self._session.check_granted(self._ttl)
         session = self._session
-        client = session.client
         if self._node is None:
             await self._enter(session)
         sent = clock.now()
-        children = await session.call(client.get_children_async(self._queue))
+        children = await session.call(session.client.get_children_async(self._queue))
         session.confirmed(sent)
         assert self._node is not None
+        path = f"{self._queue}/{self._node}"
         ahead = line.ahead_of(children, self._node)
-        if ahead is None:  # our node is gone (deleted by someone): queue again
+        if ahead is None:  # deleted by someone: queue again
             self._node = None
             return Busy(retry_after=0.0)
         if ahead:
             self._predecessor = f"{self._queue}/{ahead[-1].node}"
             return Busy(notified=True)
-        path = f"{self._queue}/{self._node}"
-        await session.watch_held(path)
         self._acquired = True
         self._backend.hold(
             self._owner, _Held(self._name, path, self._token, session, not self._shared)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo import exceptions as kz
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.handlers.threading import AsyncResult, KazooTimeoutError, SequentialThreadingHandler
 
 from fencelock.aio import within
 from fencelock.errors import BackendUnavailable, ConfigError, FencelockError
@@ -25,6 +25,24 @@ ANSWERS = (kz.NoNodeError, kz.NodeExistsError, kz.BadVersionError, kz.NotEmptyEr
 
 class SessionLost(FencelockError):
     """The ZooKeeper session ended: every ephemeral node it held is gone."""
+
+
+class _DirectResult(AsyncResult):  # type: ignore[misc]
+    """kazoo's result of a request, calling back where it is set (kazoo's connection
+    thread) rather than queued for its callback thread. fencelock's callbacks only hand
+    the result to an event loop, so nothing blocks there, and every request saves a
+    thread switch (kazoo's own blocking calls wait on the result the same direct way)."""
+
+    def _do_callbacks(self) -> None:
+        for callback in self._callbacks:
+            callback(self)
+
+
+class LoopHandler(SequentialThreadingHandler):  # type: ignore[misc]
+    """kazoo's threading handler, with results that call back directly."""
+
+    def async_result(self) -> AsyncResult:
+        return _DirectResult(self)
 
 
 def on_loop(loop: asyncio.AbstractEventLoop, call: Callable[..., object], *args: Any) -> None:

@@ -4,7 +4,7 @@ kazoo keeps the session alive with its own pings; what fencelock adds is a time 
 can trust: :meth:`ZkSession.fresh` sends a probe unless one answered recently
 enough, and callers at the same time share it. The session's state changes
 (SUSPENDED: the connection is gone, LOST: the session expired) are pushed into
-every lease held in it, and a watch on each held node reports its deletion.
+every lease held in it, and a watch on each of its own nodes reports a deletion.
 """
 
 from __future__ import annotations
@@ -19,7 +19,13 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from fencelock import clock
-from fencelock.backends.zookeeper.bridge import SessionLost, on_loop, outcome, translated
+from fencelock.backends.zookeeper.bridge import (
+    LoopHandler,
+    SessionLost,
+    on_loop,
+    outcome,
+    translated,
+)
 from fencelock.backends.zookeeper.options import ZooKeeperOptions
 from fencelock.engine.session import Session
 from fencelock.errors import ConfigError
@@ -36,6 +42,7 @@ class ZkSession:
             hosts=options.hosts,
             timeout=float(timeout),
             auth_data=options.auth_data or None,
+            handler=LoopHandler(),
         )
         self.negotiated = 0.0
         self._capture_negotiated_timeout()
@@ -43,7 +50,7 @@ class ZkSession:
         self.session_id: int | None = None
         self.confirmed_at = -math.inf  # when the last answered request was sent
         self._probe: asyncio.Task[None] | None = None
-        self.held: set[str] = set()  # paths of the nodes this session holds locks with
+        self.mine: set[str] = set()  # paths of this session's contender nodes, watched
         self._closing: threading.Timer | None = None
         self.gone: set[str] = set()  # of those, the ones a watch saw deleted
 
@@ -127,17 +134,18 @@ class ZkSession:
             raise SessionLost(str(self.news.ended_because))
         self.confirmed_at = max(self.confirmed_at, sent)
 
-    async def watch_held(self, path: str) -> None:
-        """Hold ``path`` and hear of its deletion (an operator, a thief) without asking."""
-        self.held.add(path)
+    async def watch_mine(self, path: str) -> None:
+        """Hear of the deletion of our node ``path`` (an operator, a thief) without asking;
+        a node already gone is marked at once."""
+        self.mine.add(path)
         if await self.call(self.client.exists_async(path, watch=self._node_changed)) is None:
             self.gone.add(path)
 
     def holds(self, path: str) -> bool:
-        return path in self.held and path not in self.gone
+        return path in self.mine and path not in self.gone
 
     def let_go(self, path: str) -> None:
-        self.held.discard(path)
+        self.mine.discard(path)
         self.gone.discard(path)
 
     def _node_changed(self, event: WatchedEvent) -> None:  # on kazoo's thread
@@ -147,7 +155,7 @@ class ZkSession:
             self.client.exists_async(event.path, watch=self._node_changed)
 
     def _deleted(self, path: str) -> None:
-        if path in self.held:
+        if path in self.mine:
             self.gone.add(path)
 
     def _state_changed(self, state: str) -> None:  # on kazoo's connection thread
