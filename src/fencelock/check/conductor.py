@@ -16,10 +16,11 @@ from fencelock.check.history import Op, Recorder
 from fencelock.check.nemesis import Nemesis, build
 from fencelock.check.options import CheckOptions
 from fencelock.check.progress import Observer, Stats
-from fencelock.check.servers import ProxyHub, Reaper, RedisNode, ServerSet, proxied_url
+from fencelock.check.servers import ProxyHub, Reaper, ServerSet, proxied_url
 from fencelock.check.supervisor import ClientProcess, HarnessError, Supervisor
 from fencelock.check.workloads import ClientSpec, final_read
 from fencelock.engine.urls import parse_url
+from fencelock.testing.process import ServerProcess
 
 READY_TIMEOUT = 60.0  # every client connected and waiting for the start
 TICK = 0.01
@@ -219,13 +220,13 @@ class Conductor:
         assert self.setup.proxies is not None
         self.setup.proxies.heal(client)
 
-    def kill_server(self, node: RedisNode) -> None:
+    def kill_server(self, node: ServerProcess) -> None:
         pid = node.pid
         node.kill()
         if pid is not None:
             self.setup.reaper.unwatch(pid)
 
-    def restart(self, node: RedisNode) -> None:
+    def restart(self, node: ServerProcess) -> None:
         node.start()
         if node.pid is not None:
             self.setup.reaper.watch(node.pid)

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from fencelock.check.history import Op
-from fencelock.check.servers import RedisNode, ServerSet
+from fencelock.check.servers import CONSENSUS, ServerSet
+from fencelock.testing.process import ServerProcess
 
 NEMESES = ("pause", "kill", "server", "clock", "partition")
 SERVER_NEMESES = ("server", "clock")
@@ -59,10 +60,10 @@ class Harness(Protocol):
     def heal(self, client: int) -> None:
         """Restore ``client``'s links."""
 
-    def kill_server(self, node: RedisNode) -> None:
+    def kill_server(self, node: ServerProcess) -> None:
         """SIGKILL lock server ``node`` (it loses every key)."""
 
-    def restart(self, node: RedisNode) -> None:
+    def restart(self, node: ServerProcess) -> None:
         """Start ``node`` again (empty) on its port."""
 
     def record(self, op: Op) -> None:
@@ -79,7 +80,7 @@ class _Active:
     until: float
     detail: str
     token: int | None = None
-    nodes: tuple[RedisNode, ...] = ()
+    nodes: tuple[ServerProcess, ...] = ()
     killed: bool = False
 
 
@@ -204,7 +205,7 @@ class ServerFault(Nemesis):
     aims_at_holder = False
     gap = (1.0, 3.0)
 
-    def _victims(self, nodes: Sequence[RedisNode]) -> tuple[RedisNode, ...]:
+    def _victims(self, nodes: Sequence[ServerProcess]) -> tuple[ServerProcess, ...]:
         if len(nodes) == 1:
             return (nodes[0],)
         minority = (len(nodes) - 1) // 2
@@ -222,7 +223,8 @@ class ServerFault(Nemesis):
             else:
                 node.pause()
         if kill:
-            detail = f"kill server {names}: SIGKILL, restarted empty after {length:.2f}s"
+            how = "with its data" if h.servers.kind in CONSENSUS else "empty"
+            detail = f"kill server {names}: SIGKILL, restarted {how} after {length:.2f}s"
         else:
             detail = f"pause server {names} for {length:.2f}s: SIGSTOP"
         self._begin(h, _Active(-1, now, now + length, detail, None, nodes, kill))

@@ -6,9 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fencelock.check.nemesis import NEMESES, NETWORK_NEMESES, SERVER_NEMESES
+from fencelock.check.servers import NODES
 from fencelock.check.workloads import WORKLOADS
 from fencelock.engine.urls import parse_url
 from fencelock.errors import ConfigError
+
+SERVER_KINDS = tuple(NODES)  # what --servers starts
 
 
 @dataclass(frozen=True)
@@ -16,7 +19,7 @@ class CheckOptions:
     """One check run. ``url`` or ``servers`` (neither: a fresh SQLite file in the run dir)."""
 
     url: str | None = None
-    servers: str | None = None  # "redis" | "redlock": the harness starts them
+    servers: str | None = None  # "redis" | "redlock" | "etcd" | "zookeeper": started here
     workload: str = "register"
     clients: int = 8
     duration: float = 10.0
@@ -59,8 +62,16 @@ def _validate_backend(options: CheckOptions) -> None:
     """The lock servers (or URL) against the nemeses that need them."""
     if options.servers is not None and options.url is not None:
         raise ConfigError("give --url or --servers, not both")
-    if options.servers not in (None, "redis", "redlock"):
-        raise ConfigError(f"--servers must be redis or redlock, not {options.servers!r}")
+    if options.servers not in (None, *SERVER_KINDS):
+        raise ConfigError(
+            f"--servers must be one of {', '.join(SERVER_KINDS)}, not {options.servers!r}"
+        )
+    if options.servers in ("etcd", "zookeeper") and "clock" in options.nemeses:
+        raise ConfigError(
+            f"the clock nemesis cannot step {options.servers}'s clock: it expires leases and "
+            "sessions by a monotonic clock, which a wall-clock step does not move "
+            "(docs/safety.md)"
+        )
     scheme = _scheme(options)
     if scheme == "memory":
         raise ConfigError(
@@ -71,12 +82,12 @@ def _validate_backend(options: CheckOptions) -> None:
     if wants_servers and options.servers is None:
         raise ConfigError(
             f"the {wants_servers[0]} nemesis needs servers the harness started itself: "
-            "use --servers redis or --servers redlock instead of --url"
+            f"use --servers {'|'.join(SERVER_KINDS)} instead of --url"
         )
     if any(n in NETWORK_NEMESES for n in options.nemeses) and scheme == "sqlite":
         raise ConfigError(
             "the partition nemesis cuts clients off a lock server; sqlite:// has none "
-            "(use --servers redis|redlock, or a redis:// or redlock:// --url)"
+            f"(use --servers {'|'.join(SERVER_KINDS)}, or a server's --url)"
         )
 
 

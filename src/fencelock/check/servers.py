@@ -1,9 +1,10 @@
 """What the check harness runs besides its clients: lock servers, fault proxies, a reaper.
 
-* :class:`ServerSet`: ``redis-server`` processes (:class:`RedisNode`, a
-  :class:`fencelock.testing.RedisServer` with a name and maybe a fake clock) on free
-  loopback ports (1 for ``--servers redis``, 5 for ``--servers redlock``), each
-  optionally under libfaketime so the clock nemesis can step its wall clock.
+* :class:`ServerSet`: the lock servers on free loopback ports: ``redis-server``
+  processes (:class:`RedisNode`, a :class:`fencelock.testing.RedisServer` with a name
+  and maybe a fake clock; 1 for ``--servers redis``, 5 for ``--servers redlock``, each
+  optionally under libfaketime so the clock nemesis can step its wall clock), or a
+  3-member etcd cluster or ZooKeeper ensemble (``--servers etcd|zookeeper``).
 * :class:`ProxyHub`: one TCP proxy per (client, server) link, so the partition
   nemesis can cut one client off from every server (black hole: bytes are
   swallowed, nothing is forwarded, closes are held back until the link heals).
@@ -24,14 +25,17 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from fencelock.errors import ConfigError
 from fencelock.testing import (
     FakeClock,
     RedisServer,
+    ServerPool,
     ToolMissing,
     faketime_preload,
     free_port,
     require_binary,
 )
+from fencelock.testing.process import ServerProcess
 
 __all__ = [
     "NODES",
@@ -48,9 +52,10 @@ __all__ = [
     "require_binary",
 ]
 
-ServerKind = Literal["redis", "redlock"]
+ServerKind = Literal["redis", "redlock", "etcd", "zookeeper"]
 T = TypeVar("T")
-NODES = {"redis": 1, "redlock": 5}
+NODES = {"redis": 1, "redlock": 5, "etcd": 3, "zookeeper": 3}
+CONSENSUS = ("etcd", "zookeeper")  # clusters: a member restarts with its data
 
 
 class RedisNode(RedisServer):
@@ -67,15 +72,18 @@ class RedisNode(RedisServer):
 
 @dataclass
 class ServerSet:
-    """The redis-server processes of one run: ``url`` reaches them all."""
+    """The lock servers of one run: ``url`` reaches them all."""
 
     kind: ServerKind
-    nodes: list[RedisNode] = field(default_factory=list)
+    nodes: list[ServerProcess] = field(default_factory=list)
     timeout: float = 2.0
+    url: str = ""
 
     @classmethod
     def start(cls, kind: ServerKind, workdir: Path, *, faketime: bool, timeout: float) -> ServerSet:
-        """Start 1 (redis) or 5 (redlock) nodes; stops the started ones if one fails."""
+        """Start the servers of ``kind``; stops the started ones if one fails."""
+        if kind in CONSENSUS:
+            return cls._cluster(kind, workdir, faketime=faketime, timeout=timeout)
         if faketime:
             faketime_preload()  # fail before starting anything
         servers = cls(kind, timeout=timeout)
@@ -87,20 +95,41 @@ class ServerSet:
         except BaseException:
             servers.stop()
             raise
+        hosts = ",".join(node.address for node in servers.nodes)
+        servers.url = (
+            f"redis://{hosts}/0?timeout={timeout:g}"
+            if kind == "redis"
+            else f"redlock://{hosts}"  # the backend's own short per-node timeout
+        )
         return servers
 
-    @property
-    def url(self) -> str:
-        hosts = ",".join(node.address for node in self.nodes)
-        if self.kind == "redis":
-            return f"redis://{hosts}/0?timeout={self.timeout:g}"
-        return f"redlock://{hosts}"  # the backend's own short per-node timeout
+    @classmethod
+    def _cluster(
+        cls, kind: ServerKind, workdir: Path, *, faketime: bool, timeout: float
+    ) -> ServerSet:
+        if faketime:
+            raise ConfigError(
+                f"the clock nemesis cannot step {kind}'s clock: it expires leases and "
+                "sessions by a monotonic clock, which a wall-clock step does not move "
+                "(docs/safety.md)"
+            )
+        pool = ServerPool.under(workdir)
+        try:
+            members = pool.etcd(NODES[kind]) if kind == "etcd" else pool.zookeeper(NODES[kind])
+        except BaseException:
+            pool.stop_all()
+            raise
+        url = members[0].url
+        if kind == "etcd":  # a request to a stalled member fails within the TTL, and the
+            url += f"?timeout={timeout:g}&connect_timeout={timeout:g}"  # next goes elsewhere
+        # (kazoo leaves a stalled ZooKeeper member by itself, within the session timeout)
+        return cls(kind, list(members), timeout=timeout, url=url)
 
     def pids(self) -> list[int]:
         return [node.pid for node in self.nodes if node.pid is not None]
 
     def stop(self) -> None:
-        for node in self.nodes:
+        for node in reversed(self.nodes):
             node.stop()
 
 

@@ -48,8 +48,9 @@ class _BadInput(click.UsageError):
 @click.option(
     "--servers",
     default=None,
-    metavar="redis|redlock",
-    help="Start the lock servers here: 1 redis-server, or 5 for Redlock.",
+    metavar="redis|redlock|etcd|zookeeper",
+    help="Start the lock servers here: 1 redis-server, 5 for Redlock, or a 3-member "
+    "etcd cluster or ZooKeeper ensemble.",
 )
 @click.option(
     "--workload",

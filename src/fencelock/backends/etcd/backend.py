@@ -27,6 +27,8 @@ from fencelock.errors import FencelockError
 
 # Where the last token of a lock nobody holds is kept (apart from every lock's queue).
 RECORDS = b"\x00fencelock/last/"
+# How soon a release whose reply was lost is sent again (doubling up to 5 s).
+RETRY_DELETE = 0.5
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class AsyncEtcdBackend:
         self._granting: dict[int, asyncio.Task[EtcdSession]] = {}
         self._held: dict[str, _Held] = {}  # by owner: the handle of each held lease
         self._keys: set[bytes] = set()  # keys of this client's contenders
+        self._background: set[asyncio.Task[None]] = set()  # releases sent again
 
     def _reset_after_fork(self) -> None:
         """In a forked child: the parent's sessions and connections stay the parent's."""
@@ -124,16 +127,40 @@ class AsyncEtcdBackend:
         if held is None or held.name != name:
             return await self._release_elsewhere(name, owner)
         record = (RECORDS + self.queue(name), str(held.revision).encode())
+        delete = gateway.delete_if_value_txn(held.key, owner.encode(), record)
         try:
-            reply = await self.call(
-                "kv/txn", gateway.delete_if_value_txn(held.key, owner.encode(), record)
-            )
+            reply = await self.call("kv/txn", delete)
+        except LeaseNotFound:
+            return False  # the key went with its lease
+        except FencelockError:
+            self._delete_eventually(held.session, delete)
+            raise
         finally:
             self.unclaim(held.key)
         if held.own_session:  # its lease is being released: no news for it
             with contextlib.suppress(FencelockError):
                 await held.session.revoke(None)
         return bool(reply.get("succeeded"))
+
+    def _delete_eventually(self, session: EtcdSession, delete: gateway.Body) -> None:
+        """Send a release whose reply was lost again until it is answered (or its etcd
+        lease is gone): a key left behind would hold the lock while the session lives."""
+
+        async def again() -> None:
+            pause = RETRY_DELETE
+            while not session.ended:
+                await asyncio.sleep(pause)
+                try:
+                    await self.call("kv/txn", delete)
+                    return
+                except LeaseNotFound:
+                    return
+                except FencelockError:
+                    pause = min(pause * 2, 5.0)
+
+        task = asyncio.get_running_loop().create_task(again())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _release_elsewhere(self, name: str, owner: str) -> bool:
         """Release a lease another client holds, found by its owner value (an operator's
@@ -225,6 +252,9 @@ class AsyncEtcdBackend:
         ]
 
     async def close(self) -> None:
+        for task in list(self._background):
+            with contextlib.suppress(Exception):
+                await stop(task)
         sessions, self._sessions = list(self._sessions.values()), {}
         for session in sessions:
             with contextlib.suppress(FencelockError):

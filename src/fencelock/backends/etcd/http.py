@@ -158,6 +158,8 @@ class Gateway:
                 failure = exc
                 continue
             except httpx.HTTPError as exc:
+                if isinstance(exc, httpx.TimeoutException):  # a stalled member: the next
+                    self._current = (index + 1) % len(endpoints)  # request goes elsewhere
                 raise self._unavailable(endpoints[index], exc) from exc
             self._current = index
             if response.status_code != 200:

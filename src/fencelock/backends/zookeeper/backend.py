@@ -147,11 +147,19 @@ class AsyncZooKeeperBackend:
                 await self._end_own(held.session)
 
     async def _delete(self, session: ZkSession, queue: str, path: str, token: int) -> bool:
-        """Delete a holder's node and record its token on the queue node, in one step."""
+        """Delete a holder's node and record its token on the queue node, in one step;
+        if the reply is lost, the delete is sent again until it is answered."""
+        record = (queue, str(token).encode())
         transaction = session.client.transaction()
         transaction.delete(path)
-        transaction.set_data(queue, str(token).encode())
-        results = await session.call(transaction.commit_async())
+        transaction.set_data(*record)
+        try:
+            results = await session.call(transaction.commit_async())
+        except SessionLost:
+            return False  # the node went with its session
+        except FencelockError:
+            session.delete_eventually(path, record)
+            raise
         return not any(isinstance(result, Exception) for result in results)
 
     async def _release_elsewhere(self, name: str, owner: str) -> bool:
@@ -373,5 +381,10 @@ class ZooKeeperAttempt:
             found = await self._find_mine(session)
             node = None if found is None else found[0]
         if node is not None:
-            with contextlib.suppress(kz.NoNodeError, SessionLost):
+            try:
                 await session.call(session.client.delete_async(f"{self._queue}/{node}"))
+            except (kz.NoNodeError, SessionLost):
+                pass
+            except FencelockError:  # not answered: it must not stay in the line
+                session.delete_eventually(f"{self._queue}/{node}")
+                raise

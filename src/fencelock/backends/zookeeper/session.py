@@ -30,6 +30,9 @@ from fencelock.backends.zookeeper.options import ZooKeeperOptions
 from fencelock.engine.session import Session
 from fencelock.errors import ConfigError
 
+# How soon a delete whose reply was lost is sent again.
+RETRY_DELETE = 0.5
+
 
 class ZkSession:
     """A kazoo client with a session of ``timeout`` seconds asked (``negotiated``: what
@@ -140,6 +143,31 @@ class ZkSession:
         self.mine.add(path)
         if await self.call(self.client.exists_async(path, watch=self._node_changed)) is None:
             self.gone.add(path)
+
+    def delete_eventually(self, path: str, record: tuple[str, bytes] | None = None) -> None:
+        """Delete our node ``path`` (and set ``record``'s node to its data, in the same
+        step) once the servers can be reached again, retrying on kazoo's own threads
+        while this session lives: a release whose reply was lost must not leave the
+        lock held by a node nobody owns any more (the stuck lock of kazoo #732)."""
+
+        def attempt() -> None:
+            if self.ended:
+                return  # the node went with the session
+            transaction = self.client.transaction()
+            transaction.delete(path)
+            if record is not None:
+                transaction.set_data(*record)
+            transaction.commit_async().rawlink(settled)
+
+        def settled(result: Any) -> None:  # on kazoo's connection thread
+            try:
+                result.get_nowait()  # a failed step (the node is gone) is an answer too
+            except Exception:  # not answered: the connection is down; again, later
+                retry = threading.Timer(RETRY_DELETE, attempt)
+                retry.daemon = True
+                retry.start()
+
+        attempt()
 
     def holds(self, path: str) -> bool:
         return path in self.mine and path not in self.gone
