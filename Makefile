@@ -29,11 +29,12 @@ servers:
 test: lint typecheck servers
 	$(BIN)/pytest -q -n 2 tests
 
-# Both benchmarks; the Redis one starts its own redis-servers (installed by `servers`).
+# The benchmarks; each starts its own servers (installed by `servers`).
 bench: servers
 	@scripts/bootstrap.sh test,bench
 	$(BIN)/python bench/sqlite_bench.py
 	$(BIN)/python bench/redis_bench.py
+	$(BIN)/python bench/consensus_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info src/*.egg-info

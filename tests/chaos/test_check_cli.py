@@ -41,7 +41,7 @@ def _check(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         (["--nemesis", "server"], "needs servers the harness started itself"),
         (["--url", "redis://127.0.0.1:6379/0", "--nemesis", "clock"], "--servers redis"),
         (["--url", "sqlite:///x.db", "--nemesis", "partition"], "sqlite:// has none"),
-        (["--servers", "etcd"], "--servers must be redis or redlock"),
+        (["--servers", "consul"], "--servers must be one of redis, redlock, etcd, zookeeper"),
         (["--servers", "redis", "--url", "redis://127.0.0.1:1/0"], "not both"),
         (["--workload", "queue"], "unknown workload 'queue'"),
         (["--clients", "1"], "at least 2"),

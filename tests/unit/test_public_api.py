@@ -74,6 +74,7 @@ def test_clients_locks_and_leases_keep_their_workings_private() -> None:
             "trusted_until",
             "lost_reason",
             "max_hold",
+            "attempts",
         }
         lease.release()
     for cls in (fencelock.Lease, fencelock.AsyncLease):

@@ -83,11 +83,12 @@ class AsyncZooKeeperBackend:
         self._held: dict[str, _Held] = {}  # by owner: the handle of each held lease
         self._own: set[ZkSession] = set()  # sessions of leases that are not renewed
         self._background: set[asyncio.Task[None]] = set()  # sessions being closed
+        self._every: set[ZkSession] = set()  # every session made: close() stops them all
 
     def _reset_after_fork(self) -> None:
         """In a forked child: the parent's kazoo clients (their threads are not here)
         stay the parent's, unused and unclosed."""
-        forking.abandon([*self._sessions.values(), *self._own])
+        forking.abandon(list(self._every))
         self._start_afresh()
 
     def queue(self, name: str) -> str:
@@ -117,6 +118,7 @@ class AsyncZooKeeperBackend:
         fresh = await asyncio.shield(opening)
         self._sessions[timeout] = fresh
         if current is not None:  # the ended one: its client reconnects on its own; stop it
+            self._every.discard(current)
             self._in_background(current.stop())
         return fresh
 
@@ -127,6 +129,7 @@ class AsyncZooKeeperBackend:
 
     async def _connect(self, timeout: int) -> ZkSession:
         session = ZkSession(self.options, timeout, self.url)
+        self._every.add(session)  # even one whose caller was cancelled while it connected
         await session.start()
         return session
 
@@ -189,6 +192,7 @@ class AsyncZooKeeperBackend:
 
     async def _end_own(self, session: ZkSession) -> None:
         self._own.discard(session)
+        self._every.discard(session)
         with contextlib.suppress(FencelockError):
             await session.stop(None)
 
@@ -249,7 +253,7 @@ class AsyncZooKeeperBackend:
                 await self._walk(session, f"{path}/{child}", deeper, prefix, found)
 
     async def close(self) -> None:
-        sessions = [*self._sessions.values(), *self._own]
+        sessions, self._every = self._every, set()
         self._sessions, self._own = {}, set()
         await asyncio.gather(*(_quietly(s.stop()) for s in sessions), *self._background)
 
