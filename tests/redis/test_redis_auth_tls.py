@@ -18,9 +18,8 @@ import fencelock
 from fencelock.backends.redis.options import redis_options
 from fencelock.engine.urls import parse_url
 from fencelock.fencing import RedisGuard
-from fencelock.testing import RedisServer, TLSFiles
+from fencelock.testing import RedisServer, TLSFiles, make_certificates
 from tests.redis.conftest import Background, ServerPool, redis_cli
-from tests.redis.test_redis_tls import _openssl
 from tests.redis.test_waiting_faults import DOCUMENTED_ACL
 
 PASSWORD = "pa#ss/w?rd"  # every character a URL reserves, so it must be percent-encoded
@@ -166,24 +165,7 @@ def test_the_lock_acl_alone_does_not_cover_the_guard(acl_redis: RedisServer) -> 
 @pytest.fixture(scope="module")
 def wrong_name_certs(tmp_path_factory: pytest.TempPathFactory) -> TLSFiles:
     """A CA, and a server certificate it signed for ``wrong.example`` only (not 127.0.0.1)."""
-    d = tmp_path_factory.mktemp("tls-wrong-name")
-    (d / "san.cnf").write_text("subjectAltName=DNS:wrong.example\n")
-    _openssl(
-        d,
-        *("req", "-x509", "-new", "-nodes", "-newkey", "rsa:2048", "-days", "2"),
-        *("-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=fencelock test CA"),
-    )
-    _openssl(
-        d,
-        *("req", "-new", "-nodes", "-newkey", "rsa:2048"),
-        *("-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=wrong.example"),
-    )
-    _openssl(
-        d,
-        *("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key"),
-        *("-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "san.cnf"),
-    )
-    return TLSFiles(ca=d / "ca.crt", cert=d / "server.crt", key=d / "server.key")
+    return make_certificates(tmp_path_factory.mktemp("tls-wrong-name"), "DNS:wrong.example")
 
 
 @pytest.fixture(scope="module")

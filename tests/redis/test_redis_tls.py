@@ -7,48 +7,21 @@ module; redis-server listens on TLS only (``--port 0 --tls-port P``).
 from __future__ import annotations
 
 import asyncio
-import subprocess
-from pathlib import Path
 
 import pytest
 
 import fencelock
 from fencelock.fencing import RedisGuard
-from fencelock.testing import RedisServer, ServerPool, TLSFiles, require_binary
+from fencelock.testing import RedisServer, ServerPool, TLSFiles, make_certificates
 from tests.redis.conftest import Background
 
 HANG_BOUND = 10.0  # "not a hang": generous, see RETRY_BUG in test_redis_errors.py
 
 
-def _openssl(workdir: Path, *args: str) -> None:
-    done = subprocess.run(
-        [require_binary("openssl"), *args], cwd=workdir, capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"openssl {' '.join(args)} failed:\n{done.stderr}")
-
-
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> TLSFiles:
     """A throwaway CA and a server certificate for 127.0.0.1 signed by it."""
-    d = tmp_path_factory.mktemp("tls")
-    (d / "san.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
-    _openssl(
-        d,
-        *("req", "-x509", "-new", "-nodes", "-newkey", "rsa:2048", "-days", "2"),
-        *("-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=fencelock test CA"),
-    )
-    _openssl(
-        d,
-        *("req", "-new", "-nodes", "-newkey", "rsa:2048"),
-        *("-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"),
-    )
-    _openssl(
-        d,
-        *("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key"),
-        *("-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "san.cnf"),
-    )
-    return TLSFiles(ca=d / "ca.crt", cert=d / "server.crt", key=d / "server.key")
+    return make_certificates(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,8 @@ from __future__ import annotations
 from fencelock.testing.etcd import EtcdServer
 from fencelock.testing.pool import KINDS, ServerPool
 from fencelock.testing.process import ServerProcess, started_servers
-from fencelock.testing.redis import RedisServer, TLSFiles
+from fencelock.testing.redis import RedisServer
+from fencelock.testing.tls import TLSFiles, make_certificates
 from fencelock.testing.tools import (
     FakeClock,
     ServerStartError,
@@ -43,6 +44,7 @@ __all__ = [
     "ZooKeeperServer",
     "faketime_preload",
     "free_port",
+    "make_certificates",
     "require_binary",
     "started_servers",
 ]

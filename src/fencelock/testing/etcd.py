@@ -8,16 +8,22 @@ cluster are launched together and waited for together (:meth:`ServerPool.cluster
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from fencelock.testing.process import ServerProcess
+from fencelock.testing.tls import TLSFiles
 from fencelock.testing.tools import LOOPBACK, FakeClock, free_port
 
 
 class EtcdServer(ServerProcess):
-    """One etcd member; ``members`` is its cluster (itself alone unless set before start)."""
+    """One etcd member; ``members`` is its cluster (itself alone unless set before start).
+
+    With ``tls``, clients talk to it over TLS only (peers stay on plain loopback HTTP).
+    """
 
     kind = "etcd"
     program = "etcd"
@@ -30,8 +36,10 @@ class EtcdServer(ServerProcess):
         name: str | None = None,
         port: int | None = None,
         clock: FakeClock | None = None,
+        tls: TLSFiles | None = None,
     ) -> None:
         super().__init__(workdir, name=name, port=port, clock=clock)
+        self.tls = tls
         self.peer_port = free_port()
         self.members: list[EtcdServer] = [self]
 
@@ -42,7 +50,11 @@ class EtcdServer(ServerProcess):
 
     def argv(self) -> list[str]:
         """Loopback only; the cluster as ``members`` says, its token the first member's name."""
-        client = f"http://{self.address}"
+        client = f"{self._scheme}://{self.address}"
+        tls = self.tls
+        certificates = (
+            () if tls is None else ("--cert-file", str(tls.cert), "--key-file", str(tls.key))
+        )
         cluster = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
         return [
             self.executable(),
@@ -52,13 +64,22 @@ class EtcdServer(ServerProcess):
             *("--initial-advertise-peer-urls", self.peer_url),
             *("--initial-cluster", cluster, "--initial-cluster-state", "new"),
             *("--initial-cluster-token", self.members[0].name),
+            *certificates,
         ]
+
+    @property
+    def _scheme(self) -> str:
+        return "http" if self.tls is None else "https"
+
+    def _open(self, request: str | urllib.request.Request) -> Any:
+        context = None if self.tls is None else ssl.create_default_context(cafile=self.tls.ca)
+        return urllib.request.urlopen(request, timeout=2, context=context)
 
     def ready(self) -> bool:
         """Its ``/health`` answers true (the cluster has a leader and this member serves),
         and the member answering on its port is this one (by name)."""
         try:
-            with urllib.request.urlopen(f"http://{self.address}/health", timeout=2) as reply:
+            with self._open(f"{self._scheme}://{self.address}/health") as reply:
                 healthy = json.load(reply).get("health") == "true"
             return healthy and self._answering_member() == self.name
         except (OSError, ValueError, KeyError, urllib.error.URLError):
@@ -66,9 +87,9 @@ class EtcdServer(ServerProcess):
 
     def _answering_member(self) -> str | None:
         request = urllib.request.Request(
-            f"http://{self.address}/v3/cluster/member/list", data=b"{}", method="POST"
+            f"{self._scheme}://{self.address}/v3/cluster/member/list", data=b"{}", method="POST"
         )
-        with urllib.request.urlopen(request, timeout=2) as reply:
+        with self._open(request) as reply:
             listing = json.load(reply)
         me = listing["header"]["member_id"]
         return next((m.get("name") for m in listing["members"] if m["ID"] == me), None)
@@ -76,4 +97,5 @@ class EtcdServer(ServerProcess):
     @property
     def url(self) -> str:
         """``etcd://`` and every member's client address."""
-        return "etcd://" + ",".join(m.address for m in self.members)
+        scheme = "etcd" if self.tls is None else "etcds"
+        return f"{scheme}://" + ",".join(m.address for m in self.members)

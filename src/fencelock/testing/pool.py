@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 from fencelock.testing.etcd import EtcdServer
 from fencelock.testing.process import READY_TIMEOUT, ServerProcess
-from fencelock.testing.redis import RedisServer, TLSFiles
+from fencelock.testing.redis import RedisServer
+from fencelock.testing.tls import TLSFiles
 from fencelock.testing.zookeeper import ZooKeeperServer
 
 KINDS: dict[str, type[ServerProcess]] = {
@@ -88,10 +89,14 @@ class ServerPool:
         server = RedisServer(self.workdir(name), *extra, name=name, port=port, tls=tls)
         return self.add(server)
 
-    def etcd(self, members: int = 1, name: str = "etcd") -> list[EtcdServer]:
-        """Start an etcd cluster of ``members`` (each ``NAME-i``); ready once it has a leader."""
+    def etcd(
+        self, members: int = 1, name: str = "etcd", tls: TLSFiles | None = None
+    ) -> list[EtcdServer]:
+        """Start an etcd cluster of ``members`` (each ``NAME-i``; clients on TLS with ``tls``);
+        ready once it has a leader."""
         cluster = [
-            EtcdServer(self.workdir(f"{name}-{i}"), name=f"{name}-{i}") for i in range(members)
+            EtcdServer(self.workdir(f"{name}-{i}"), name=f"{name}-{i}", tls=tls)
+            for i in range(members)
         ]
         return self.cluster(cluster)
 

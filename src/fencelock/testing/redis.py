@@ -14,22 +14,13 @@ import re
 import socket
 import ssl
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 from fencelock.testing.process import ServerProcess
+from fencelock.testing.tls import TLSFiles
 from fencelock.testing.tools import LOOPBACK, FakeClock, require_binary
 
 _READY_REPLIES = (b"+PONG", b"-NOAUTH")
-
-
-@dataclass(frozen=True)
-class TLSFiles:
-    """A CA and the server certificate and key it signed (PEM files)."""
-
-    ca: Path
-    cert: Path
-    key: Path
 
 
 class RedisServer(ServerProcess):

@@ -274,6 +274,7 @@ class EtcdAttempt:
         self._key: bytes | None = None
         self._revision = 0  # our key's create revision, once put
         self._acquired = False
+        self._enqueuing: asyncio.Future[gateway.Reply] | None = None
 
     async def try_acquire(self) -> AttemptResult:
         for _ in range(3):  # a session that ended under us is replaced, and the key put again
@@ -291,12 +292,18 @@ class EtcdAttempt:
         assert key is not None
         # trusted from the keepalive: recent enough for the lock's own TTL
         as_of = await session.fresh(self._lock_ttl * FRESH_FRACTION)
-        reply = await self._backend.call(
-            "kv/txn",
-            gateway.enqueue_txn(
-                key, self._owner.encode(), session.lease_id, self._backend.queue(self._name)
-            ),
+        # Shielded: if we are cancelled meanwhile, the put still gets its answer, and
+        # close() deletes the key after it (a delete sent while the put was still in
+        # flight could reach etcd first and leave the key holding the lock).
+        self._enqueuing = asyncio.ensure_future(
+            self._backend.call(
+                "kv/txn",
+                gateway.enqueue_txn(
+                    key, self._owner.encode(), session.lease_id, self._backend.queue(self._name)
+                ),
+            )
         )
+        reply = await asyncio.shield(self._enqueuing)
         where = gateway.read_enqueued(reply)
         if where.my_revision == 0:  # our key went with its lease
             session.end("expired before the lock was taken")
@@ -343,6 +350,9 @@ class EtcdAttempt:
 
     async def close(self) -> None:
         """After success the key is the lock and stays; a waiter's key goes."""
+        if self._enqueuing is not None and not self._enqueuing.done():
+            with contextlib.suppress(Exception):
+                await self._enqueuing  # see _try: the put first, then the delete
         if self._acquired or self._key is None or self._session is None:
             return
         key, session = self._key, self._session

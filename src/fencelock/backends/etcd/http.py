@@ -19,6 +19,7 @@ import httpx
 from fencelock import clock
 from fencelock.backends.etcd.gateway import Body, Reply
 from fencelock.backends.etcd.options import EtcdOptions
+from fencelock.backends.etcd.wire import NotSent, Unanswered, Wire
 from fencelock.errors import BackendUnavailable, ConfigError, FencelockError
 
 # gRPC status codes etcd puts in its error replies
@@ -47,6 +48,14 @@ class Gateway:
         self._current = 0
         self._token: str | None = None
         self._http: httpx.AsyncClient | None = None
+        self._unary: Wire | None = None
+
+    def _wire(self) -> Wire:
+        if self._unary is None:
+            self._unary = Wire(
+                self.options.endpoints, self.options.ssl_context(), self.options.connect_timeout
+            )
+        return self._unary
 
     def _client(self) -> httpx.AsyncClient:
         if self._http is None:
@@ -59,12 +68,16 @@ class Gateway:
         return self._http
 
     async def close(self) -> None:
+        if self._unary is not None:
+            self._unary.close()
         if self._http is not None:
             http, self._http = self._http, None
             await http.aclose()
 
     def forget(self) -> None:
         """In a forked child: the parent's connections are not ours to use or close."""
+        if self._unary is not None:
+            self._unary.forget()
         self._http, self._token = None, None
 
     async def check_version(self) -> None:
@@ -113,8 +126,7 @@ class Gateway:
                 timeout=httpx.Timeout(None, connect=self.options.connect_timeout),
             ) as response:
                 if response.status_code != 200:
-                    await response.aread()
-                    raise self._translated(_refusal(response))
+                    raise self._translated(_refusal(response.status_code, await response.aread()))
                 async for line in response.aiter_lines():
                     if line.strip():
                         yield json.loads(line)
@@ -151,36 +163,59 @@ class Gateway:
         for step in range(len(endpoints)):
             index = (self._current + step) % len(endpoints)
             try:
-                response = await self._client().request(
-                    method, f"{endpoints[index]}{path}", json=body, headers=headers
+                status, content = await self._exchange(
+                    method, endpoints[index], path, body, headers or {}
                 )
-            except (httpx.ConnectError, httpx.ConnectTimeout, ssl.SSLError) as exc:
+            except NotSent as exc:
                 failure = exc
                 continue
-            except httpx.HTTPError as exc:
-                if isinstance(exc, httpx.TimeoutException):  # a stalled member: the next
+            except Unanswered as exc:
+                if isinstance(exc.__cause__, TimeoutError):  # a stalled member: the next
                     self._current = (index + 1) % len(endpoints)  # request goes elsewhere
                 raise self._unavailable(endpoints[index], exc) from exc
             self._current = index
-            if response.status_code != 200:
-                raise _refusal(response)
+            if status != 200:
+                raise _refusal(status, content)
             try:
-                reply: Reply = response.json()
+                reply: Reply = json.loads(content)
             except ValueError as exc:
                 raise self._unavailable(endpoints[index], exc) from exc
             return reply.get("result", reply) if path.endswith("keepalive") else reply
         assert failure is not None
         raise self._unavailable(", ".join(endpoints), failure) from failure
 
+    async def _exchange(
+        self,
+        method: str,
+        endpoint: str,
+        path: str,
+        body: Body | None,
+        headers: dict[str, str],
+    ) -> tuple[int, bytes]:
+        """One request on the wire (POST) or through httpx (GET, rare); NotSent or
+        Unanswered on failure."""
+        if method == "POST":
+            encoded = json.dumps(body, separators=(",", ":")).encode()
+            wire = self._wire()
+            return await wire.post(endpoint, path, encoded, headers, self.options.timeout)
+        try:
+            response = await self._client().request(method, f"{endpoint}{path}", headers=headers)
+        except (httpx.ConnectError, httpx.ConnectTimeout, ssl.SSLError) as exc:
+            raise NotSent(str(exc)) from exc
+        except httpx.HTTPError as exc:
+            raise Unanswered(str(exc)) from exc
+        return response.status_code, response.content
+
     def _unavailable(self, where: str, exc: BaseException) -> BackendUnavailable:
         chain = _causes(exc)
         why = next((str(e) for e in chain if str(e)), type(exc).__name__)
         reset = any(isinstance(e, ConnectionResetError) for e in chain)
-        handshake = self.options.tls is not False and isinstance(exc, httpx.ConnectError) and reset
+        handshake = self.options.tls and isinstance(exc, NotSent) and reset
         if any(isinstance(e, ssl.SSLError) for e in chain) or "SSL" in why or handshake:
             why = f"TLS handshake failed ({why}); does the server speak TLS on that port?"
-        elif isinstance(exc, httpx.RemoteProtocolError) and self.options.tls is False:
-            why = f"{why}; is it a TLS port (use etcds://)?"
+        elif isinstance(exc, Unanswered) and not self.options.tls:
+            garbled = any(isinstance(e, (ValueError, asyncio.IncompleteReadError)) for e in chain)
+            why = f"{why}; is it a TLS port (use etcds://)?" if garbled else why
         return BackendUnavailable(f"etcd at {where} ({self._shown}) unreachable: {why}")
 
     def _translated(self, refused: EtcdRefused) -> FencelockError:
@@ -206,11 +241,11 @@ def _causes(exc: BaseException) -> list[BaseException]:
     return chain
 
 
-def _refusal(response: httpx.Response) -> EtcdRefused:
+def _refusal(status: int, content: bytes) -> EtcdRefused:
     try:
-        reply: Any = response.json()
+        reply: Any = json.loads(content)
         message = str(reply.get("error") or reply)
         kind = LeaseNotFound if "lease not found" in message else EtcdRefused
         return kind(int(reply.get("code", 0)), message)
-    except ValueError:
-        return EtcdRefused(response.status_code, response.text.strip() or response.reason_phrase)
+    except (ValueError, AttributeError):
+        return EtcdRefused(status, content.decode(errors="replace").strip() or f"HTTP {status}")

@@ -33,9 +33,18 @@ class EtcdOptions:
         """What httpx verifies the servers with (``False``: plain HTTP)."""
         if not self.tls:
             return False
-        context = ssl.create_default_context(cafile=self.ca_file)
+        try:
+            context = ssl.create_default_context(cafile=self.ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"etcd ca_file {self.ca_file!r} cannot be used: {exc}") from exc
         if self.cert_file:
-            context.load_cert_chain(self.cert_file, self.key_file)
+            try:
+                context.load_cert_chain(self.cert_file, self.key_file)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError(
+                    f"etcd cert_file {self.cert_file!r} / key_file {self.key_file!r} "
+                    f"cannot be used: {exc}"
+                ) from exc
         return context
 
 
