@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 import fencelock
+from fencelock.check.servers import ProxyHub
 from fencelock.testing import EtcdServer, ServerPool
 from tests.consensus.test_servers import etcd_call, eventually, leader_of
 
@@ -79,3 +80,35 @@ def test_losing_the_leader_loses_no_lease_and_the_lock_keeps_working(
             again.release()
         finally:
             leader.start()
+
+
+def test_a_release_that_lands_late_never_deletes_the_next_lease_of_the_same_client(
+    cluster: list[EtcdServer],
+) -> None:
+    """Found by ``fencelock check --nemesis partition``: a release sent while cut off is
+    sent again once the link heals; a new acquire by the same client (same session, so
+    the same ``NAME/<lease>`` key) must not adopt the old key, or that late release
+    deletes it under the new holder and lets someone else in beside it."""
+    hub = ProxyHub()
+    try:
+        routed = hub.route(0, [("127.0.0.1", member.port) for member in cluster])
+        through = "etcd://" + ",".join(f"{h}:{p}" for h, p in routed)
+        with (
+            fencelock.connect(through + "?timeout=0.3&connect_timeout=0.3") as client,
+            fencelock.connect(cluster[0].url) as other,
+        ):
+            first = client.lock("late/release", ttl=5).acquire()
+            hub.cut(0)
+            first.release()  # unanswered: logged, and sent again in the background
+            hub.heal(0)
+            second = client.lock("late/release", ttl=5).acquire(timeout=10)
+            time.sleep(1.5)  # the release is sent again after 0.5 s, and lands
+            assert second.token > first.token
+            assert not second.lost
+            info = other.inspect("late/release")
+            assert info is not None and info.owner == second.owner
+            with pytest.raises(fencelock.LockTimeout):
+                other.lock("late/release").acquire(timeout=0)
+            second.release()
+    finally:
+        hub.close()

@@ -95,11 +95,14 @@ class AsyncEtcdBackend:
         self._sessions[ttl] = fresh
         return fresh
 
-    def claim_key(self, name: str, session: EtcdSession, owner: str) -> bytes:
+    def claim_key(
+        self, name: str, session: EtcdSession, owner: str, own_suffix: bool = False
+    ) -> bytes:
         """The contender's key: etcd's ``NAME/<lease hex>``, unless this client already
-        contends for ``name`` in the same session (then a suffix keeps them apart)."""
+        contends for ``name`` in the same session, or an earlier release of that key has
+        not landed yet (then a suffix of its owner keeps them apart)."""
         key = self.queue(name) + f"{session.lease_id:x}".encode()
-        if key in self._keys:
+        if key in self._keys or own_suffix:
             key += f".{owner[:12]}".encode()
         self._keys.add(key)
         return key
@@ -131,32 +134,41 @@ class AsyncEtcdBackend:
         try:
             reply = await self.call("kv/txn", delete)
         except LeaseNotFound:
+            self.unclaim(held.key)
             return False  # the key went with its lease
         except FencelockError:
-            self._delete_eventually(held.session, delete)
+            # The key stays claimed until the delete lands: a new contender of ours in
+            # this session must not take it over (and then see it deleted under it).
+            self._delete_eventually(held.session, delete, held.key)
             raise
-        finally:
+        except BaseException:
             self.unclaim(held.key)
+            raise
+        self.unclaim(held.key)
         if held.own_session:  # its lease is being released: no news for it
             with contextlib.suppress(FencelockError):
                 await held.session.revoke(None)
         return bool(reply.get("succeeded"))
 
-    def _delete_eventually(self, session: EtcdSession, delete: gateway.Body) -> None:
+    def _delete_eventually(self, session: EtcdSession, delete: gateway.Body, key: bytes) -> None:
         """Send a release whose reply was lost again until it is answered (or its etcd
-        lease is gone): a key left behind would hold the lock while the session lives."""
+        lease is gone): a key left behind would hold the lock while the session lives.
+        ``key`` is free for this client's contenders again once that is settled."""
 
         async def again() -> None:
             pause = RETRY_DELETE
-            while not session.ended:
-                await asyncio.sleep(pause)
-                try:
-                    await self.call("kv/txn", delete)
-                    return
-                except LeaseNotFound:
-                    return
-                except FencelockError:
-                    pause = min(pause * 2, 5.0)
+            try:
+                while not session.ended:
+                    await asyncio.sleep(pause)
+                    try:
+                        await self.call("kv/txn", delete)
+                        return
+                    except LeaseNotFound:
+                        return
+                    except FencelockError:
+                        pause = min(pause * 2, 5.0)
+            finally:
+                self.unclaim(key)
 
         task = asyncio.get_running_loop().create_task(again())
         self._background.add(task)
@@ -308,6 +320,11 @@ class EtcdAttempt:
         if where.my_revision == 0:  # our key went with its lease
             session.end("expired before the lock was taken")
             raise SessionEnded("the session's lease expired")
+        if where.my_value not in (b"", self._owner.encode()):
+            # The key is an earlier lease's of ours whose release has not landed: never
+            # adopt it (that release would delete it under us). Contend with our own.
+            self._key = self._backend.claim_key(self._name, session, self._owner, own_suffix=True)
+            return await self._try()
         self._revision = where.my_revision
         if where.head is not None and where.head.create_revision != where.my_revision:
             return Busy(notified=True)
