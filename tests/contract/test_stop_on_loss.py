@@ -26,11 +26,12 @@ FOREVER = 60.0  # how long a block would run if nothing stopped it
 PROMPTLY = 10.0  # a stop must come well within this (one renewal interval is 0.5 s)
 
 
-def steal(url: str, lease: fencelock.LeaseBase) -> fencelock.Lease:
-    """Another client takes the lease away, as after an expiry the holder did not see."""
-    thief = fencelock.connect(url)
-    assert thief._backend.release(lease.name, lease.owner)
-    return thief.lock(lease.name, ttl=30).acquire(timeout=10)
+def steal(url: str, lease: fencelock.LeaseBase) -> None:
+    """Another client takes the lease away, as after an expiry the holder did not see,
+    and gives it back (closed: a ZooKeeper client left open reconnects forever)."""
+    with fencelock.connect(url) as thief:
+        assert thief._backend.release(lease.name, lease.owner)
+        thief.lock(lease.name, ttl=30).acquire(timeout=10).release()
 
 
 async def stolen_while(
@@ -46,7 +47,7 @@ async def stolen_while(
                 loop = asyncio.get_running_loop()
                 thief = loop.run_in_executor(None, steal, backend.url, lease)
                 task = asyncio.ensure_future(work())
-                (await asyncio.wait_for(asyncio.shield(thief), PROMPTLY)).release()
+                await asyncio.wait_for(asyncio.shield(thief), PROMPTLY)
                 stolen_at = clock.now()
                 await task
         except BaseException as exc:
@@ -158,7 +159,7 @@ def test_lost_event_tells_worker_threads(
 
     thread = threading.Thread(target=worker)
     thread.start()
-    steal(backend.url, lease).release()
+    steal(backend.url, lease)
     thread.join(PROMPTLY)
     assert not thread.is_alive() and lease.lost
     assert lease.lost_event.is_set()
@@ -187,7 +188,7 @@ def test_stop_on_loss_interrupts_the_holding_thread(
     thread.start()
     assert entered.wait(PROMPTLY)
     (lease,) = client.held()
-    steal(backend.url, lease).release()
+    steal(backend.url, lease)
     thread.join(PROMPTLY)
     assert not thread.is_alive()
     (raised,) = outcome

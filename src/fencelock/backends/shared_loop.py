@@ -82,11 +82,13 @@ class SharedLoop:
         future: asyncio.Future[T] = self.loop.create_future()
         future.add_done_callback(self._notify)
         handoff = _Handoff(coro, future)
+        # One try around both: a Ctrl-C that lands just after the hand-off (the loop's
+        # thread took the GIL to start it) must stop the coroutine too.
         try:
-            self.loop.call_soon_threadsafe(handoff.start)
-        except RuntimeError as exc:  # closed
-            raise _refused(coro, self.loop) from exc
-        try:
+            try:
+                self.loop.call_soon_threadsafe(handoff.start)
+            except RuntimeError as exc:  # closed
+                raise _refused(coro, self.loop) from exc
             return self._wait_or_lead(future)
         except BaseException:
             # Interrupted while the loop (ours or another thread's) ran the coroutine:
