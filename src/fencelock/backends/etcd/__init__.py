@@ -1,4 +1,4 @@
-"""``etcd://`` and ``etcds://``: etcd v3 through its JSON gateway (httpx), one session
+"""``etcd://`` and ``etcds://``: etcd v3 through its JSON gateway (``wire.py``), one session
 lease per client and TTL, etcd's own queue recipe, the create revision as token.
 
 Written for asyncio (a waiter's watch streams while the loop runs); the blocking

@@ -1,6 +1,6 @@
-"""Talking to etcd's JSON gateway with httpx: endpoints in turn, credentials, errors.
+"""Talking to etcd's JSON gateway: endpoints in turn, credentials, errors.
 
-The one place where an httpx or etcd failure becomes a fencelock error. A request
+The one place where a connection or etcd failure becomes a fencelock error. A request
 moves on to the next endpoint only when it was never sent (the connection failed)
 or the member said it has no leader; a request whose answer was lost is not sent
 again here (its outcome is unknown: the caller decides).
@@ -13,8 +13,6 @@ import json
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
-
-import httpx
 
 from fencelock import clock
 from fencelock.backends.etcd.gateway import Body, Reply
@@ -41,44 +39,30 @@ class LeaseNotFound(EtcdRefused):
 
 
 class Gateway:
-    """One httpx client over all of a URL's endpoints; the current one is used first."""
+    """One wire over all of a URL's endpoints; the current one is used first."""
 
     def __init__(self, options: EtcdOptions, shown_url: str) -> None:
         self.options, self._shown = options, shown_url
         self._current = 0
         self._token: str | None = None
-        self._http: httpx.AsyncClient | None = None
-        self._unary: Wire | None = None
+        self._connections: Wire | None = None
 
     def _wire(self) -> Wire:
-        if self._unary is None:
-            self._unary = Wire(
+        if self._connections is None:
+            self._connections = Wire(
                 self.options.endpoints, self.options.ssl_context(), self.options.connect_timeout
             )
-        return self._unary
-
-    def _client(self) -> httpx.AsyncClient:
-        if self._http is None:
-            self._http = httpx.AsyncClient(
-                verify=self.options.ssl_context(),
-                timeout=httpx.Timeout(self.options.timeout, connect=self.options.connect_timeout),
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
-                trust_env=False,
-            )
-        return self._http
+        return self._connections
 
     async def close(self) -> None:
-        if self._unary is not None:
-            self._unary.close()
-        if self._http is not None:
-            http, self._http = self._http, None
-            await http.aclose()
+        if self._connections is not None:
+            self._connections.close()
 
     def forget(self) -> None:
         """In a forked child: the parent's connections are not ours to use or close."""
-        if self._unary is not None:
-            self._unary.forget()
-        self._http, self._token = None, None
+        if self._connections is not None:
+            self._connections.forget()
+        self._token = None
 
     async def check_version(self) -> None:
         """Raise unless some endpoint answers and serves the v3 API (etcd 3.4 or later)."""
@@ -116,22 +100,18 @@ class Gateway:
     async def stream(self, path: str, body: Body) -> AsyncIterator[Reply]:
         """The messages of a streaming call (a watch), one JSON object per line."""
         endpoint = self.options.endpoints[self._current]
-        headers = await self._headers()
+        encoded = json.dumps(body, separators=(",", ":")).encode()
+        replies = self._wire().stream(endpoint, f"/v3/{path}", encoded, await self._headers())
         try:
-            async with self._client().stream(
-                "POST",
-                f"{endpoint}/v3/{path}",
-                json=body,
-                headers=headers,
-                timeout=httpx.Timeout(None, connect=self.options.connect_timeout),
-            ) as response:
-                if response.status_code != 200:
-                    raise self._translated(_refusal(response.status_code, await response.aread()))
-                async for line in response.aiter_lines():
-                    if line.strip():
-                        yield json.loads(line)
-        except (httpx.HTTPError, ssl.SSLError, ValueError) as exc:
+            async for status, line in replies:
+                if status != 200:
+                    raise self._translated(_refusal(status, line))
+                if line:
+                    yield json.loads(line)
+        except (NotSent, Unanswered, ValueError) as exc:
             raise self._unavailable(endpoint, exc) from exc
+        finally:
+            await replies.aclose()
 
     async def _authorized(self, method: str, path: str, body: Body | None) -> Reply:
         try:
@@ -192,19 +172,10 @@ class Gateway:
         body: Body | None,
         headers: dict[str, str],
     ) -> tuple[int, bytes]:
-        """One request on the wire (POST) or through httpx (GET, rare); NotSent or
-        Unanswered on failure."""
-        if method == "POST":
-            encoded = json.dumps(body, separators=(",", ":")).encode()
-            wire = self._wire()
-            return await wire.post(endpoint, path, encoded, headers, self.options.timeout)
-        try:
-            response = await self._client().request(method, f"{endpoint}{path}", headers=headers)
-        except (httpx.ConnectError, httpx.ConnectTimeout, ssl.SSLError) as exc:
-            raise NotSent(str(exc)) from exc
-        except httpx.HTTPError as exc:
-            raise Unanswered(str(exc)) from exc
-        return response.status_code, response.content
+        """One request on the wire; NotSent or Unanswered on failure."""
+        encoded = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
+        wire = self._wire()
+        return await wire.send(method, endpoint, path, encoded, headers, self.options.timeout)
 
     def _unavailable(self, where: str, exc: BaseException) -> BackendUnavailable:
         chain = _causes(exc)
@@ -232,7 +203,7 @@ class Gateway:
 
 
 def _causes(exc: BaseException) -> list[BaseException]:
-    """``exc`` and what it was raised from (httpx wraps the ssl error twice)."""
+    """``exc`` and what it was raised from, each once."""
     chain: list[BaseException] = []
     current: BaseException | None = exc
     while current is not None and current not in chain:

@@ -30,7 +30,7 @@ class EtcdOptions:
         return self.endpoints[0].startswith("https:")
 
     def ssl_context(self) -> ssl.SSLContext | bool:
-        """What httpx verifies the servers with (``False``: plain HTTP)."""
+        """What the wire verifies the servers with (``False``: plain HTTP)."""
         if not self.tls:
             return False
         try:
