@@ -1,8 +1,9 @@
 """Every request to etcd's gateway: keep-alive HTTP/1.1 connections of fencelock's own.
 
-httpx, which fencelock used first, spent about 1.5 ms of Python on each request here (its pool, its event
-hooks, its header model), three times the loopback round trip to etcd's gateway;
-this wire writes one pre-formatted request and reads one reply, in about 0.5 ms.
+httpx, which fencelock used first, spent about 1.5 ms of Python on each request here
+(its pool, its event hooks, its header model), three times the loopback round trip to
+etcd's gateway; this wire writes one pre-formatted request and reads one reply, in
+about 0.5 ms.
 A watch (a long stream) gets a connection of its own, closed when it ends.
 
 A request whose connection could not be made was never sent (:class:`NotSent`:
