@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the test suite runs besides Python (Debian packages), when missing:
-# the lock servers (Redis, etcd, ZooKeeper), libfaketime for clock faults, Chromium for
+# the lock servers (Redis, etcd, ZooKeeper, PostgreSQL), libfaketime for clock faults, Chromium for
 # the report screenshot.
 set -euo pipefail
 need=()
@@ -10,6 +10,8 @@ command -v openssl >/dev/null || need+=(openssl)
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v etcdctl >/dev/null || need+=(etcd-client)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+# PostgreSQL 15 for the SQL backends (the suite runs initdb and postgres itself).
+[ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15)
 command -v java >/dev/null || need+=(default-jre-headless)
 # The HTML report test takes a screenshot in headless Chromium.
 command -v chromium >/dev/null || need+=(chromium)
@@ -24,9 +26,10 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-# Debian starts services on the default ports (redis 6379, etcd 2379, ZooKeeper 2181);
+# Debian starts services on the default ports (redis 6379, etcd 2379, ZooKeeper 2181,
+# PostgreSQL 5432);
 # the tests start their own on free ports.
-for service in redis-server etcd zookeeper; do
+for service in redis-server etcd zookeeper postgresql; do
     if command -v systemctl >/dev/null && systemctl is-active --quiet "$service" 2>/dev/null; then
         systemctl stop "$service" || true
     fi

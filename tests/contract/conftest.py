@@ -50,7 +50,11 @@ def _zookeeper(tmp: Path, servers: Callable[[str], list[str]]) -> BackendCase:
     return BackendCase(servers("zookeeper")[0], cross_process=True, persistent=True)
 
 
-BACKENDS = ["memory", "sqlite", "redis", "redlock", "etcd", "zookeeper"]
+def _postgresql(tmp: Path, servers: Callable[[str], list[str]]) -> BackendCase:
+    return BackendCase(servers("postgresql")[0], cross_process=True, persistent=True)
+
+
+BACKENDS = ["memory", "sqlite", "redis", "redlock", "etcd", "zookeeper", "postgresql"]
 
 # Contract tests etcd:// does not pass yet (issue 10 is open), each with why.
 ETCD_OPEN = {
@@ -97,6 +101,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str]
                 started[kind] = [pool.etcd(3)[0].url]
             if kind == "zookeeper" and kind not in started:  # a 3-member ensemble
                 started[kind] = [pool.zookeeper(3)[0].url]
+            if kind == "postgresql" and kind not in started:
+                started[kind] = [pool.postgresql().url]
             if kind not in started:
                 count = 5 if kind == "redlock" else 1
                 started[kind] = [pool.redis(name=kind).url for _ in range(count)]
@@ -125,6 +131,8 @@ def backend(
         if reason:
             pytest.skip(f"zookeeper:// {reason}")
         return _zookeeper(tmp_path, servers)
+    if request.param == "postgresql":
+        return _postgresql(tmp_path, servers)
     return _redis(tmp_path, servers)
 
 

@@ -1,6 +1,7 @@
 """Backends by URL scheme: each family's package is imported only when its scheme is used.
 
-A family (``memory``, ``sqlite``, ``redis``, ``redlock``, ``etcd``, ``zookeeper``) offers
+A family (``memory``, ``sqlite``, ``redis``, ``redlock``, ``etcd``, ``zookeeper``,
+``postgresql``) offers
 ``open_sync(parsed)`` and ``open_async(parsed)``: native drivers where its I/O has both
 colours, else the other colour through an adapter (:mod:`.threaded`, :mod:`.shared_loop`).
 """
@@ -24,9 +25,17 @@ _FAMILIES = {
     "etcd": "etcd",
     "etcds": "etcd",
     "zookeeper": "zookeeper",
+    "postgresql": "postgresql",
+    "postgres": "postgresql",
 }
 # family -> the extra that installs its driver
-_EXTRAS = {"redis": "redis", "redlock": "redis", "etcd": "etcd", "zookeeper": "zookeeper"}
+_EXTRAS = {
+    "redis": "redis",
+    "redlock": "redis",
+    "etcd": "etcd",
+    "zookeeper": "zookeeper",
+    "postgresql": "postgresql",
+}
 
 SCHEMES = tuple(sorted(_FAMILIES))
 

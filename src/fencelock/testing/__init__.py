@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from fencelock.testing.etcd import EtcdServer
 from fencelock.testing.pool import KINDS, ServerPool
+from fencelock.testing.postgresql import PostgreSQLServer
 from fencelock.testing.process import ServerProcess, started_servers
 from fencelock.testing.redis import RedisServer
 from fencelock.testing.tls import TLSFiles, make_certificates
@@ -35,6 +36,7 @@ __all__ = [
     "KINDS",
     "EtcdServer",
     "FakeClock",
+    "PostgreSQLServer",
     "RedisServer",
     "ServerPool",
     "ServerProcess",

@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from fencelock.testing.etcd import EtcdServer
+from fencelock.testing.postgresql import PostgreSQLServer
 from fencelock.testing.process import READY_TIMEOUT, ServerProcess
 from fencelock.testing.redis import RedisServer
 from fencelock.testing.tls import TLSFiles
@@ -24,6 +25,7 @@ KINDS: dict[str, type[ServerProcess]] = {
     "redis": RedisServer,
     "etcd": EtcdServer,
     "zookeeper": ZooKeeperServer,
+    "postgresql": PostgreSQLServer,
 }
 ClusterMember = EtcdServer | ZooKeeperServer
 
@@ -99,6 +101,10 @@ class ServerPool:
             for i in range(members)
         ]
         return self.cluster(cluster)
+
+    def postgresql(self, name: str = "postgresql") -> PostgreSQLServer:
+        """Start a PostgreSQL 15 cluster (see :class:`PostgreSQLServer`)."""
+        return self.add(PostgreSQLServer(self.workdir(name), name=name))
 
     def zookeeper(self, members: int = 1, name: str = "zookeeper") -> list[ZooKeeperServer]:
         """Start a ZooKeeper ensemble of ``members`` (standalone if 1); ready with a quorum."""

@@ -1,0 +1,137 @@
+"""``postgresql://``: leases in a table, tokens from a sequence, expiry by the database's
+clock, waiters woken by ``NOTIFY``.
+
+A lease is one row per lock name. Taking it is one ``INSERT … ON CONFLICT DO UPDATE``
+that succeeds only when the name is free or its lease has expired by
+``clock_timestamp()``, and draws the token from the sequence in the same statement.
+Renewal and release compare the owner and the expiry; a release announces the name
+on the schema's channel, and waiters listening there look again (no polling: a waiter
+otherwise sleeps until the holder's lease would expire). The statements are in
+:mod:`.sql`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from fencelock import forking
+from fencelock.aio import within
+from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
+from fencelock.backends.postgresql.connections import Connections
+from fencelock.backends.postgresql.listener import Listener
+from fencelock.backends.postgresql.options import postgres_options
+from fencelock.engine import handoff
+from fencelock.engine.handoff import busy_wait, starvation_bound
+from fencelock.engine.urls import ParsedURL
+
+
+class AsyncPostgresBackend:
+    """The asyncio PostgreSQL backend; the sync one runs it on a shared loop."""
+
+    supports_fair = True
+
+    def __init__(self, parsed: ParsedURL) -> None:
+        self.options = postgres_options(parsed)
+        self.url = parsed.redacted
+        self.connections = Connections(self.options, self.url)
+        self.statements = self.connections.statements
+        self.listener = Listener(self.connections)
+        forking.register(self)
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: the parent's connections stay the parent's."""
+        self.connections.forget()
+        self.listener.forget()
+
+    async def open(self) -> None:
+        await self.connections.ensure_schema()
+
+    def attempt(
+        self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
+    ) -> PostgresAttempt:
+        return PostgresAttempt(self, name, owner, ttl, starvation_bound(fair))
+
+    async def release(self, name: str, owner: str) -> bool:
+        rows = await self.connections.fetchall(
+            self.statements.release, {"name": name, "owner": owner}
+        )
+        return bool(rows)
+
+    async def renew(self, name: str, owner: str, ttl: float) -> bool:
+        rows = await self.connections.fetchall(
+            self.statements.renew, {"name": name, "owner": owner, "ttl": ttl}
+        )
+        return bool(rows)
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        rows = await self.connections.fetchall(self.statements.inspect, {"name": name})
+        return _info(rows[0]) if rows else None
+
+    async def list(self, prefix: str) -> list[LockInfo]:
+        rows = await self.connections.fetchall(self.statements.list, {"prefix": prefix})
+        return [_info(row) for row in rows]
+
+    async def close(self) -> None:
+        await self.listener.close()
+        await self.connections.close()
+
+
+def _info(row: tuple[Any, ...]) -> LockInfo:
+    name, owner, token, remaining, waiters = row
+    left = None if remaining is None else max(float(remaining), 0.0)
+    return LockInfo(name, owner, int(token), left, int(waiters))
+
+
+class PostgresAttempt:
+    """One contender: its place in the queue table and its bell on the listener."""
+
+    def __init__(
+        self, backend: AsyncPostgresBackend, name: str, owner: str, ttl: float, bound: float
+    ) -> None:
+        self._backend, self._name, self._owner = backend, name, owner
+        self._ttl, self._bound = ttl, bound
+        self._bell: asyncio.Event | None = None
+        self._queued = False
+
+    async def try_acquire(self) -> AttemptResult:
+        backend = self._backend
+        await backend.connections.ensure_schema()
+        if self._bell is None:
+            self._bell = await backend.listener.subscribe(self._name)
+        self._bell.clear()  # from here on, a release rings it
+        self._queued = True  # from the moment it is sent: close() takes it out again
+        rows = await backend.connections.fetchall(
+            backend.statements.acquire,
+            {
+                "name": self._name,
+                "owner": self._owner,
+                "ttl": self._ttl,
+                "bound": self._bound,
+                "liveness": handoff.WAITER_LIVENESS,
+                "listener": backend.listener.pid,
+            },
+        )
+        token, remaining = rows[0]
+        if token is not None:
+            self._queued = False  # the statement that granted it dequeued it
+            return Acquired(int(token))
+        return Busy(busy_wait(None if remaining is None else float(remaining)))
+
+    async def wait(self, timeout: float) -> None:
+        """Until a release of the name is announced, or ``timeout``."""
+        if self._bell is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            await within(timeout, self._bell.wait())
+
+    async def close(self) -> None:
+        bell, self._bell = self._bell, None
+        if bell is not None:
+            self._backend.listener.unsubscribe(self._name, bell)
+        if self._queued:
+            self._queued = False
+            await self._backend.connections.fetchall(
+                self._backend.statements.leave, {"name": self._name, "owner": self._owner}
+            )

@@ -1,0 +1,97 @@
+"""Waiting without polling: one ``LISTEN`` connection per client, shared by its waiters.
+
+A release announces the freed name with ``pg_notify`` in the same statement. The
+listener reads the announcements on a connection of its own (psycopg's
+``notifies()`` holds its connection) and rings the bells of the waiters on that
+name. A waiter subscribes before it looks at the lease, so a release between its
+look and its wait still rings. If the listening connection fails, every bell
+rings (each waiter looks again) and the next subscriber starts a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import psycopg
+
+from fencelock import forking
+from fencelock.aio import stop
+from fencelock.backends.postgresql.connections import Connections
+
+
+class Listener:
+    def __init__(self, connections: Connections) -> None:
+        self._connections = connections
+        self._bells: dict[str, set[asyncio.Event]] = {}
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._starting: asyncio.Lock | None = None
+
+    async def subscribe(self, name: str) -> asyncio.Event:
+        """A bell that rings when ``name`` may have been released (from now on)."""
+        await self._listening()
+        bell = asyncio.Event()
+        self._bells.setdefault(name, set()).add(bell)
+        return bell
+
+    @property
+    def pid(self) -> int:
+        """The listening session's server process: a queued waiter is alive while it is."""
+        return self._conn.info.backend_pid if self._conn is not None else 0
+
+    def unsubscribe(self, name: str, bell: asyncio.Event) -> None:
+        bells = self._bells.get(name)
+        if bells is not None:
+            bells.discard(bell)
+            if not bells:
+                del self._bells[name]
+
+    async def _listening(self) -> None:
+        if self._reader is not None and not self._reader.done():
+            return
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            if self._reader is not None and not self._reader.done():
+                return
+            conn = await self._connections.connect()
+            try:
+                await conn.execute(f'LISTEN "{self._connections.statements.channel}"')
+            except psycopg.Error as exc:
+                with contextlib.suppress(Exception):
+                    await conn.close()
+                raise self._connections.translated(exc) from exc
+            self._conn = conn
+            self._reader = asyncio.get_running_loop().create_task(self._read(conn))
+
+    async def _read(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        try:
+            async for notice in conn.notifies():
+                for bell in self._bells.get(notice.payload, ()):
+                    bell.set()
+        except psycopg.Error:
+            pass  # the connection is gone: every waiter looks again (below)
+        finally:
+            for bells in self._bells.values():
+                for bell in bells:
+                    bell.set()
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    async def close(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            with contextlib.suppress(Exception):
+                await stop(reader)
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    def forget(self) -> None:
+        """In a forked child: the parent's listening connection is left alone."""
+        forking.abandon(self._conn, self._reader)
+        self._conn, self._reader, self._starting = None, None, None
+        self._bells = {}

@@ -1,0 +1,233 @@
+"""postgresql:// beyond the contract: leases outlive connections and restarts, names
+are never squeezed into a hash, the SQL shown to a DBA is the SQL run, and bad input
+ends in a fencelock error naming the problem."""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import fencelock
+from fencelock.backends.base import Acquired
+from fencelock.backends.postgresql.sql import review
+from fencelock.errors import BackendUnavailable, ConfigError
+from fencelock.testing import PostgreSQLServer, ServerPool
+
+FENCELOCK = str(Path(sys.executable).parent / "fencelock")
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "backends.md"
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
+    with ServerPool(tmp_path_factory.mktemp) as servers:
+        yield servers
+
+
+@pytest.fixture(scope="module")
+def postgres(pool: ServerPool) -> PostgreSQLServer:
+    return pool.postgresql()
+
+
+@pytest.fixture
+def name() -> str:
+    return f"t{secrets.token_hex(4)}/lock"
+
+
+def terminate_fencelock_sessions(server: PostgreSQLServer) -> int:
+    rows = server.sql(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE application_name = 'fencelock') AS killed"
+    )
+    return int(rows[0][0])
+
+
+def test_killed_connections_lose_no_lease(postgres: PostgreSQLServer, name: str) -> None:
+    """The lease is a row, not a session: killing every connection the client has
+    (its listener too) loses nothing, and the client carries on on new ones."""
+    with fencelock.connect(postgres.url) as client:
+        lease = client.lock(name, ttl=30).acquire()
+        assert terminate_fencelock_sessions(postgres) >= 1
+        info = client.inspect(name)  # a new connection
+        assert info is not None and info.owner is not None and info.token == lease.token
+        lease.extend(30)
+        assert not lease.lost
+        lease.release()
+        assert not client.locked(name)
+
+
+def test_a_waiter_is_woken_after_its_listening_connection_was_killed(
+    postgres: PostgreSQLServer, name: str
+) -> None:
+    """A killed listener rings every bell: the waiter looks again, listens anew, and is
+    woken by the next release (not by its timeout)."""
+    with fencelock.connect(postgres.url) as holder, fencelock.connect(postgres.url) as waiter:
+        lease = holder.lock(name, ttl=30).acquire()
+        got: list[fencelock.Lease] = []
+        thread = threading.Thread(target=lambda: got.append(waiter.lock(name).acquire(timeout=60)))
+        thread.start()
+        deadline = _deadline(30)
+        while (info := holder.inspect(name)) is None or not info.waiters:
+            assert not _passed(deadline), "the waiter never queued"
+        terminate_fencelock_sessions(postgres)
+        lease.release()
+        thread.join(30)
+        assert got and got[0].token > lease.token
+        got[0].release()
+
+
+def test_tokens_keep_increasing_across_a_crash_and_restart(
+    pool: ServerPool, tmp_path: Path
+) -> None:
+    server = pool.postgresql(name="postgresql-restarted")
+    with fencelock.connect(server.url) as client:
+        before = [client.lock(f"restart/{i}").acquire() for i in range(3)]
+        for lease in before:
+            lease.release()
+    server.kill()  # SIGKILL: no shutdown checkpoint
+    server.start()
+    with fencelock.connect(server.url) as client:
+        after = client.lock("restart/0").acquire()
+        assert after.token > max(lease.token for lease in before)
+        after.release()
+
+
+def test_two_thousand_names_never_share_a_lock(postgres: PostgreSQLServer) -> None:
+    """tooz's PostgreSQL driver hashes names into 65,536 advisory keys; here a name is
+    its own row: every one of 2,000 names is held at once, each by its own lease."""
+    prefix = f"many{secrets.token_hex(3)}/"
+    with fencelock.connect(postgres.url) as client:
+        leases = [client.lock(f"{prefix}{i}", ttl=60).acquire(timeout=0) for i in range(2000)]
+        assert len({lease.token for lease in leases}) == 2000
+        assert len(client.list(prefix)) == 2000
+        for lease in leases:
+            lease.release()
+
+
+def test_a_user_without_create_privilege_is_told_which_to_grant(
+    postgres: PostgreSQLServer,
+) -> None:
+    role = f"app_{secrets.token_hex(3)}"
+    postgres.sql(f"CREATE ROLE {role} LOGIN PASSWORD 'secret'")
+    postgres.sql(f"CREATE SCHEMA IF NOT EXISTS {role}_locks")  # owned by postgres
+    postgres.sql(f"GRANT USAGE ON SCHEMA {role}_locks TO {role}")
+    url = f"postgresql://{role}:secret@{postgres.address}/postgres?schema={role}_locks"
+    with (
+        pytest.raises(ConfigError, match="Grant it CREATE") as raised,
+        fencelock.connect(url) as client,
+    ):
+        client.lock("x").acquire(timeout=0)
+    assert role in str(raised.value) and "secret" not in str(raised.value)
+    # once an owner ran `fencelock init` and granted the rights, the user can lock
+    run_cli("init", "--url", postgres.url + f"?schema={role}_locks")
+    postgres.sql(
+        f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {role}_locks TO {role}"
+    )
+    postgres.sql(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {role}_locks TO {role}")
+    with fencelock.connect(url) as client:
+        lease = client.lock("x").acquire(timeout=0)
+        assert lease.token >= 1
+        lease.release()
+
+
+def test_the_sql_in_the_docs_is_the_sql_fencelock_runs() -> None:
+    shown = run_cli("init", "--sql", "--url", "postgresql://u@h/db")
+    assert shown == review("public")
+    assert shown.strip() in DOCS.read_text(), "docs/backends.md shows other SQL: paste it anew"
+
+
+def test_a_url_with_no_server_listening_is_unavailable(name: str) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with (
+        pytest.raises(BackendUnavailable, match="unreachable"),
+        fencelock.connect(
+            f"postgresql://postgres:x@127.0.0.1:{port}/postgres?connect_timeout=2"
+        ) as client,
+    ):
+        client.lock(name).acquire(timeout=0)
+
+
+@pytest.mark.parametrize(
+    ("make_url", "error", "match"),
+    [
+        (lambda s: s.url.replace(":fencelock@", ":wrong@"), BackendUnavailable, "credentials"),
+        (lambda s: s.url.rsplit("/", 1)[0] + "/nosuchdb", ConfigError, "nosuchdb"),
+        (lambda s: s.url + "?schema=nosuchschema", ConfigError, "nosuchschema"),
+        (lambda s: s.url + "?schema=Bad-Name", ConfigError, "schema"),
+        (lambda s: s.url + "?colour=blue", ConfigError, "colour"),
+        (lambda s: s.url + "?timeout=-1", ConfigError, "timeout"),
+    ],
+    ids=[
+        "wrong-password",
+        "missing-database",
+        "missing-schema",
+        "bad-schema",
+        "unknown-option",
+        "bad-timeout",
+    ],
+)
+def test_bad_input_gets_a_fencelock_error_naming_it(
+    postgres: PostgreSQLServer, name: str, make_url: object, error: type[Exception], match: str
+) -> None:
+    url = make_url(postgres)  # type: ignore[operator]
+    with pytest.raises(error, match=match) as raised, fencelock.connect(url) as client:
+        client.lock(name).acquire(timeout=0)
+    assert "fencelock@" not in str(raised.value), "the password leaked into the message"
+
+
+def test_a_server_that_is_not_postgresql_is_named(pool: ServerPool, name: str) -> None:
+    redis = pool.redis(name="not-postgres")
+    url = f"postgresql://postgres:x@{redis.address}/postgres?connect_timeout=2"
+    with pytest.raises(BackendUnavailable, match="PostgreSQL"), fencelock.connect(url) as client:
+        client.lock(name).acquire(timeout=0)
+
+
+def run_cli(*args: str) -> str:
+    done = subprocess.run(
+        [FENCELOCK, *args], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _deadline(seconds: float) -> float:
+    return time.monotonic() + seconds
+
+
+def _passed(deadline: float) -> bool:
+    time.sleep(0.01)
+    return time.monotonic() > deadline
+
+
+def test_every_statement_may_run_twice_with_the_same_effect(
+    postgres: PostgreSQLServer, name: str
+) -> None:
+    """A statement sent on a connection that turns out dead is sent again on a new
+    one; for that to be safe, a second acquire by the same owner returns the same
+    token and a second release still says the lease was held."""
+    with fencelock.connect(postgres.url) as client:
+        backend, owner = client._backend, secrets.token_hex(20)
+        first = backend.attempt(name, owner, 30)
+        again = backend.attempt(name, owner, 30)
+        try:
+            granted, regranted = first.try_acquire(), again.try_acquire()
+        finally:
+            first.close()
+            again.close()
+        assert isinstance(granted, Acquired) and isinstance(regranted, Acquired)
+        assert regranted.token == granted.token
+        assert backend.renew(name, owner, 30) and backend.renew(name, owner, 30)
+        assert backend.release(name, owner) and backend.release(name, owner)
+        assert not backend.renew(name, owner, 30)  # released is released
+        successor = client.lock(name).acquire(timeout=0)
+        assert successor.token > granted.token
+        successor.release()
