@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite runs besides Python (Debian packages), when missing:
-# the lock servers (Redis, etcd, ZooKeeper, PostgreSQL), libfaketime for clock faults, Chromium for
-# the report screenshot.
+# the lock servers (Redis, etcd, ZooKeeper, PostgreSQL, PgBouncer, MariaDB), libfaketime for
+# clock faults, Chromium for the report screenshot.
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
@@ -12,6 +12,9 @@ command -v etcdctl >/dev/null || need+=(etcd-client)
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 # PostgreSQL 15 for the SQL backends (the suite runs initdb and postgres itself).
 [ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15)
+# PgBouncer in front of it, and MariaDB 10.11 (mariadbd and pgbouncer are in /usr/sbin).
+command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || need+=(pgbouncer)
+command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server mariadb-client)
 command -v java >/dev/null || need+=(default-jre-headless)
 # The HTML report test takes a screenshot in headless Chromium.
 command -v chromium >/dev/null || need+=(chromium)
@@ -27,9 +30,9 @@ if [ ${#need[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 # Debian starts services on the default ports (redis 6379, etcd 2379, ZooKeeper 2181,
-# PostgreSQL 5432);
+# PostgreSQL 5432, PgBouncer 6432, MariaDB 3306);
 # the tests start their own on free ports.
-for service in redis-server etcd zookeeper postgresql; do
+for service in redis-server etcd zookeeper postgresql pgbouncer mariadb; do
     if command -v systemctl >/dev/null && systemctl is-active --quiet "$service" 2>/dev/null; then
         systemctl stop "$service" || true
     fi

@@ -10,7 +10,9 @@ at the backend boundary with the original chained as ``__cause__``::
     ├── LeaseLost            the lease expired or was taken; stop acting on it
     ├── NotHolder            release or extend of a lease this caller does not hold
     ├── AlreadyHeld          this thread or task asked again for a lock it holds
-    └── StaleToken           a fencing guard rejected a write from an older token
+    ├── StaleToken           a fencing guard rejected a write from an older token
+    ├── ConflictError        an optimistic update found the row changed on every attempt
+    └── RowNotFound          the row to update is not there          (also a LookupError)
 """
 
 from __future__ import annotations
@@ -55,3 +57,25 @@ class StaleToken(FencelockError):
         self.key = key
         self.token = token
         self.last = last
+
+
+class ConflictError(FencelockError):
+    """A conditional update gave up: another writer changed the row between its read
+    and its write on every attempt."""
+
+    def __init__(self, row: str, attempts: int) -> None:
+        super().__init__(
+            f"update of {row} gave up after {attempts} attempt(s) ({attempts - 1} retries):"
+            " another writer changed the row between the read and the write every time"
+        )
+        self.row = row
+        self.attempts = attempts
+        self.retries = attempts - 1
+
+
+class RowNotFound(FencelockError, LookupError):
+    """The row an update was asked to change is not in the table."""
+
+    def __init__(self, row: str) -> None:
+        super().__init__(f"no row {row}")
+        self.row = row

@@ -54,7 +54,21 @@ def _postgresql(tmp: Path, servers: Callable[[str], list[str]]) -> BackendCase:
     return BackendCase(servers("postgresql")[0], cross_process=True, persistent=True)
 
 
-BACKENDS = ["memory", "sqlite", "redis", "redlock", "etcd", "zookeeper", "postgresql"]
+def _advisory(tmp: Path, servers: Callable[[str], list[str]]) -> BackendCase:
+    url = servers("postgresql")[0].replace("postgresql://", "postgresql+advisory://", 1)
+    return BackendCase(url, cross_process=True, persistent=True)
+
+
+BACKENDS = [
+    "memory",
+    "sqlite",
+    "redis",
+    "redlock",
+    "etcd",
+    "zookeeper",
+    "postgresql",
+    "advisory",
+]
 
 # Contract tests etcd:// does not pass yet (issue 10 is open), each with why.
 ETCD_OPEN = {
@@ -133,6 +147,8 @@ def backend(
         return _zookeeper(tmp_path, servers)
     if request.param == "postgresql":
         return _postgresql(tmp_path, servers)
+    if request.param == "advisory":
+        return _advisory(tmp_path, servers)
     return _redis(tmp_path, servers)
 
 

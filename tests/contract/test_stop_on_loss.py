@@ -38,17 +38,18 @@ async def stolen_while(
     backend: BackendCase, name: str, work: Callable[[], Awaitable[None]]
 ) -> tuple[BaseException, float]:
     """Run ``work`` under a stop_on_loss lock, steal the lease; what leaving raised, and
-    how long after the theft."""
+    how long after the theft began (a backend may see the loss before the thief is
+    done: ending a PostgreSQL session is seen by its holder at once)."""
     stolen_at = 0.0
     async with fencelock.aconnect(backend.url) as client:
         lock = client.lock(name, ttl=TTL, stop_on_loss=True)
         try:
             async with lock as lease:
                 loop = asyncio.get_running_loop()
-                thief = loop.run_in_executor(None, steal, backend.url, lease)
                 task = asyncio.ensure_future(work())
-                await asyncio.wait_for(asyncio.shield(thief), PROMPTLY)
                 stolen_at = clock.now()
+                thief = loop.run_in_executor(None, steal, backend.url, lease)
+                await asyncio.wait_for(asyncio.shield(thief), PROMPTLY)
                 await task
         except BaseException as exc:
             return exc, clock.now() - stolen_at

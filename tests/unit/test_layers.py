@@ -19,6 +19,7 @@ LIBRARY_RANKS = {
     "forking": 1,
     "metrics": 2,
     "backends": 2,
+    "sql": 3,
     "lease": 3,
     "fencing": 3,
     "holdings": 4,

@@ -27,6 +27,8 @@ _FAMILIES = {
     "zookeeper": "zookeeper",
     "postgresql": "postgresql",
     "postgres": "postgresql",
+    "postgresql+advisory": "postgresql",
+    "postgres+advisory": "postgresql",
 }
 # family -> the extra that installs its driver
 _EXTRAS = {

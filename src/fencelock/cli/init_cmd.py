@@ -9,7 +9,7 @@ from fencelock.cli import errors_as_exit_codes, url_option
 from fencelock.engine.urls import parse_url
 from fencelock.errors import ConfigError
 
-SQL_SCHEMES = {"postgresql", "postgres"}
+SQL_SCHEMES = {"postgresql", "postgres", "postgresql+advisory", "postgres+advisory"}
 
 
 @click.command()
@@ -33,10 +33,13 @@ def _sql(url: str | None) -> str:
     parsed = parse_url(url or "")
     if parsed.scheme not in SQL_SCHEMES:
         raise ConfigError(f"{parsed.redacted!r} keeps no SQL schema: --sql is for postgresql://")
+    from fencelock.backends.postgresql import advisory_sql, sql
     from fencelock.backends.postgresql.options import postgres_options
-    from fencelock.backends.postgresql.sql import review
 
-    return review(postgres_options(parsed).schema)
+    schema = postgres_options(parsed).schema
+    if parsed.scheme.endswith("+advisory"):
+        return advisory_sql.review(schema)
+    return sql.review(schema)
 
 
 def register(group: click.Group) -> None:

@@ -17,6 +17,8 @@ server (``redis.py``; ``pool.KINDS`` lists them) on one shared life cycle
 from __future__ import annotations
 
 from fencelock.testing.etcd import EtcdServer
+from fencelock.testing.mariadb import MariaDBServer
+from fencelock.testing.pgbouncer import PgBouncerServer
 from fencelock.testing.pool import KINDS, ServerPool
 from fencelock.testing.postgresql import PostgreSQLServer
 from fencelock.testing.process import ServerProcess, started_servers
@@ -36,6 +38,8 @@ __all__ = [
     "KINDS",
     "EtcdServer",
     "FakeClock",
+    "MariaDBServer",
+    "PgBouncerServer",
     "PostgreSQLServer",
     "RedisServer",
     "ServerPool",

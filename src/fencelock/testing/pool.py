@@ -15,6 +15,8 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from fencelock.testing.etcd import EtcdServer
+from fencelock.testing.mariadb import MariaDBServer
+from fencelock.testing.pgbouncer import PgBouncerServer
 from fencelock.testing.postgresql import PostgreSQLServer
 from fencelock.testing.process import READY_TIMEOUT, ServerProcess
 from fencelock.testing.redis import RedisServer
@@ -26,6 +28,8 @@ KINDS: dict[str, type[ServerProcess]] = {
     "etcd": EtcdServer,
     "zookeeper": ZooKeeperServer,
     "postgresql": PostgreSQLServer,
+    "mariadb": MariaDBServer,
+    "pgbouncer": PgBouncerServer,
 }
 ClusterMember = EtcdServer | ZooKeeperServer
 
@@ -105,6 +109,20 @@ class ServerPool:
     def postgresql(self, name: str = "postgresql") -> PostgreSQLServer:
         """Start a PostgreSQL 15 cluster (see :class:`PostgreSQLServer`)."""
         return self.add(PostgreSQLServer(self.workdir(name), name=name))
+
+    def mariadb(self, name: str = "mariadb") -> MariaDBServer:
+        """Start a MariaDB 10.11 server (see :class:`MariaDBServer`)."""
+        return self.add(MariaDBServer(self.workdir(name), name=name))
+
+    def pgbouncer(
+        self,
+        upstream: PostgreSQLServer,
+        pool_mode: str = "transaction",
+        name: str = "pgbouncer",
+    ) -> PgBouncerServer:
+        """Start PgBouncer in front of ``upstream`` (see :class:`PgBouncerServer`)."""
+        server = PgBouncerServer(self.workdir(name), upstream, pool_mode=pool_mode, name=name)
+        return self.add(server)
 
     def zookeeper(self, members: int = 1, name: str = "zookeeper") -> list[ZooKeeperServer]:
         """Start a ZooKeeper ensemble of ``members`` (standalone if 1); ready with a quorum."""

@@ -22,6 +22,7 @@ from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
 from fencelock.backends.postgresql.connections import Connections
 from fencelock.backends.postgresql.listener import Listener
 from fencelock.backends.postgresql.options import postgres_options
+from fencelock.backends.postgresql.sql import Statements
 from fencelock.engine import handoff
 from fencelock.engine.handoff import busy_wait, starvation_bound
 from fencelock.engine.urls import ParsedURL
@@ -36,7 +37,7 @@ class AsyncPostgresBackend:
         self.options = postgres_options(parsed)
         self.url = parsed.redacted
         self.connections = Connections(self.options, self.url)
-        self.statements = self.connections.statements
+        self.statements = Statements(self.options.schema)
         self.listener = Listener(self.connections)
         forking.register(self)
 

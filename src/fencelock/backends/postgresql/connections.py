@@ -20,7 +20,7 @@ from psycopg.conninfo import make_conninfo
 from fencelock import forking
 from fencelock.aio import within
 from fencelock.backends.postgresql.options import PostgresOptions
-from fencelock.backends.postgresql.sql import Statements
+from fencelock.backends.postgresql.sql import SchemaObjects, Statements
 from fencelock.errors import BackendUnavailable, ConfigError, FencelockError
 
 MAX_CONNECTIONS = 8
@@ -29,33 +29,44 @@ MAX_CONNECTIONS = 8
 class Connections:
     """Connections for ``options``; ``url`` (redacted) goes into every error message."""
 
-    def __init__(self, options: PostgresOptions, url: str) -> None:
+    def __init__(
+        self, options: PostgresOptions, url: str, objects: SchemaObjects | None = None
+    ) -> None:
         self.options, self.url = options, url
-        self.statements = Statements(options.schema)
+        self.objects: SchemaObjects = objects or Statements(options.schema)
         self._idle: list[psycopg.AsyncConnection[Any]] = []
         self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
         self._schema_ready = False
 
-    async def connect(self) -> psycopg.AsyncConnection[Any]:
-        """A new autocommit connection (the listener's, or one for statements)."""
-        timeout_ms = round(self.options.timeout * 1000)
+    async def connect(self, **settings: str) -> psycopg.AsyncConnection[Any]:
+        """A new autocommit connection (the listener's, a session's, or one for
+        statements), with the statement and lock timeouts and ``settings`` set.
+
+        Set by ``set_config`` (one statement) once connected, not as startup options,
+        which PgBouncer refuses (in session mode a setting is the session's; transaction
+        mode is refused by :meth:`ensure_schema`)."""
+        timeout_ms = str(round(self.options.timeout * 1000))
+        values = {"statement_timeout": timeout_ms, "lock_timeout": timeout_ms, **settings}
         try:
-            return await within(
-                self.options.connect_timeout + 1,
-                psycopg.AsyncConnection.connect(
-                    make_conninfo(
-                        **self.options.connect_kwargs(),
-                        options=f"-c statement_timeout={timeout_ms} -c lock_timeout={timeout_ms}",
-                    ),
-                    autocommit=True,
-                ),
-            )
+            return await within(self.options.connect_timeout + 1, self._connect(values))
         except TimeoutError as exc:
             raise BackendUnavailable(
                 f"PostgreSQL ({self.url}) did not answer within {self.options.connect_timeout:g} s"
             ) from exc
         except psycopg.Error as exc:
             raise self.translated(exc) from exc
+
+    async def _connect(self, settings: dict[str, str]) -> psycopg.AsyncConnection[Any]:
+        conn = await psycopg.AsyncConnection.connect(
+            make_conninfo(**self.options.connect_kwargs()), autocommit=True
+        )
+        try:
+            calls = ", ".join("set_config(%s, %s, false)" for _ in settings)
+            await conn.execute(f"SELECT {calls}", [x for pair in settings.items() for x in pair])
+        except BaseException:
+            await _discard(conn)
+            raise
+        return conn
 
     async def fetchall(self, query: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         """Run one statement; its rows."""
@@ -80,10 +91,11 @@ class Connections:
         """Create the table and sequence once (``IF NOT EXISTS``: racing clients agree)."""
         if self._schema_ready:
             return
-        if (await self._run(self.statements.present, {}))[0][0]:
+        await self._refuse_transaction_pooling()
+        if (await self._run(self.objects.present, {}))[0][0]:
             self._schema_ready = True
             return
-        for statement in self.statements.create:
+        for statement in self.objects.create:
             for _ in range(3):  # two first users at once: one CREATE loses a catalog race
                 try:
                     await self._run(statement, {})
@@ -94,6 +106,30 @@ class Connections:
                     if not isinstance(exc.__cause__, pgerrors.UniqueViolation):
                         raise
         self._schema_ready = True
+
+    async def _refuse_transaction_pooling(self) -> None:
+        """Two connections of ours that reach the same server process one after the
+        other are a pooler's (PgBouncer in transaction or statement mode hands the
+        process our first connection just left to the next one): ``LISTEN``, session
+        settings and session locks do not work through it."""
+        first = await self.connect()
+        second: psycopg.AsyncConnection[Any] | None = None
+        try:
+            pid = await _backend_pid(first)
+            second = await self.connect()
+            if await _backend_pid(second) == pid:
+                raise ConfigError(
+                    f"{self.url} reaches PostgreSQL through a pooler in transaction (or "
+                    "statement) mode, such as PgBouncer's pool_mode = transaction: its "
+                    "connections are not sessions, so LISTEN and session locks do not work. "
+                    "Connect fencelock to PostgreSQL directly, or through session pooling"
+                )
+        except psycopg.Error as exc:
+            raise self.translated(exc) from exc
+        finally:
+            for conn in (first, second):
+                if conn is not None:
+                    await _discard(conn)
 
     @contextlib.asynccontextmanager
     async def _connection(self, reuse: bool) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -131,9 +167,7 @@ class Connections:
                 f"PostgreSQL user {user} may not use fencelock's table in schema "
                 f"{self.options.schema!r} ({self.url}): {text}. Grant it CREATE and USAGE on "
                 f"the schema, or let an owner run `fencelock init --url ...` and grant "
-                f"SELECT, INSERT, UPDATE, DELETE on {self.statements.table} and "
-                f"{self.statements.queue}, and USAGE on {self.statements.sequence} and "
-                f"{self.statements.queue}_seq_seq"
+                f"{self.objects.privileges}"
             )
         if isinstance(exc, pgerrors.InvalidSchemaName):
             return ConfigError(
@@ -160,6 +194,13 @@ class Connections:
         forking.abandon(list(self._idle))
         self._idle = []
         self._slots = asyncio.Semaphore(MAX_CONNECTIONS)
+
+
+async def _backend_pid(conn: psycopg.AsyncConnection[Any]) -> int:
+    cursor = await conn.execute("SELECT pg_backend_pid()")
+    row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 class _Stale(Exception):

@@ -58,7 +58,7 @@ class Listener:
                 return
             conn = await self._connections.connect()
             try:
-                await conn.execute(f'LISTEN "{self._connections.statements.channel}"')
+                await conn.execute(f'LISTEN "{self._connections.objects.channel}"')
             except psycopg.Error as exc:
                 with contextlib.suppress(Exception):
                     await conn.close()

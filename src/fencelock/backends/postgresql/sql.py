@@ -19,6 +19,7 @@ seconds; then only that waiter (``fair``: bound 0).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 TABLE = "fencelock_leases"
 SEQUENCE = "fencelock_tokens"
@@ -30,6 +31,23 @@ _ALIVE = (
     "alive_until > clock_timestamp()"
     "\nAND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = listener)"
 )
+
+
+class SchemaObjects(Protocol):
+    """What a backend keeps in the database: made on first use, checked for first."""
+
+    @property
+    def create(self) -> tuple[str, ...]: ...
+
+    @property
+    def present(self) -> str: ...
+
+    @property
+    def channel(self) -> str: ...
+
+    @property
+    def privileges(self) -> str:
+        """The grants a user needs once an owner made the objects."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +91,13 @@ class Statements:
             "\narrived timestamptz NOT NULL,"
             "\nalive_until timestamptz NOT NULL,"
             "\nPRIMARY KEY (name, waiter))",
+        )
+
+    @property
+    def privileges(self) -> str:
+        return (
+            f"SELECT, INSERT, UPDATE, DELETE on {self.table} and {self.queue}, and USAGE on "
+            f"{self.sequence} and {self.queue}_seq_seq"
         )
 
     @property

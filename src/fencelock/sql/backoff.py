@@ -1,0 +1,42 @@
+"""How an optimistic update retries: a bounded number of attempts, and between them a
+wait drawn from a window that doubles each time, up to a cap ("full jitter"), so that
+writers who collided once do not collide again in lockstep."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fencelock.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """``attempts`` tries in all; before retry ``n`` (0-based), a wait in
+    ``[0, min(max_delay, base_delay * 2**n))``."""
+
+    attempts: int = 5
+    base_delay: float = 0.01
+    max_delay: float = 0.5
+
+    def __post_init__(self) -> None:
+        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int):
+            raise ConfigError(f"attempts must be an int, not {self.attempts!r}")
+        if self.attempts < 1:
+            raise ConfigError(f"attempts must be at least 1, got {self.attempts}")
+        for name in ("base_delay", "max_delay"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"{name} must be seconds, not {value!r}")
+            if not math.isfinite(value) or value < 0:
+                raise ConfigError(f"{name} must be finite and >= 0 seconds, got {value!r}")
+        if self.max_delay < self.base_delay:
+            raise ConfigError(
+                f"max_delay ({self.max_delay}) must not be below base_delay ({self.base_delay})"
+            )
+
+    def delay(self, retry: int, random: Callable[[], float]) -> float:
+        """The wait before retry number ``retry``; ``random`` returns floats in [0, 1)."""
+        window = self.max_delay if retry >= 64 else min(self.max_delay, self.base_delay * 2**retry)
+        return random() * window

@@ -1,0 +1,141 @@
+"""Each pattern is written once, without I/O, as a flow: a generator that yields the
+operations it needs and is sent their results. Two drivers run a flow, :func:`run`
+(blocking) and :func:`arun` (asyncio), as :mod:`fencelock.primitives.lock` runs the
+acquire flow; a :class:`Session` is the one connection they talk to.
+
+An operation that raises has its error thrown into the flow at its ``yield``: the flow
+decides what the error means (a conflict to retry, a row lock not granted) or lets it
+propagate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Generator
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from fencelock.sql.statement import Row, Statement
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """Run ``statement``; the reply is its rows, as dicts."""
+
+    statement: Statement
+
+
+@dataclass(frozen=True)
+class Execute:
+    """Run ``statement``; the reply is how many rows it affected."""
+
+    statement: Statement
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Sleep ``seconds``; the reply is None."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Atomic:
+    """Run ``flow`` in a transaction of its own (a savepoint inside the caller's one),
+    committed if it returns, rolled back if it raises; the reply is what it returns."""
+
+    flow: Flow[Any]
+
+
+Operation = Fetch | Execute | Pause | Atomic
+Flow = Generator[Operation, Any, T]
+
+
+class Session(Protocol):
+    """A blocking connection, as the flows need it."""
+
+    def fetch(self, statement: Statement) -> list[Row]: ...
+
+    def execute(self, statement: Statement) -> int: ...
+
+    def transaction(self) -> AbstractContextManager[object]: ...
+
+    def in_transaction(self) -> bool:
+        """Whether a row lock taken now would outlive the statement that takes it."""
+        ...
+
+
+class AsyncSession(Protocol):
+    """An asyncio connection, as the flows need it."""
+
+    async def fetch(self, statement: Statement) -> list[Row]: ...
+
+    async def execute(self, statement: Statement) -> int: ...
+
+    def transaction(self) -> AbstractAsyncContextManager[object]: ...
+
+    def in_transaction(self) -> bool:
+        """Whether a row lock taken now would outlive the statement that takes it."""
+        ...
+
+
+def run(flow: Flow[T], session: Session) -> T:
+    """Run ``flow`` with blocking I/O; its result."""
+    reply: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            operation = flow.send(reply) if error is None else flow.throw(error)
+        except StopIteration as done:
+            result: T = done.value  # a generator's return value is untyped
+            return result
+        reply, error = None, None
+        try:
+            reply = _perform(operation, session)
+        except Exception as exc:  # for the flow to judge, at its yield
+            error = exc
+
+
+def _perform(operation: Operation, session: Session) -> Any:
+    if isinstance(operation, Fetch):
+        return session.fetch(operation.statement)
+    if isinstance(operation, Execute):
+        return session.execute(operation.statement)
+    if isinstance(operation, Pause):
+        time.sleep(operation.seconds)
+        return None
+    with session.transaction():
+        return run(operation.flow, session)
+
+
+async def arun(flow: Flow[T], session: AsyncSession) -> T:
+    """Run ``flow`` with asyncio I/O; its result."""
+    reply: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            operation = flow.send(reply) if error is None else flow.throw(error)
+        except StopIteration as done:
+            result: T = done.value  # a generator's return value is untyped
+            return result
+        reply, error = None, None
+        try:
+            reply = await _aperform(operation, session)
+        except Exception as exc:  # for the flow to judge, at its yield
+            error = exc
+
+
+async def _aperform(operation: Operation, session: AsyncSession) -> Any:
+    if isinstance(operation, Fetch):
+        return await session.fetch(operation.statement)
+    if isinstance(operation, Execute):
+        return await session.execute(operation.statement)
+    if isinstance(operation, Pause):
+        await asyncio.sleep(operation.seconds)
+        return None
+    async with session.transaction():
+        return await arun(operation.flow, session)

@@ -1,0 +1,151 @@
+"""postgresql+advisory:// beyond the contract: a killed session is a lost lease at
+once, two names on one key are reported, a pooler in transaction mode is refused, and
+one session never stacks a lock twice."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import fencelock
+from fencelock.backends.postgresql.advisory_sql import advisory_key
+from fencelock.errors import ConfigError
+from fencelock.testing import PgBouncerServer, PostgreSQLServer, ServerPool
+
+PROMPTLY = 10.0  # generous: well under a renewal interval of 20 s
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
+    with ServerPool(tmp_path_factory.mktemp) as servers:
+        yield servers
+
+
+@pytest.fixture(scope="module")
+def postgres(pool: ServerPool) -> PostgreSQLServer:
+    return pool.postgresql()
+
+
+def advisory(url: str) -> str:
+    return url.replace("postgresql://", "postgresql+advisory://", 1)
+
+
+@pytest.fixture
+def name() -> str:
+    return f"t{secrets.token_hex(4)}/lock"
+
+
+def holder_pid(server: PostgreSQLServer, name: str) -> int:
+    key = advisory_key(name)
+    rows = server.sql(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1"
+        " AND classid = ((%(k)s >> 32) & 4294967295)::bigint::oid"
+        " AND objid = (%(k)s & 4294967295)::bigint::oid",
+        {"k": key},
+    )
+    assert len(rows) == 1, rows
+    return int(rows[0][0])
+
+
+def test_a_terminated_session_is_a_lost_lease_at_the_next_renewal(
+    postgres: PostgreSQLServer, name: str
+) -> None:
+    """pg_terminate_backend frees the lock on the server at once; a blocking client
+    (whose loop runs only during its calls) knows at its next renewal (every 1 s)."""
+    with fencelock.connect(advisory(postgres.url)) as client:
+        lease = client.lock(name, ttl=3).acquire()
+        postgres.sql("SELECT pg_terminate_backend(%s)", (holder_pid(postgres, name),))
+        assert lease.lost_event.wait(PROMPTLY), "the holder never noticed its session ended"
+        with fencelock.connect(advisory(postgres.url)) as other:
+            successor = other.lock(name).acquire(timeout=10)
+            assert successor.token > lease.token
+            successor.release()
+
+
+def test_an_asyncio_holder_sees_its_session_end_at_once(
+    postgres: PostgreSQLServer, name: str
+) -> None:
+    """An asyncio client watches its sessions' sockets between statements: the loss is
+    seen when the server closes the connection, long before the renewal (TTL 60 s,
+    renewed every 20 s)."""
+
+    async def main() -> None:
+        async with fencelock.aconnect(advisory(postgres.url)) as client:
+            lease = await client.lock(name, ttl=60).acquire()
+            started = time.monotonic()
+            await asyncio.to_thread(
+                postgres.sql, "SELECT pg_terminate_backend(%s)", (holder_pid(postgres, name),)
+            )
+            while not lease.lost:
+                assert time.monotonic() - started < PROMPTLY, "the loss was not seen at once"
+                await asyncio.sleep(0.01)
+            assert "another owner" in (lease.lost_reason or "")
+
+    asyncio.run(main())
+
+
+def test_two_names_on_one_key_are_reported_not_shared(
+    postgres: PostgreSQLServer, name: str
+) -> None:
+    """A 64-bit hash collision is astronomically rare, so one is staged: the key's row
+    names another lock. Taking ``name`` then fails, naming both, and leaves the key free."""
+    url = advisory(postgres.url)
+    with fencelock.connect(url) as client:
+        client.lock(name).acquire(timeout=0).release()  # makes the table and the row
+        postgres.sql(
+            "UPDATE fencelock_advisory SET name = 'someone/else' WHERE key = %s",
+            (advisory_key(name),),
+        )
+        with pytest.raises(ConfigError, match="someone/else") as raised:
+            client.lock(name).acquire(timeout=0)
+        assert name in str(raised.value)
+        rows = postgres.sql(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+            " AND objid = (%(k)s & 4294967295)::bigint::oid",
+            {"k": advisory_key(name)},
+        )
+        assert rows[0][0] == 0, "the colliding lock was left held"
+
+
+def test_two_leases_of_one_client_never_stack_one_lock(
+    postgres: PostgreSQLServer, name: str
+) -> None:
+    """PostgreSQL lets a session take an advisory lock it holds again; a second lease
+    of the same name in the same client must wait for the first instead."""
+    with fencelock.connect(advisory(postgres.url)) as client:
+        first = client.lock(name, ttl=30).acquire()
+        got: list[fencelock.Lease] = []
+        waiter = threading.Thread(target=lambda: got.append(client.lock(name).acquire(timeout=30)))
+        waiter.start()
+        waiter.join(1.0)
+        assert not got, "the same session took the lock twice"
+        first.release()
+        waiter.join(30)
+        assert got and got[0].token > first.token
+        got[0].release()
+        assert not client.locked(name)
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "postgresql+advisory"])
+def test_a_transaction_pooler_is_refused_with_a_clear_error(
+    pool: ServerPool, postgres: PostgreSQLServer, scheme: str, name: str
+) -> None:
+    """Behind PgBouncer's transaction pooling, LISTEN and session locks silently do not
+    work (tooz's advisory locks break there without a word): fencelock says so."""
+    bouncer: PgBouncerServer = pool.pgbouncer(postgres, pool_mode="transaction", name=scheme)
+    url = bouncer.url.replace("postgresql://", f"{scheme}://", 1)
+    with pytest.raises(ConfigError, match="transaction"), fencelock.connect(url) as client:
+        client.lock(name).acquire(timeout=0)
+
+
+def test_session_pooling_works(pool: ServerPool, postgres: PostgreSQLServer, name: str) -> None:
+    bouncer = pool.pgbouncer(postgres, pool_mode="session", name="session-pooling")
+    with fencelock.connect(advisory(bouncer.url)) as client:
+        lease = client.lock(name).acquire(timeout=0)
+        assert client.locked(name)
+        lease.release()

@@ -1,0 +1,721 @@
+"""fencelock.sql against a real PostgreSQL: optimistic updates under contention,
+row locks that wait, fail fast or skip, the fencing guard in the caller's transaction,
+the asyncio twins, the statements' quoting for any name, and docs/sql-patterns.md run."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from psycopg import sql
+
+from fencelock.errors import ConfigError, ConflictError, LockTimeout, RowNotFound, StaleToken
+from fencelock.metrics import COUNTERS, FENCING_REJECTIONS
+from fencelock.sql import (
+    RetryPolicy,
+    afenced_write,
+    afor_update,
+    aoptimistic_update,
+    fence_column_ddl,
+    fenced_write,
+    for_update,
+    optimistic_update,
+)
+from fencelock.sql.postgresql import POSTGRESQL
+from fencelock.sql.statement import Statement
+from fencelock.testing import PostgreSQLServer, ServerPool
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "sql-patterns.md"
+EXAMPLES = re.findall(r"```python\n(.*?)```", PAGE.read_text(), flags=re.S)
+SCHEMA = re.findall(r"```sql\n(CREATE TABLE.*?)```", PAGE.read_text(), flags=re.S)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgreSQLServer]:
+    with ServerPool(tmp_path_factory.mktemp) as pool:
+        yield pool.postgresql()
+
+
+@pytest.fixture
+def table(server: PostgreSQLServer) -> str:
+    """A new table: rows 1 and 2, a counter, a buyer, a version and a fence column."""
+    name = f"t_{secrets.token_hex(4)}"
+    server.sql(
+        f"CREATE TABLE {name} (id int PRIMARY KEY, n int NOT NULL DEFAULT 0, buyer text,"
+        " version int NOT NULL DEFAULT 0, fence_token bigint)"
+    )
+    server.sql(f"INSERT INTO {name} (id) VALUES (1), (2)")
+    return name
+
+
+def connect(server: PostgreSQLServer) -> psycopg.Connection[Any]:
+    return psycopg.connect(server.url, autocommit=True)
+
+
+async def aconnect(server: PostgreSQLServer) -> psycopg.AsyncConnection[Any]:
+    return await psycopg.AsyncConnection.connect(server.url, autocommit=True)
+
+
+def row(server: PostgreSQLServer, table: str, id_: int = 1) -> tuple[Any, ...]:
+    """(n, buyer, version, fence_token) of row ``id_``, as committed."""
+    rows = server.sql(f"SELECT n, buyer, version, fence_token FROM {table} WHERE id = %s", (id_,))
+    return rows[0]
+
+
+class Holder:
+    """Another transaction that holds row ``id`` of ``table`` locked until released."""
+
+    def __init__(self, server: PostgreSQLServer, table: str, id_: int = 1) -> None:
+        self.conn = psycopg.connect(server.url)  # not autocommit: the SELECT opens one
+        self.conn.execute(f"SELECT * FROM {table} WHERE id = %s FOR UPDATE", (id_,))
+
+    def release(self) -> None:
+        self.conn.rollback()
+        self.conn.close()
+
+
+@pytest.fixture
+def holder(server: PostgreSQLServer, table: str) -> Iterator[Holder]:
+    held = Holder(server, table)
+    yield held
+    if not held.conn.closed:
+        held.release()
+
+
+# --- optimistic ---------------------------------------------------------------
+
+
+def test_eight_concurrent_writers_all_land_and_some_retry(
+    server: PostgreSQLServer, table: str
+) -> None:
+    """Eight threads increment one counter ten times each through read-compute-write
+    with a pause in the middle: every increment lands, and conflicts were retried."""
+    start = threading.Barrier(8)
+    retries: list[int] = []
+    failures: list[BaseException] = []
+
+    def slowly(current: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(0.002)  # widen the window between the read and the write
+        return {"n": current["n"] + 1}
+
+    def writer() -> None:
+        try:
+            with connect(server) as conn:
+                start.wait()
+                for _ in range(10):
+                    result = optimistic_update(
+                        conn, table, {"id": 1}, slowly, attempts=500, max_delay=0.02
+                    )
+                    retries.append(result.retries)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=writer) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert len(retries) == 80
+    assert row(server, table)[0] == 80  # no increment lost
+    assert row(server, table)[2] == 80  # each write bumped the version once
+    assert sum(retries) > 0
+
+
+def test_the_result_is_the_row_written(server: PostgreSQLServer, table: str) -> None:
+    with connect(server) as conn:
+        result = optimistic_update(conn, table, {"id": 2}, lambda r: {"buyer": "ann", "n": 5})
+    assert result.retries == 0
+    assert result.version == 1
+    assert result.row == {"id": 2, "n": 5, "buyer": "ann", "version": 1, "fence_token": None}
+    assert row(server, table, 2) == (5, "ann", 1, None)
+
+
+def test_gives_up_after_the_last_attempt_and_reports_the_retries(
+    server: PostgreSQLServer, table: str
+) -> None:
+    """Another writer changes the row inside every attempt's window: after ``attempts``
+    the update raises ConflictError, and its change was never written."""
+    calls = 0
+
+    def overtaken(current: dict[str, Any]) -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        server.sql(f"UPDATE {table} SET version = version + 1 WHERE id = 1")
+        return {"buyer": "mine"}
+
+    with connect(server) as conn, pytest.raises(ConflictError) as caught:
+        optimistic_update(conn, table, {"id": 1}, overtaken, attempts=3, base_delay=0.001)
+    assert calls == 3
+    assert (caught.value.attempts, caught.value.retries) == (3, 2)
+    assert "3 attempt(s) (2 retries)" in str(caught.value)
+    assert table in str(caught.value) and "id=1" in str(caught.value)
+    assert row(server, table)[1:3] == (None, 3)
+
+
+def test_inside_the_callers_transaction_it_rolls_back_with_it(
+    server: PostgreSQLServer, table: str
+) -> None:
+    with connect(server) as conn, pytest.raises(RuntimeError), conn.transaction():
+        optimistic_update(conn, table, {"id": 1}, lambda r: {"n": 9})
+        assert conn.execute(f"SELECT n FROM {table} WHERE id = 1").fetchone() == (9,)
+        raise RuntimeError("the caller's transaction fails")
+    assert row(server, table)[0] == 0
+
+
+def test_an_error_in_changes_propagates_and_nothing_is_written(
+    server: PostgreSQLServer, table: str
+) -> None:
+    def refuse(current: dict[str, Any]) -> dict[str, Any]:
+        raise KeyError("sold out")
+
+    with connect(server) as conn, pytest.raises(KeyError, match="sold out"):
+        optimistic_update(conn, table, {"id": 1}, refuse)
+    assert row(server, table)[2] == 0
+
+
+def test_a_missing_row_and_a_bad_change_are_named(server: PostgreSQLServer, table: str) -> None:
+    with connect(server) as conn:
+        with pytest.raises(RowNotFound, match=rf"{table}\(id=99\)"):
+            optimistic_update(conn, table, {"id": 99}, lambda r: {"n": 1})
+        with pytest.raises(ConfigError, match="version"):
+            optimistic_update(conn, table, {"id": 1}, lambda r: {"version": 7})
+        with pytest.raises(ConfigError, match="no version column 'rev'"):
+            optimistic_update(conn, table, {"id": 1}, lambda r: {}, version_column="rev")
+        with pytest.raises(ConfigError, match="attempts"):
+            optimistic_update(conn, table, {"id": 1}, lambda r: {}, attempts=0)
+
+
+def test_a_null_version_counts_as_zero(server: PostgreSQLServer) -> None:
+    name = f"t_{secrets.token_hex(4)}"
+    server.sql(f"CREATE TABLE {name} (id int PRIMARY KEY, v int)")
+    server.sql(f"INSERT INTO {name} VALUES (1, NULL)")
+    with connect(server) as conn:
+        result = optimistic_update(conn, name, {"id": 1}, lambda r: {}, version_column="v")
+    assert result.version == 1
+
+
+# --- pessimistic --------------------------------------------------------------
+
+
+def test_nowait_raises_lock_timeout_while_another_transaction_holds_the_row(
+    server: PostgreSQLServer, table: str, holder: Holder
+) -> None:
+    with connect(server) as conn:
+        started = time.monotonic()
+        with (
+            pytest.raises(LockTimeout) as caught,
+            conn.transaction(),
+            for_update(conn, table, {"id": 1}, mode="nowait"),
+        ):
+            pytest.fail("the row is held by another transaction")
+        assert time.monotonic() - started < 10
+        assert f"{table}(id=1)" in str(caught.value) and "nowait" in str(caught.value)
+        assert isinstance(caught.value.__cause__, psycopg.errors.LockNotAvailable)
+        holder.release()
+        with conn.transaction(), for_update(conn, table, {"id": 1}, mode="nowait") as locked:
+            assert locked is not None and locked["id"] == 1
+
+
+def test_skip_locked_yields_none_for_a_held_row_and_another_free_one(
+    server: PostgreSQLServer, table: str, holder: Holder
+) -> None:
+    with connect(server) as conn:
+        with conn.transaction(), for_update(conn, table, {"id": 1}, mode="skip_locked") as held:
+            assert held is None
+        free_row = {"buyer": None}
+        with conn.transaction(), for_update(conn, table, free_row, mode="skip_locked") as free:
+            assert free is not None and free["id"] == 2
+
+
+def test_a_lock_timeout_raises_after_about_the_timeout(
+    server: PostgreSQLServer, table: str, holder: Holder
+) -> None:
+    with connect(server) as conn:
+        started = time.monotonic()
+        with (
+            pytest.raises(LockTimeout) as caught,
+            conn.transaction(),
+            for_update(conn, table, {"id": 1}, timeout=0.5),
+        ):
+            pytest.fail("the row is held by another transaction")
+        waited = time.monotonic() - started
+        assert 0.45 <= waited < 30, waited
+        assert f"{table}(id=1)" in str(caught.value) and "0.5s" in str(caught.value)
+
+
+def test_waiting_for_the_lock_sees_the_holders_write(server: PostgreSQLServer, table: str) -> None:
+    """The second buyer waits at the SELECT until the first commits, then reads the seat
+    as sold: never sold twice."""
+    first = connect(server)
+    with first.transaction(), for_update(first, table, {"id": 1}) as seat:
+        assert seat is not None and seat["buyer"] is None
+        first.execute(f"UPDATE {table} SET buyer = 'first' WHERE id = 1")
+        seen: list[dict[str, Any] | None] = []
+
+        def second() -> None:
+            with (
+                connect(server) as conn,
+                conn.transaction(),
+                for_update(conn, table, {"id": 1}, timeout=30) as row_,
+            ):
+                seen.append(row_)
+
+        thread = threading.Thread(target=second)
+        thread.start()
+        thread.join(0.3)
+        assert thread.is_alive(), "the second buyer did not wait for the lock"
+    thread.join(30)
+    first.close()
+    assert seen and seen[0] is not None and seen[0]["buyer"] == "first"
+
+
+def test_the_lock_timeout_is_put_back_after_the_select(
+    server: PostgreSQLServer, table: str
+) -> None:
+    with connect(server) as conn, conn.transaction():
+        conn.execute("SET LOCAL lock_timeout = '7s'")
+        with for_update(conn, table, {"id": 1}, timeout=1) as locked:
+            assert locked is not None
+            assert conn.execute("SHOW lock_timeout").fetchone() == ("7s",)
+
+
+def test_refuses_an_autocommit_connection_with_no_transaction_open(
+    server: PostgreSQLServer, table: str
+) -> None:
+    with (
+        connect(server) as conn,
+        pytest.raises(ConfigError, match="needs a transaction"),
+        for_update(conn, table, {"id": 1}),
+    ):
+        pytest.fail("the lock would have ended already")
+    with psycopg.connect(server.url) as implicit:  # its SELECT opens a transaction
+        with for_update(implicit, table, {"id": 1}) as locked:
+            assert locked is not None
+        holder = connect(server)
+        with (
+            pytest.raises(LockTimeout),
+            holder.transaction(),
+            for_update(holder, table, {"id": 1}, mode="nowait"),
+        ):
+            pass
+        holder.close()
+
+
+def test_an_absent_row_yields_none_and_bad_arguments_are_refused(
+    server: PostgreSQLServer, table: str
+) -> None:
+    with connect(server) as conn, conn.transaction():
+        with for_update(conn, table, {"id": 99}) as absent:
+            assert absent is None
+        for kwargs in ({"mode": "later"}, {"mode": "nowait", "timeout": 1}, {"timeout": -1}):
+            with (
+                pytest.raises(ConfigError),
+                for_update(conn, table, {"id": 1}, **kwargs),
+            ):
+                pass
+
+
+# --- fencing ------------------------------------------------------------------
+
+
+def test_the_fence_rejects_lower_and_equal_tokens_and_accepts_higher(
+    server: PostgreSQLServer, table: str
+) -> None:
+    rejections = COUNTERS.get(FENCING_REJECTIONS)
+    with connect(server) as conn:
+        fenced_write(conn, table, {"id": 1}, 5, {"buyer": "five"})
+        assert row(server, table)[1:] == ("five", 0, 5)
+        for stale in (5, 4):
+            with pytest.raises(StaleToken) as caught:
+                fenced_write(conn, table, {"id": 1}, stale, {"buyer": "stale"})
+            assert (caught.value.token, caught.value.last) == (stale, 5)
+            assert caught.value.key == f"{table}(id=1)"
+        assert row(server, table)[1:] == ("five", 0, 5)
+        fenced_write(conn, table, {"id": 1}, 6, {"buyer": "six"})
+        fenced_write(conn, table, {"id": 1}, 6, {"n": 1}, allow_equal=True)
+    assert row(server, table) == (1, "six", 0, 6)
+    assert COUNTERS.get(FENCING_REJECTIONS) == rejections + 2
+
+
+def test_a_rejected_write_rolls_back_with_the_write_it_protects(
+    server: PostgreSQLServer, table: str
+) -> None:
+    ledger = f"{table}_ledger"
+    server.sql(f"CREATE TABLE {ledger} (amount int)")
+    server.sql(f"UPDATE {table} SET fence_token = 10 WHERE id = 1")
+    with connect(server) as conn:
+        with pytest.raises(StaleToken), conn.transaction():
+            conn.execute(f"INSERT INTO {ledger} VALUES (-2500)")
+            fenced_write(conn, table, {"id": 1}, 9, {"buyer": "paid"})
+        assert server.sql(f"SELECT count(*) FROM {ledger}") == [(0,)]
+        with conn.transaction():
+            conn.execute(f"INSERT INTO {ledger} VALUES (-2500)")
+            fenced_write(conn, table, {"id": 1}, 11, {"buyer": "paid"})
+    assert server.sql(f"SELECT count(*) FROM {ledger}") == [(1,)]
+    assert row(server, table)[1:] == ("paid", 0, 11)
+
+
+def test_a_stale_writer_waits_for_the_newer_one_then_is_rejected(
+    server: PostgreSQLServer, table: str
+) -> None:
+    """Both in flight: the older token's statement waits for the newer one's row lock,
+    re-reads the fence once that commits, and is refused."""
+    newer = connect(server)
+    errors: list[BaseException] = []
+    with newer.transaction():
+        fenced_write(newer, table, {"id": 1}, 8, {"buyer": "newer"})
+
+        def older() -> None:
+            try:
+                with connect(server) as conn:
+                    fenced_write(conn, table, {"id": 1}, 7, {"buyer": "older"})
+            except BaseException as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=older)
+        thread.start()
+        thread.join(0.3)
+        assert thread.is_alive(), "the older write did not wait for the row"
+    thread.join(30)
+    newer.close()
+    assert len(errors) == 1 and isinstance(errors[0], StaleToken)
+    assert row(server, table)[1:] == ("newer", 0, 8)
+
+
+def test_the_upsert_inserts_a_missing_row_then_fences_it(
+    server: PostgreSQLServer, table: str
+) -> None:
+    with connect(server) as conn:
+        fenced_write(conn, table, {"id": 3}, 4, {"buyer": "new"}, upsert=True)
+        assert row(server, table, 3) == (0, "new", 0, 4)
+        with pytest.raises(StaleToken):
+            fenced_write(conn, table, {"id": 3}, 4, {"buyer": "again"}, upsert=True)
+        with pytest.raises(StaleToken):
+            fenced_write(conn, table, {"id": 3}, 2, {"buyer": "older"}, upsert=True)
+        fenced_write(conn, table, {"id": 3}, 5, {"buyer": "newer"}, upsert=True)
+        fenced_write(conn, table, {"id": 1}, 1, {"buyer": "unfenced before"}, upsert=True)
+        with pytest.raises(RowNotFound):
+            fenced_write(conn, table, {"id": 4}, 9, {"buyer": "nobody"})
+        with pytest.raises(ConfigError, match="fence_token"):
+            fenced_write(conn, table, {"id": 1}, 9, {"fence_token": 1})
+        with pytest.raises(ConfigError, match="int"):
+            fenced_write(conn, table, {"id": 1}, "9", {})  # type: ignore[arg-type]
+    assert row(server, table, 3) == (0, "newer", 0, 5)
+    assert row(server, table, 1)[1:] == ("unfenced before", 0, 1)
+    assert server.sql(f"SELECT count(*) FROM {table}") == [(3,)]
+
+
+def test_a_key_that_matches_several_rows_is_refused(server: PostgreSQLServer, table: str) -> None:
+    with (
+        connect(server) as conn,
+        pytest.raises(ConfigError, match="matched 2 rows"),
+        conn.transaction(),
+    ):
+        fenced_write(conn, table, {"buyer": None}, 1, {"n": 1})
+    assert row(server, table, 1)[0] == row(server, table, 2)[0] == 0  # rolled back
+
+
+def test_fence_column_ddl_adds_a_nullable_bigint_once(server: PostgreSQLServer) -> None:
+    name = f"T_{secrets.token_hex(4)}"  # quoted: the capital stays
+    server.sql(f'CREATE TABLE "{name}" (id int PRIMARY KEY)')
+    ddl = fence_column_ddl(name)
+    assert ddl == f'ALTER TABLE "{name}" ADD COLUMN IF NOT EXISTS "fence_token" bigint'
+    server.sql(ddl)
+    server.sql(ddl)
+    assert server.sql(
+        "SELECT data_type, is_nullable FROM information_schema.columns"
+        " WHERE table_name = %s AND column_name = 'fence_token'",
+        (name,),
+    ) == [("bigint", "YES")]
+    assert fence_column_ddl(("public", name), "f") == (
+        f'ALTER TABLE "public"."{name}" ADD COLUMN IF NOT EXISTS "f" bigint'
+    )
+
+
+def test_a_connection_of_the_wrong_colour_is_refused(server: PostgreSQLServer, table: str) -> None:
+    async def main() -> None:
+        aconn = await aconnect(server)
+        with pytest.raises(ConfigError, match=r"psycopg\.Connection"):
+            fenced_write(aconn, table, {"id": 1}, 1, {})  # type: ignore[arg-type]
+        await aconn.close()
+
+    asyncio.run(main())
+    with connect(server) as conn, pytest.raises(ConfigError, match="AsyncConnection"):
+        asyncio.run(afenced_write(conn, table, {"id": 1}, 1, {}))  # type: ignore[arg-type]
+
+
+# --- asyncio ------------------------------------------------------------------
+
+
+def test_async_writers_all_land_and_some_retry(server: PostgreSQLServer, table: str) -> None:
+    """Eight tasks on eight connections, started together: their reads and writes
+    interleave at every await, and every increment still lands."""
+
+    async def writer(conn: psycopg.AsyncConnection[Any]) -> list[int]:
+        retries = []
+        for _ in range(5):
+            result = await aoptimistic_update(
+                conn, table, {"id": 1}, lambda r: {"n": r["n"] + 1}, attempts=500, max_delay=0.02
+            )
+            retries.append(result.retries)
+        await conn.close()
+        return retries
+
+    async def main() -> list[list[int]]:
+        conns = await asyncio.gather(*(aconnect(server) for _ in range(8)))
+        return await asyncio.gather(*(writer(conn) for conn in conns))
+
+    retries = asyncio.run(main())
+    assert row(server, table)[0] == 40
+    assert row(server, table)[2] == 40
+    assert sum(map(sum, retries)) > 0
+
+
+def test_async_conflict_and_missing_row(server: PostgreSQLServer, table: str) -> None:
+    def overtaken(current: dict[str, Any]) -> dict[str, Any]:
+        server.sql(f"UPDATE {table} SET version = version + 1 WHERE id = 1")
+        return {"n": 1}
+
+    async def main() -> None:
+        conn = await aconnect(server)
+        with pytest.raises(ConflictError, match="1 retries"):
+            await aoptimistic_update(conn, table, {"id": 1}, overtaken, attempts=2)
+        with pytest.raises(RowNotFound):
+            await aoptimistic_update(conn, table, {"id": 99}, overtaken)
+        await conn.close()
+
+    asyncio.run(main())
+    assert row(server, table)[0] == 0
+
+
+def test_async_row_locks(server: PostgreSQLServer, table: str, holder: Holder) -> None:
+    async def main() -> None:
+        conn = await aconnect(server)
+        with pytest.raises(ConfigError, match="needs a transaction"):
+            async with afor_update(conn, table, {"id": 1}):
+                pass
+        with pytest.raises(LockTimeout, match=rf"{table}\(id=1\)"):
+            async with conn.transaction(), afor_update(conn, table, {"id": 1}, mode="nowait"):
+                pass
+        async with conn.transaction(), afor_update(conn, table, {"id": 1}, mode="skip_locked") as r:
+            assert r is None
+        started = time.monotonic()
+        with pytest.raises(LockTimeout):
+            async with conn.transaction(), afor_update(conn, table, {"id": 1}, timeout=0.5):
+                pass
+        assert 0.45 <= time.monotonic() - started < 30
+        holder.release()
+        async with conn.transaction(), afor_update(conn, table, {"id": 1}, mode="nowait") as r:
+            assert r is not None and r["id"] == 1
+        await conn.close()
+
+    asyncio.run(main())
+
+
+def test_async_fenced_write(server: PostgreSQLServer, table: str) -> None:
+    async def main() -> None:
+        conn = await aconnect(server)
+        await afenced_write(conn, table, {"id": 5}, 3, {"buyer": "three"}, upsert=True)
+        with pytest.raises(StaleToken):
+            async with conn.transaction():
+                await conn.execute(f"UPDATE {table} SET n = 100 WHERE id = 1")
+                await afenced_write(conn, table, {"id": 5}, 2, {"buyer": "two"})
+        await afenced_write(conn, table, {"id": 5}, 4, {"buyer": "four"})
+        await conn.close()
+
+    asyncio.run(main())
+    assert row(server, table, 5)[1:] == ("four", 0, 4)
+    assert row(server, table, 1)[0] == 0  # rolled back with the rejected write
+
+
+# --- the statements, for any name ----------------------------------------------
+
+name_text = st.text(
+    st.characters(exclude_characters="\x00", codec="utf-8"), min_size=1, max_size=12
+)
+values = st.one_of(st.integers(-(2**31), 2**31 - 1), st.text(max_size=5), st.none())
+
+
+def statements(
+    table: str, key: dict[str, Any], changes: dict[str, Any], other: str
+) -> list[tuple[Statement, tuple[str, ...]]]:
+    """Every statement the dialect builds, with the names each must quote."""
+    names = (table, *key)
+    every = (*names, *changes, other)
+    return [
+        (POSTGRESQL.select(table, key), names),
+        (POSTGRESQL.select((other, table), key, columns=[other], lock="wait"), (*names, other)),
+        (POSTGRESQL.versioned_update(table, key, changes, other, 3), every),
+        (POSTGRESQL.versioned_update(table, key, changes, other, None), every),
+        (POSTGRESQL.fenced_update(table, key, changes, other, 7, False), every),
+        (POSTGRESQL.fenced_upsert(table, key, changes, other, 7, True), every),
+        (POSTGRESQL.restore_lock_timeout("5s"), ()),
+        (POSTGRESQL.set_lock_timeout(0.0001), ()),
+    ]
+
+
+def placeholders(text: str) -> set[str]:
+    """The named placeholders psycopg finds in ``text``; a lone ``%`` fails."""
+    found = set()
+    for match in re.finditer(r"%%|%\((?P<name>[^)]*)\)s|%", text):
+        assert match.group() != "%", f"a lone % at {match.start()}: {text!r}"
+        if match.group("name") is not None:
+            found.add(match.group("name"))
+    return found
+
+
+@given(
+    table=name_text,
+    key=st.dictionaries(name_text, values, min_size=1, max_size=3),
+    changes=st.dictionaries(name_text, values, max_size=3),
+    other=name_text,
+)
+def test_every_name_is_quoted_and_every_value_is_a_parameter(
+    table: str, key: dict[str, Any], changes: dict[str, Any], other: str
+) -> None:
+    for statement, names in statements(table, key, changes, other):
+        assert isinstance(statement.query, (sql.SQL, sql.Composed))
+        text = statement.query.as_string()
+        assert placeholders(text) == set(statement.params), text
+        for name in names:
+            assert quoted(name) in text, (name, text)
+
+
+def quoted(name: str) -> str:
+    """``name`` as a quoted identifier in a statement with parameters."""
+    return '"' + name.replace('"', '""').replace("%", "%%") + '"'
+
+
+@given(
+    attempts=st.integers(1, 100),
+    base=st.floats(0, 10),
+    factor=st.floats(1, 100),
+    retry=st.integers(0, 1000),
+    draw=st.floats(0, 1, exclude_max=True),
+)
+def test_the_backoff_stays_in_its_doubling_window(
+    attempts: int, base: float, factor: float, retry: int, draw: float
+) -> None:
+    policy = RetryPolicy(attempts, base, base * factor)
+    delay = policy.delay(retry, lambda: draw)
+    assert 0 <= delay <= policy.max_delay
+    assert delay <= base * 2**retry
+    if retry < 60 and base * 2**retry <= policy.max_delay:
+        assert delay == pytest.approx(draw * base * 2**retry)
+
+
+def test_a_retry_policy_refuses_nonsense() -> None:
+    for args in ((0, 0.1, 1), (1.5, 0.1, 1), (3, -1, 1), (3, 1, 0.5), (3, float("nan"), 1)):
+        with pytest.raises(ConfigError):
+            RetryPolicy(*args)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    names=st.lists(name_text, min_size=4, max_size=4, unique=True).filter(
+        lambda n: "version" not in n and all(len(name.encode()) <= 48 for name in n)
+    ),
+    key=st.text(st.characters(exclude_characters="\x00"), max_size=8),
+)
+def test_any_names_work_against_the_database(
+    server: PostgreSQLServer, names: list[str], key: str
+) -> None:
+    """Tables and columns named anything (quotes, ``%``, ``%(k0)s``, spaces, any
+    script) round-trip through every helper."""
+    table, id_column, value_column, fence = names
+    table = f"{table}_{secrets.token_hex(3)}"
+    ident = sql.Identifier
+    with connect(server) as conn:
+        conn.execute(
+            sql.SQL("CREATE TABLE {} ({} text PRIMARY KEY, {} int, version int, {} bigint)").format(
+                ident(table), ident(id_column), ident(value_column), ident(fence)
+            )
+        )
+        try:
+            where = {id_column: key}
+            fenced_write(conn, table, where, 1, {value_column: 1}, fence_column=fence, upsert=True)
+            with pytest.raises(StaleToken):
+                fenced_write(conn, table, where, 1, {value_column: 2}, fence_column=fence)
+            result = optimistic_update(
+                conn, table, where, lambda r: {value_column: r[value_column] + 1}
+            )
+            assert result.row[value_column] == 2 and result.version == 1
+            with conn.transaction(), for_update(conn, table, where, timeout=5) as locked:
+                assert locked is not None and locked[fence] == 1
+            conn.execute(fence_column_ddl(table, fence))
+        finally:
+            conn.execute(sql.SQL("DROP TABLE {}").format(ident(table)))
+
+
+# --- docs/sql-patterns.md -------------------------------------------------------
+
+
+def test_the_page_shows_every_helper() -> None:
+    text = "\n".join(EXAMPLES)
+    for api in ("for_update(", "afor_update(", "optimistic_update(", "fenced_write(", "lease"):
+        assert api in text, api
+    for mode in ('mode="nowait"', 'mode="skip_locked"', "timeout=", "fence_column_ddl("):
+        assert mode in text, mode
+    assert len(SCHEMA) == 1
+
+
+def run_example(
+    server: PostgreSQLServer, code: str, tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
+    """``code`` in a new interpreter, on the page's schema made afresh."""
+    tables = re.findall(r"CREATE TABLE (\w+)", SCHEMA[0])
+    server.sql(f"DROP TABLE IF EXISTS {', '.join(tables)}")
+    server.sql(SCHEMA[0])
+    env = dict(os.environ, DSN=server.url, FENCELOCK_URL=f"sqlite:///{tmp_path / 'locks.db'}")
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("number", range(len(EXAMPLES)))
+def test_the_example_runs(server: PostgreSQLServer, number: int, tmp_path: Path) -> None:
+    done = run_example(server, EXAMPLES[number], tmp_path)
+    assert done.returncode == 0, f"example {number + 1}:\n{done.stderr}"
+    assert "Traceback" not in done.stderr
+
+
+def test_the_payment_example_debits_twice_without_the_fence(
+    server: PostgreSQLServer, tmp_path: Path
+) -> None:
+    """The failure the fence prevents is real: with fenced_write made a plain UPDATE,
+    the payment example's paused worker debits a second time."""
+    (payment,) = [example for example in EXAMPLES if "lease_a.token" in example]
+    plain_update = (
+        "from fencelock.sql import fence_column_ddl\n"
+        "def fenced_write(db, table, key, token, values, **options):\n"
+        "    for column, value in values.items():\n"
+        "        db.execute(f'UPDATE {table} SET {column} = %s', (value,))\n"
+    )
+    unfenced = payment.replace(
+        "from fencelock.sql import fence_column_ddl, fenced_write", plain_update
+    )
+    unfenced = unfenced.replace("except fencelock.StaleToken", "except fencelock.LeaseLost")
+    unfenced = unfenced.replace("    assert debits == 1", "    print('debits:', debits)")
+    assert "print('debits:'" in unfenced and "def fenced_write" in unfenced
+    done = run_example(server, unfenced, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "debits: 2" in done.stdout
