@@ -68,6 +68,7 @@ BACKENDS = [
     "zookeeper",
     "postgresql",
     "advisory",
+    "mysql",
 ]
 
 # Contract tests etcd:// does not pass yet (issue 10 is open), each with why.
@@ -117,6 +118,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str]
                 started[kind] = [pool.zookeeper(3)[0].url]
             if kind == "postgresql" and kind not in started:
                 started[kind] = [pool.postgresql().url]
+            if kind == "mariadb" and kind not in started:
+                started[kind] = [pool.mariadb().url]
             if kind not in started:
                 count = 5 if kind == "redlock" else 1
                 started[kind] = [pool.redis(name=kind).url for _ in range(count)]
@@ -149,6 +152,8 @@ def backend(
         return _postgresql(tmp_path, servers)
     if request.param == "advisory":
         return _advisory(tmp_path, servers)
+    if request.param == "mysql":
+        return BackendCase(servers("mariadb")[0], cross_process=True, persistent=True)
     return _redis(tmp_path, servers)
 
 

@@ -1,7 +1,7 @@
 """Backends by URL scheme: each family's package is imported only when its scheme is used.
 
 A family (``memory``, ``sqlite``, ``redis``, ``redlock``, ``etcd``, ``zookeeper``,
-``postgresql``) offers
+``postgresql``, ``mysql``) offers
 ``open_sync(parsed)`` and ``open_async(parsed)``: native drivers where its I/O has both
 colours, else the other colour through an adapter (:mod:`.threaded`, :mod:`.shared_loop`).
 """
@@ -29,6 +29,8 @@ _FAMILIES = {
     "postgres": "postgresql",
     "postgresql+advisory": "postgresql",
     "postgres+advisory": "postgresql",
+    "mysql": "mysql",
+    "mariadb": "mysql",
 }
 # family -> the extra that installs its driver
 _EXTRAS = {
@@ -37,6 +39,7 @@ _EXTRAS = {
     "etcd": "etcd",
     "zookeeper": "zookeeper",
     "postgresql": "postgresql",
+    "mysql": "mysql",
 }
 
 SCHEMES = tuple(sorted(_FAMILIES))

@@ -9,14 +9,21 @@ from fencelock.cli import errors_as_exit_codes, url_option
 from fencelock.engine.urls import parse_url
 from fencelock.errors import ConfigError
 
-SQL_SCHEMES = {"postgresql", "postgres", "postgresql+advisory", "postgres+advisory"}
+SQL_SCHEMES = {
+    "postgresql",
+    "postgres",
+    "postgresql+advisory",
+    "postgres+advisory",
+    "mysql",
+    "mariadb",
+}
 
 
 @click.command()
 @url_option
 @click.option("--sql", "show_sql", is_flag=True, help="Print the SQL instead of running it.")
 def init(url: str | None, show_sql: bool) -> None:
-    """Create the backend's tables (PostgreSQL), or check that the backend answers.
+    """Create the backend's tables (PostgreSQL, MySQL), or check that the backend answers.
 
     With --sql, print every statement fencelock runs on the database, for review,
     and change nothing."""
@@ -32,7 +39,14 @@ def init(url: str | None, show_sql: bool) -> None:
 def _sql(url: str | None) -> str:
     parsed = parse_url(url or "")
     if parsed.scheme not in SQL_SCHEMES:
-        raise ConfigError(f"{parsed.redacted!r} keeps no SQL schema: --sql is for postgresql://")
+        raise ConfigError(
+            f"{parsed.redacted!r} keeps no SQL schema: --sql is for postgresql:// and mysql://"
+        )
+    if parsed.scheme in {"mysql", "mariadb"}:
+        from fencelock.backends.mysql import sql as mysql_sql
+        from fencelock.backends.mysql.options import mysql_options
+
+        return mysql_sql.review(mysql_options(parsed).database)
     from fencelock.backends.postgresql import advisory_sql, sql
     from fencelock.backends.postgresql.options import postgres_options
 

@@ -1,0 +1,225 @@
+"""``mysql://``: MySQL/MariaDB named locks (``GET_LOCK``), a connection per held lease.
+
+A lease is a named lock held by a connection of its own, never one of the
+application's pool: the lock ends with the connection, so the connection's idle limit
+(``wait_timeout``, the TTL in whole seconds, rounded up) is the lease's TTL on the
+server, and each renewal is a statement on it. Taking the lock, setting that limit
+and drawing the token from the name's counter row (only while the lock is held) is one
+round trip. A waiter waits inside ``GET_LOCK`` on its connection, woken by the server
+the moment the lock is released; never by polling. A lost connection is a lost lease:
+the next renewal says so.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import aiomysql
+
+from fencelock import forking
+from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
+from fencelock.backends.mysql.connections import Connections, discard, lost
+from fencelock.backends.mysql.options import mysql_options
+from fencelock.backends.mysql.sql import lock_name
+from fencelock.engine.urls import ParsedURL
+from fencelock.errors import ConfigError
+
+# A wait inside GET_LOCK is answered this long after its timeout at the latest.
+WAIT_SLACK = 5.0
+
+
+def idle_limit(ttl: float) -> int:
+    """The server's idle limit for a lease of ``ttl``: never shorter than the TTL."""
+    return max(1, math.ceil(ttl))
+
+
+class AsyncMySQLBackend:
+    """The asyncio MySQL backend; the sync one runs it on a shared loop."""
+
+    supports_fair = False  # GET_LOCK's waiters are woken in the server's order
+
+    def __init__(self, parsed: ParsedURL) -> None:
+        self.options = mysql_options(parsed)
+        self.url = parsed.redacted
+        self.connections = Connections(self.options, self.url)
+        self.statements = self.connections.statements
+        self._held: dict[str, tuple[aiomysql.Connection, str]] = {}  # owner -> conn, lock
+        forking.register(self)
+
+    def _reset_after_fork(self) -> None:
+        forking.abandon([conn for conn, _ in self._held.values()])
+        self._held = {}
+        self.connections.forget()
+
+    def lock_name(self, name: str) -> str:
+        return lock_name(self.options.prefix, name)
+
+    async def open(self) -> None:
+        await self.connections.ensure_table()
+
+    def attempt(
+        self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
+    ) -> MySQLAttempt:
+        if fair:
+            raise ConfigError(
+                f"{self.url}: fair=True is not offered on mysql:// (GET_LOCK wakes its "
+                "waiters in the server's order, which fencelock cannot make FIFO)"
+            )
+        return MySQLAttempt(self, name, owner, ttl)
+
+    def hold(self, owner: str, conn: aiomysql.Connection, lock: str) -> None:
+        self._held[owner] = (conn, lock)
+
+    async def release(self, name: str, owner: str) -> bool:
+        held = self._held.pop(owner, None)
+        if held is None:
+            return await self._evict(name, owner)
+        conn, lock = held
+        try:
+            sets = await self.connections.run(
+                conn, self.statements.release, {"lock": lock}, self.options.timeout
+            )
+        except Exception as exc:
+            if lost(exc):
+                return False  # the connection, and the lock with it, were gone already
+            raise
+        released = bool(sets[0] and sets[0][0][0] == 1)
+        if released:
+            await self.connections.checkin(conn, conn.fencelock_idle_limit)
+        else:
+            await discard(conn)
+        return released
+
+    async def _evict(self, name: str, owner: str) -> bool:
+        """Another client's lease: end the connection that holds it (MySQL lets a named
+        lock go no other way)."""
+        rows = await self.connections.fetch(
+            self.statements.holder, {"lock": self.lock_name(name), "owner": owner}
+        )
+        if not rows or rows[0][0] is None:
+            return False
+        await self.connections.fetch(f"KILL CONNECTION {int(rows[0][0])}", {})
+        return True
+
+    async def renew(self, name: str, owner: str, ttl: float) -> bool:
+        held = self._held.get(owner)
+        if held is None:
+            return False
+        conn, lock = held
+        query = f"SET SESSION wait_timeout = %(idle)s;\n{self.statements.keep}"
+        params = {"idle": idle_limit(ttl), "ttl": ttl, "lock": lock, "owner": owner}
+        try:
+            await self.connections.run(conn, query, params, self.options.timeout)
+        except Exception as exc:
+            if lost(exc):
+                self._held.pop(owner, None)
+                return False
+            raise
+        conn.fencelock_idle_limit = params["idle"]
+        return bool(conn.affected_rows())
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        rows = await self.connections.fetch(self.statements.inspect, {"lock": self.lock_name(name)})
+        return _info(rows[0]) if rows else None
+
+    async def list(self, prefix: str) -> list[LockInfo]:
+        rows = await self.connections.fetch(self.statements.list, {"prefix": prefix})
+        return [_info(row) for row in rows]
+
+    async def close(self) -> None:
+        held, self._held = self._held, {}
+        for conn, _ in held.values():
+            await discard(conn)  # the server lets go of its lock
+        await self.connections.close()
+
+
+def _info(row: tuple[Any, ...]) -> LockInfo:
+    name, owner, token, remaining, waiters = row
+    left = None if owner is None or remaining is None else float(remaining)
+    return LockInfo(name, owner, int(token), left, int(waiters))
+
+
+class MySQLAttempt:
+    """One contender and its connection: it waits inside ``GET_LOCK`` on it, and holds
+    the lock on it once granted."""
+
+    def __init__(self, backend: AsyncMySQLBackend, name: str, owner: str, ttl: float) -> None:
+        self._backend, self._name, self._owner, self._ttl = backend, name, owner, ttl
+        self._lock = backend.lock_name(name)
+        self._conn: aiomysql.Connection | None = None
+        self._granted = False
+
+    async def _connection(self) -> aiomysql.Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = await self._backend.connections.checkout()
+        return self._conn
+
+    async def try_acquire(self) -> AttemptResult:
+        backend = self._backend
+        conn = await self._connection()
+        params = {
+            "lock": self._lock,
+            "name": self._name,
+            "owner": self._owner,
+            "ttl": self._ttl,
+            "idle": idle_limit(self._ttl),
+        }
+        try:
+            sets = await backend.connections.run(
+                conn, backend.statements.acquire, params, backend.options.timeout
+            )
+        finally:
+            if conn.closed:
+                self._conn = None
+        conn.fencelock_idle_limit = params["idle"]
+        taken = sets[0][0][0] == 1
+        if not taken:
+            return Busy(notified=True)
+        name, owner, token = sets[-1][0]
+        if name != self._name:
+            await backend.connections.run(
+                conn, backend.statements.release, {"lock": self._lock}, backend.options.timeout
+            )
+            raise ConfigError(
+                f"lock names {self._name!r} and {name!r} share the MySQL lock name "
+                f"{self._lock!r} in {backend.url}: rename one of them (names are recorded "
+                f"in {backend.statements.table}, so this is never silent)"
+            )
+        assert owner == self._owner, "the token row changed while our lock was held"
+        self._granted = True
+        backend.hold(self._owner, conn, self._lock)
+        return Acquired(int(token))
+
+    async def wait(self, timeout: float) -> None:
+        """Inside ``GET_LOCK`` until the server gives us the lock, or ``timeout``: a
+        lock got here is ours, and the next try finds it held by this connection."""
+        backend = self._backend
+        conn = await self._connection()
+        seconds = max(timeout, 0.0)
+        try:
+            await backend.connections.run(
+                conn,
+                backend.statements.wait,
+                {"lock": self._lock, "seconds": seconds},
+                seconds + WAIT_SLACK,
+            )
+        finally:
+            if conn.closed:
+                self._conn = None
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None or self._granted:
+            return
+        # A lock a wait got but no try turned into a lease: let it go before reuse.
+        try:
+            await self._backend.connections.run(
+                conn,
+                self._backend.statements.release,
+                {"lock": self._lock},
+                self._backend.options.timeout,
+            )
+        except Exception:
+            return
+        await self._backend.connections.checkin(conn)

@@ -1,0 +1,171 @@
+"""The SQL ``mysql://`` runs, in one place for review, and how lock names become
+``GET_LOCK`` names.
+
+``GET_LOCK`` names are server-wide, at most 64 characters, and case-insensitive on
+MySQL (case-sensitive on MariaDB). A name made only of ``a-z 0-9 / . _ : -`` that fits
+is used as it is after the prefix; any other becomes ``prefix#`` and 32 hex digits of
+its BLAKE2b hash. One row a name, keyed by that lock name, records the full name (so a
+hash collision is reported, never shared), the owner, the TTL, and the token counter,
+raised only while the lock is held.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+MAX_LOCK_NAME = 64
+_PLAIN = re.compile(r"[a-z0-9/._:-]+")
+TABLE = "fencelock_locks"
+
+
+def lock_name(prefix: str, name: str) -> str:
+    """The ``GET_LOCK`` name for lock ``name``."""
+    if _PLAIN.fullmatch(name) and len(prefix) + len(name) <= MAX_LOCK_NAME:
+        return prefix + name
+    return f"{prefix}#{hashlib.blake2b(name.encode(), digest_size=16).hexdigest()}"
+
+
+@dataclass(frozen=True)
+class Statements:
+    database: str
+
+    @property
+    def table(self) -> str:
+        return f"`{self.database.replace('`', '``')}`.{TABLE}"
+
+    @property
+    def create(self) -> str:
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.table} ("
+            "\n lock_name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin PRIMARY KEY,"
+            "\n name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,"
+            "\n owner CHAR(40) CHARACTER SET ascii,"
+            "\n token BIGINT NOT NULL,"
+            "\n ttl DOUBLE NOT NULL"
+            "\n) ENGINE = InnoDB"
+        )
+
+    @property
+    def present(self) -> str:
+        return (
+            "SELECT COUNT(*) FROM information_schema.TABLES"
+            f" WHERE TABLE_SCHEMA = %(database)s AND TABLE_NAME = '{TABLE}'"
+        )
+
+    @property
+    def take(self) -> str:
+        """Take the lock without waiting unless this connection has it already (a
+        ``GET_LOCK`` it holds would be counted twice on MariaDB); 1 if it is ours."""
+        return "SELECT IF(IS_USED_LOCK(%(lock)s) = CONNECTION_ID(), 1, GET_LOCK(%(lock)s, 0))"
+
+    @property
+    def wait(self) -> str:
+        """Wait up to ``seconds`` for the lock, the server waking us at its release."""
+        return "SELECT GET_LOCK(%(lock)s, %(seconds)s)"
+
+    @property
+    def grant(self) -> str:
+        """While the lock is held by this connection: the next token for the name (a
+        row of another name, on a hash collision, is left alone)."""
+        return (
+            f"INSERT INTO {self.table} (lock_name, name, owner, token, ttl)"
+            "\nSELECT %(lock)s, %(name)s, %(owner)s, 1, %(ttl)s FROM DUAL"
+            "\nWHERE IS_USED_LOCK(%(lock)s) = CONNECTION_ID()"
+            "\nON DUPLICATE KEY UPDATE"
+            "\n token = IF(name = VALUES(name), token + 1, token),"
+            "\n owner = IF(name = VALUES(name), VALUES(owner), owner),"
+            "\n ttl = IF(name = VALUES(name), VALUES(ttl), ttl)"
+        )
+
+    @property
+    def granted(self) -> str:
+        return f"SELECT name, owner, token FROM {self.table} WHERE lock_name = %(lock)s"
+
+    @property
+    def acquire(self) -> str:
+        """One round trip: take (never stacking), and while held set the session's idle
+        limit to the TTL and draw the token; the last result is the name's row."""
+        return ";\n".join(
+            (self.take, "SET SESSION wait_timeout = %(idle)s", self.grant, self.granted)
+        )
+
+    @property
+    def keep(self) -> str:
+        """Renew: still ours? The session's idle limit (the TTL the server enforces)
+        is set by a statement before it."""
+        return (
+            f"UPDATE {self.table} SET ttl = %(ttl)s"
+            "\nWHERE lock_name = %(lock)s AND owner = %(owner)s"
+            "\nAND IS_USED_LOCK(%(lock)s) = CONNECTION_ID()"
+        )
+
+    @property
+    def release(self) -> str:
+        return "SELECT RELEASE_LOCK(%(lock)s)"
+
+    @property
+    def holder(self) -> str:
+        """The connection holding ``lock`` for ``owner`` (to end it: a forced release)."""
+        return (
+            f"SELECT IS_USED_LOCK(lock_name) FROM {self.table}"
+            "\nWHERE lock_name = %(lock)s AND owner = %(owner)s"
+        )
+
+    @property
+    def inspect(self) -> str:
+        return (
+            f"SELECT name, IF(IS_USED_LOCK(lock_name) IS NULL, NULL, owner), token,"
+            f"\n {self._remaining}, {self._waiters}"
+            f"\nFROM {self.table} WHERE lock_name = %(lock)s"
+        )
+
+    @property
+    def list(self) -> str:
+        return (
+            f"SELECT name, owner, token, {self._remaining}, {self._waiters}"
+            f"\nFROM {self.table}"
+            "\nWHERE LEFT(name, CHAR_LENGTH(%(prefix)s)) = %(prefix)s"
+            "\nAND IS_USED_LOCK(lock_name) IS NOT NULL ORDER BY name"
+        )
+
+    @property
+    def _remaining(self) -> str:
+        """The TTL less how long the holder's connection has sat idle (whole seconds,
+        where this user may see it)."""
+        return (
+            "IF(IS_USED_LOCK(lock_name) IS NULL, NULL, GREATEST(ttl - COALESCE("
+            "\n (SELECT p.TIME FROM information_schema.PROCESSLIST p"
+            "\n  WHERE p.ID = IS_USED_LOCK(lock_name) AND p.COMMAND = 'Sleep'), 0), 0))"
+        )
+
+    @property
+    def _waiters(self) -> str:
+        return (
+            "(SELECT COUNT(*) FROM information_schema.PROCESSLIST w"
+            "\n WHERE w.STATE = 'User lock'"
+            "\n AND LOCATE(CONCAT(CHAR(39), lock_name, CHAR(39)), w.INFO) > 0)"
+        )
+
+
+def review(database: str) -> str:
+    """Every statement ``mysql://`` runs, commented, for a DBA to read
+    (``fencelock init --sql --url mysql://…`` prints it)."""
+    statements = Statements(database)
+    parts = []
+    for purpose, sql in (
+        ("the table, created on first use", statements.create),
+        ("acquire: one round trip on the lease's own connection", statements.acquire),
+        ("a waiter waits inside GET_LOCK, woken by the server", statements.wait),
+        (
+            "renew, on the lease's connection",
+            f"SET SESSION wait_timeout = %(idle)s;\n{statements.keep}",
+        ),
+        ("release, on the lease's connection", statements.release),
+        ("release of another client's lease: its connection is ended", statements.holder),
+        ("inspect", statements.inspect),
+        ("list", statements.list),
+    ):
+        parts.append(f"-- {purpose}\n{sql};")
+    return "\n\n".join(parts) + "\n"
