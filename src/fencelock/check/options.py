@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fencelock.check.nemesis import NEMESES, NETWORK_NEMESES, SERVER_NEMESES
-from fencelock.check.servers import NODES
+from fencelock.check.servers import DATABASES, NODES
 from fencelock.check.workloads import WORKLOADS
 from fencelock.engine.urls import parse_url
 from fencelock.errors import ConfigError
@@ -19,7 +19,7 @@ class CheckOptions:
     """One check run. ``url`` or ``servers`` (neither: a fresh SQLite file in the run dir)."""
 
     url: str | None = None
-    servers: str | None = None  # "redis" | "redlock" | "etcd" | "zookeeper": started here
+    servers: str | None = None  # one of NODES (redis, redlock, etcd, …): started here
     workload: str = "register"
     clients: int = 8
     duration: float = 10.0
@@ -65,6 +65,11 @@ def _validate_backend(options: CheckOptions) -> None:
     if options.servers not in (None, *SERVER_KINDS):
         raise ConfigError(
             f"--servers must be one of {', '.join(SERVER_KINDS)}, not {options.servers!r}"
+        )
+    if options.servers in DATABASES and "clock" in options.nemeses:
+        raise ConfigError(
+            f"the clock nemesis cannot step the clock of --servers {options.servers} yet: "
+            "the database server would have to run under libfaketime (docs/safety.md)"
         )
     if options.servers in ("etcd", "zookeeper") and "clock" in options.nemeses:
         raise ConfigError(

@@ -4,7 +4,9 @@
   processes (:class:`RedisNode`, a :class:`fencelock.testing.RedisServer` with a name
   and maybe a fake clock; 1 for ``--servers redis``, 5 for ``--servers redlock``, each
   optionally under libfaketime so the clock nemesis can step its wall clock), or a
-  3-member etcd cluster or ZooKeeper ensemble (``--servers etcd|zookeeper``).
+  3-member etcd cluster or ZooKeeper ensemble (``--servers etcd|zookeeper``), or one
+  database server (``--servers postgresql|advisory|mysql``: PostgreSQL 15 for the
+  lease table or its advisory locks, MariaDB for named locks).
 * :class:`ProxyHub`: one TCP proxy per (client, server) link, so the partition
   nemesis can cut one client off from every server (black hole: bytes are
   swallowed, nothing is forwarded, closes are held back until the link heals).
@@ -52,10 +54,19 @@ __all__ = [
     "require_binary",
 ]
 
-ServerKind = Literal["redis", "redlock", "etcd", "zookeeper"]
+ServerKind = Literal["redis", "redlock", "etcd", "zookeeper", "postgresql", "advisory", "mysql"]
 T = TypeVar("T")
-NODES = {"redis": 1, "redlock": 5, "etcd": 3, "zookeeper": 3}
+NODES = {
+    "redis": 1,
+    "redlock": 5,
+    "etcd": 3,
+    "zookeeper": 3,
+    "postgresql": 1,
+    "advisory": 1,
+    "mysql": 1,
+}
 CONSENSUS = ("etcd", "zookeeper")  # clusters: a member restarts with its data
+DATABASES = ("postgresql", "advisory", "mysql")  # one server; it restarts with its data
 
 
 class RedisNode(RedisServer):
@@ -84,6 +95,8 @@ class ServerSet:
         """Start the servers of ``kind``; stops the started ones if one fails."""
         if kind in CONSENSUS:
             return cls._cluster(kind, workdir, faketime=faketime, timeout=timeout)
+        if kind in DATABASES:
+            return cls._database(kind, workdir, faketime=faketime, timeout=timeout)
         if faketime:
             faketime_preload()  # fail before starting anything
         servers = cls(kind, timeout=timeout)
@@ -124,6 +137,26 @@ class ServerSet:
             url += f"?timeout={timeout:g}&connect_timeout={timeout:g}"  # next goes elsewhere
         # (kazoo leaves a stalled ZooKeeper member by itself, within the session timeout)
         return cls(kind, list(members), timeout=timeout, url=url)
+
+    @classmethod
+    def _database(
+        cls, kind: ServerKind, workdir: Path, *, faketime: bool, timeout: float
+    ) -> ServerSet:
+        if faketime:
+            raise ConfigError(
+                f"the clock nemesis cannot step the clock of --servers {kind} yet: the "
+                "database server would have to run under libfaketime (docs/safety.md)"
+            )
+        pool = ServerPool.under(workdir)
+        try:
+            server: ServerProcess = pool.mariadb() if kind == "mysql" else pool.postgresql()
+        except BaseException:
+            pool.stop_all()
+            raise
+        url = server.url + f"?timeout={timeout:g}&connect_timeout={timeout:g}"
+        if kind == "advisory":
+            url = url.replace("postgresql://", "postgresql+advisory://", 1)
+        return cls(kind, [server], timeout=timeout, url=url)
 
     def pids(self) -> list[int]:
         return [node.pid for node in self.nodes if node.pid is not None]

@@ -48,9 +48,10 @@ class _BadInput(click.UsageError):
 @click.option(
     "--servers",
     default=None,
-    metavar="redis|redlock|etcd|zookeeper",
-    help="Start the lock servers here: 1 redis-server, 5 for Redlock, or a 3-member "
-    "etcd cluster or ZooKeeper ensemble.",
+    metavar="redis|redlock|etcd|zookeeper|postgresql|advisory|mysql",
+    help="Start the lock servers here: 1 redis-server, 5 for Redlock, a 3-member "
+    "etcd cluster or ZooKeeper ensemble, PostgreSQL (its lease table, or advisory "
+    "locks) or MariaDB.",
 )
 @click.option(
     "--workload",

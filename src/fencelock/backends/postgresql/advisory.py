@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
+from typing import Any
 
 from fencelock import forking
 from fencelock.aio import within
@@ -28,7 +29,7 @@ from fencelock.backends.postgresql.session import LockSession
 from fencelock.engine import handoff
 from fencelock.engine.handoff import busy_wait, starvation_bound
 from fencelock.engine.urls import ParsedURL
-from fencelock.errors import ConfigError
+from fencelock.errors import BackendUnavailable, ConfigError
 
 # The oldest server whose idle_session_timeout lets a silent client's locks go.
 MIN_SERVER_VERSION = 140000
@@ -212,6 +213,36 @@ class AdvisoryAttempt:
         if self._bell is None:
             self._bell = await backend.listener.subscribe(self._name)
         self._bell.clear()
+        try:
+            session, mine, rows = await self._ask()
+        except BackendUnavailable:
+            if self._session is None or not self._session.ended:
+                raise
+            # The session died idle (a waiter's session outlives no TTL of silence):
+            # whatever the statement did died with it. Ask again on a live one.
+            session, mine, rows = await self._ask()
+        taken, token, recorded = rows[0]
+        if not taken:
+            if not mine:
+                session.held.pop(self._key, None)
+            return Busy(busy_wait(None))
+        self._queued = False
+        if token is None:  # the key is another name's: let it go, and say so
+            session.held.pop(self._key, None)
+            with contextlib.suppress(Exception):
+                await session.run(backend.statements.unlock, {"key": self._key, "name": recorded})
+            raise ConfigError(
+                f"lock names {self._name!r} and {recorded!r} share the advisory key "
+                f"{self._key} in {backend.url}: rename one of them (the names are "
+                f"recorded in {backend.statements.table} so this is never silent)"
+            )
+        self._granted = True
+        backend.hold(self._owner, _Held(session, self._key, own_session=not self._renewed))
+        return Acquired(int(token), session=session.news)
+
+    async def _ask(self) -> tuple[LockSession, bool, list[tuple[Any, ...]]]:
+        """The acquire statement on this attempt's session (a live one)."""
+        backend = self._backend
         session = self._session
         if session is None or session.ended:
             session = self._session = await backend.session(self._ttl, shared=self._renewed)
@@ -239,24 +270,7 @@ class AdvisoryAttempt:
             if isinstance(exc, Exception):
                 raise backend._failed(exc) from exc
             raise
-        taken, token, recorded = rows[0]
-        if not taken:
-            if not mine:
-                session.held.pop(self._key, None)
-            return Busy(busy_wait(None))
-        self._queued = False
-        if token is None:  # the key is another name's: let it go, and say so
-            session.held.pop(self._key, None)
-            with contextlib.suppress(Exception):
-                await session.run(backend.statements.unlock, {"key": self._key, "name": recorded})
-            raise ConfigError(
-                f"lock names {self._name!r} and {recorded!r} share the advisory key "
-                f"{self._key} in {backend.url}: rename one of them (the names are "
-                f"recorded in {backend.statements.table} so this is never silent)"
-            )
-        self._granted = True
-        backend.hold(self._owner, _Held(session, self._key, own_session=not self._renewed))
-        return Acquired(int(token), session=session.news)
+        return session, mine, rows
 
     async def wait(self, timeout: float) -> None:
         if self._bell is None:

@@ -56,7 +56,11 @@ class LockSession:
                 cursor = await self.conn.execute(query, params)
                 return await cursor.fetchall() if cursor.description else []
             except psycopg.Error as exc:
-                if self.conn.broken or self.conn.closed:
+                if (
+                    self.conn.broken
+                    or self.conn.closed
+                    or isinstance(exc, psycopg.OperationalError)
+                ):
                     self.end(f"its connection to {self.where} failed: {exc}")
                 raise
             except BaseException:
