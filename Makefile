@@ -35,6 +35,7 @@ bench: servers
 	$(BIN)/python bench/sqlite_bench.py
 	$(BIN)/python bench/redis_bench.py
 	$(BIN)/python bench/consensus_bench.py
+	$(BIN)/python bench/sql_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info src/*.egg-info
