@@ -1,6 +1,12 @@
 """fencelock.sql against a real PostgreSQL: optimistic updates under contention,
 row locks that wait, fail fast or skip, the fencing guard in the caller's transaction,
-the asyncio twins, the statements' quoting for any name, and docs/sql-patterns.md run."""
+the asyncio twins, the statements' quoting for any name, and docs/sql-patterns.md run.
+
+The tests that read the same for every database take a ``db`` fixture (a
+:class:`Database`: how to connect, open a transaction, run a statement) and the
+``table`` and ``holder`` fixtures built on it; test_patterns_mysql.py collects them
+again with its own ``db``, MariaDB's.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +19,9 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 import pytest
@@ -39,8 +46,110 @@ from fencelock.sql.statement import Statement
 from fencelock.testing import PostgreSQLServer, ServerPool
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "sql-patterns.md"
-EXAMPLES = re.findall(r"```python\n(.*?)```", PAGE.read_text(), flags=re.S)
-SCHEMA = re.findall(r"```sql\n(CREATE TABLE.*?)```", PAGE.read_text(), flags=re.S)
+MYSQL_HEADING = "## MySQL and MariaDB"
+
+
+def page_section(dialect: str) -> str:
+    """The page's text for ``dialect``: its MySQL section, or all the rest."""
+    text = PAGE.read_text()
+    start = text.index(f"\n{MYSQL_HEADING}\n")
+    end = text.index("\n## ", start + 1)
+    return text[start:end] if dialect == "mysql" else text[:start] + text[end:]
+
+
+def examples(dialect: str) -> list[str]:
+    """The page's Python examples for ``dialect``."""
+    return re.findall(r"```python\n(.*?)```", page_section(dialect), flags=re.S)
+
+
+def schema(dialect: str) -> list[str]:
+    """The page's ``CREATE TABLE`` blocks for ``dialect``."""
+    return re.findall(r"```sql\n(CREATE TABLE.*?)```", page_section(dialect), flags=re.S)
+
+
+EXAMPLES = examples("postgresql")
+SCHEMA = schema("postgresql")
+
+
+class Database(Protocol):
+    """A database server as the shared tests drive it, through its drivers."""
+
+    def sql(self, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
+        """Run one statement (``%s`` placeholders) on a connection of its own; its rows."""
+        ...
+
+    def connect(self) -> Any:
+        """A new connection in autocommit mode (a context manager that closes it)."""
+        ...
+
+    def transaction(self, conn: Any) -> AbstractContextManager[object]:
+        """A transaction on ``conn``: committed at the end, rolled back if it raises."""
+        ...
+
+    def query(self, conn: Any, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
+        """Run ``statement`` on ``conn``; its rows."""
+        ...
+
+    def not_granted(self, error: BaseException) -> bool:
+        """Whether ``error`` is the driver's "row lock not granted"."""
+        ...
+
+    async def aconnect(self) -> Any:
+        """A new asyncio connection in autocommit mode."""
+        ...
+
+    def atransaction(self, conn: Any) -> AbstractAsyncContextManager[object]:
+        """:meth:`transaction` on an asyncio connection."""
+        ...
+
+    async def aquery(self, conn: Any, statement: str, params: Any = None) -> None:
+        """Run ``statement`` on an asyncio connection."""
+        ...
+
+    async def aclose(self, conn: Any) -> None:
+        """Close an asyncio connection."""
+        ...
+
+
+class PostgreSQL:
+    """PostgreSQL through psycopg 3."""
+
+    def __init__(self, server: PostgreSQLServer) -> None:
+        self.server = server
+
+    def sql(self, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
+        return self.server.sql(statement, params)
+
+    def connect(self) -> psycopg.Connection[Any]:
+        return psycopg.connect(self.server.url, autocommit=True)
+
+    def transaction(self, conn: psycopg.Connection[Any]) -> AbstractContextManager[object]:
+        return conn.transaction()
+
+    def query(
+        self, conn: psycopg.Connection[Any], statement: str, params: Any = None
+    ) -> list[tuple[Any, ...]]:
+        cursor = conn.execute(statement, params)
+        return cursor.fetchall() if cursor.description else []
+
+    def not_granted(self, error: BaseException) -> bool:
+        return isinstance(error, psycopg.errors.LockNotAvailable)
+
+    async def aconnect(self) -> psycopg.AsyncConnection[Any]:
+        return await psycopg.AsyncConnection.connect(self.server.url, autocommit=True)
+
+    def atransaction(
+        self, conn: psycopg.AsyncConnection[Any]
+    ) -> AbstractAsyncContextManager[object]:
+        return conn.transaction()
+
+    async def aquery(
+        self, conn: psycopg.AsyncConnection[Any], statement: str, params: Any = None
+    ) -> None:
+        await conn.execute(statement, params)
+
+    async def aclose(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.close()
 
 
 @pytest.fixture(scope="module")
@@ -49,58 +158,56 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgreSQLServe
         yield pool.postgresql()
 
 
-@pytest.fixture
-def table(server: PostgreSQLServer) -> str:
+@pytest.fixture(scope="module")
+def db(server: PostgreSQLServer) -> Database:
+    return PostgreSQL(server)
+
+
+@pytest.fixture(name="table")  # named apart, so that a module importing it can say `table`
+def table_fixture(db: Database) -> str:
     """A new table: rows 1 and 2, a counter, a buyer, a version and a fence column."""
     name = f"t_{secrets.token_hex(4)}"
-    server.sql(
+    db.sql(
         f"CREATE TABLE {name} (id int PRIMARY KEY, n int NOT NULL DEFAULT 0, buyer text,"
         " version int NOT NULL DEFAULT 0, fence_token bigint)"
     )
-    server.sql(f"INSERT INTO {name} (id) VALUES (1), (2)")
+    db.sql(f"INSERT INTO {name} (id) VALUES (1), (2)")
     return name
 
 
-def connect(server: PostgreSQLServer) -> psycopg.Connection[Any]:
-    return psycopg.connect(server.url, autocommit=True)
-
-
-async def aconnect(server: PostgreSQLServer) -> psycopg.AsyncConnection[Any]:
-    return await psycopg.AsyncConnection.connect(server.url, autocommit=True)
-
-
-def row(server: PostgreSQLServer, table: str, id_: int = 1) -> tuple[Any, ...]:
+def row(db: Database, table: str, id_: int = 1) -> tuple[Any, ...]:
     """(n, buyer, version, fence_token) of row ``id_``, as committed."""
-    rows = server.sql(f"SELECT n, buyer, version, fence_token FROM {table} WHERE id = %s", (id_,))
-    return rows[0]
+    return db.sql(f"SELECT n, buyer, version, fence_token FROM {table} WHERE id = %s", (id_,))[0]
 
 
 class Holder:
-    """Another transaction that holds row ``id`` of ``table`` locked until released."""
+    """Another transaction that holds row ``id_`` of ``table`` locked until released."""
 
-    def __init__(self, server: PostgreSQLServer, table: str, id_: int = 1) -> None:
-        self.conn = psycopg.connect(server.url)  # not autocommit: the SELECT opens one
-        self.conn.execute(f"SELECT * FROM {table} WHERE id = %s FOR UPDATE", (id_,))
+    def __init__(self, db: Database, table: str, id_: int = 1) -> None:
+        self.db = db
+        self.conn = db.connect()
+        self.held = True
+        db.query(self.conn, "BEGIN")
+        db.query(self.conn, f"SELECT * FROM {table} WHERE id = %s FOR UPDATE", (id_,))
 
     def release(self) -> None:
-        self.conn.rollback()
-        self.conn.close()
+        if self.held:
+            self.held = False
+            self.db.query(self.conn, "ROLLBACK")
+            self.conn.close()
 
 
-@pytest.fixture
-def holder(server: PostgreSQLServer, table: str) -> Iterator[Holder]:
-    held = Holder(server, table)
+@pytest.fixture(name="holder")
+def holder_fixture(db: Database, table: str) -> Iterator[Holder]:
+    held = Holder(db, table)
     yield held
-    if not held.conn.closed:
-        held.release()
+    held.release()
 
 
 # --- optimistic ---------------------------------------------------------------
 
 
-def test_eight_concurrent_writers_all_land_and_some_retry(
-    server: PostgreSQLServer, table: str
-) -> None:
+def test_eight_concurrent_writers_all_land_and_some_retry(db: Database, table: str) -> None:
     """Eight threads increment one counter ten times each through read-compute-write
     with a pause in the middle: every increment lands, and conflicts were retried."""
     start = threading.Barrier(8)
@@ -113,7 +220,7 @@ def test_eight_concurrent_writers_all_land_and_some_retry(
 
     def writer() -> None:
         try:
-            with connect(server) as conn:
+            with db.connect() as conn:
                 start.wait()
                 for _ in range(10):
                     result = optimistic_update(
@@ -130,23 +237,29 @@ def test_eight_concurrent_writers_all_land_and_some_retry(
         thread.join()
     assert failures == []
     assert len(retries) == 80
-    assert row(server, table)[0] == 80  # no increment lost
-    assert row(server, table)[2] == 80  # each write bumped the version once
+    assert row(db, table)[0] == 80  # no increment lost
+    assert row(db, table)[2] == 80  # each write bumped the version once
     assert sum(retries) > 0
 
 
-def test_the_result_is_the_row_written(server: PostgreSQLServer, table: str) -> None:
-    with connect(server) as conn:
+def test_the_result_is_the_row_written(db: Database, table: str) -> None:
+    with db.connect() as conn:
         result = optimistic_update(conn, table, {"id": 2}, lambda r: {"buyer": "ann", "n": 5})
     assert result.retries == 0
     assert result.version == 1
     assert result.row == {"id": 2, "n": 5, "buyer": "ann", "version": 1, "fence_token": None}
-    assert row(server, table, 2) == (5, "ann", 1, None)
+    assert row(db, table, 2) == (5, "ann", 1, None)
 
 
-def test_gives_up_after_the_last_attempt_and_reports_the_retries(
-    server: PostgreSQLServer, table: str
-) -> None:
+def test_a_change_to_the_key_is_followed(db: Database, table: str) -> None:
+    """``changes`` may move the row to another key: the result is still the row written."""
+    with db.connect() as conn:
+        result = optimistic_update(conn, table, {"id": 2}, lambda r: {"id": 7, "n": 3})
+    assert result.row == {"id": 7, "n": 3, "buyer": None, "version": 1, "fence_token": None}
+    assert db.sql(f"SELECT id FROM {table} ORDER BY id") == [(1,), (7,)]
+
+
+def test_gives_up_after_the_last_attempt_and_reports_the_retries(db: Database, table: str) -> None:
     """Another writer changes the row inside every attempt's window: after ``attempts``
     the update raises ConflictError, and its change was never written."""
     calls = 0
@@ -154,41 +267,37 @@ def test_gives_up_after_the_last_attempt_and_reports_the_retries(
     def overtaken(current: dict[str, Any]) -> dict[str, Any]:
         nonlocal calls
         calls += 1
-        server.sql(f"UPDATE {table} SET version = version + 1 WHERE id = 1")
+        db.sql(f"UPDATE {table} SET version = version + 1 WHERE id = 1")
         return {"buyer": "mine"}
 
-    with connect(server) as conn, pytest.raises(ConflictError) as caught:
+    with db.connect() as conn, pytest.raises(ConflictError) as caught:
         optimistic_update(conn, table, {"id": 1}, overtaken, attempts=3, base_delay=0.001)
     assert calls == 3
     assert (caught.value.attempts, caught.value.retries) == (3, 2)
     assert "3 attempt(s) (2 retries)" in str(caught.value)
     assert table in str(caught.value) and "id=1" in str(caught.value)
-    assert row(server, table)[1:3] == (None, 3)
+    assert row(db, table)[1:3] == (None, 3)
 
 
-def test_inside_the_callers_transaction_it_rolls_back_with_it(
-    server: PostgreSQLServer, table: str
-) -> None:
-    with connect(server) as conn, pytest.raises(RuntimeError), conn.transaction():
+def test_inside_the_callers_transaction_it_rolls_back_with_it(db: Database, table: str) -> None:
+    with db.connect() as conn, pytest.raises(RuntimeError), db.transaction(conn):
         optimistic_update(conn, table, {"id": 1}, lambda r: {"n": 9})
-        assert conn.execute(f"SELECT n FROM {table} WHERE id = 1").fetchone() == (9,)
+        assert db.query(conn, f"SELECT n FROM {table} WHERE id = 1") == [(9,)]
         raise RuntimeError("the caller's transaction fails")
-    assert row(server, table)[0] == 0
+    assert row(db, table)[0] == 0
 
 
-def test_an_error_in_changes_propagates_and_nothing_is_written(
-    server: PostgreSQLServer, table: str
-) -> None:
+def test_an_error_in_changes_propagates_and_nothing_is_written(db: Database, table: str) -> None:
     def refuse(current: dict[str, Any]) -> dict[str, Any]:
         raise KeyError("sold out")
 
-    with connect(server) as conn, pytest.raises(KeyError, match="sold out"):
+    with db.connect() as conn, pytest.raises(KeyError, match="sold out"):
         optimistic_update(conn, table, {"id": 1}, refuse)
-    assert row(server, table)[2] == 0
+    assert row(db, table)[2] == 0
 
 
-def test_a_missing_row_and_a_bad_change_are_named(server: PostgreSQLServer, table: str) -> None:
-    with connect(server) as conn:
+def test_a_missing_row_and_a_bad_change_are_named(db: Database, table: str) -> None:
+    with db.connect() as conn:
         with pytest.raises(RowNotFound, match=rf"{table}\(id=99\)"):
             optimistic_update(conn, table, {"id": 99}, lambda r: {"n": 1})
         with pytest.raises(ConfigError, match="version"):
@@ -199,11 +308,11 @@ def test_a_missing_row_and_a_bad_change_are_named(server: PostgreSQLServer, tabl
             optimistic_update(conn, table, {"id": 1}, lambda r: {}, attempts=0)
 
 
-def test_a_null_version_counts_as_zero(server: PostgreSQLServer) -> None:
+def test_a_null_version_counts_as_zero(db: Database) -> None:
     name = f"t_{secrets.token_hex(4)}"
-    server.sql(f"CREATE TABLE {name} (id int PRIMARY KEY, v int)")
-    server.sql(f"INSERT INTO {name} VALUES (1, NULL)")
-    with connect(server) as conn:
+    db.sql(f"CREATE TABLE {name} (id int PRIMARY KEY, v int)")
+    db.sql(f"INSERT INTO {name} VALUES (1, NULL)")
+    with db.connect() as conn:
         result = optimistic_update(conn, name, {"id": 1}, lambda r: {}, version_column="v")
     assert result.version == 1
 
@@ -212,43 +321,43 @@ def test_a_null_version_counts_as_zero(server: PostgreSQLServer) -> None:
 
 
 def test_nowait_raises_lock_timeout_while_another_transaction_holds_the_row(
-    server: PostgreSQLServer, table: str, holder: Holder
+    db: Database, table: str, holder: Holder
 ) -> None:
-    with connect(server) as conn:
+    with db.connect() as conn:
         started = time.monotonic()
         with (
             pytest.raises(LockTimeout) as caught,
-            conn.transaction(),
+            db.transaction(conn),
             for_update(conn, table, {"id": 1}, mode="nowait"),
         ):
             pytest.fail("the row is held by another transaction")
         assert time.monotonic() - started < 10
         assert f"{table}(id=1)" in str(caught.value) and "nowait" in str(caught.value)
-        assert isinstance(caught.value.__cause__, psycopg.errors.LockNotAvailable)
+        assert db.not_granted(caught.value.__cause__)  # type: ignore[arg-type]
         holder.release()
-        with conn.transaction(), for_update(conn, table, {"id": 1}, mode="nowait") as locked:
+        with db.transaction(conn), for_update(conn, table, {"id": 1}, mode="nowait") as locked:
             assert locked is not None and locked["id"] == 1
 
 
 def test_skip_locked_yields_none_for_a_held_row_and_another_free_one(
-    server: PostgreSQLServer, table: str, holder: Holder
+    db: Database, table: str, holder: Holder
 ) -> None:
-    with connect(server) as conn:
-        with conn.transaction(), for_update(conn, table, {"id": 1}, mode="skip_locked") as held:
+    with db.connect() as conn:
+        with db.transaction(conn), for_update(conn, table, {"id": 1}, mode="skip_locked") as held:
             assert held is None
         free_row = {"buyer": None}
-        with conn.transaction(), for_update(conn, table, free_row, mode="skip_locked") as free:
+        with db.transaction(conn), for_update(conn, table, free_row, mode="skip_locked") as free:
             assert free is not None and free["id"] == 2
 
 
 def test_a_lock_timeout_raises_after_about_the_timeout(
-    server: PostgreSQLServer, table: str, holder: Holder
+    db: Database, table: str, holder: Holder
 ) -> None:
-    with connect(server) as conn:
+    with db.connect() as conn:
         started = time.monotonic()
         with (
             pytest.raises(LockTimeout) as caught,
-            conn.transaction(),
+            db.transaction(conn),
             for_update(conn, table, {"id": 1}, timeout=0.5),
         ):
             pytest.fail("the row is held by another transaction")
@@ -257,19 +366,19 @@ def test_a_lock_timeout_raises_after_about_the_timeout(
         assert f"{table}(id=1)" in str(caught.value) and "0.5s" in str(caught.value)
 
 
-def test_waiting_for_the_lock_sees_the_holders_write(server: PostgreSQLServer, table: str) -> None:
+def test_waiting_for_the_lock_sees_the_holders_write(db: Database, table: str) -> None:
     """The second buyer waits at the SELECT until the first commits, then reads the seat
     as sold: never sold twice."""
-    first = connect(server)
-    with first.transaction(), for_update(first, table, {"id": 1}) as seat:
+    first = db.connect()
+    with db.transaction(first), for_update(first, table, {"id": 1}) as seat:
         assert seat is not None and seat["buyer"] is None
-        first.execute(f"UPDATE {table} SET buyer = 'first' WHERE id = 1")
+        db.query(first, f"UPDATE {table} SET buyer = 'first' WHERE id = 1")
         seen: list[dict[str, Any] | None] = []
 
         def second() -> None:
             with (
-                connect(server) as conn,
-                conn.transaction(),
+                db.connect() as conn,
+                db.transaction(conn),
                 for_update(conn, table, {"id": 1}, timeout=30) as row_,
             ):
                 seen.append(row_)
@@ -283,10 +392,8 @@ def test_waiting_for_the_lock_sees_the_holders_write(server: PostgreSQLServer, t
     assert seen and seen[0] is not None and seen[0]["buyer"] == "first"
 
 
-def test_the_lock_timeout_is_put_back_after_the_select(
-    server: PostgreSQLServer, table: str
-) -> None:
-    with connect(server) as conn, conn.transaction():
+def test_the_lock_timeout_is_put_back_after_the_select(db: Database, table: str) -> None:
+    with db.connect() as conn, conn.transaction():
         conn.execute("SET LOCAL lock_timeout = '7s'")
         with for_update(conn, table, {"id": 1}, timeout=1) as locked:
             assert locked is not None
@@ -294,10 +401,10 @@ def test_the_lock_timeout_is_put_back_after_the_select(
 
 
 def test_refuses_an_autocommit_connection_with_no_transaction_open(
-    server: PostgreSQLServer, table: str
+    server: PostgreSQLServer, db: Database, table: str
 ) -> None:
     with (
-        connect(server) as conn,
+        db.connect() as conn,
         pytest.raises(ConfigError, match="needs a transaction"),
         for_update(conn, table, {"id": 1}),
     ):
@@ -305,7 +412,7 @@ def test_refuses_an_autocommit_connection_with_no_transaction_open(
     with psycopg.connect(server.url) as implicit:  # its SELECT opens a transaction
         with for_update(implicit, table, {"id": 1}) as locked:
             assert locked is not None
-        holder = connect(server)
+        holder = db.connect()
         with (
             pytest.raises(LockTimeout),
             holder.transaction(),
@@ -315,10 +422,8 @@ def test_refuses_an_autocommit_connection_with_no_transaction_open(
         holder.close()
 
 
-def test_an_absent_row_yields_none_and_bad_arguments_are_refused(
-    server: PostgreSQLServer, table: str
-) -> None:
-    with connect(server) as conn, conn.transaction():
+def test_an_absent_row_yields_none_and_bad_arguments_are_refused(db: Database, table: str) -> None:
+    with db.connect() as conn, db.transaction(conn):
         with for_update(conn, table, {"id": 99}) as absent:
             assert absent is None
         for kwargs in ({"mode": "later"}, {"mode": "nowait", "timeout": 1}, {"timeout": -1}):
@@ -333,55 +438,51 @@ def test_an_absent_row_yields_none_and_bad_arguments_are_refused(
 
 
 def test_the_fence_rejects_lower_and_equal_tokens_and_accepts_higher(
-    server: PostgreSQLServer, table: str
+    db: Database, table: str
 ) -> None:
     rejections = COUNTERS.get(FENCING_REJECTIONS)
-    with connect(server) as conn:
+    with db.connect() as conn:
         fenced_write(conn, table, {"id": 1}, 5, {"buyer": "five"})
-        assert row(server, table)[1:] == ("five", 0, 5)
+        assert row(db, table)[1:] == ("five", 0, 5)
         for stale in (5, 4):
             with pytest.raises(StaleToken) as caught:
                 fenced_write(conn, table, {"id": 1}, stale, {"buyer": "stale"})
             assert (caught.value.token, caught.value.last) == (stale, 5)
             assert caught.value.key == f"{table}(id=1)"
-        assert row(server, table)[1:] == ("five", 0, 5)
+        assert row(db, table)[1:] == ("five", 0, 5)
         fenced_write(conn, table, {"id": 1}, 6, {"buyer": "six"})
         fenced_write(conn, table, {"id": 1}, 6, {"n": 1}, allow_equal=True)
-    assert row(server, table) == (1, "six", 0, 6)
+    assert row(db, table) == (1, "six", 0, 6)
     assert COUNTERS.get(FENCING_REJECTIONS) == rejections + 2
 
 
-def test_a_rejected_write_rolls_back_with_the_write_it_protects(
-    server: PostgreSQLServer, table: str
-) -> None:
+def test_a_rejected_write_rolls_back_with_the_write_it_protects(db: Database, table: str) -> None:
     ledger = f"{table}_ledger"
-    server.sql(f"CREATE TABLE {ledger} (amount int)")
-    server.sql(f"UPDATE {table} SET fence_token = 10 WHERE id = 1")
-    with connect(server) as conn:
-        with pytest.raises(StaleToken), conn.transaction():
-            conn.execute(f"INSERT INTO {ledger} VALUES (-2500)")
+    db.sql(f"CREATE TABLE {ledger} (amount int)")
+    db.sql(f"UPDATE {table} SET fence_token = 10 WHERE id = 1")
+    with db.connect() as conn:
+        with pytest.raises(StaleToken), db.transaction(conn):
+            db.query(conn, f"INSERT INTO {ledger} VALUES (-2500)")
             fenced_write(conn, table, {"id": 1}, 9, {"buyer": "paid"})
-        assert server.sql(f"SELECT count(*) FROM {ledger}") == [(0,)]
-        with conn.transaction():
-            conn.execute(f"INSERT INTO {ledger} VALUES (-2500)")
+        assert db.sql(f"SELECT count(*) FROM {ledger}") == [(0,)]
+        with db.transaction(conn):
+            db.query(conn, f"INSERT INTO {ledger} VALUES (-2500)")
             fenced_write(conn, table, {"id": 1}, 11, {"buyer": "paid"})
-    assert server.sql(f"SELECT count(*) FROM {ledger}") == [(1,)]
-    assert row(server, table)[1:] == ("paid", 0, 11)
+    assert db.sql(f"SELECT count(*) FROM {ledger}") == [(1,)]
+    assert row(db, table)[1:] == ("paid", 0, 11)
 
 
-def test_a_stale_writer_waits_for_the_newer_one_then_is_rejected(
-    server: PostgreSQLServer, table: str
-) -> None:
+def test_a_stale_writer_waits_for_the_newer_one_then_is_rejected(db: Database, table: str) -> None:
     """Both in flight: the older token's statement waits for the newer one's row lock,
     re-reads the fence once that commits, and is refused."""
-    newer = connect(server)
+    newer = db.connect()
     errors: list[BaseException] = []
-    with newer.transaction():
+    with db.transaction(newer):
         fenced_write(newer, table, {"id": 1}, 8, {"buyer": "newer"})
 
         def older() -> None:
             try:
-                with connect(server) as conn:
+                with db.connect() as conn:
                     fenced_write(conn, table, {"id": 1}, 7, {"buyer": "older"})
             except BaseException as exc:
                 errors.append(exc)
@@ -393,15 +494,28 @@ def test_a_stale_writer_waits_for_the_newer_one_then_is_rejected(
     thread.join(30)
     newer.close()
     assert len(errors) == 1 and isinstance(errors[0], StaleToken)
-    assert row(server, table)[1:] == ("newer", 0, 8)
+    assert row(db, table)[1:] == ("newer", 0, 8)
 
 
-def test_the_upsert_inserts_a_missing_row_then_fences_it(
-    server: PostgreSQLServer, table: str
+def test_a_stale_write_is_judged_by_the_latest_fence_not_an_older_read(
+    db: Database, table: str
 ) -> None:
-    with connect(server) as conn:
+    """The caller's transaction read the row before a newer token wrote it: its stale
+    write is refused with the fence the newer one left (not retried, not ConflictError),
+    whatever the transaction's reads see."""
+    with db.connect() as conn, pytest.raises(StaleToken) as caught, db.transaction(conn):
+        assert db.query(conn, f"SELECT fence_token FROM {table} WHERE id = 1") == [(None,)]
+        with db.connect() as newer:
+            fenced_write(newer, table, {"id": 1}, 8, {"buyer": "newer"})
+        fenced_write(conn, table, {"id": 1}, 7, {"buyer": "older"})
+    assert caught.value.last == 8
+    assert row(db, table)[1:] == ("newer", 0, 8)
+
+
+def test_the_upsert_inserts_a_missing_row_then_fences_it(db: Database, table: str) -> None:
+    with db.connect() as conn:
         fenced_write(conn, table, {"id": 3}, 4, {"buyer": "new"}, upsert=True)
-        assert row(server, table, 3) == (0, "new", 0, 4)
+        assert row(db, table, 3) == (0, "new", 0, 4)
         with pytest.raises(StaleToken):
             fenced_write(conn, table, {"id": 3}, 4, {"buyer": "again"}, upsert=True)
         with pytest.raises(StaleToken):
@@ -414,19 +528,34 @@ def test_the_upsert_inserts_a_missing_row_then_fences_it(
             fenced_write(conn, table, {"id": 1}, 9, {"fence_token": 1})
         with pytest.raises(ConfigError, match="int"):
             fenced_write(conn, table, {"id": 1}, "9", {})  # type: ignore[arg-type]
-    assert row(server, table, 3) == (0, "newer", 0, 5)
-    assert row(server, table, 1)[1:] == ("unfenced before", 0, 1)
-    assert server.sql(f"SELECT count(*) FROM {table}") == [(3,)]
+    assert row(db, table, 3) == (0, "newer", 0, 5)
+    assert row(db, table, 1)[1:] == ("unfenced before", 0, 1)
+    assert db.sql(f"SELECT count(*) FROM {table}") == [(3,)]
 
 
-def test_a_key_that_matches_several_rows_is_refused(server: PostgreSQLServer, table: str) -> None:
+def test_an_equal_token_may_write_again_even_with_nothing_to_change(
+    db: Database, table: str
+) -> None:
+    """With ``allow_equal``, the holder of the row's fence writes again, the same values
+    too (a write with nothing to change is still accepted), plain or upsert."""
+    with db.connect() as conn:
+        for upsert in (False, True):
+            for _ in range(2):
+                fenced_write(conn, table, {"id": 1}, 5, {"buyer": "five"}, allow_equal=True)
+                fenced_write(conn, table, {"id": 1}, 5, {}, allow_equal=True, upsert=upsert)
+        with pytest.raises(StaleToken):
+            fenced_write(conn, table, {"id": 1}, 5, {"buyer": "five"})
+    assert row(db, table)[1:] == ("five", 0, 5)
+
+
+def test_a_key_that_matches_several_rows_is_refused(db: Database, table: str) -> None:
     with (
-        connect(server) as conn,
+        db.connect() as conn,
         pytest.raises(ConfigError, match="matched 2 rows"),
-        conn.transaction(),
+        db.transaction(conn),
     ):
         fenced_write(conn, table, {"buyer": None}, 1, {"n": 1})
-    assert row(server, table, 1)[0] == row(server, table, 2)[0] == 0  # rolled back
+    assert row(db, table, 1)[0] == row(db, table, 2)[0] == 0  # rolled back
 
 
 def test_fence_column_ddl_adds_a_nullable_bigint_once(server: PostgreSQLServer) -> None:
@@ -434,6 +563,7 @@ def test_fence_column_ddl_adds_a_nullable_bigint_once(server: PostgreSQLServer) 
     server.sql(f'CREATE TABLE "{name}" (id int PRIMARY KEY)')
     ddl = fence_column_ddl(name)
     assert ddl == f'ALTER TABLE "{name}" ADD COLUMN IF NOT EXISTS "fence_token" bigint'
+    assert fence_column_ddl(name, dialect="postgresql") == ddl
     server.sql(ddl)
     server.sql(ddl)
     assert server.sql(
@@ -444,102 +574,126 @@ def test_fence_column_ddl_adds_a_nullable_bigint_once(server: PostgreSQLServer) 
     assert fence_column_ddl(("public", name), "f") == (
         f'ALTER TABLE "public"."{name}" ADD COLUMN IF NOT EXISTS "f" bigint'
     )
+    with pytest.raises(ConfigError, match="dialect"):
+        fence_column_ddl(name, dialect="oracle")  # type: ignore[arg-type]
 
 
-def test_a_connection_of_the_wrong_colour_is_refused(server: PostgreSQLServer, table: str) -> None:
+def test_a_connection_of_the_wrong_colour_is_refused(db: Database, table: str) -> None:
     async def main() -> None:
-        aconn = await aconnect(server)
+        aconn = await db.aconnect()
         with pytest.raises(ConfigError, match=r"psycopg\.Connection"):
-            fenced_write(aconn, table, {"id": 1}, 1, {})  # type: ignore[arg-type]
-        await aconn.close()
+            fenced_write(aconn, table, {"id": 1}, 1, {})
+        await db.aclose(aconn)
 
     asyncio.run(main())
-    with connect(server) as conn, pytest.raises(ConfigError, match="AsyncConnection"):
-        asyncio.run(afenced_write(conn, table, {"id": 1}, 1, {}))  # type: ignore[arg-type]
+    with db.connect() as conn, pytest.raises(ConfigError, match="AsyncConnection"):
+        asyncio.run(afenced_write(conn, table, {"id": 1}, 1, {}))
 
 
 # --- asyncio ------------------------------------------------------------------
 
 
-def test_async_writers_all_land_and_some_retry(server: PostgreSQLServer, table: str) -> None:
+def test_async_writers_all_land_and_some_retry(db: Database, table: str) -> None:
     """Eight tasks on eight connections, started together: their reads and writes
     interleave at every await, and every increment still lands."""
 
-    async def writer(conn: psycopg.AsyncConnection[Any]) -> list[int]:
+    async def writer(conn: Any) -> list[int]:
         retries = []
         for _ in range(5):
             result = await aoptimistic_update(
                 conn, table, {"id": 1}, lambda r: {"n": r["n"] + 1}, attempts=500, max_delay=0.02
             )
             retries.append(result.retries)
-        await conn.close()
+        await db.aclose(conn)
         return retries
 
     async def main() -> list[list[int]]:
-        conns = await asyncio.gather(*(aconnect(server) for _ in range(8)))
+        conns = await asyncio.gather(*(db.aconnect() for _ in range(8)))
         return await asyncio.gather(*(writer(conn) for conn in conns))
 
     retries = asyncio.run(main())
-    assert row(server, table)[0] == 40
-    assert row(server, table)[2] == 40
+    assert row(db, table)[0] == 40
+    assert row(db, table)[2] == 40
     assert sum(map(sum, retries)) > 0
 
 
-def test_async_conflict_and_missing_row(server: PostgreSQLServer, table: str) -> None:
+def test_async_conflict_and_missing_row(db: Database, table: str) -> None:
     def overtaken(current: dict[str, Any]) -> dict[str, Any]:
-        server.sql(f"UPDATE {table} SET version = version + 1 WHERE id = 1")
+        db.sql(f"UPDATE {table} SET version = version + 1 WHERE id = 1")
         return {"n": 1}
 
     async def main() -> None:
-        conn = await aconnect(server)
+        conn = await db.aconnect()
         with pytest.raises(ConflictError, match="1 retries"):
             await aoptimistic_update(conn, table, {"id": 1}, overtaken, attempts=2)
         with pytest.raises(RowNotFound):
             await aoptimistic_update(conn, table, {"id": 99}, overtaken)
-        await conn.close()
+        await db.aclose(conn)
 
     asyncio.run(main())
-    assert row(server, table)[0] == 0
+    assert row(db, table)[0] == 0
 
 
-def test_async_row_locks(server: PostgreSQLServer, table: str, holder: Holder) -> None:
+def test_async_inside_the_callers_transaction_it_rolls_back_with_it(
+    db: Database, table: str
+) -> None:
     async def main() -> None:
-        conn = await aconnect(server)
+        conn = await db.aconnect()
+        with pytest.raises(RuntimeError):
+            async with db.atransaction(conn):
+                result = await aoptimistic_update(conn, table, {"id": 1}, lambda r: {"n": 9})
+                assert result.row["n"] == 9
+                raise RuntimeError("the caller's transaction fails")
+        await db.aclose(conn)
+
+    asyncio.run(main())
+    assert row(db, table)[0] == 0
+
+
+def test_async_row_locks(db: Database, table: str, holder: Holder) -> None:
+    async def main() -> None:
+        conn = await db.aconnect()
         with pytest.raises(ConfigError, match="needs a transaction"):
             async with afor_update(conn, table, {"id": 1}):
                 pass
         with pytest.raises(LockTimeout, match=rf"{table}\(id=1\)"):
-            async with conn.transaction(), afor_update(conn, table, {"id": 1}, mode="nowait"):
+            async with db.atransaction(conn), afor_update(conn, table, {"id": 1}, mode="nowait"):
                 pass
-        async with conn.transaction(), afor_update(conn, table, {"id": 1}, mode="skip_locked") as r:
+        async with (
+            db.atransaction(conn),
+            afor_update(conn, table, {"id": 1}, mode="skip_locked") as r,
+        ):
             assert r is None
         started = time.monotonic()
         with pytest.raises(LockTimeout):
-            async with conn.transaction(), afor_update(conn, table, {"id": 1}, timeout=0.5):
+            async with db.atransaction(conn), afor_update(conn, table, {"id": 1}, timeout=0.5):
                 pass
         assert 0.45 <= time.monotonic() - started < 30
         holder.release()
-        async with conn.transaction(), afor_update(conn, table, {"id": 1}, mode="nowait") as r:
+        async with (
+            db.atransaction(conn),
+            afor_update(conn, table, {"id": 1}, mode="nowait") as r,
+        ):
             assert r is not None and r["id"] == 1
-        await conn.close()
+        await db.aclose(conn)
 
     asyncio.run(main())
 
 
-def test_async_fenced_write(server: PostgreSQLServer, table: str) -> None:
+def test_async_fenced_write(db: Database, table: str) -> None:
     async def main() -> None:
-        conn = await aconnect(server)
+        conn = await db.aconnect()
         await afenced_write(conn, table, {"id": 5}, 3, {"buyer": "three"}, upsert=True)
         with pytest.raises(StaleToken):
-            async with conn.transaction():
-                await conn.execute(f"UPDATE {table} SET n = 100 WHERE id = 1")
+            async with db.atransaction(conn):
+                await db.aquery(conn, f"UPDATE {table} SET n = 100 WHERE id = 1")
                 await afenced_write(conn, table, {"id": 5}, 2, {"buyer": "two"})
         await afenced_write(conn, table, {"id": 5}, 4, {"buyer": "four"})
-        await conn.close()
+        await db.aclose(conn)
 
     asyncio.run(main())
-    assert row(server, table, 5)[1:] == ("four", 0, 4)
-    assert row(server, table, 1)[0] == 0  # rolled back with the rejected write
+    assert row(db, table, 5)[1:] == ("four", 0, 4)
+    assert row(db, table, 1)[0] == 0  # rolled back with the rejected write
 
 
 # --- the statements, for any name ----------------------------------------------
@@ -639,7 +793,7 @@ def test_any_names_work_against_the_database(
     table, id_column, value_column, fence = names
     table = f"{table}_{secrets.token_hex(3)}"
     ident = sql.Identifier
-    with connect(server) as conn:
+    with psycopg.connect(server.url, autocommit=True) as conn:
         conn.execute(
             sql.SQL("CREATE TABLE {} ({} text PRIMARY KEY, {} int, version int, {} bigint)").format(
                 ident(table), ident(id_column), ident(value_column), ident(fence)

@@ -1,5 +1,6 @@
 """The database side of data integrity, without any lock backend (PostgreSQL through
-psycopg 3; each helper has an asyncio twin, prefixed ``a``):
+psycopg 3, MySQL and MariaDB through PyMySQL and aiomysql; each helper has an asyncio
+twin, prefixed ``a``):
 
 - :func:`optimistic_update`: a version column, checked and bumped by the write; a
   conflict is retried with jittered backoff, a bounded number of times.
@@ -9,12 +10,16 @@ psycopg 3; each helper has an asyncio twin, prefixed ``a``):
   row's fence (``lease.token``), checked in the same statement; :func:`fence_column_ddl`
   adds the column.
 
-Tables and columns are quoted identifiers (``"Seats"`` is not ``seats``), values are
-always parameters. See docs/sql-patterns.md.
+On MySQL a deadlock inside a helper's savepoint rolls back the caller's whole
+transaction: :class:`TransactionLost` says so.
+
+Tables and columns are quoted identifiers (on PostgreSQL ``"Seats"`` is not ``seats``),
+values are always parameters. See docs/sql-patterns.md.
 """
 
 from fencelock.errors import ConflictError, LockTimeout, RowNotFound, StaleToken
 from fencelock.sql.backoff import RetryPolicy
+from fencelock.sql.errors import TransactionLost
 from fencelock.sql.fenced import afenced_write, fence_column_ddl, fenced_write
 from fencelock.sql.optimistic import OptimisticResult, aoptimistic_update, optimistic_update
 from fencelock.sql.pessimistic import afor_update, for_update
@@ -30,6 +35,7 @@ __all__ = [
     "RowNotFound",
     "StaleToken",
     "Table",
+    "TransactionLost",
     "afenced_write",
     "afor_update",
     "aoptimistic_update",

@@ -1,7 +1,7 @@
 """The connections fencelock.sql talks to, and the dialect each speaks: psycopg 3's
-``Connection`` and ``AsyncConnection`` so far. This is the one place that knows the
-driver; a PyMySQL session is one more pair of classes and one more branch in
-:func:`bind`.
+``Connection`` and ``AsyncConnection`` (PostgreSQL), PyMySQL's ``Connection`` and
+aiomysql's (MySQL, MariaDB). This is the one place that picks the driver; the psycopg
+sessions are here, the MySQL ones in :mod:`.mysql_sessions`.
 """
 
 from __future__ import annotations
@@ -15,32 +15,59 @@ from fencelock.sql.flow import AsyncSession, Session
 from fencelock.sql.statement import Row, Statement
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    import aiomysql
     import psycopg
+    import pymysql
     from psycopg import sql
+
+    Connection: TypeAlias = "psycopg.Connection[Any] | pymysql.connections.Connection[Any]"
+    """A blocking connection the helpers take."""
+    AsyncConnection: TypeAlias = "psycopg.AsyncConnection[Any] | aiomysql.Connection"
+    """An asyncio connection the helpers take."""
 
 
 def bind(conn: object) -> tuple[Dialect, Session]:
     """The dialect and session of a blocking connection, or ConfigError."""
-    if type(conn).__module__.startswith("psycopg"):
+    driver = type(conn).__module__
+    if driver.startswith("psycopg"):
         import psycopg
 
         from fencelock.sql.postgresql import POSTGRESQL
 
         if isinstance(conn, psycopg.Connection):
             return POSTGRESQL, PsycopgSession(conn)
-    raise ConfigError(_unsupported(conn, "psycopg.Connection"))
+    if driver.startswith("pymysql"):
+        import pymysql
+
+        from fencelock.sql.mysql import MYSQL
+        from fencelock.sql.mysql_sessions import PyMySQLSession
+
+        if isinstance(conn, pymysql.connections.Connection):
+            return MYSQL, PyMySQLSession(conn)
+    raise ConfigError(_unsupported(conn, "psycopg.Connection or a pymysql.connections.Connection"))
 
 
 def abind(conn: object) -> tuple[Dialect, AsyncSession]:
     """The dialect and session of an asyncio connection, or ConfigError."""
-    if type(conn).__module__.startswith("psycopg"):
+    driver = type(conn).__module__
+    if driver.startswith("psycopg"):
         import psycopg
 
         from fencelock.sql.postgresql import POSTGRESQL
 
         if isinstance(conn, psycopg.AsyncConnection):
             return POSTGRESQL, AsyncPsycopgSession(conn)
-    raise ConfigError(_unsupported(conn, "psycopg.AsyncConnection"))
+    if driver.startswith("aiomysql"):
+        import aiomysql
+
+        from fencelock.sql.mysql import MYSQL
+        from fencelock.sql.mysql_sessions import AiomysqlSession
+
+        if isinstance(conn, aiomysql.Connection):
+            return MYSQL, AiomysqlSession(conn)
+    raise ConfigError(_unsupported(conn, "psycopg.AsyncConnection or an aiomysql.Connection"))
 
 
 def _unsupported(conn: object, expected: str) -> str:

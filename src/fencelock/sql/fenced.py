@@ -6,16 +6,27 @@ holder that took it::
     WHERE order_id = %(k0)s AND (fence_token IS NULL OR fence_token < %(token)s)
 
 The upsert form inserts the row if it is not there yet (``INSERT … ON CONFLICT (key)
-DO UPDATE … WHERE existing.fence_token < excluded.fence_token``). The fence lives in
-the protected row itself (a ``bigint`` column, :func:`fence_column_ddl`), so there is
-nothing else to install. A rejected write raises :class:`~fencelock.StaleToken`, as the
-guards of :mod:`fencelock.fencing` do, and is counted the same way.
+DO UPDATE … WHERE existing.fence_token < excluded.fence_token``; on MySQL ``INSERT … ON
+DUPLICATE KEY UPDATE c = IF(newer, new, c), …``). The fence lives in the protected row
+itself (a ``bigint`` column, :func:`fence_column_ddl`), so there is nothing else to
+install.
+
+A rejected write raises :class:`~fencelock.StaleToken`, as the guards of
+:mod:`fencelock.fencing` do, and is counted the same way.
+
+Whether the write was accepted is told by its row count: 1 (on MySQL, 2 for an upsert
+that updated). When it counts no row, the fence is read back, in the caller's transaction
+if there is one (on MySQL by a locking read, which meets the latest committed row as the
+write did, where a plain one would read a ``REPEATABLE READ`` snapshot): above the token,
+or equal without ``allow_equal``, the write was refused. MySQL counts only the rows a
+statement changed, so there a write that counts 0 and reads back a fence equal to its
+token (with ``allow_equal``) was accepted, with nothing to change.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from fencelock.errors import ConfigError, ConflictError, RowNotFound, StaleToken
 from fencelock.metrics import COUNTERS, FENCING_REJECTIONS
@@ -25,15 +36,17 @@ from fencelock.sql.flow import Execute, Fetch, Flow, arun, run
 from fencelock.sql.statement import Table, column_name, describe, key_columns, value_columns
 
 if TYPE_CHECKING:
-    import psycopg
+    from fencelock.sql.connections import AsyncConnection, Connection
 
 # A rejected write whose fence, read again, would have let it through (the fence was
 # lowered meanwhile, by hand) is sent again this many times in all.
 _TRIES = 3
 
+DialectName = Literal["postgresql", "mysql"]
+
 
 def fenced_write(
-    conn: psycopg.Connection[Any],
+    conn: Connection,
     table: Table,
     key: Mapping[str, Any],
     token: int,
@@ -50,7 +63,8 @@ def fenced_write(
     commit or roll back together. Raises :class:`StaleToken` (``.last``: the fence) if
     the token is not newer; the row is then unchanged. ``allow_equal=True`` lets one
     lease write again with its own token. ``upsert=True`` inserts the row if it is
-    missing (the key columns need a unique index); otherwise a missing row raises
+    missing (the key columns need a unique index: without one, PostgreSQL refuses the
+    statement, MySQL inserts another row); otherwise a missing row raises
     :class:`RowNotFound`.
     """
     dialect, session = bind(conn)
@@ -58,7 +72,7 @@ def fenced_write(
 
 
 async def afenced_write(
-    conn: psycopg.AsyncConnection[Any],
+    conn: AsyncConnection,
     table: Table,
     key: Mapping[str, Any],
     token: int,
@@ -74,12 +88,23 @@ async def afenced_write(
     await arun(flow, session)
 
 
-def fence_column_ddl(table: Table, column: str = "fence_token") -> str:
-    """The one statement that gives ``table`` its fence column (PostgreSQL):
-    ``ALTER TABLE "payments" ADD COLUMN IF NOT EXISTS "fence_token" bigint``."""
-    from fencelock.sql.postgresql import POSTGRESQL
+def fence_column_ddl(
+    table: Table, column: str = "fence_token", *, dialect: DialectName = "postgresql"
+) -> str:
+    """The one statement that gives ``table`` its fence column, to run without
+    parameters. PostgreSQL: ``ALTER TABLE "payments" ADD COLUMN IF NOT EXISTS
+    "fence_token" bigint``. ``dialect="mysql"`` (MySQL, MariaDB): ``ALTER TABLE
+    `payments` ADD COLUMN `fence_token` BIGINT NULL``, which fails (error 1060, duplicate
+    column) if the column is there already: MySQL has no ``IF NOT EXISTS`` for a column."""
+    if dialect == "postgresql":
+        from fencelock.sql.postgresql import POSTGRESQL
 
-    return POSTGRESQL.fence_column_ddl(table, column)
+        return POSTGRESQL.fence_column_ddl(table, column)
+    if dialect == "mysql":
+        from fencelock.sql.mysql import MYSQL
+
+        return MYSQL.fence_column_ddl(table, column)
+    raise ConfigError(f"dialect must be 'postgresql' or 'mysql', not {dialect!r}")
 
 
 def fenced_flow(
@@ -92,27 +117,21 @@ def fenced_flow(
     upsert: bool,
     allow_equal: bool,
 ) -> Flow[None]:
-    """The conditional write; if it was refused, the fence read back for the error."""
-    if isinstance(token, bool) or not isinstance(token, int):
-        raise ConfigError(f"a fencing token is an int (lease.token), not {token!r}")
-    fence = column_name(fence_column, "fence column")
-    keys = key_columns(key)
-    reserved = (fence, *(column for column, _ in keys)) if upsert else (fence,)
-    value_columns(values, reserved=reserved)
-    if upsert and any(value is None for _, value in keys):
-        raise ConfigError(f"an upsert's key cannot be NULL: {describe(table, key)}")
+    """The conditional write; if it counted no row, the fence read back: for the error,
+    or (MySQL) to tell a refused write from one that had nothing to change."""
+    fence = _checked(table, key, token, values, fence_column, upsert)
     build = dialect.fenced_upsert if upsert else dialect.fenced_update
     write = build(table, key, values, fence, token, allow_equal)
     for _ in range(_TRIES):
         written = yield Execute(write)
-        if written == 1:
+        if written == 1 or (upsert and written == 2):  # MySQL counts an upsert's update as 2
             return
         if written > 1:
             raise ConfigError(
                 f"{describe(table, key)} matched {written} rows: a fence guards one row,"
                 " so give its unique key"
             )
-        rows = yield Fetch(dialect.select(table, key, columns=(fence,)))
+        rows = yield Fetch(dialect.read_fence(table, key, fence))
         if not rows:
             if upsert:
                 continue  # deleted since: insert it
@@ -121,4 +140,29 @@ def fenced_flow(
         if last is not None and (last > token or (last == token and not allow_equal)):
             COUNTERS.add(FENCING_REJECTIONS)
             raise StaleToken(describe(table, key), token, int(last))
+        if last == token and not dialect.unchanged_rows_counted:
+            # MySQL counts changed rows only: the write met this fence (a fence never
+            # goes down, and from below the write would have changed it), passed, and
+            # found the row already as it would have left it
+            return
     raise ConflictError(describe(table, key), _TRIES)
+
+
+def _checked(
+    table: Table,
+    key: Mapping[str, Any],
+    token: int,
+    values: Mapping[str, Any],
+    fence_column: str,
+    upsert: bool,
+) -> str:
+    """The fence column, once the arguments are checked; ConfigError if one is wrong."""
+    if isinstance(token, bool) or not isinstance(token, int):
+        raise ConfigError(f"a fencing token is an int (lease.token), not {token!r}")
+    fence = column_name(fence_column, "fence column")
+    keys = key_columns(key)
+    reserved = (fence, *(column for column, _ in keys)) if upsert else (fence,)
+    value_columns(values, reserved=reserved)
+    if upsert and any(value is None for _, value in keys):
+        raise ConfigError(f"an upsert's key cannot be NULL: {describe(table, key)}")
+    return fence

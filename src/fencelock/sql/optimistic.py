@@ -4,6 +4,8 @@ version is still the one read, bumping it in the same statement::
     UPDATE seats SET buyer = %(v0)s, version = COALESCE(version, 0) + 1
     WHERE seat = %(k0)s AND version = %(expected)s RETURNING *
 
+(MySQL has no ``RETURNING``: there the row is read back in the same transaction.)
+
 No lock is held between the read and the write. When another writer got there first,
 the update matches no row, and the whole read-compute-write runs again after a
 jittered backoff, a bounded number of times (:class:`~fencelock.sql.backoff.RetryPolicy`).
@@ -20,11 +22,11 @@ from fencelock.errors import ConfigError, ConflictError, RowNotFound
 from fencelock.sql.backoff import RetryPolicy
 from fencelock.sql.connections import abind, bind
 from fencelock.sql.dialect import Dialect
-from fencelock.sql.flow import Atomic, Fetch, Flow, Pause, arun, run
+from fencelock.sql.flow import Atomic, Execute, Fetch, Flow, Pause, arun, run
 from fencelock.sql.statement import Row, Table, column_name, describe, value_columns
 
 if TYPE_CHECKING:
-    import psycopg
+    from fencelock.sql.connections import AsyncConnection, Connection
 
 Changes = Callable[[Row], Mapping[str, Any]]
 
@@ -42,7 +44,7 @@ class OptimisticResult:
 
 
 def optimistic_update(
-    conn: psycopg.Connection[Any],
+    conn: Connection,
     table: Table,
     key: Mapping[str, Any],
     changes: Changes,
@@ -67,7 +69,7 @@ def optimistic_update(
 
 
 async def aoptimistic_update(
-    conn: psycopg.AsyncConnection[Any],
+    conn: AsyncConnection,
     table: Table,
     key: Mapping[str, Any],
     changes: Changes,
@@ -124,5 +126,13 @@ def _attempt(
     wanted = changes(dict(row))
     value_columns(wanted, reserved=(version_column,))
     update = dialect.versioned_update(table, key, wanted, version_column, row[version_column])
-    written = yield Fetch(update)
+    if dialect.returning:
+        written = yield Fetch(update)
+    elif (yield Execute(update)):
+        # no RETURNING (MySQL): read the row back in this transaction, which wrote it
+        # and holds its lock; by the key as written, in case ``changes`` changed it
+        moved = {column: wanted.get(column, value) for column, value in key.items()}
+        written = yield Fetch(dialect.select(table, moved))
+    else:
+        written = []  # the version had moved
     return written[0] if written else None

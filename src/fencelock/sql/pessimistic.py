@@ -3,9 +3,11 @@ hold it to the end of the caller's transaction; any other transaction that wants
 change or lock the row waits for that (or, with ``NOWAIT``, fails at once; with ``SKIP
 LOCKED``, passes it over).
 
-A timeout is set with ``SET LOCAL lock_timeout`` (as ``set_config(…, true)``) just for
-the ``SELECT``, and the setting in force before is put back once the lock is taken, so
-the rest of the caller's transaction keeps its own.
+A timeout is set just for the ``SELECT``, and the setting in force before is put back
+after it, so the rest of the caller's transaction keeps its own: on PostgreSQL with ``SET
+LOCAL lock_timeout`` (as ``set_config(…, true)``), put back once the lock is taken (a lock
+not granted aborts the transaction, and the setting ends with it); on MySQL with ``SET
+SESSION innodb_lock_wait_timeout`` (whole seconds, at least 1), put back either way.
 """
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ from fencelock.sql.flow import Execute, Fetch, Flow, arun, run
 from fencelock.sql.statement import LOCK_MODES, LockMode, Row, Table, describe
 
 if TYPE_CHECKING:
-    import psycopg
+    from fencelock.sql.connections import AsyncConnection, Connection
 
 
 @contextmanager
 def for_update(
-    conn: psycopg.Connection[Any],
+    conn: Connection,
     table: Table,
     key: Mapping[str, Any],
     *,
@@ -41,9 +43,13 @@ def for_update(
     Use it inside a transaction: ``with conn.transaction(), for_update(conn, …) as row:``;
     on an autocommit connection with no transaction open it raises ConfigError, since
     the lock would end with the ``SELECT``. ``mode="wait"`` waits for the lock, at most
-    ``timeout`` seconds if given; ``"nowait"`` does not wait. Raises :class:`LockTimeout`
-    (naming the table and key) if the lock is not granted; the transaction is then
-    aborted, so let it roll back. A key may match several rows: one of them is locked.
+    ``timeout`` seconds if given (on MySQL rounded up to whole seconds); ``"nowait"``
+    does not wait. Raises :class:`LockTimeout` (naming the table and key) if the lock is
+    not granted; on PostgreSQL the transaction is then aborted, so let it roll back (on
+    MySQL only the ``SELECT`` is). A key may match several rows: one of them is locked.
+
+    On MySQL (a PyMySQL connection) "inside a transaction" is: autocommit off, or a
+    transaction begun with ``conn.begin()``.
     """
     dialect, session = bind(conn)
     flow = lock_flow(dialect, table, key, mode, timeout)
@@ -54,7 +60,7 @@ def for_update(
 
 @asynccontextmanager
 async def afor_update(
-    conn: psycopg.AsyncConnection[Any],
+    conn: AsyncConnection,
     table: Table,
     key: Mapping[str, Any],
     *,
@@ -62,7 +68,8 @@ async def afor_update(
     mode: LockMode = "wait",
 ) -> AsyncIterator[Row | None]:
     """:func:`for_update` on an asyncio connection:
-    ``async with conn.transaction(), afor_update(conn, …) as row:``."""
+    ``async with conn.transaction(), afor_update(conn, …) as row:`` (aiomysql: after
+    ``await conn.begin()``)."""
     dialect, session = abind(conn)
     flow = lock_flow(dialect, table, key, mode, timeout)
     if not session.in_transaction():
@@ -90,6 +97,8 @@ def lock_flow(
     try:
         rows = yield Fetch(statement)
     except Exception as error:
+        if seconds is not None and dialect.session_lock_timeout:  # MySQL: put back anyway
+            yield Execute(dialect.restore_lock_timeout(before))
         if dialect.lock_unavailable(error):
             raise LockTimeout(_not_granted(table, key, mode, seconds)) from error
         raise
@@ -106,12 +115,13 @@ def _not_granted(
         return f"row {row} is locked by another transaction (mode='nowait': not waiting)"
     if seconds is not None:
         return f"row {row} still locked by another transaction after the {seconds:g}s timeout"
-    return f"row {row} still locked by another transaction when the server's lock_timeout ran out"
+    return f"row {row} still locked by another transaction when the server's lock timeout ran out"
 
 
 def _no_transaction(table: Table, key: Mapping[str, Any]) -> str:
     return (
         f"for_update needs a transaction: the connection is in autocommit mode with none "
         f"open, so the lock on {describe(table, key)} would end with the SELECT that takes "
-        f"it; wrap the work in `with conn.transaction():`"
+        f"it; wrap the work in a transaction (`with conn.transaction():`, PyMySQL's"
+        f" `conn.begin()`)"
     )

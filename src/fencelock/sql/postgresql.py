@@ -83,6 +83,10 @@ def _fence_test(fence: sql.Composable, token: sql.Composable, allow_equal: bool)
 class PostgreSQL:
     """The statements of PostgreSQL (9.5 and later), as ``psycopg.sql.Composed``."""
 
+    returning = True
+    session_lock_timeout = False  # SET LOCAL: it ends with the transaction
+    unchanged_rows_counted = True
+
     def select(
         self,
         table: Table,
@@ -183,6 +187,11 @@ class PostgreSQL:
             ),
         )
         return Statement(query, params)
+
+    def read_fence(self, table: Table, key: Mapping[str, Any], fence_column: str) -> Statement:
+        # a plain read meets what the UPDATE met: the latest committed row (READ
+        # COMMITTED), or the transaction's snapshot (REPEATABLE READ, as the UPDATE did)
+        return self.select(table, key, columns=(fence_column,))
 
     def lock_timeout_setting(self) -> Statement:
         return Statement(sql.SQL("SELECT current_setting('lock_timeout') AS setting"))
