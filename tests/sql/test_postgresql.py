@@ -231,3 +231,56 @@ def test_every_statement_may_run_twice_with_the_same_effect(
         successor = client.lock(name).acquire(timeout=0)
         assert successor.token > granted.token
         successor.release()
+
+
+def test_a_release_wakes_the_head_of_the_line_only(
+    postgres: PostgreSQLServer, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With N waiters, a release that woke them all would cost N acquire statements
+    (each asking in vain but one); it names the head, and only the head asks."""
+    from fencelock.backends.postgresql import backend as pg_backend
+    from fencelock.engine import handoff
+
+    monkeypatch.setattr(handoff, "WAITER_REFRESH", 10.0)  # no refreshes meanwhile
+    monkeypatch.setattr(handoff, "WAITER_LIVENESS", 30.0)
+    asked: list[str] = []
+    original = pg_backend.PostgresAttempt.try_acquire
+
+    async def counted(self: pg_backend.PostgresAttempt) -> object:
+        asked.append(self._owner)
+        return await original(self)
+
+    monkeypatch.setattr(pg_backend.PostgresAttempt, "try_acquire", counted)
+    clients = [fencelock.connect(postgres.url) for _ in range(5)]
+    try:
+        holder = clients[0].lock(name, ttl=30).acquire()
+        got: list[fencelock.Lease] = []
+        done = threading.Event()
+
+        def wait_hold_release(client: fencelock.Client) -> None:
+            lease = client.lock(name).acquire(timeout=60)
+            got.append(lease)
+            done.wait(60)
+            lease.release()
+
+        waiters = [threading.Thread(target=wait_hold_release, args=(c,)) for c in clients[1:]]
+        for number, waiter in enumerate(waiters, 1):
+            waiter.start()
+            deadline = _deadline(30)
+            while (info := clients[0].inspect(name)) is None or info.waiters != number:
+                assert not _passed(deadline), "a waiter never queued"
+        before = len(asked)
+        holder.release()
+        deadline = _deadline(30)
+        while not got:
+            assert not _passed(deadline), "nobody was woken"
+        time.sleep(0.5)  # any other waiter a release woke would have asked by now
+        woken = len(asked) - before
+        done.set()
+        for waiter in waiters:
+            waiter.join(60)
+        assert woken == 1, f"{woken} waiters asked after one release"
+        assert len(got) == 4 and [g.token for g in got] == sorted(g.token for g in got)
+    finally:
+        for client in clients:
+            client.close()

@@ -12,6 +12,8 @@ the next renewal says so.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 from typing import Any
 
@@ -148,6 +150,7 @@ class MySQLAttempt:
         self._backend, self._name, self._owner, self._ttl = backend, name, owner, ttl
         self._lock = backend.lock_name(name)
         self._conn: aiomysql.Connection | None = None
+        self._sending: asyncio.Future[list[list[tuple[Any, ...]]]] | None = None
         self._granted = False
 
     async def _connection(self) -> aiomysql.Connection:
@@ -165,13 +168,19 @@ class MySQLAttempt:
             "ttl": self._ttl,
             "idle": idle_limit(self._ttl),
         }
-        try:
-            sets = await backend.connections.run(
+        # Shielded: cancelled mid-statement, the grant may have landed on the server;
+        # close() then waits for the answer and gives back a lock nobody will hold.
+        self._sending = asyncio.ensure_future(
+            backend.connections.run(
                 conn, backend.statements.acquire, params, backend.options.timeout
             )
+        )
+        try:
+            sets = await asyncio.shield(self._sending)
         finally:
             if conn.closed:
                 self._conn = None
+        self._sending = None
         conn.fencelock_idle_limit = params["idle"]
         taken = sets[0][0][0] == 1
         if not taken:
@@ -209,8 +218,12 @@ class MySQLAttempt:
                 self._conn = None
 
     async def close(self) -> None:
+        sending, self._sending = self._sending, None
+        if sending is not None:  # a try cancelled in flight: wait for what it did
+            with contextlib.suppress(Exception):
+                await sending
         conn, self._conn = self._conn, None
-        if conn is None or self._granted:
+        if conn is None or self._granted or conn.closed:
             return
         # A lock a wait got but no try turned into a lease: let it go before reuse.
         try:

@@ -102,7 +102,8 @@ class Connections:
     ) -> list[list[tuple[Any, ...]]]:
         """Every result set of ``query`` on ``conn``; on failure ``conn`` is closed."""
         try:
-            return await within(timeout, _results(conn, query, params))
+            async with _turn(conn):  # one statement at a time (a renewal meets a release)
+                return await within(timeout, _results(conn, query, params))
         except BaseException as exc:
             await discard(conn)
             if isinstance(exc, TimeoutError):
@@ -166,6 +167,13 @@ def lost(exc: BaseException) -> bool:
     if isinstance(cause, OSError | asyncio.IncompleteReadError | ConnectionError):
         return True
     return isinstance(cause, pymysql.Error) and bool(cause.args) and cause.args[0] in LOST
+
+
+def _turn(conn: aiomysql.Connection) -> asyncio.Lock:
+    turn: asyncio.Lock | None = getattr(conn, "fencelock_turn", None)
+    if turn is None:
+        turn = conn.fencelock_turn = asyncio.Lock()
+    return turn
 
 
 async def _results(

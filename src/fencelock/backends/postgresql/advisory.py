@@ -211,7 +211,7 @@ class AdvisoryAttempt:
         backend = self._backend
         await backend.open()
         if self._bell is None:
-            self._bell = await backend.listener.subscribe(self._name)
+            self._bell = await backend.listener.subscribe(self._name, self._owner)
         self._bell.clear()
         try:
             session, mine, rows = await self._ask()
@@ -282,7 +282,7 @@ class AdvisoryAttempt:
         backend = self._backend
         bell, self._bell = self._bell, None
         if bell is not None:
-            backend.listener.unsubscribe(self._name, bell)
+            backend.listener.unsubscribe(self._name, self._owner)
         if self._queued:
             self._queued = False
             await backend.connections.fetchall(

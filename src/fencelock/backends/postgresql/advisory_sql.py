@@ -102,10 +102,7 @@ class AdvisoryStatements:
     @property
     def unlock(self) -> str:
         """On the session's connection: let the key go, and announce the name."""
-        return (
-            f"SELECT pg_advisory_unlock(%(key)s::bigint),"
-            f" pg_notify('{self.leases.channel}', %(name)s)"
-        )
+        return f"SELECT pg_advisory_unlock(%(key)s::bigint), {self.leases.announce('%(name)s')}"
 
     @property
     def holds(self) -> str:
@@ -126,7 +123,7 @@ class AdvisoryStatements:
         """From any connection: end the session that holds the key for ``owner`` (the
         server lets its locks go; waits up to 5 s for it to be gone), and announce it."""
         return (
-            f"SELECT pg_terminate_backend(l.pid, 5000), pg_notify('{self.channel}', a.name)"
+            f"SELECT pg_terminate_backend(l.pid, 5000), {self.leases.announce('a.name')}"
             f"\nFROM {self.table} a JOIN pg_locks l ON {_granted('l', 'a.key')}"
             f"\nWHERE a.key = %(key)s AND a.owner = %(owner)s"
         )

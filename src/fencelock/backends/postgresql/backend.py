@@ -100,7 +100,7 @@ class PostgresAttempt:
         backend = self._backend
         await backend.connections.ensure_schema()
         if self._bell is None:
-            self._bell = await backend.listener.subscribe(self._name)
+            self._bell = await backend.listener.subscribe(self._name, self._owner)
         self._bell.clear()  # from here on, a release rings it
         self._queued = True  # from the moment it is sent: close() takes it out again
         rows = await backend.connections.fetchall(
@@ -130,7 +130,7 @@ class PostgresAttempt:
     async def close(self) -> None:
         bell, self._bell = self._bell, None
         if bell is not None:
-            self._backend.listener.unsubscribe(self._name, bell)
+            self._backend.listener.unsubscribe(self._name, self._owner)
         if self._queued:
             self._queued = False
             await self._backend.connections.fetchall(

@@ -1,9 +1,9 @@
 """Waiting without polling: one ``LISTEN`` connection per client, shared by its waiters.
 
-A release announces the freed name with ``pg_notify`` in the same statement. The
-listener reads the announcements on a connection of its own (psycopg's
-``notifies()`` holds its connection) and rings the bells of the waiters on that
-name. A waiter subscribes before it looks at the lease, so a release between its
+A release announces the freed name and the head of its line with ``pg_notify`` in
+the same statement. The listener reads the announcements on a connection of its own
+(psycopg's ``notifies()`` holds its connection) and rings that waiter's bell, if it
+is one of this client's. A waiter subscribes before it looks at the lease, so a release between its
 look and its wait still rings. If the listening connection fails, every bell
 rings (each waiter looks again) and the next subscriber starts a new one.
 """
@@ -19,21 +19,23 @@ import psycopg
 from fencelock import forking
 from fencelock.aio import stop
 from fencelock.backends.postgresql.connections import Connections
+from fencelock.backends.postgresql.sql import parse_notice
 
 
 class Listener:
     def __init__(self, connections: Connections) -> None:
         self._connections = connections
-        self._bells: dict[str, set[asyncio.Event]] = {}
+        self._bells: dict[str, dict[str, asyncio.Event]] = {}  # name -> waiter -> bell
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._reader: asyncio.Task[None] | None = None
         self._starting: asyncio.Lock | None = None
 
-    async def subscribe(self, name: str) -> asyncio.Event:
-        """A bell that rings when ``name`` may have been released (from now on)."""
+    async def subscribe(self, name: str, waiter: str) -> asyncio.Event:
+        """A bell that rings when ``name`` may have been released for ``waiter`` (from now
+        on): a release wakes the head of the line only."""
         await self._listening()
         bell = asyncio.Event()
-        self._bells.setdefault(name, set()).add(bell)
+        self._bells.setdefault(name, {})[waiter] = bell
         return bell
 
     @property
@@ -41,10 +43,10 @@ class Listener:
         """The listening session's server process: a queued waiter is alive while it is."""
         return self._conn.info.backend_pid if self._conn is not None else 0
 
-    def unsubscribe(self, name: str, bell: asyncio.Event) -> None:
+    def unsubscribe(self, name: str, waiter: str) -> None:
         bells = self._bells.get(name)
         if bells is not None:
-            bells.discard(bell)
+            bells.pop(waiter, None)
             if not bells:
                 del self._bells[name]
 
@@ -69,13 +71,18 @@ class Listener:
     async def _read(self, conn: psycopg.AsyncConnection[Any]) -> None:
         try:
             async for notice in conn.notifies():
-                for bell in self._bells.get(notice.payload, ()):
-                    bell.set()
+                name, waiter = parse_notice(notice.payload)
+                bells = self._bells.get(name, {})
+                if waiter is None:
+                    for bell in bells.values():
+                        bell.set()
+                elif waiter in bells:
+                    bells[waiter].set()
         except psycopg.Error:
             pass  # the connection is gone: every waiter looks again (below)
         finally:
             for bells in self._bells.values():
-                for bell in bells:
+                for bell in bells.values():
                     bell.set()
             with contextlib.suppress(Exception):
                 await conn.close()

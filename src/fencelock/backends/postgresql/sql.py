@@ -33,6 +33,16 @@ _ALIVE = (
 )
 
 
+# A release's notice: the name and the waiter it wakes (the head of the line), or none.
+NOTICE_SEPARATOR = "\x1f"
+
+
+def parse_notice(payload: str) -> tuple[str, str | None]:
+    """The name a notice is about, and the one waiter to wake (None: every waiter)."""
+    name, separator, waiter = payload.partition(NOTICE_SEPARATOR)
+    return name, (waiter if separator else None)
+
+
 class SchemaObjects(Protocol):
     """What a backend keeps in the database: made on first use, checked for first."""
 
@@ -155,6 +165,15 @@ class Statements:
             f"\n WHERE name = %(name)s AND expires_at > {now})"
         )
 
+    def announce(self, name: str) -> str:
+        """An expression that notifies the release of ``name`` (an SQL expression) to the
+        head of its line alone: waking every waiter would have each ask again in vain."""
+        return (
+            f"pg_notify('{self.channel}', {name} || chr(31) || coalesce("
+            f"\n (SELECT waiter FROM {self.queue} WHERE name = {name} AND {_ALIVE}"
+            f"\n  ORDER BY seq LIMIT 1), ''))"
+        )
+
     @property
     def leave(self) -> str:
         """Take ``owner`` out of the queue; if the lease is free, announce it, so the
@@ -163,7 +182,7 @@ class Statements:
             f"WITH gone AS ("
             f"\nDELETE FROM {self.queue} WHERE name = %(name)s AND waiter = %(owner)s"
             f"\nRETURNING name)"
-            f"\nSELECT pg_notify('{self.channel}', name) FROM gone"
+            f"\nSELECT {self.announce('%(name)s')} FROM gone"
             f"\nWHERE NOT EXISTS (SELECT 1 FROM {self.table} WHERE name = %(name)s"
             f"\n AND expires_at > clock_timestamp())"
         )
@@ -186,7 +205,7 @@ class Statements:
             f"\nWHERE name = %(name)s AND owner = %(owner)s"
             f"\n AND (expires_at > clock_timestamp() OR expires_at IS NULL)"
             f"\nRETURNING name)"
-            f"\nSELECT pg_notify('{self.channel}', name) FROM freed"
+            f"\nSELECT {self.announce('%(name)s')} FROM freed"
         )
 
     @property
