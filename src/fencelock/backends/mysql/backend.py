@@ -151,6 +151,7 @@ class MySQLAttempt:
         self._lock = backend.lock_name(name)
         self._conn: aiomysql.Connection | None = None
         self._sending: asyncio.Future[list[list[tuple[Any, ...]]]] | None = None
+        self._woken: list[list[tuple[Any, ...]]] | None = None  # a wait's grant
         self._granted = False
 
     async def _connection(self) -> aiomysql.Connection:
@@ -158,16 +159,25 @@ class MySQLAttempt:
             self._conn = await self._backend.connections.checkout()
         return self._conn
 
-    async def try_acquire(self) -> AttemptResult:
-        backend = self._backend
-        conn = await self._connection()
-        params = {
+    def _params(self, **more: float) -> dict[str, Any]:
+        return {
             "lock": self._lock,
             "name": self._name,
             "owner": self._owner,
             "ttl": self._ttl,
             "idle": idle_limit(self._ttl),
+            **more,
         }
+
+    async def try_acquire(self) -> AttemptResult:
+        woken, self._woken = self._woken, None
+        sets = woken if woken is not None else await self._ask()
+        return await self._outcome(sets)
+
+    async def _ask(self) -> list[list[tuple[Any, ...]]]:
+        backend = self._backend
+        conn = await self._connection()
+        params = self._params()
         # Shielded: cancelled mid-statement, the grant may have landed on the server;
         # close() then waits for the answer and gives back a lock nobody will hold.
         self._sending = asyncio.ensure_future(
@@ -182,6 +192,11 @@ class MySQLAttempt:
                 self._conn = None
         self._sending = None
         conn.fencelock_idle_limit = params["idle"]
+        return sets
+
+    async def _outcome(self, sets: list[list[tuple[Any, ...]]]) -> AttemptResult:
+        backend, conn = self._backend, self._conn
+        assert conn is not None
         taken = sets[0][0][0] == 1
         if not taken:
             return Busy(notified=True)
@@ -201,21 +216,22 @@ class MySQLAttempt:
         return Acquired(int(token))
 
     async def wait(self, timeout: float) -> None:
-        """Inside ``GET_LOCK`` until the server gives us the lock, or ``timeout``: a
-        lock got here is ours, and the next try finds it held by this connection."""
+        """Inside ``GET_LOCK`` until the server gives us the lock, or ``timeout``; a
+        lock got here is granted in the same round trip, for the next try to return."""
         backend = self._backend
         conn = await self._connection()
         seconds = max(timeout, 0.0)
+        params = self._params(seconds=seconds)
         try:
-            await backend.connections.run(
-                conn,
-                backend.statements.wait,
-                {"lock": self._lock, "seconds": seconds},
-                seconds + WAIT_SLACK,
+            sets = await backend.connections.run(
+                conn, backend.statements.wait, params, seconds + WAIT_SLACK
             )
         finally:
             if conn.closed:
                 self._conn = None
+        conn.fencelock_idle_limit = params["idle"]
+        if sets[0][0][0] == 1:
+            self._woken = sets
 
     async def close(self) -> None:
         sending, self._sending = self._sending, None

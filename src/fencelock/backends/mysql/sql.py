@@ -61,11 +61,6 @@ class Statements:
         return "SELECT IF(IS_USED_LOCK(%(lock)s) = CONNECTION_ID(), 1, GET_LOCK(%(lock)s, 0))"
 
     @property
-    def wait(self) -> str:
-        """Wait up to ``seconds`` for the lock, the server waking us at its release."""
-        return "SELECT GET_LOCK(%(lock)s, %(seconds)s)"
-
-    @property
     def grant(self) -> str:
         """While the lock is held by this connection: the next token for the name (a
         row of another name, on a hash collision, is left alone)."""
@@ -87,9 +82,16 @@ class Statements:
     def acquire(self) -> str:
         """One round trip: take (never stacking), and while held set the session's idle
         limit to the TTL and draw the token; the last result is the name's row."""
-        return ";\n".join(
-            (self.take, "SET SESSION wait_timeout = %(idle)s", self.grant, self.granted)
-        )
+        return self._granting(self.take)
+
+    @property
+    def wait(self) -> str:
+        """As :attr:`acquire`, but waiting up to ``seconds`` inside ``GET_LOCK`` (the
+        server wakes us at the release): a woken waiter is granted in the same trip."""
+        return self._granting("SELECT GET_LOCK(%(lock)s, %(seconds)s)")
+
+    def _granting(self, take: str) -> str:
+        return ";\n".join((take, "SET SESSION wait_timeout = %(idle)s", self.grant, self.granted))
 
     @property
     def keep(self) -> str:
