@@ -140,12 +140,24 @@ def test_a_url_with_no_server_listening_is_unavailable(name: str) -> None:
     ("make_url", "error", "match"),
     [
         (lambda s: s.url.replace(":fencelock@", ":wrong@"), BackendUnavailable, "credentials"),
-        (lambda s: s.url.rsplit("/", 1)[0] + "/nosuchdb", ConfigError, "nosuchdb"),
-        (lambda s: s.url.rsplit("/", 1)[0], ConfigError, "database"),
-        (lambda s: s.url + "?prefix=Bad%20Prefix", ConfigError, "prefix"),
-        (lambda s: s.url + "?colour=blue", ConfigError, "colour"),
+        (lambda s: s.url.rsplit("/", 1)[0] + "/nosuchdb", ConfigError, "Unknown database"),
+        (lambda s: s.url.rsplit("/", 1)[0], ConfigError, "must name one database"),
+        (lambda s: s.url + "?prefix=Bad%20Prefix", ConfigError, "at most 24 of"),
+        (lambda s: s.url + "?colour=blue", ConfigError, "unknown option 'colour'"),
+        (lambda s: s.url + "?timeout=0", ConfigError, "must be a number"),
+        (lambda s: s.url + "?ssl_ca=/nonexistent/ca.pem", ConfigError, "cannot read the CA file"),
+        (lambda s: s.url.replace("@", "@127.0.0.1:1,", 1), ConfigError, "one server"),
     ],
-    ids=["wrong-password", "missing-database", "no-database", "bad-prefix", "unknown-option"],
+    ids=[
+        "wrong-password",
+        "missing-database",
+        "no-database",
+        "bad-prefix",
+        "unknown-option",
+        "bad-timeout",
+        "missing-ca-file",
+        "two-hosts",
+    ],
 )
 def test_bad_input_gets_a_fencelock_error_naming_it(
     mariadb: MariaDBServer, name: str, make_url: object, error: type[Exception], match: str

@@ -160,11 +160,20 @@ def test_a_url_with_no_server_listening_is_unavailable(name: str) -> None:
     ("make_url", "error", "match"),
     [
         (lambda s: s.url.replace(":fencelock@", ":wrong@"), BackendUnavailable, "credentials"),
-        (lambda s: s.url.rsplit("/", 1)[0] + "/nosuchdb", ConfigError, "nosuchdb"),
-        (lambda s: s.url + "?schema=nosuchschema", ConfigError, "nosuchschema"),
-        (lambda s: s.url + "?schema=Bad-Name", ConfigError, "schema"),
-        (lambda s: s.url + "?colour=blue", ConfigError, "colour"),
-        (lambda s: s.url + "?timeout=-1", ConfigError, "timeout"),
+        (
+            lambda s: s.url.rsplit("/", 1)[0] + "/nosuchdb",
+            ConfigError,
+            'database "nosuchdb" does not',
+        ),
+        (lambda s: s.url + "?schema=nosuchschema", ConfigError, "does not exist"),
+        (lambda s: s.url + "?schema=Bad-Name", ConfigError, "lower-case SQL identifier"),
+        (lambda s: s.url + "?colour=blue", ConfigError, "unknown option 'colour'"),
+        (lambda s: s.url + "?timeout=-1", ConfigError, "must be a number"),
+        (
+            lambda s: s.url + "?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem",
+            ConfigError,
+            "sslrootcert='/nonexistent/ca.pem'.*: no such file",
+        ),
     ],
     ids=[
         "wrong-password",
@@ -173,6 +182,7 @@ def test_a_url_with_no_server_listening_is_unavailable(name: str) -> None:
         "bad-schema",
         "unknown-option",
         "bad-timeout",
+        "missing-ca-file",
     ],
 )
 def test_bad_input_gets_a_fencelock_error_naming_it(
@@ -284,3 +294,19 @@ def test_a_release_wakes_the_head_of_the_line_only(
     finally:
         for client in clients:
             client.close()
+
+
+def test_init_sql_prints_each_sql_backends_statements_and_refuses_others() -> None:
+    assert "GET_LOCK" in run_cli("init", "--sql", "--url", "mysql://u@h/db")
+    assert "pg_try_advisory_lock" in run_cli(
+        "init", "--sql", "--url", "postgresql+advisory://u@h/db"
+    )
+    done = subprocess.run(
+        [FENCELOCK, "init", "--sql", "--url", "redis://127.0.0.1:1/0"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 64, done.stderr
+    assert "keeps no SQL schema" in done.stderr and done.stdout == ""

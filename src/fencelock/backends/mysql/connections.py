@@ -73,7 +73,10 @@ class Connections:
             try:
                 context = ssl.create_default_context(cafile=options.ssl_ca)
             except OSError as exc:
-                raise ConfigError(f"ssl_ca={options.ssl_ca!r}: {exc}") from exc
+                raise ConfigError(
+                    f"option ssl_ca={options.ssl_ca!r} in {self.url!r}: cannot read the CA "
+                    f"file ({exc.strerror or exc})"
+                ) from exc
         try:
             return await within(
                 options.connect_timeout + 1,

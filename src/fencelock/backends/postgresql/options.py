@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +70,10 @@ def postgres_options(parsed: ParsedURL) -> PostgresOptions:
             f"option schema={schema!r} in {parsed.redacted!r} must be a lower-case SQL "
             "identifier (letters, digits, _; at most 63)"
         )
+    for key in ("sslrootcert", "sslcert", "sslkey"):
+        path = parsed.options.get(key)
+        if path is not None and path != "system" and not os.path.isfile(path):
+            raise ConfigError(f"option {key}={path!r} in {parsed.redacted!r}: no such file")
     return PostgresOptions(
         hosts=tuple((host, port or DEFAULT_PORT) for host, port in parsed.hosts),
         dbname=dbname,
