@@ -5,10 +5,8 @@ one session never stacks a lock twice."""
 from __future__ import annotations
 
 import asyncio
-import secrets
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -20,24 +18,8 @@ from fencelock.testing import PgBouncerServer, PostgreSQLServer, ServerPool
 PROMPTLY = 10.0  # generous: well under a renewal interval of 20 s
 
 
-@pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
-    with ServerPool(tmp_path_factory.mktemp) as servers:
-        yield servers
-
-
-@pytest.fixture(scope="module")
-def postgres(pool: ServerPool) -> PostgreSQLServer:
-    return pool.postgresql()
-
-
 def advisory(url: str) -> str:
     return url.replace("postgresql://", "postgresql+advisory://", 1)
-
-
-@pytest.fixture
-def name() -> str:
-    return f"t{secrets.token_hex(4)}/lock"
 
 
 def holder_pid(server: PostgreSQLServer, name: str) -> int:

@@ -5,11 +5,9 @@ fencelock error naming the problem."""
 
 from __future__ import annotations
 
-import secrets
 import socket
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,22 +17,6 @@ from fencelock.errors import BackendUnavailable, ConfigError
 from fencelock.testing import MariaDBServer, ServerPool
 
 PROMPTLY = 10.0  # the renewal interval here is 1 s
-
-
-@pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
-    with ServerPool(tmp_path_factory.mktemp) as servers:
-        yield servers
-
-
-@pytest.fixture(scope="module")
-def mariadb(pool: ServerPool) -> MariaDBServer:
-    return pool.mariadb()
-
-
-@pytest.fixture
-def name() -> str:
-    return f"t{secrets.token_hex(4)}/lock"
 
 
 def test_a_killed_connection_is_a_lost_lease_by_the_next_renewal(

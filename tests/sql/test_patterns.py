@@ -43,7 +43,7 @@ from fencelock.sql import (
 )
 from fencelock.sql.postgresql import POSTGRESQL
 from fencelock.sql.statement import Statement
-from fencelock.testing import PostgreSQLServer, ServerPool
+from fencelock.testing import PostgreSQLServer
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "sql-patterns.md"
 MYSQL_HEADING = "## MySQL and MariaDB"
@@ -153,9 +153,8 @@ class PostgreSQL:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgreSQLServer]:
-    with ServerPool(tmp_path_factory.mktemp) as pool:
-        yield pool.postgresql()
+def server(postgres: PostgreSQLServer) -> PostgreSQLServer:
+    return postgres  # the session's (tests/sql/conftest.py)
 
 
 @pytest.fixture(scope="module")

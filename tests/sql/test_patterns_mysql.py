@@ -41,7 +41,7 @@ from fencelock.sql import (
 )
 from fencelock.sql.mysql import MYSQL
 from fencelock.sql.statement import Statement
-from fencelock.testing import MariaDBServer, ServerPool
+from fencelock.testing import MariaDBServer
 
 # The shared tests and the fixtures they take besides `db`: pytest collects them in this
 # module, so they get its `db`, MariaDB's.
@@ -162,9 +162,8 @@ class MariaDB:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDBServer]:
-    with ServerPool(tmp_path_factory.mktemp) as pool:
-        yield pool.mariadb()
+def server(mariadb: MariaDBServer) -> MariaDBServer:
+    return mariadb  # the session's (tests/sql/conftest.py)
 
 
 @pytest.fixture(scope="module")

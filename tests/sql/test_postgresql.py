@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,22 +22,6 @@ from fencelock.testing import PostgreSQLServer, ServerPool
 
 FENCELOCK = str(Path(sys.executable).parent / "fencelock")
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "backends.md"
-
-
-@pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
-    with ServerPool(tmp_path_factory.mktemp) as servers:
-        yield servers
-
-
-@pytest.fixture(scope="module")
-def postgres(pool: ServerPool) -> PostgreSQLServer:
-    return pool.postgresql()
-
-
-@pytest.fixture
-def name() -> str:
-    return f"t{secrets.token_hex(4)}/lock"
 
 
 def terminate_fencelock_sessions(server: PostgreSQLServer) -> int:

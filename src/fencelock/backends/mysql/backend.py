@@ -109,10 +109,9 @@ class AsyncMySQLBackend:
         if held is None:
             return False
         conn, lock = held
-        query = f"SET SESSION wait_timeout = %(idle)s;\n{self.statements.keep}"
         params = {"idle": idle_limit(ttl), "ttl": ttl, "lock": lock, "owner": owner}
         try:
-            await self.connections.run(conn, query, params, self.options.timeout)
+            await self.connections.run(conn, self.statements.renew, params, self.options.timeout)
         except Exception as exc:
             if lost(exc):
                 self._held.pop(owner, None)

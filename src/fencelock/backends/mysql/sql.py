@@ -15,6 +15,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from fencelock.backends.sql_listing import listing
+
 MAX_LOCK_NAME = 64
 _PLAIN = re.compile(r"[a-z0-9/._:-]+")
 TABLE = "fencelock_locks"
@@ -104,6 +106,11 @@ class Statements:
         )
 
     @property
+    def renew(self) -> str:
+        """The idle limit set anew (an extend may change the TTL), then :attr:`keep`."""
+        return f"SET SESSION wait_timeout = %(idle)s;\n{self.keep}"
+
+    @property
     def release(self) -> str:
         return "SELECT RELEASE_LOCK(%(lock)s)"
 
@@ -155,19 +162,15 @@ def review(database: str) -> str:
     """Every statement ``mysql://`` runs, commented, for a DBA to read
     (``fencelock init --sql --url mysql://…`` prints it)."""
     statements = Statements(database)
-    parts = []
-    for purpose, sql in (
-        ("the table, created on first use", statements.create),
-        ("acquire: one round trip on the lease's own connection", statements.acquire),
-        ("a waiter waits inside GET_LOCK, woken by the server", statements.wait),
-        (
-            "renew, on the lease's connection",
-            f"SET SESSION wait_timeout = %(idle)s;\n{statements.keep}",
-        ),
-        ("release, on the lease's connection", statements.release),
-        ("release of another client's lease: its connection is ended", statements.holder),
-        ("inspect", statements.inspect),
-        ("list", statements.list),
-    ):
-        parts.append(f"-- {purpose}\n{sql};")
-    return "\n\n".join(parts) + "\n"
+    return listing(
+        [
+            ("the table, created on first use", statements.create),
+            ("acquire: one round trip on the lease's own connection", statements.acquire),
+            ("a waiter waits inside GET_LOCK, granted in the same trip", statements.wait),
+            ("renew, on the lease's connection", statements.renew),
+            ("release, on the lease's connection", statements.release),
+            ("release of another client's lease: its connection is ended", statements.holder),
+            ("inspect", statements.inspect),
+            ("list", statements.list),
+        ]
+    )

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fencelock import forking
-from fencelock.aio import within
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
 from fencelock.backends.postgresql.advisory_sql import AdvisoryStatements, advisory_key
 from fencelock.backends.postgresql.connections import Connections
+from fencelock.backends.postgresql.line import Place
 from fencelock.backends.postgresql.listener import Listener
 from fencelock.backends.postgresql.options import postgres_options
 from fencelock.backends.postgresql.session import LockSession
@@ -203,16 +203,12 @@ class AdvisoryAttempt:
         self._ttl, self._bound, self._renewed = ttl, bound, renewed
         self._key = advisory_key(name)
         self._session: LockSession | None = None
-        self._bell: asyncio.Event | None = None
-        self._queued = False
+        self._place = Place(backend.listener, backend.connections, name, owner)
         self._granted = False
 
     async def try_acquire(self) -> AttemptResult:
         backend = self._backend
         await backend.open()
-        if self._bell is None:
-            self._bell = await backend.listener.subscribe(self._name, self._owner)
-        self._bell.clear()
         try:
             session, mine, rows = await self._ask()
         except BackendUnavailable:
@@ -226,7 +222,7 @@ class AdvisoryAttempt:
             if not mine:
                 session.held.pop(self._key, None)
             return Busy(busy_wait(None))
-        self._queued = False
+        self._place.queued = False  # the statement that took it dequeued it
         if token is None:  # the key is another name's: let it go, and say so
             session.held.pop(self._key, None)
             with contextlib.suppress(Exception):
@@ -246,10 +242,10 @@ class AdvisoryAttempt:
         session = self._session
         if session is None or session.ended:
             session = self._session = await backend.session(self._ttl, shared=self._renewed)
+        await self._place.before_asking()
         mine = self._key in session.held  # this session holds it, or is taking it
         if not mine:
             session.held[self._key] = self._owner  # claimed: a sibling attempt waits
-        self._queued = True
         try:
             rows = await session.run(
                 backend.statements.acquire,
@@ -273,21 +269,11 @@ class AdvisoryAttempt:
         return session, mine, rows
 
     async def wait(self, timeout: float) -> None:
-        if self._bell is None:
-            return
-        with contextlib.suppress(TimeoutError):
-            await within(timeout, self._bell.wait())
+        await self._place.wait(timeout)
 
     async def close(self) -> None:
         backend = self._backend
-        bell, self._bell = self._bell, None
-        if bell is not None:
-            backend.listener.unsubscribe(self._name, self._owner)
-        if self._queued:
-            self._queued = False
-            await backend.connections.fetchall(
-                backend.statements.leases.leave, {"name": self._name, "owner": self._owner}
-            )
+        await self._place.leave(backend.statements.leases)
         session, self._session = self._session, None
         if session is not None and not self._renewed and not self._granted:
             await backend.drop_own(session)

@@ -13,6 +13,7 @@ import hashlib
 from dataclasses import dataclass
 
 from fencelock.backends.postgresql.sql import _ALIVE, Statements
+from fencelock.backends.sql_listing import listing
 
 ADVISORY_TABLE = "fencelock_advisory"
 
@@ -180,18 +181,15 @@ def review(schema: str = "public") -> str:
     """Every statement ``postgresql+advisory://`` runs, commented, for a DBA to read
     (``fencelock init --sql --url postgresql+advisory://…`` prints it)."""
     statements = AdvisoryStatements(schema)
-    parts = [f"-- schema objects, created on first use\n{s};" for s in statements.create]
-    for purpose, sql in (
-        (
-            "acquire, on the session's connection: taken?, the token, the key's name",
-            statements.acquire,
-        ),
-        ("a waiter that gives up leaves the line", statements.leases.leave),
-        ("renew, on the session's connection", statements.holds),
-        ("release, on the session's connection", statements.unlock),
-        ("release of another client's lease: its session ends", statements.evict),
-        ("inspect", statements.inspect),
-        ("list", statements.list),
-    ):
-        parts.append(f"-- {purpose}\n{sql};")
-    return "\n\n".join(parts) + "\n"
+    return listing(
+        [
+            *(("schema objects, created on first use", sql) for sql in statements.create),
+            ("acquire, on the session: taken?, the token, the key's name", statements.acquire),
+            ("a waiter that gives up leaves the line", statements.leases.leave),
+            ("renew, on the session's connection", statements.holds),
+            ("release, on the session's connection", statements.unlock),
+            ("release of another client's lease: its session ends", statements.evict),
+            ("inspect", statements.inspect),
+            ("list", statements.list),
+        ]
+    )

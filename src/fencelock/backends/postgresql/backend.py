@@ -12,14 +12,12 @@ otherwise sleeps until the holder's lease would expire). The statements are in
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from typing import Any
 
 from fencelock import forking
-from fencelock.aio import within
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
 from fencelock.backends.postgresql.connections import Connections
+from fencelock.backends.postgresql.line import Place
 from fencelock.backends.postgresql.listener import Listener
 from fencelock.backends.postgresql.options import postgres_options
 from fencelock.backends.postgresql.sql import Statements
@@ -86,23 +84,19 @@ def _info(row: tuple[Any, ...]) -> LockInfo:
 
 
 class PostgresAttempt:
-    """One contender: its place in the queue table and its bell on the listener."""
+    """One contender: its place in the line (:class:`~.line.Place`)."""
 
     def __init__(
         self, backend: AsyncPostgresBackend, name: str, owner: str, ttl: float, bound: float
     ) -> None:
         self._backend, self._name, self._owner = backend, name, owner
         self._ttl, self._bound = ttl, bound
-        self._bell: asyncio.Event | None = None
-        self._queued = False
+        self._place = Place(backend.listener, backend.connections, name, owner)
 
     async def try_acquire(self) -> AttemptResult:
         backend = self._backend
         await backend.connections.ensure_schema()
-        if self._bell is None:
-            self._bell = await backend.listener.subscribe(self._name, self._owner)
-        self._bell.clear()  # from here on, a release rings it
-        self._queued = True  # from the moment it is sent: close() takes it out again
+        await self._place.before_asking()
         rows = await backend.connections.fetchall(
             backend.statements.acquire,
             {
@@ -116,23 +110,12 @@ class PostgresAttempt:
         )
         token, remaining = rows[0]
         if token is not None:
-            self._queued = False  # the statement that granted it dequeued it
+            self._place.queued = False  # the statement that granted it dequeued it
             return Acquired(int(token))
         return Busy(busy_wait(None if remaining is None else float(remaining)))
 
     async def wait(self, timeout: float) -> None:
-        """Until a release of the name is announced, or ``timeout``."""
-        if self._bell is None:
-            return
-        with contextlib.suppress(TimeoutError):
-            await within(timeout, self._bell.wait())
+        await self._place.wait(timeout)
 
     async def close(self) -> None:
-        bell, self._bell = self._bell, None
-        if bell is not None:
-            self._backend.listener.unsubscribe(self._name, self._owner)
-        if self._queued:
-            self._queued = False
-            await self._backend.connections.fetchall(
-                self._backend.statements.leave, {"name": self._name, "owner": self._owner}
-            )
+        await self._place.leave(self._backend.statements)

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from fencelock.backends.sql_listing import listing
+
 TABLE = "fencelock_leases"
 SEQUENCE = "fencelock_tokens"
 QUEUE = "fencelock_waiters"
@@ -235,14 +237,17 @@ def review(schema: str = "public") -> str:
     """Every statement fencelock runs on PostgreSQL, commented, for a DBA to read
     (``fencelock init --sql --url postgresql://…`` prints it)."""
     statements = Statements(schema)
-    parts = [f"-- schema objects, created on first use\n{s};" for s in statements.create]
-    for purpose, sql in (
-        ("acquire: the token (NULL if busy), the holder's remaining seconds", statements.acquire),
-        ("a waiter that gives up leaves the line", statements.leave),
-        ("renew", statements.renew),
-        ("release, announced to the waiters", statements.release),
-        ("inspect", statements.inspect),
-        ("list", statements.list),
-    ):
-        parts.append(f"-- {purpose}\n{sql};")
-    return "\n\n".join(parts) + "\n"
+    return listing(
+        [
+            *(("schema objects, created on first use", sql) for sql in statements.create),
+            (
+                "acquire: the token (NULL if busy), the holder's remaining seconds",
+                statements.acquire,
+            ),
+            ("a waiter that gives up leaves the line", statements.leave),
+            ("renew", statements.renew),
+            ("release, announced to the head of the line", statements.release),
+            ("inspect", statements.inspect),
+            ("list", statements.list),
+        ]
+    )
