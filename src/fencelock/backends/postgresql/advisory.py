@@ -18,6 +18,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+
 from fencelock import forking
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
 from fencelock.backends.postgresql.advisory_sql import AdvisoryStatements, advisory_key
@@ -160,8 +162,6 @@ class AsyncAdvisoryBackend:
         return any(row[0] for row in rows)
 
     def _failed(self, exc: Exception) -> Exception:
-        import psycopg
-
         return self.connections.translated(exc) if isinstance(exc, psycopg.Error) else exc
 
     async def inspect(self, name: str) -> LockInfo | None:
