@@ -59,7 +59,7 @@ def test_without_fencing_long_pauses_lose_updates(tmp_path: Path, kind: str, ttl
 def test_a_partitioned_zookeeper_holder_notices_the_loss_first(tmp_path: Path) -> None:
     run = _run(
         tmp_path, "zookeeper", "--nemesis", "partition", "--clients", "4",
-        "--duration", "8", "--ttl", "0.3", "--work", "0.4",
+        "--duration", "12", "--ttl", "0.3", "--work", "0.4",
     )  # fmt: skip
     assert run.code == 0, run.describe()
     assert run.counts["faults"] >= 2, run.describe()

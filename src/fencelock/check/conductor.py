@@ -237,6 +237,9 @@ class Conductor:
     def note(self, text: str) -> None:
         self.observer.note(text)
 
+    def writes(self) -> int:
+        return self.stats.accepted + self.stats.stale
+
 
 def _frozen_databases(setup: Setup) -> list[Path]:
     """The SQLite files no client may be frozen writing to: the resource, the lock database."""

@@ -7,7 +7,10 @@ not aimed at a client, right away. A fault lasts a random multiple of the TTL,
 then heals. Each fault is recorded as one ``nemesis`` op (process = the target
 client, or -1 for a server fault) whose start and end are the fault window.
 
-* ``pause``: SIGSTOP a holder for 1.5-3 x TTL, then SIGCONT (a GC pause).
+* ``pause``: SIGSTOP a holder for 1.5-3 x TTL, then SIGCONT (a GC pause). If no
+  other client has written by then, the pause goes on until one has (at most
+  ``OVERTAKE_CAP`` x TTL): a pause nobody overtook proves nothing, and a server
+  may keep a lease past the TTL asked for (ZooKeeper's session, etcd's 2 s).
 * ``kill``: SIGKILL a holder (a ``crash`` op is recorded) and start a
   replacement client with a new id.
 * ``server``: SIGSTOP, or SIGKILL and restart empty after 1.5-3 x TTL, a lock
@@ -37,6 +40,7 @@ from fencelock.testing.process import ServerProcess
 NEMESES = ("pause", "kill", "server", "clock", "partition")
 SERVER_NEMESES = ("server", "clock")
 NETWORK_NEMESES = ("partition",)
+OVERTAKE_CAP = 12.0  # the longest a pause waits for another client's write, in TTLs
 
 
 class Harness(Protocol):
@@ -72,6 +76,9 @@ class Harness(Protocol):
     def note(self, text: str) -> None:
         """Tell the user about a fault as it happens."""
 
+    def writes(self) -> int:
+        """How many writes (accepted or stale) the clients have reported so far."""
+
 
 @dataclass
 class _Active:
@@ -82,6 +89,7 @@ class _Active:
     token: int | None = None
     nodes: tuple[ServerProcess, ...] = ()
     killed: bool = False
+    writes: int = 0  # the clients' write count when the fault began
 
 
 class Nemesis:
@@ -113,13 +121,17 @@ class Nemesis:
 
     def poll(self, h: Harness, now: float) -> None:
         """Called every tick: heal a fault that is due, or strike if not aiming at holders."""
-        if self.active is not None and now >= self.active.until:
+        if self.active is not None and now >= self.active.until and self.over(h, now):
             self.end(h, now)
         elif not self.aims_at_holder and self.armed(now):
             self.strike(h, now, -1, None)
 
     def strike(self, h: Harness, now: float, client: int, token: int | None) -> bool:
         raise NotImplementedError
+
+    def over(self, h: Harness, now: float) -> bool:
+        """Whether the active fault, past its drawn length, may heal now."""
+        return True
 
     def end(self, h: Harness, now: float) -> None:
         """Heal the active fault, record it, schedule the next."""
@@ -130,6 +142,8 @@ class Nemesis:
         detail = active.detail
         if now < active.until - 0.01:
             detail += f" (cut short to {now - active.start:.2f}s by the end of the run)"
+        elif now > active.until + 0.05:
+            detail += f" (held to {now - active.start:.2f}s, until another client wrote)"
         h.record(
             Op(active.target, "nemesis", active.start, now, "info", active.token, detail=detail)
         )
@@ -159,8 +173,13 @@ class Pause(Nemesis):
             return False
         length = self._draw(self.length)
         detail = f"pause client {client} (token {token}) for {length:.2f}s: SIGSTOP"
-        self._begin(h, _Active(client, now, now + length, detail, token))
+        self._begin(h, _Active(client, now, now + length, detail, token, writes=h.writes()))
         return True
+
+    def over(self, h: Harness, now: float) -> bool:
+        active = self.active
+        assert active is not None
+        return h.writes() > active.writes or now >= active.start + OVERTAKE_CAP * self.ttl
 
     def heal(self, h: Harness, active: _Active) -> None:
         h.thaw(active.target)
