@@ -126,6 +126,7 @@ class Client(_ClientBase[Backend, Lease]):
         fair: bool = False,
         max_hold: float | None = None,
         stop_on_loss: bool = False,
+        reentrant: bool = False,
     ) -> Lock:
         """A mutual-exclusion lock on ``name``.
 
@@ -135,10 +136,12 @@ class Client(_ClientBase[Backend, Lease]):
         ``max_hold``: seconds after which a lease is no longer renewed and ends as lost,
         however long the holder takes. ``stop_on_loss=True``: a loss raises
         :class:`LeaseLost` in the thread running ``with lock:`` at its next bytecode
-        (:mod:`fencelock.stopping` says where that cannot reach).
+        (:mod:`fencelock.stopping` says where that cannot reach). ``reentrant=True``:
+        the thread holding it may take it again (one lease, one token, counted; the
+        outermost release gives it back).
         """
         name, ttl = self._lock_args(name, ttl, fair)
-        return Lock(self, name, ttl, renew, timeout, fair, max_hold, stop_on_loss)
+        return Lock(self, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant)
 
     def inspect(self, name: str) -> LockInfo | None:
         """Holder, last token and remaining TTL of ``name``; None if never locked."""
@@ -189,12 +192,13 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
         fair: bool = False,
         max_hold: float | None = None,
         stop_on_loss: bool = False,
+        reentrant: bool = False,
     ) -> AsyncLock:
         """A mutual-exclusion lock on ``name`` for asyncio; arguments as :meth:`Client.lock`,
         but ``stop_on_loss=True`` cancels the task running ``async with lock:`` the moment
         the lease is lost, and leaving the block then raises :class:`LeaseLost`."""
         name, ttl = self._lock_args(name, ttl, fair)
-        return AsyncLock(self, name, ttl, renew, timeout, fair, max_hold, stop_on_loss)
+        return AsyncLock(self, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant)
 
     async def inspect(self, name: str) -> LockInfo | None:
         """Holder, last token and remaining TTL of ``name``; None if never locked."""

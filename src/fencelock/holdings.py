@@ -34,22 +34,27 @@ class Holdings(Generic[L]):
         self._by_name: dict[str, dict[L, object]] = {}
         forking.register(self)
 
-    def refuse_reentry(self, name: str, holder: object) -> None:
-        """Raise :class:`AlreadyHeld` if ``holder`` holds a live lease on ``name``."""
+    def reenter(self, name: str, holder: object, reentrant: bool) -> L | None:
+        """``holder``'s live re-entrant lease on ``name``, taken once more, if ``reentrant``
+        and it has one; None if it holds none. Raises :class:`AlreadyHeld` if it holds
+        one that cannot be re-entered (either side not re-entrant)."""
         holders = self._by_name.get(name)
-        if holders and holder in holders.values():  # rare: then look closer
-            self._refuse_if_live(name, holder)
-
-    def _refuse_if_live(self, name: str, holder: object) -> None:
+        if not holders or holder not in holders.values():  # the usual case, lock-free
+            return None
         with self._mutex:
             mine = [lease for lease, who in self._by_name.get(name, {}).items() if who == holder]
-        if any(is_live(lease.state) for lease in mine):
-            raise AlreadyHeld(
-                f"lock {name!r} is already held by this "
-                f"{'task' if isinstance(holder, asyncio.Task) else 'thread'} through this "
-                "client; fencelock locks are not re-entrant (a second acquire would wait "
-                "for itself)"
-            )
+        live = [lease for lease in mine if is_live(lease.state)]
+        if not live:
+            return None
+        if reentrant and live[0].reentrant:
+            live[0]._enter_again()
+            return live[0]
+        raise AlreadyHeld(
+            f"lock {name!r} is already held by this "
+            f"{'task' if isinstance(holder, asyncio.Task) else 'thread'} through this "
+            "client, and a second acquire would wait for itself (a lock made with "
+            "reentrant=True can be taken again by the same holder)"
+        )
 
     def add(self, lease: L, holder: object) -> None:
         with self._mutex:

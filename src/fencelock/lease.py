@@ -78,6 +78,7 @@ class LeaseTerms:
     hold_until: float = math.inf
     session: Session | None = None  # the backend session it is held in, if shared
     attempts: int = 1  # tries the acquire took
+    reentrant: bool = False  # its holder may take it again (counted; see ``depth``)
 
 
 class LeaseBase:
@@ -91,6 +92,8 @@ class LeaseBase:
         self.renews = terms.renew
         self.max_hold = terms.max_hold
         self.attempts = terms.attempts  # tries the acquire took: 1 if the lock was free
+        self.reentrant = terms.reentrant
+        self.depth = 1  # acquisitions by its holder not yet released (re-entrant leases)
         self._trust = trust.Trust(
             min(terms.trusted_until, terms.hold_until), hold_until=terms.hold_until
         )
@@ -311,6 +314,22 @@ class LeaseBase:
         if first:
             self._finish_release(release.outcome, release.lost_before)
 
+    def _enter_again(self) -> None:
+        """Its holder took it once more (a re-entrant lock): one more release to come."""
+        with self._guard:
+            self.depth += 1
+
+    def _leave_nested(self) -> bool:
+        """True if this release only ends a nested hold (the outer one keeps the lease);
+        raises :class:`LeaseLost` then if the lease was lost meanwhile."""
+        with self._guard:
+            nested = self.depth > 1
+            if nested:
+                self.depth -= 1
+        if nested and self.lost:
+            raise self._lost_before_release()
+        return nested
+
     def _begin_release(self) -> bool:
         """Whether to go on releasing (not twice); the caller then stops tracking it."""
         with self._guard:
@@ -365,8 +384,11 @@ class Lease(LeaseBase):
         Raises :class:`LeaseLost` if the lease had been lost before this call:
         the work done under it was not protected by the lock. If the server
         cannot be reached but the lease was still safe, the failure is logged
-        and the lease expires by its TTL.
+        and the lease expires by its TTL. A re-entrant lease taken ``depth``
+        times is given back by the last of its ``depth`` releases.
         """
+        if self._leave_nested():
+            return
         with self._releasing(self._tracker) as release:
             if release.send:
                 release.outcome = self._backend.release(self.name, self.owner)
@@ -406,6 +428,8 @@ class AsyncLease(LeaseBase):
 
     async def release(self) -> None:
         """Give the lease back; as :meth:`Lease.release`."""
+        if self._leave_nested():
+            return
         with self._releasing(self._tracker) as release:
             if release.send:
                 release.outcome = await self._backend.release(self.name, self.owner)

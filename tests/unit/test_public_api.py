@@ -64,6 +64,7 @@ def test_clients_locks_and_leases_keep_their_workings_private() -> None:
             "fair",
             "max_hold",
             "stop_on_loss",
+            "reentrant",
         }
         assert _public(lease) == {
             "name",
@@ -75,6 +76,8 @@ def test_clients_locks_and_leases_keep_their_workings_private() -> None:
             "lost_reason",
             "max_hold",
             "attempts",
+            "reentrant",
+            "depth",
         }
         lease.release()
     for cls in (fencelock.Lease, fencelock.AsyncLease):

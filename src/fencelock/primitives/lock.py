@@ -104,14 +104,15 @@ class _LockBase(Generic[B, L]):
         fair: bool,
         max_hold: float | None = None,
         stop_on_loss: bool = False,
+        reentrant: bool = False,
     ) -> None:
         self._client = client
         self.name, self.ttl, self.renew, self.fair = name, ttl, renew, fair
         self.timeout = validate_timeout(timeout)
         self.max_hold = None if max_hold is None else validate_ttl(max_hold, "max_hold")
-        self.stop_on_loss = stop_on_loss
-        self._entered: dict[object, L] = {}  # by thread or task: ``with`` in many at once
-        self._stoppers: dict[object, Stopper] = {}
+        self.stop_on_loss, self.reentrant = stop_on_loss, reentrant
+        # by thread or task (``with`` in many at once), innermost last (re-entrant nesting)
+        self._entered: dict[object, list[tuple[L, Stopper | None]]] = {}
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} ttl={self.ttl}>"
@@ -120,9 +121,13 @@ class _LockBase(Generic[B, L]):
     def _backend(self) -> B:
         return self._client._backend
 
-    def _start(self, holder: object, timeout: float | None) -> tuple[str, AcquireFlow]:
-        """Before an acquisition by ``holder``: refuse re-entry; the owner and the flow."""
-        self._client._holdings.refuse_reentry(self.name, holder)
+    def _reenter(self, holder: object) -> L | None:
+        """``holder``'s lease on the name, taken again, if it holds one (re-entrant);
+        raises :class:`AlreadyHeld` if it holds one it cannot take again."""
+        return self._client._holdings.reenter(self.name, holder, self.reentrant)
+
+    def _start(self, timeout: float | None) -> tuple[str, AcquireFlow]:
+        """Before an acquisition: the owner and the flow."""
         return new_owner(), acquire_flow(
             self.ttl, validate_timeout(timeout), clock.now(), random.random
         )
@@ -142,6 +147,7 @@ class _LockBase(Generic[B, L]):
             math.inf if self.max_hold is None else outcome.started + self.max_hold,
             outcome.session,
             outcome.attempts,
+            self.reentrant,
         )
 
     def _hold(self, lease: L, holder: object) -> L:
@@ -150,9 +156,7 @@ class _LockBase(Generic[B, L]):
         return lease
 
     def _entering(self, holder: object, lease: L, stopper: Stopper | None) -> L:
-        self._entered[holder] = lease
-        if stopper is not None:
-            self._stoppers[holder] = stopper
+        self._entered.setdefault(holder, []).append((lease, stopper))
         return lease
 
     @contextlib.contextmanager
@@ -163,10 +167,13 @@ class _LockBase(Generic[B, L]):
         a block stopped by its lease's loss raises :class:`LeaseLost` instead of how
         it was stopped (see :mod:`fencelock.stopping`).
         """
-        stopper = self._stoppers.pop(holder, None)
+        entered = self._entered.get(holder)
+        lease, stopper = entered.pop() if entered else (None, None)
+        if not entered:
+            self._entered.pop(holder, None)
         stopped = None if stopper is None else stopper.leaving(exc)
         try:
-            yield self._entered.pop(holder, None)
+            yield lease
         except FencelockError:
             if exc is None:
                 raise
@@ -194,8 +201,9 @@ class Lock(_LockBase[Backend, Lease]):
         fair: bool = False,
         max_hold: float | None = None,
         stop_on_loss: bool = False,
+        reentrant: bool = False,
     ) -> None:
-        super().__init__(client, name, ttl, renew, timeout, fair, max_hold, stop_on_loss)
+        super().__init__(client, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant)
 
     def acquire(self, timeout: float | None = None) -> Lease:
         """Take the lock and return its :class:`Lease`.
@@ -204,10 +212,15 @@ class Lock(_LockBase[Backend, Lease]):
         uses the lock's own ``timeout``). Raises
         :class:`LockTimeout` when it gives up, :class:`BackendUnavailable` when
         the server cannot be reached; nothing is left held in either case.
-        :class:`AlreadyHeld` if this thread holds it already (it would wait for itself).
+        :class:`AlreadyHeld` if this thread holds it already (it would wait for itself),
+        unless the lock is re-entrant: then the same lease comes back, held once more
+        (``lease.depth``), and only the last of its releases gives it back.
         """
         holder = this_thread()
-        owner, flow = self._start(holder, timeout)
+        again = self._reenter(holder)
+        if again is not None:
+            return again
+        owner, flow = self._start(timeout)
         attempt = self._backend.attempt(self.name, owner, self.ttl, self.fair, self.renew)
         try:
             outcome = drive(flow, attempt)
@@ -229,7 +242,7 @@ class Lock(_LockBase[Backend, Lease]):
 
     def __enter__(self) -> Lease:
         lease = self.acquire(self.timeout)
-        stopper = ThreadStopper(lease) if self.stop_on_loss else None
+        stopper = ThreadStopper(lease) if self.stop_on_loss and lease.depth == 1 else None
         return self._entering(this_thread(), lease, stopper)
 
     def __exit__(
@@ -258,13 +271,17 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
         fair: bool = False,
         max_hold: float | None = None,
         stop_on_loss: bool = False,
+        reentrant: bool = False,
     ) -> None:
-        super().__init__(client, name, ttl, renew, timeout, fair, max_hold, stop_on_loss)
+        super().__init__(client, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant)
 
     async def acquire(self, timeout: float | None = None) -> AsyncLease:
         """Take the lock; same contract as :meth:`Lock.acquire` (per task, not thread)."""
         holder = this_task()
-        owner, flow = self._start(holder, timeout)
+        again = self._reenter(holder)
+        if again is not None:
+            return again
+        owner, flow = self._start(timeout)
         attempt = self._backend.attempt(self.name, owner, self.ttl, self.fair, self.renew)
         try:
             outcome = await adrive(flow, attempt)
@@ -286,7 +303,7 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
 
     async def __aenter__(self) -> AsyncLease:
         lease = await self.acquire(self.timeout)
-        stopper = TaskStopper(lease) if self.stop_on_loss else None
+        stopper = TaskStopper(lease) if self.stop_on_loss and lease.depth == 1 else None
         return self._entering(this_task(), lease, stopper)
 
     async def __aexit__(

@@ -1,0 +1,100 @@
+"""Re-entrant locks, the same on every backend: one lease and one token for the whole
+nesting, counted per thread (per task with asyncio); the outermost release gives it back."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+import fencelock
+from tests.contract.conftest import BackendCase
+
+
+def test_a_nested_hold_is_one_lease_and_one_token(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
+    lock = client.lock(name, reentrant=True)
+    with lock as outer:
+        with client.lock(name, reentrant=True) as inner:  # another Lock object, same name
+            assert inner is outer and inner.token == outer.token
+            assert outer.depth == 2
+            with lock as innermost:
+                assert innermost is outer and outer.depth == 3
+            assert outer.depth == 2 and other.locked(name)
+        assert outer.depth == 1 and other.locked(name)  # the outer block still holds it
+        assert not outer.released
+    assert outer.released and not other.locked(name)
+    assert client.held() == []
+
+
+def test_acquire_and_release_count(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
+    lock = client.lock(name, reentrant=True)
+    first = lock.acquire()
+    again = lock.try_acquire()
+    assert again is first and first.depth == 2
+    first.release()
+    assert other.locked(name) and client.held() == [first]
+    first.release()
+    assert not other.locked(name)
+    assert lock.acquire().token > first.token  # a fresh acquisition, a fresh token
+    client.held()[0].release()
+
+
+def test_other_threads_still_wait(client: fencelock.Client, name: str) -> None:
+    lock = client.lock(name, reentrant=True, timeout=0)
+    with lock, lock:
+        seen: list[BaseException] = []
+
+        def elsewhere() -> None:
+            try:
+                lock.acquire(timeout=0)
+            except fencelock.LockTimeout as exc:
+                seen.append(exc)
+
+        thread = threading.Thread(target=elsewhere)
+        thread.start()
+        thread.join(30)
+        assert len(seen) == 1  # re-entry is per thread, not per client
+
+
+def test_a_plain_lock_held_by_the_thread_is_not_re_entered(
+    client: fencelock.Client, name: str
+) -> None:
+    with client.lock(name), pytest.raises(fencelock.AlreadyHeld, match="reentrant=True"):
+        client.lock(name, reentrant=True).acquire(timeout=5)
+    with client.lock(name, reentrant=True), pytest.raises(fencelock.AlreadyHeld):
+        client.lock(name).acquire(timeout=5)
+
+
+def test_a_nested_release_of_a_lost_lease_says_so(client: fencelock.Client, name: str) -> None:
+    lock = client.lock(name, reentrant=True, ttl=0.2, renew=False)
+    outer = lock.acquire()
+    lock.acquire()
+    assert outer.wait_lost(5)
+    with pytest.raises(fencelock.LeaseLost, match="lost before release"):
+        outer.release()  # the inner hold: the work under it was not protected
+    with pytest.raises(fencelock.LeaseLost):
+        outer.release()
+    assert client.held() == []
+
+
+def test_re_entry_is_per_task(backend: BackendCase, name: str) -> None:
+    async def main() -> None:
+        async with fencelock.aconnect(backend.url) as client:
+            lock = client.lock(name, reentrant=True)
+            async with lock as outer:
+                async with lock as inner:
+                    assert inner is outer and outer.depth == 2
+
+                    async def another_task() -> fencelock.AsyncLease | None:
+                        return await lock.try_acquire()
+
+                    assert await asyncio.create_task(another_task()) is None
+                assert outer.depth == 1 and await client.locked(name)
+            assert not await client.locked(name)
+
+    asyncio.run(main())
