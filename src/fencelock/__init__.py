@@ -24,6 +24,7 @@ from fencelock.errors import (
 )
 from fencelock.lease import AsyncLease, Lease
 from fencelock.primitives.lock import AsyncLock, Lock
+from fencelock.primitives.multi import AsyncMultiLease, AsyncMultiLock, MultiLease, MultiLock
 
 __version__ = "0.1.0"
 
@@ -35,6 +36,8 @@ __all__ = [
     "AsyncClient",
     "AsyncLease",
     "AsyncLock",
+    "AsyncMultiLease",
+    "AsyncMultiLock",
     "BackendUnavailable",
     "Client",
     "ConfigError",
@@ -44,6 +47,8 @@ __all__ = [
     "Lock",
     "LockInfo",
     "LockTimeout",
+    "MultiLease",
+    "MultiLock",
     "NotHolder",
     "StaleToken",
     "aconnect",

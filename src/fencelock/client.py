@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Generic, TypeVar
@@ -20,6 +20,7 @@ from fencelock.errors import ConfigError, FencelockError
 from fencelock.holdings import Holdings
 from fencelock.lease import AsyncLease, Lease, LeaseBase, Tracker
 from fencelock.primitives.lock import AsyncLock, Lock
+from fencelock.primitives.multi import AsyncMultiLock, MultiLock
 from fencelock.renewer import AsyncRenewer, Renewer
 
 log = logging.getLogger("fencelock")
@@ -143,6 +144,19 @@ class Client(_ClientBase[Backend, Lease]):
         name, ttl = self._lock_args(name, ttl, fair)
         return Lock(self, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant)
 
+    def multi_lock(
+        self,
+        names: Iterable[str],
+        *,
+        ttl: float = DEFAULT_TTL,
+        renew: bool = True,
+        timeout: float | None = None,
+    ) -> MultiLock:
+        """Several names locked all or nothing, taken in sorted order so that two
+        multi-locks over overlapping names never deadlock. Each name has its own lease
+        and token (``multi.tokens``); losing one loses the whole multi-lease."""
+        return MultiLock(self, names, validate_ttl(ttl), renew, timeout)
+
     def inspect(self, name: str) -> LockInfo | None:
         """Holder, last token and remaining TTL of ``name``; None if never locked."""
         return self._backend.inspect(validate_name(name))
@@ -199,6 +213,17 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
         the lease is lost, and leaving the block then raises :class:`LeaseLost`."""
         name, ttl = self._lock_args(name, ttl, fair)
         return AsyncLock(self, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant)
+
+    def multi_lock(
+        self,
+        names: Iterable[str],
+        *,
+        ttl: float = DEFAULT_TTL,
+        renew: bool = True,
+        timeout: float | None = None,
+    ) -> AsyncMultiLock:
+        """Several names locked all or nothing; as :meth:`Client.multi_lock`."""
+        return AsyncMultiLock(self, names, validate_ttl(ttl), renew, timeout)
 
     async def inspect(self, name: str) -> LockInfo | None:
         """Holder, last token and remaining TTL of ``name``; None if never locked."""

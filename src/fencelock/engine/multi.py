@@ -1,0 +1,66 @@
+"""The multi-lock's acquire flow, without I/O: all names or none, in one global order.
+
+Two multi-locks over overlapping names never deadlock because both take their names in
+the same order (sorted), so neither can hold a later name while waiting for an earlier
+one the other holds. The flow yields :class:`Take` for each name with the time left of
+the one deadline and receives :class:`Took`; when a name is not granted in time it
+returns :class:`Blocked`, and the driver gives back what it took (newest first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable
+from dataclasses import dataclass
+
+from fencelock.engine.names import validate_name
+from fencelock.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Take:
+    """Acquire ``name``, waiting at most ``timeout`` seconds (None: as long as it takes)."""
+
+    name: str
+    timeout: float | None
+
+
+@dataclass(frozen=True)
+class Took:
+    """What a :class:`Take` came to: granted or not, and the time after it."""
+
+    granted: bool
+    now: float
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """The flow gave up at ``name`` after ``waited`` seconds; give back what was taken."""
+
+    name: str
+    waited: float
+
+
+MultiFlow = Generator[Take, Took, Blocked | None]
+
+
+def ordered(names: Iterable[str]) -> tuple[str, ...]:
+    """The names, checked, without repeats, in the one global order; ConfigError if none."""
+    if isinstance(names, str):
+        raise ConfigError("a multi-lock takes a list of names, not one str")
+    unique = sorted({validate_name(name) for name in names})
+    if not unique:
+        raise ConfigError("a multi-lock needs at least one name")
+    return tuple(unique)
+
+
+def multi_acquire_flow(names: tuple[str, ...], timeout: float | None, now: float) -> MultiFlow:
+    """Take ``names`` in order within one ``timeout``; None when all are held."""
+    started = now
+    deadline = None if timeout is None else now + timeout
+    for name in names:
+        left = None if deadline is None else max(0.0, deadline - now)
+        took = yield Take(name, left)
+        now = took.now
+        if not took.granted:
+            return Blocked(name, now - started)
+    return None
