@@ -20,9 +20,11 @@ from fencelock.errors import (
     LeaseLost,
     LockTimeout,
     NotHolder,
+    Skipped,
     StaleToken,
 )
 from fencelock.lease import AsyncLease, Lease
+from fencelock.once import SKIPPED, once
 from fencelock.primitives.lock import AsyncLock, Lock
 from fencelock.primitives.multi import AsyncMultiLease, AsyncMultiLock, MultiLease, MultiLock
 
@@ -32,6 +34,7 @@ __version__ = "0.1.0"
 logging.getLogger("fencelock").addHandler(logging.NullHandler())
 
 __all__ = [
+    "SKIPPED",
     "AlreadyHeld",
     "AsyncClient",
     "AsyncLease",
@@ -50,8 +53,10 @@ __all__ = [
     "MultiLease",
     "MultiLock",
     "NotHolder",
+    "Skipped",
     "StaleToken",
     "aconnect",
     "connect",
     "default_url",
+    "once",
 ]

@@ -34,6 +34,10 @@ class LockTimeout(FencelockError, TimeoutError):
     """The lock was not acquired before the timeout ran out."""
 
 
+class Skipped(LockTimeout):
+    """A run-once job did not run: another run holds its name (``on_skip="raise"``)."""
+
+
 class LeaseLost(FencelockError):
     """The lease is no longer safe to act on: it expired, or another owner took it."""
 

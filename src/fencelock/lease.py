@@ -27,7 +27,7 @@ from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transi
 from fencelock.engine.outcomes import RenewedAsOf
 from fencelock.engine.renewal import Outcome
 from fencelock.engine.session import Session, SessionNews
-from fencelock.errors import FencelockError, LeaseLost
+from fencelock.errors import ConfigError, FencelockError, LeaseLost
 
 if TYPE_CHECKING:
     from fencelock.backends.base import AsyncBackend, Backend
@@ -314,6 +314,22 @@ class LeaseBase:
         if first:
             self._finish_release(release.outcome, release.lost_before)
 
+    def _refuse_expire_in(self, outlives_client: bool, seconds: float) -> float:
+        """``seconds`` checked for :meth:`Lease.expire_in`; ConfigError where a lease left
+        to its TTL would end with the client anyway."""
+        if not outlives_client:
+            raise ConfigError(
+                f"lease on {self.name!r}: expire_in() needs a lease that outlives its "
+                "client, and on this backend a lease ends with the client's session or "
+                "connection (see docs/primitives.md)"
+            )
+        return timing.validate_ttl(seconds, "expire_in")
+
+    def _left_to_expire(self: L, tracker: Tracker[L]) -> None:
+        """After the extend of ``expire_in``: forgotten here, released in name only."""
+        with self._releasing(tracker) as release:
+            release.outcome = True  # nothing sent: the server ends it by its TTL
+
     def _enter_again(self) -> None:
         """Its holder took it once more (a re-entrant lock): one more release to come."""
         with self._guard:
@@ -378,6 +394,18 @@ class Lease(LeaseBase):
         self._extended(self._renew_on_server(self._extend_ttl(ttl)))
         self._tracker.track(self)
 
+    def expire_in(self, seconds: float) -> None:
+        """Leave the lease to end on the server ``seconds`` from now, and let it go here.
+
+        One extend sets what is left of it, then the client forgets it as if released:
+        the name stays taken, for everyone, until then (ShedLock's lock-at-least-for).
+        :class:`ConfigError` where leases end with the client (etcd, ZooKeeper, MySQL,
+        PostgreSQL advisory); :class:`LeaseLost` as :meth:`extend`.
+        """
+        seconds = self._refuse_expire_in(self._backend.outlives_client, seconds)
+        self.extend(seconds)
+        self._left_to_expire(self._tracker)
+
     def release(self) -> None:
         """Give the lease back. Releasing twice is a no-op.
 
@@ -425,6 +453,13 @@ class AsyncLease(LeaseBase):
         new_ttl = self._extend_ttl(ttl)
         self._extended(await asyncio.shield(self._renewal(new_ttl)))
         self._tracker.track(self)
+
+    async def expire_in(self, seconds: float) -> None:
+        """Leave the lease to end on the server ``seconds`` from now; as
+        :meth:`Lease.expire_in`."""
+        seconds = self._refuse_expire_in(self._backend.outlives_client, seconds)
+        await self.extend(seconds)
+        self._left_to_expire(self._tracker)
 
     async def release(self) -> None:
         """Give the lease back; as :meth:`Lease.release`."""

@@ -136,7 +136,8 @@ def test_status_and_list(env: dict[str, str]) -> None:
         (["run", "--url", "sqlite:", "n", "--", "true"], 64, "malformed backend URL"),
         (["run", "bad name", "--", "true"], 64, "lock name 'bad name'"),
         (["run", "--ttl", "0", "n", "--", "true"], 64, "ttl must be > 0"),
-        (["run", "--wait", "1", "--no-wait", "n", "--", "true"], 64, "exclude each other"),
+        (["run", "--wait", "1", "--no-wait", "n", "--", "true"], 64, "--wait excludes"),
+        (["run", "--wait", "1", "--once", "n", "--", "true"], 64, "--wait excludes"),
         (
             ["run", "--url", "sqlite:////proc/no/such/dir.db", "n", "--", "true"],
             69,

@@ -27,7 +27,8 @@ LIBRARY_RANKS = {
     "stopping": 4,
     "primitives": 5,
     "client": 6,
-    "__init__": 7,
+    "once": 7,
+    "__init__": 8,
 }
 # The tools stand on the library; among themselves only these imports are allowed.
 TOOLS_MAY_IMPORT = {

@@ -76,6 +76,9 @@ class Attempt(Protocol):
 class Backend(Protocol):
     url: str
     supports_fair: bool
+    # A lease left to its TTL stays on the server after the client closes (not where a
+    # lease lives in the client's session or connection: etcd, ZooKeeper, MySQL, advisory).
+    outlives_client: bool
 
     def attempt(
         self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
@@ -113,6 +116,7 @@ class AsyncAttempt(Protocol):
 class AsyncBackend(Protocol):
     url: str
     supports_fair: bool
+    outlives_client: bool
 
     async def open(self) -> None:
         """Check the server answers (``async with aconnect()`` calls it); else raise."""

@@ -134,6 +134,7 @@ class MemoryBackend:
     """Leases in this process's memory."""
 
     supports_fair = True
+    outlives_client = True  # the store is the process's, not the client's
 
     def __init__(self, parsed: ParsedURL) -> None:
         reject_unknown_options(parsed, set())

@@ -251,6 +251,7 @@ class SharedLoopBackend:
             raise
         self.url = inner.url
         self.supports_fair = inner.supports_fair
+        self.outlives_client = inner.outlives_client
         forking.register(self)
 
     def _backend(self) -> AsyncBackend:

@@ -130,6 +130,7 @@ class ThreadedAsyncBackend:
         self.sync = backend
         self.url = backend.url
         self.supports_fair = backend.supports_fair
+        self.outlives_client = backend.outlives_client
         self._pools = _Pools()
 
     async def open(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import sys
@@ -13,11 +14,13 @@ from typing import NamedTuple
 import click
 
 import fencelock
-from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
+from fencelock import clock
+from fencelock.cli import Duration, errors_as_exit_codes, exitcodes, fail, url_option
 from fencelock.cli.process_group import ProcessGroup, Watchdog, spawn
 from fencelock.cli.run_signals import Interrupted, SignalRelay, Wakeup
 from fencelock.client import Client
-from fencelock.errors import FencelockError
+from fencelock.engine.once import OnceTerms
+from fencelock.errors import FencelockError, LockTimeout
 from fencelock.lease import Lease
 
 _SEPARATOR = "--"
@@ -30,10 +33,13 @@ def _signal_name(signum: int) -> str:
 
 
 class LeaseWanted(NamedTuple):
-    """The lease ``run`` asks for: its TTL and how long it may be held at most."""
+    """The lease ``run`` asks for: its TTL, how long it may be held at most, whether a
+    busy name skips the run (``--once``) and how long it stays taken (``--at-least``)."""
 
     ttl: float
     max_hold: float | None
+    once: bool = False
+    at_least: float = 0.0
 
 
 def _exit_status(returncode: int) -> int:
@@ -58,7 +64,21 @@ def _acquire(
     try:
         with errors_as_exit_codes():
             client = fencelock.connect(url)
-            lease = client.lock(name, ttl=terms.ttl, max_hold=terms.max_hold).acquire(timeout)
+            if terms.at_least and not client._backend.outlives_client:
+                fail(
+                    f"--at-least needs a lease that outlives its client, and on "
+                    f"{client.url.split('://', 1)[0]}:// a lease ends with the client's "
+                    "session or connection",
+                    exitcodes.USAGE,
+                )
+            lock = client.lock(name, ttl=terms.ttl, max_hold=terms.max_hold)
+            try:
+                lease = lock.acquire(timeout)
+            except LockTimeout:
+                if not terms.once:
+                    raise
+                client.close()
+                sys.exit(0)  # another node runs the job: skipping is success (cron stays quiet)
         relay.hold()
     except Interrupted as stop:
         if lease is not None:
@@ -117,8 +137,12 @@ def supervise(
         wakeup.sleep(_nap(returncode, group, lease))
 
 
-def run_locked(lease: Lease, command: Sequence[str], grace: float, relay: SignalRelay) -> int:
-    """Run CMD under ``lease``; CMD's exit status, or LEASE_LOST if the lease was lost."""
+def run_locked(
+    lease: Lease, command: Sequence[str], grace: float, relay: SignalRelay, at_least: float = 0.0
+) -> int:
+    """Run CMD under ``lease``; CMD's exit status, or LEASE_LOST if the lease was lost.
+    The name stays taken ``at_least`` seconds from the start (``--at-least``)."""
+    started = clock.now()
     wakeup = Wakeup()
     lease.on_lost(lambda _lease: wakeup.wake())
     watchdog = Watchdog()
@@ -137,8 +161,12 @@ def run_locked(lease: Lease, command: Sequence[str], grace: float, relay: Signal
             f"({reason}); the command was stopped",
             exitcodes.LEASE_LOST,
         )
+    keep = OnceTerms(math.inf, at_least).keep_for(clock.now() - started)
     with errors_as_exit_codes():
-        lease.release()
+        if keep is None:
+            lease.release()
+        else:
+            lease.expire_in(keep)
     return _exit_status(returncode)
 
 
@@ -221,6 +249,18 @@ def _options_follow(args: Sequence[str], name_at: int) -> bool:
     metavar="SECONDS",
     help="Stop renewing after this long: CMD is then stopped and fencelock exits 76.",
 )
+@click.option(
+    "--once",
+    is_flag=True,
+    help="A job for one node: if the lock is busy, skip CMD and exit 0 at once, quietly.",
+)
+@click.option(
+    "--at-least",
+    type=Duration(),
+    default=0.0,
+    metavar="DURATION",
+    help="Keep the lock taken this long from the start (30s, 5m) even if CMD ends sooner.",
+)
 @click.argument("name")
 @click.argument("command", nargs=-1, required=True)
 def run(
@@ -230,22 +270,24 @@ def run(
     no_wait: bool,
     grace: float,
     max_hold: float | None,
+    once: bool,
+    at_least: float,
     name: str,
     command: tuple[str, ...],
 ) -> None:
     """Hold lock NAME while COMMAND runs: fencelock run [OPTIONS] NAME -- COMMAND...
 
     COMMAND gets FENCELOCK_TOKEN and FENCELOCK_NAME in its environment. Exits
-    with COMMAND's status; 75 if the lock was not acquired; 76 if the lease was
-    lost while COMMAND ran (COMMAND and its process group are then stopped),
-    also when COMMAND outlived --max-hold.
+    with COMMAND's status; 75 if the lock was not acquired (0 with --once: skipped);
+    76 if the lease was lost while COMMAND ran (COMMAND and its process group are
+    then stopped), also when COMMAND outlived --max-hold.
     """
-    if no_wait and wait is not None:
-        fail("--wait and --no-wait exclude each other", exitcodes.USAGE)
+    if (no_wait or once) and wait is not None:
+        fail("--wait excludes --no-wait and --once", exitcodes.USAGE)
     relay = SignalRelay()
-    wanted = LeaseWanted(ttl, max_hold)
-    client, lease = _acquire(url, name, wanted, 0 if no_wait else wait, relay)
-    code = run_locked(lease, command, grace, relay)
+    wanted = LeaseWanted(ttl, max_hold, once, at_least)
+    client, lease = _acquire(url, name, wanted, 0 if (no_wait or once) else wait, relay)
+    code = run_locked(lease, command, grace, relay, at_least)
     client.close()
     sys.exit(code)
 

@@ -49,6 +49,7 @@ class AsyncEtcdBackend:
     """The asyncio etcd backend; the sync one runs it on a shared loop."""
 
     supports_fair = True  # the queue is FIFO by create revision, fair or not
+    outlives_client = False  # closing the client revokes its etcd leases
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.options = etcd_options(parsed)

@@ -48,6 +48,7 @@ class AsyncAdvisoryBackend:
     """The asyncio advisory-lock backend; the sync one runs it on a shared loop."""
 
     supports_fair = True
+    outlives_client = False  # an advisory lock ends with its session
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.options = postgres_options(parsed)

@@ -30,6 +30,7 @@ class AsyncPostgresBackend:
     """The asyncio PostgreSQL backend; the sync one runs it on a shared loop."""
 
     supports_fair = True
+    outlives_client = True
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.options = postgres_options(parsed)

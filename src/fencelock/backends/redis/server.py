@@ -16,6 +16,7 @@ class RedisServer:
     """One Redis server as a backend sees it (no connection: the drivers make those)."""
 
     supports_fair = True
+    outlives_client = True
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.url = parsed.redacted

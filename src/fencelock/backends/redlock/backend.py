@@ -142,6 +142,7 @@ class AsyncRedlockBackend:
     """Leases on a quorum of independent Redis masters."""
 
     supports_fair = False
+    outlives_client = True
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.url = parsed.redacted

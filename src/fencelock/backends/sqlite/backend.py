@@ -199,6 +199,7 @@ class SQLiteBackend:
     """Leases in an SQLite file shared by the processes of one host."""
 
     supports_fair = True
+    outlives_client = True
 
     def __init__(self, parsed: ParsedURL) -> None:
         reject_unknown_options(parsed, {"busy_timeout"})

@@ -70,6 +70,7 @@ class AsyncZooKeeperBackend:
     """The asyncio ZooKeeper backend; the sync one runs it on a shared loop."""
 
     supports_fair = True  # the queue is FIFO by sequence number, fair or not
+    outlives_client = False  # an ephemeral node ends with its session
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.options = zookeeper_options(parsed)
