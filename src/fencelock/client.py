@@ -165,6 +165,15 @@ class Client(_ClientBase[Backend, Lease]):
         """Held locks whose names start with ``prefix``."""
         return self._backend.list(validate_prefix(prefix))
 
+    def evict(self, name: str) -> LockInfo | None:
+        """End whoever holds ``name`` now, without its owner's consent (an operator's
+        tool: ``fencelock release --force``). The holder finds its lease lost at its next
+        renewal; the next holder's token is greater. What was held, or None if nothing."""
+        info = self.inspect(name)
+        if info is None or info.owner is None or not info.held:
+            return None
+        return info if self._backend.release(info.name, info.owner) else None
+
     def locked(self, name: str) -> bool:
         """Whether anyone (this client or another) holds ``name`` now."""
         return _is_held(self.inspect(name))
@@ -232,6 +241,13 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
     async def list(self, prefix: str = "") -> list[LockInfo]:
         """Held locks whose names start with ``prefix``."""
         return await self._backend.list(validate_prefix(prefix))
+
+    async def evict(self, name: str) -> LockInfo | None:
+        """End whoever holds ``name`` now; as :meth:`Client.evict`."""
+        info = await self.inspect(name)
+        if info is None or info.owner is None or not info.held:
+            return None
+        return info if await self._backend.release(info.name, info.owner) else None
 
     async def locked(self, name: str) -> bool:
         """Whether anyone (this client or another) holds ``name`` now."""

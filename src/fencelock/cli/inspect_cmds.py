@@ -8,7 +8,7 @@ import click
 
 import fencelock
 from fencelock.backends.base import LockInfo
-from fencelock.cli import errors_as_exit_codes, url_option
+from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 
@@ -67,6 +67,47 @@ def list_locks(url: str | None, as_json: bool, prefix: str) -> None:
         click.echo(describe(info))
 
 
+@click.command()
+@url_option
+@click.option("--force", is_flag=True, help="Required: end the holder's lease without its consent.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.argument("name")
+def release(url: str | None, force: bool, yes: bool, name: str) -> None:
+    """End the lease on NAME held by another process: fencelock release --force NAME.
+
+    The holder finds its lease lost at its next renewal (`fencelock run` then stops its
+    command); the token moves past the evicted holder's, so a guard that has seen the
+    new token rejects the evicted holder's writes.
+    """
+    if not force:
+        fail(
+            "release without --force would release nothing: a lease is released by its "
+            "holder; --force evicts whoever holds NAME",
+            exitcodes.USAGE,
+        )
+    with errors_as_exit_codes(), fencelock.connect(url) as client:
+        info = client.inspect(name)
+        if info is None or not info.held:
+            click.echo(f"{name}: not held; nothing to release")
+            return
+        if not yes:
+            click.confirm(f"{describe(info)}\nEvict this holder?", abort=True, err=True)
+        evicted = client.evict(name)
+        if evicted is None:
+            click.echo(f"{name}: its holder let go meanwhile; nothing evicted")
+            return
+        bumped = client.lock(name).try_acquire()  # moves the token past the evicted one
+        if bumped is not None:
+            bumped.release()
+        after = client.inspect(name)
+    last = after.token if after is not None else evicted.token
+    click.echo(
+        f"{name}: evicted {(evicted.owner or '')[:8]} (token {evicted.token}); "
+        f"the last token is now {last}"
+    )
+
+
 def register(group: click.Group) -> None:
     group.add_command(status)
     group.add_command(list_locks)
+    group.add_command(release)

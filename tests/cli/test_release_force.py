@@ -1,0 +1,56 @@
+"""``fencelock release --force NAME``: an operator ends a stuck holder's lease."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+from fencelock import clock
+from tests.cli.conftest import FENCELOCK, fencelock_cmd
+
+
+def _wait_held(env: dict[str, str], name: str) -> None:
+    deadline = clock.now() + 30
+    while "held by" not in fencelock_cmd(env, "status", name).stdout:
+        assert clock.now() < deadline, f"{name} never taken"
+        time.sleep(0.05)
+
+
+def test_force_release_evicts_the_holder_and_its_command_stops(env: dict[str, str]) -> None:
+    runner = subprocess.Popen(
+        [FENCELOCK, "run", "--ttl", "1", "jobs/stuck", "--", "sleep", "60"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_held(env, "jobs/stuck")
+        refused = subprocess.run(
+            [FENCELOCK, "release", "--force", "jobs/stuck"],
+            env=env,
+            input="n\n",
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+        assert refused.returncode == 1 and "Evict this holder?" in refused.stderr
+        assert "held by" in fencelock_cmd(env, "status", "jobs/stuck").stdout  # untouched
+        done = fencelock_cmd(env, "release", "--force", "--yes", "jobs/stuck")
+        assert done.returncode == 0, done.stderr
+        assert "evicted" in done.stdout and "(token 1)" in done.stdout
+        assert "the last token is now 2" in done.stdout
+        _, stderr = runner.communicate(timeout=30)
+        assert runner.returncode == 76  # the holder heard of it and stopped its command
+        assert "lost while the command ran" in stderr
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait(10)
+
+
+def test_release_needs_force_and_a_free_name_is_left_alone(env: dict[str, str]) -> None:
+    plain = fencelock_cmd(env, "release", "jobs/free")
+    assert plain.returncode == 64 and "--force" in plain.stderr
+    free = fencelock_cmd(env, "release", "--force", "-y", "jobs/free")
+    assert free.returncode == 0 and "nothing to release" in free.stdout
