@@ -25,6 +25,13 @@ from fencelock.errors import (
 )
 from fencelock.lease import AsyncLease, Lease
 from fencelock.once import SKIPPED, once
+from fencelock.primitives.election import (
+    AsyncElection,
+    AsyncLeadership,
+    Election,
+    Leader,
+    Leadership,
+)
 from fencelock.primitives.lock import AsyncLock, Lock
 from fencelock.primitives.multi import AsyncMultiLease, AsyncMultiLock, MultiLease, MultiLock
 
@@ -37,6 +44,8 @@ __all__ = [
     "SKIPPED",
     "AlreadyHeld",
     "AsyncClient",
+    "AsyncElection",
+    "AsyncLeadership",
     "AsyncLease",
     "AsyncLock",
     "AsyncMultiLease",
@@ -44,7 +53,10 @@ __all__ = [
     "BackendUnavailable",
     "Client",
     "ConfigError",
+    "Election",
     "FencelockError",
+    "Leader",
+    "Leadership",
     "Lease",
     "LeaseLost",
     "Lock",

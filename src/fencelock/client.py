@@ -19,6 +19,7 @@ from fencelock.engine.timing import validate_ttl
 from fencelock.errors import ConfigError, FencelockError
 from fencelock.holdings import Holdings
 from fencelock.lease import AsyncLease, Lease, LeaseBase, Tracker
+from fencelock.primitives.election import AsyncElection, Election
 from fencelock.primitives.lock import AsyncLock, Lock
 from fencelock.primitives.multi import AsyncMultiLock, MultiLock
 from fencelock.renewer import AsyncRenewer, Renewer
@@ -157,6 +158,11 @@ class Client(_ClientBase[Backend, Lease]):
         and token (``multi.tokens``); losing one loses the whole multi-lease."""
         return MultiLock(self, names, validate_ttl(ttl), renew, timeout)
 
+    def election(self, name: str, *, ttl: float = DEFAULT_TTL) -> Election:
+        """A leader election on ``name``: ``campaign()`` to lead (the term is the
+        leader's fencing token), ``leader()`` and ``observe()`` to follow it."""
+        return Election(self, name, ttl)
+
     def inspect(self, name: str) -> LockInfo | None:
         """Holder, last token and remaining TTL of ``name``; None if never locked."""
         return self._backend.inspect(validate_name(name))
@@ -233,6 +239,10 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
     ) -> AsyncMultiLock:
         """Several names locked all or nothing; as :meth:`Client.multi_lock`."""
         return AsyncMultiLock(self, names, validate_ttl(ttl), renew, timeout)
+
+    def election(self, name: str, *, ttl: float = DEFAULT_TTL) -> AsyncElection:
+        """A leader election on ``name``; as :meth:`Client.election`."""
+        return AsyncElection(self, name, ttl)
 
     async def inspect(self, name: str) -> LockInfo | None:
         """Holder, last token and remaining TTL of ``name``; None if never locked."""

@@ -1,0 +1,240 @@
+"""Leader election on the lock: campaign, resign, observe, the term as a fencing token.
+
+The leader is whoever holds the lease on ``name``; its term is that lease's token, so a
+resource that checks tokens rejects a deposed leader's writes. Waiting to lead is the
+lock's notified wait. The leader's proposal value (``host:port``, a node id) is held as
+a second lease whose name carries the term and the value (``NAME.leader/TERM/VALUE`` in
+base32), so every backend that can hold a lock can tell any observer who leads and
+with what value, and the value ends with the leadership. Observing polls (see
+:meth:`Election.observe`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from fencelock.backends.base import LockInfo
+from fencelock.engine.names import MAX_NAME_LENGTH, validate_name
+from fencelock.engine.timing import validate_ttl
+from fencelock.errors import ConfigError, FencelockError
+from fencelock.lease import AsyncLease, Lease, LeaseBase
+
+if TYPE_CHECKING:
+    from fencelock.client import AsyncClient, Client
+
+L = TypeVar("L", bound=LeaseBase)
+
+
+@dataclass(frozen=True)
+class Leader:
+    """Who leads: the term (the leader's fencing token), its value, its owner id."""
+
+    term: int
+    value: str | None  # None: no value proposed, or not yet announced
+    owner: str | None
+    remaining: float | None
+
+
+def _encode(value: str) -> str:
+    return base64.b32encode(value.encode()).decode().rstrip("=")
+
+
+def _decode(text: str) -> str | None:
+    try:
+        return base64.b32decode(text + "=" * (-len(text) % 8)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+
+
+class _ElectionBase:
+    """The names and what an inspection of them says; no I/O here."""
+
+    def __init__(self, name: str, ttl: float) -> None:
+        self.name = validate_name(name)
+        self.ttl = validate_ttl(ttl)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} ttl={self.ttl}>"
+
+    def _announcements(self, term: int) -> str:
+        return f"{self.name}.leader/{term}/"
+
+    def _announcement(self, term: int, value: str) -> str:
+        prefix = self._announcements(term)
+        name = prefix + _encode(value)
+        if len(name) > MAX_NAME_LENGTH:
+            room = (MAX_NAME_LENGTH - len(prefix)) * 5 // 8
+            raise ConfigError(
+                f"election {self.name!r}: a value of {len(value.encode())} bytes is too long "
+                f"to announce; at most {room} bytes (UTF-8) fit beside this name"
+            )
+        return name
+
+    def _check_value(self, value: str | None) -> None:
+        if value is not None:
+            if not isinstance(value, str):
+                raise ConfigError(f"election value must be a str, not {type(value).__name__}")
+            self._announcement(1 << 62, value)  # the longest term a token can reach
+
+    def _leader(self, info: LockInfo | None, announced: list[LockInfo]) -> Leader | None:
+        if info is None or not info.held:
+            return None
+        prefix = self._announcements(info.token)
+        values = [
+            _decode(each.name[len(prefix) :])
+            for each in announced
+            if each.held and each.name.startswith(prefix)
+        ]
+        value = next((v for v in values if v is not None), None)
+        return Leader(info.token, value, info.owner, info.remaining)
+
+
+class _LeadershipBase(Generic[L]):
+    """This client leads: the lease on the election's name, and its announcement."""
+
+    def __init__(self, lease: L, announcement: L | None, value: str | None) -> None:
+        self.lease = lease
+        self.value = value
+        self._announcement = announcement
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.lease.name!r} term={self.term}>"
+
+    @property
+    def term(self) -> int:
+        """The leader's term: its fencing token, greater than every earlier leader's."""
+        return self.lease.token
+
+    @property
+    def lost(self) -> bool:
+        """True once the leadership can no longer be trusted (never False again)."""
+        return self.lease.lost
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLost` unless this client still leads."""
+        self.lease.check()
+
+
+class Leadership(_LeadershipBase[Lease]):
+    """Held leadership (sync API): ``term``, ``check()``, ``resign()``."""
+
+    def resign(self) -> None:
+        """Step down: the value goes, then the lease (the next campaigner leads)."""
+        if self._announcement is not None:
+            with contextlib.suppress(FencelockError):  # it ends with its TTL; the
+                self._announcement.release()  # leadership's own release says more
+        self.lease.release()
+
+    def wait_lost(self, timeout: float | None = None) -> bool:
+        """Block until the leadership is lost (True) or ``timeout`` passes (False)."""
+        return self.lease.wait_lost(timeout)
+
+
+class AsyncLeadership(_LeadershipBase[AsyncLease]):
+    """Held leadership (asyncio API)."""
+
+    async def resign(self) -> None:
+        """Step down; as :meth:`Leadership.resign`."""
+        if self._announcement is not None:
+            with contextlib.suppress(FencelockError):
+                await self._announcement.release()
+        await self.lease.release()
+
+    async def wait_lost(self, timeout: float | None = None) -> bool:
+        """Wait until the leadership is lost (True) or ``timeout`` passes (False)."""
+        return await self.lease.wait_lost(timeout)
+
+
+class Election(_ElectionBase):
+    """A named election (sync API): ``campaign``, ``leader``, ``observe``."""
+
+    def __init__(self, client: Client, name: str, ttl: float) -> None:
+        super().__init__(name, ttl)
+        self._client = client
+
+    def campaign(self, value: str | None = None, timeout: float | None = None) -> Leadership:
+        """Wait to lead (``timeout=None``: as long as it takes; :class:`LockTimeout`
+        after ``timeout``), then announce ``value``; the :class:`Leadership`."""
+        self._check_value(value)
+        lease = self._client.lock(self.name, ttl=self.ttl).acquire(timeout)
+        announcement = None
+        if value is not None:
+            try:
+                announcement = self._client.lock(
+                    self._announcement(lease.token, value), ttl=self.ttl
+                ).acquire(timeout=0)
+            except BaseException:
+                lease.release()
+                raise
+        return Leadership(lease, announcement, value)
+
+    def leader(self) -> Leader | None:
+        """Who leads now, with its term and value; None if nobody does."""
+        info = self._client.inspect(self.name)
+        if info is None or not info.held:
+            return None
+        return self._leader(info, self._client.list(self._announcements(info.token)))
+
+    def observe(self, interval: float | None = None) -> Iterator[Leader | None]:
+        """The leader now, then each change (a new term or value, or nobody), looking
+        every ``interval`` seconds (default: a third of the TTL, at most 1 s)."""
+        every = min(self.ttl / 3, 1.0) if interval is None else interval
+        last: tuple[int, str | None] | bool | None = False  # False: nothing yielded yet
+        while True:
+            leader = self.leader()
+            seen = None if leader is None else (leader.term, leader.value)
+            if seen != last:
+                last = seen
+                yield leader
+            time.sleep(every)
+
+
+class AsyncElection(_ElectionBase):
+    """A named election for asyncio."""
+
+    def __init__(self, client: AsyncClient, name: str, ttl: float) -> None:
+        super().__init__(name, ttl)
+        self._client = client
+
+    async def campaign(
+        self, value: str | None = None, timeout: float | None = None
+    ) -> AsyncLeadership:
+        """Wait to lead, then announce ``value``; as :meth:`Election.campaign`."""
+        self._check_value(value)
+        lease = await self._client.lock(self.name, ttl=self.ttl).acquire(timeout)
+        announcement = None
+        if value is not None:
+            try:
+                announcement = await self._client.lock(
+                    self._announcement(lease.token, value), ttl=self.ttl
+                ).acquire(timeout=0)
+            except BaseException:
+                await lease.release()
+                raise
+        return AsyncLeadership(lease, announcement, value)
+
+    async def leader(self) -> Leader | None:
+        """Who leads now; as :meth:`Election.leader`."""
+        info = await self._client.inspect(self.name)
+        if info is None or not info.held:
+            return None
+        return self._leader(info, await self._client.list(self._announcements(info.token)))
+
+    async def observe(self, interval: float | None = None) -> AsyncIterator[Leader | None]:
+        """The leader now, then each change; as :meth:`Election.observe`."""
+        every = min(self.ttl / 3, 1.0) if interval is None else interval
+        last: tuple[int, str | None] | bool | None = False
+        while True:
+            leader = await self.leader()
+            seen = None if leader is None else (leader.term, leader.value)
+            if seen != last:
+                last = seen
+                yield leader
+            await asyncio.sleep(every)

@@ -1,0 +1,110 @@
+"""Leader election, the same on every backend: one leader at a time, its term a fencing
+token greater than every earlier leader's, its value visible to observers, resign and
+deposition hand over to the next campaigner."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+import fencelock
+from fencelock.fencing import MemoryGuard
+from tests.contract.conftest import BackendCase
+
+
+def test_one_leader_its_term_and_value(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
+    mine, theirs = client.election(name, ttl=5), other.election(name, ttl=5)
+    assert mine.leader() is None
+    leading = mine.campaign(value="host-a:8080")
+    seen = theirs.leader()
+    assert seen is not None and seen.term == leading.term and seen.value == "host-a:8080"
+    assert seen.owner == leading.lease.owner
+    with pytest.raises(fencelock.LockTimeout):
+        theirs.campaign(value="host-b:8080", timeout=0.3)
+    leading.resign()
+    assert theirs.leader() is None
+    next_leader = theirs.campaign(value="host-b:8080", timeout=10)
+    assert next_leader.term > leading.term
+    seen = mine.leader()
+    assert seen is not None and (seen.term, seen.value) == (next_leader.term, "host-b:8080")
+    next_leader.resign()
+
+
+def test_a_campaigner_waits_and_leads_when_the_leader_resigns(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
+    leading = client.election(name, ttl=5).campaign()
+    assert client.election(name).leader() is not None
+    won: list[fencelock.Leadership] = []
+    waiting = threading.Thread(target=lambda: won.append(other.election(name).campaign()))
+    waiting.start()
+    leading.resign()
+    waiting.join(30)
+    assert won and won[0].term > leading.term
+    seen = client.election(name).leader()
+    assert seen is not None and seen.value is None and seen.term == won[0].term
+    won[0].resign()
+
+
+def test_a_deposed_leaders_writes_are_fenced(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
+    guard = MemoryGuard()
+    old = client.election(name, ttl=1).campaign(value="old")
+    guard.accept("config", old.term)
+    assert other.evict(name) is not None  # an operator deposes it
+    assert old.wait_lost(15) and old.lost
+    new = other.election(name, ttl=5).campaign(value="new", timeout=15)
+    guard.accept("config", new.term)
+    with pytest.raises(fencelock.StaleToken):
+        guard.accept("config", old.term)  # the deposed leader wakes and writes
+    with pytest.raises(fencelock.LeaseLost):
+        old.check()
+    seen = client.election(name).leader()
+    assert seen is not None and seen.value == "new"
+    new.resign()
+
+
+def test_observe_yields_each_change(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
+    changes = client.election(name, ttl=3).observe(interval=0.05)
+    assert next(changes) is None
+    leading = other.election(name, ttl=3).campaign(value="v1")
+    seen = next(changes)
+    assert seen is not None and (seen.term, seen.value) == (leading.term, "v1")
+    leading.resign()
+    assert next(changes) is None
+
+
+def test_bad_values_are_refused(client: fencelock.Client, name: str) -> None:
+    with pytest.raises(fencelock.ConfigError, match="too long"):
+        client.election(name).campaign(value="x" * 200)
+    with pytest.raises(fencelock.ConfigError, match="must be a str"):
+        client.election(name).campaign(value=42)  # type: ignore[arg-type]
+    assert not client.locked(name)
+    with pytest.raises(fencelock.ConfigError, match="lock name"):
+        client.election("bad name")
+
+
+def test_async_election(backend: BackendCase, name: str) -> None:
+    async def main() -> None:
+        async with (
+            fencelock.aconnect(backend.url) as client,
+            fencelock.aconnect(backend.url) as other,
+        ):
+            leading = await client.election(name, ttl=5).campaign(value="ü-node")
+            seen = await other.election(name).leader()
+            assert seen is not None and (seen.term, seen.value) == (leading.term, "ü-node")
+            changes = other.election(name).observe(interval=0.05)
+            first = await anext(changes)
+            assert first is not None and first.term == leading.term
+            await leading.resign()
+            assert await anext(changes) is None
+            await changes.aclose()
+
+    asyncio.run(main())
