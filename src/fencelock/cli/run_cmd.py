@@ -28,7 +28,7 @@ _SEPARATOR = "--"
 _GROUP_POLL = 0.05
 
 
-def _signal_name(signum: int) -> str:
+def signal_name(signum: int) -> str:
     return signal.Signals(signum).name
 
 
@@ -42,11 +42,11 @@ class LeaseWanted(NamedTuple):
     at_least: float = 0.0
 
 
-def _exit_status(returncode: int) -> int:
+def exit_status(returncode: int) -> int:
     return exitcodes.SIGNALLED - returncode if returncode < 0 else returncode
 
 
-def _release_quietly(lease: Lease) -> None:
+def release_quietly(lease: Lease) -> None:
     with contextlib.suppress(FencelockError):
         lease.release()
 
@@ -82,9 +82,9 @@ def _acquire(
         relay.hold()
     except Interrupted as stop:
         if lease is not None:
-            _release_quietly(lease)
+            release_quietly(lease)
         fail(
-            f"interrupted by {_signal_name(stop.signum)} while waiting for lock {name!r}",
+            f"interrupted by {signal_name(stop.signum)} while waiting for lock {name!r}",
             exitcodes.SIGNALLED + stop.signum,
         )
     return client, lease
@@ -93,17 +93,17 @@ def _acquire(
 def _start(command: Sequence[str], lease: Lease, relay: SignalRelay) -> Popen[bytes]:
     """Start CMD, unless a signal came since the lock was taken."""
     if relay.pending:
-        _release_quietly(lease)
+        release_quietly(lease)
         signum = relay.pending[0]
         fail(
-            f"interrupted by {_signal_name(signum)} before the command started",
+            f"interrupted by {signal_name(signum)} before the command started",
             exitcodes.SIGNALLED + signum,
         )
     env = dict(os.environ, FENCELOCK_TOKEN=str(lease.token), FENCELOCK_NAME=lease.name)
     try:
         return spawn(command, env)
     except OSError as exc:
-        _release_quietly(lease)
+        release_quietly(lease)
         fail(f"cannot run {command[0]!r}: {exc.strerror}", 127 if exc.errno == 2 else 126)
 
 
@@ -137,25 +137,31 @@ def supervise(
         wakeup.sleep(_nap(returncode, group, lease))
 
 
-def run_locked(
-    lease: Lease, command: Sequence[str], grace: float, relay: SignalRelay, at_least: float = 0.0
-) -> int:
-    """Run CMD under ``lease``; CMD's exit status, or LEASE_LOST if the lease was lost.
-    The name stays taken ``at_least`` seconds from the start (``--at-least``)."""
-    started = clock.now()
+def run_supervised(lease: Lease, command: Sequence[str], grace: float, relay: SignalRelay) -> int:
+    """Run CMD under ``lease`` until it has exited (stopped if the lease is lost); its
+    return code. The caller looks at ``lease.lost`` and releases."""
     wakeup = Wakeup()
     lease.on_lost(lambda _lease: wakeup.wake())
     watchdog = Watchdog()
     try:
         proc = _start(command, lease, relay)
         watchdog.guard(proc.pid)
-        returncode = supervise(proc, ProcessGroup(proc.pid, grace), lease, relay, wakeup)
+        return supervise(proc, ProcessGroup(proc.pid, grace), lease, relay, wakeup)
     finally:
         watchdog.dismiss()
+
+
+def run_locked(
+    lease: Lease, command: Sequence[str], grace: float, relay: SignalRelay, at_least: float = 0.0
+) -> int:
+    """Run CMD under ``lease``; CMD's exit status, or LEASE_LOST if the lease was lost.
+    The name stays taken ``at_least`` seconds from the start (``--at-least``)."""
+    started = clock.now()
+    returncode = run_supervised(lease, command, grace, relay)
     if lease.lost:
         reason = lease.lost_reason
         # Release whatever the cause of the loss: a dead server raises BackendUnavailable.
-        _release_quietly(lease)
+        release_quietly(lease)
         fail(
             f"lease on {lease.name!r} (token {lease.token}) lost while the command ran "
             f"({reason}); the command was stopped",
@@ -167,7 +173,7 @@ def run_locked(
             lease.release()
         else:
             lease.expire_in(keep)
-    return _exit_status(returncode)
+    return exit_status(returncode)
 
 
 class RunCommand(click.Command):

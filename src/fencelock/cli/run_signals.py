@@ -47,6 +47,15 @@ class SignalRelay:
         """The lock is held: from now on signals are recorded, not raised."""
         self._waiting = False
 
+    @property
+    def stopping(self) -> bool:
+        """Whether a SIGINT or SIGTERM came while the lock was held."""
+        return self._first_stop is not None
+
+    def wait_again(self) -> None:
+        """Waiting for the lock once more (``fencelock elect`` campaigns again)."""
+        self._waiting = True
+
     def forward(self, group: ProcessGroup) -> None:
         while self.pending:
             signum = self.pending.pop(0)

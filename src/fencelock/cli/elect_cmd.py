@@ -1,0 +1,161 @@
+"""``fencelock elect NAME -- CMD``: run CMD only while leader; ``elect --observe NAME``."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Sequence
+
+import click
+
+import fencelock
+from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
+from fencelock.cli.run_cmd import (
+    RunCommand,
+    exit_status,
+    release_quietly,
+    run_supervised,
+    signal_name,
+)
+from fencelock.cli.run_signals import Interrupted, SignalRelay
+from fencelock.client import Client
+from fencelock.primitives.election import Election, Leader, Leadership
+
+
+def _campaign(election: Election, value: str | None, relay: SignalRelay) -> Leadership:
+    """Wait to lead. A signal meanwhile exits 128+N with nothing left held."""
+    relay.wait_again()
+    leadership: Leadership | None = None
+    try:
+        with errors_as_exit_codes():
+            leadership = election.campaign(value)
+        relay.hold()
+    except Interrupted as stop:
+        if leadership is not None:
+            release_quietly(leadership.lease)
+        fail(
+            f"interrupted by {signal_name(stop.signum)} while campaigning for {election.name!r}",
+            exitcodes.SIGNALLED + stop.signum,
+        )
+    return leadership
+
+
+def lead(
+    client: Client, name: str, value: str | None, ttl: float, command: Sequence[str], grace: float
+) -> int:
+    """Campaign, run CMD while leader, campaign again after a loss; CMD's exit status
+    once CMD exits of itself (or by a signal sent to ``fencelock elect``)."""
+    election = client.election(name, ttl=ttl)
+    relay = SignalRelay()
+    relay.install()
+    while True:
+        leadership = _campaign(election, value, relay)
+        click.echo(f"fencelock: leading {name!r} (term {leadership.term})", err=True)
+        returncode = run_supervised(leadership.lease, command, grace, relay)
+        if not leadership.lost:
+            with errors_as_exit_codes():
+                leadership.resign()
+            return exit_status(returncode)
+        click.echo(
+            f"fencelock: leadership of {name!r} (term {leadership.term}) lost "
+            f"({leadership.lease.lost_reason}); the command was stopped",
+            err=True,
+        )
+        release_quietly(leadership.lease)
+        if relay.stopping:
+            return exitcodes.LEASE_LOST
+        click.echo(f"fencelock: campaigning again for {name!r}", err=True)
+
+
+def _leader_dict(name: str, leader: Leader | None) -> dict[str, object]:
+    if leader is None:
+        return {"name": name, "leader": None}
+    return {"name": name, "term": leader.term, "value": leader.value, "owner": leader.owner}
+
+
+def _describe(name: str, leader: Leader | None) -> str:
+    if leader is None:
+        return f"{name}: no leader"
+    value = "" if leader.value is None else f" {leader.value!r}"
+    return f"{name}: leader{value}, term {leader.term}, owner {(leader.owner or '')[:8]}"
+
+
+def observe(client: Client, name: str, as_json: bool, interval: float | None) -> None:
+    """Print the leader, then each change, until interrupted."""
+    with errors_as_exit_codes():
+        for leader in client.election(name).observe(interval):
+            line = json.dumps(_leader_dict(name, leader)) if as_json else _describe(name, leader)
+            click.echo(line)
+            sys.stdout.flush()
+
+
+@click.command(cls=RunCommand)
+@url_option
+@click.option(
+    "--ttl",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="Leadership lease TTL in seconds: a dead leader is replaced within about this.",
+)
+@click.option("--value", default=None, help="This candidate's value, shown to observers.")
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Seconds between SIGTERM and SIGKILL when CMD's process group is stopped.",
+)
+@click.option("--observe", is_flag=True, help="Print the leader and each change; run nothing.")
+@click.option("--json", "as_json", is_flag=True, help="With --observe: one JSON object a line.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="With --observe: how often to look (default: a third of the TTL, at most 1 s).",
+)
+@click.argument("name")
+@click.argument("command", nargs=-1)
+def elect(
+    url: str | None,
+    ttl: float,
+    value: str | None,
+    grace: float,
+    observe: bool,
+    as_json: bool,
+    interval: float | None,
+    name: str,
+    command: tuple[str, ...],
+) -> None:
+    """Run COMMAND only while leader of NAME: fencelock elect [OPTIONS] NAME -- COMMAND...
+
+    COMMAND gets FENCELOCK_TOKEN (the term, a fencing token) and FENCELOCK_NAME. If the
+    leadership is lost, COMMAND is stopped and fencelock campaigns again; when COMMAND
+    exits of itself, fencelock resigns and exits with its status.
+    `fencelock elect --observe NAME` prints the leader and each change instead.
+    """
+    if observe and command:
+        fail("--observe runs no command", exitcodes.USAGE)
+    if not observe and not command:
+        fail("a command to run while leader is missing: elect NAME -- CMD", exitcodes.USAGE)
+    with errors_as_exit_codes():
+        client = fencelock.connect(url)
+    try:
+        if observe:
+            observe_leader(client, name, as_json, interval)
+            return
+        code = lead(client, name, value, ttl, command, grace)
+    finally:
+        client.close()
+    sys.exit(code)
+
+
+def observe_leader(client: Client, name: str, as_json: bool, interval: float | None) -> None:
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how an observation ends
+        observe(client, name, as_json, interval)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(elect)

@@ -1,0 +1,117 @@
+"""``fencelock elect``: CMD runs only while leader, stops on a loss, campaigns again;
+``elect --observe`` prints each change. Real processes, the embedded SQLite backend."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from fencelock import clock
+from tests.cli.conftest import FENCELOCK, fencelock_cmd
+
+
+def _wait_for(path: Path, limit: float = 30) -> str:
+    deadline = clock.now() + limit
+    while not (path.exists() and path.read_text().strip()):
+        assert clock.now() < deadline, f"{path} never written"
+        time.sleep(0.02)
+    return path.read_text()
+
+
+def test_the_command_gets_the_term_and_its_status_passes_through(env: dict[str, str]) -> None:
+    done = fencelock_cmd(
+        env, "elect", "--value", "node-a", "svc/a", "--",
+        "sh", "-c", 'echo "$FENCELOCK_NAME $FENCELOCK_TOKEN"; exit 3',
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.split() == ["svc/a", "1"]
+    assert "leading 'svc/a' (term 1)" in done.stderr
+
+
+def test_a_killed_leader_is_replaced_with_a_greater_term(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    leader = subprocess.Popen(
+        [FENCELOCK, "elect", "--ttl", "1", "svc/b", "--",
+         "sh", "-c", f'echo "$FENCELOCK_TOKEN" > {first}; exec sleep 60'],
+        env=env, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        old_term = int(_wait_for(first))
+        candidate = subprocess.Popen(
+            [FENCELOCK, "elect", "--ttl", "1", "svc/b", "--",
+             "sh", "-c", f'echo "$FENCELOCK_TOKEN" > {second}'],
+            env=env, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        time.sleep(0.3)
+        assert not second.exists()  # a candidate waits while the leader lives
+        killed_at = clock.now()
+        leader.kill()
+        new_term = int(_wait_for(second, limit=30))
+        failover = clock.now() - killed_at
+        assert new_term > old_term
+        assert candidate.wait(30) == 0
+        print(f"failover after SIGKILL: {failover:.3f}s with a 1 s TTL")
+    finally:
+        leader.kill()
+        leader.wait(10)
+
+
+def test_a_paused_leader_stops_its_command_and_campaigns_again(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    terms = tmp_path / "terms"
+    leader = subprocess.Popen(
+        [FENCELOCK, "elect", "--ttl", "0.5", "--grace", "1", "svc/c", "--",
+         "sh", "-c", f'echo "$FENCELOCK_TOKEN" >> {terms}; exec sleep 60'],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _wait_for(terms)
+        leader.send_signal(signal.SIGSTOP)
+        time.sleep(2.0)  # four TTLs: the leadership is lost when it wakes
+        leader.send_signal(signal.SIGCONT)
+        deadline = clock.now() + 30
+        while len(terms.read_text().split()) < 2:
+            assert clock.now() < deadline, "never led again"
+            time.sleep(0.05)
+        assert [int(t) for t in terms.read_text().split()] == [1, 2]
+        leader.send_signal(signal.SIGTERM)  # forwarded to CMD, which dies of it
+        _, stderr = leader.communicate(timeout=30)
+        assert leader.returncode == 128 + signal.SIGTERM
+        assert "leadership of 'svc/c' (term 1) lost" in stderr
+        assert "campaigning again" in stderr and "leading 'svc/c' (term 2)" in stderr
+    finally:
+        if leader.poll() is None:
+            leader.kill()
+            leader.wait(10)
+
+
+def test_observe_prints_each_change_as_json(env: dict[str, str], tmp_path: Path) -> None:
+    observer = subprocess.Popen(
+        [FENCELOCK, "elect", "--observe", "--json", "--interval", "0.05", "svc/d"],
+        env=env, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert observer.stdout is not None
+        assert json.loads(observer.stdout.readline()) == {"name": "svc/d", "leader": None}
+        done = fencelock_cmd(env, "elect", "--value", "node-x", "svc/d", "--", "sleep", "1")
+        assert done.returncode == 0, done.stderr
+        seen = json.loads(observer.stdout.readline())
+        assert (seen["term"], seen["value"]) == (1, "node-x")
+        assert json.loads(observer.stdout.readline())["leader"] is None  # resigned
+    finally:
+        observer.send_signal(signal.SIGINT)
+        observer.wait(10)
+    assert observer.returncode == 0
+
+
+def test_bad_use_is_one_clear_line(env: dict[str, str]) -> None:
+    missing = fencelock_cmd(env, "elect", "svc/e")
+    assert missing.returncode == 64 and "command to run while leader is missing" in missing.stderr
+    both = fencelock_cmd(env, "elect", "--observe", "svc/e", "--", "true")
+    assert both.returncode == 64 and "--observe runs no command" in both.stderr
