@@ -34,6 +34,7 @@ from fencelock.primitives.election import (
 )
 from fencelock.primitives.lock import AsyncLock, Lock
 from fencelock.primitives.multi import AsyncMultiLease, AsyncMultiLock, MultiLease, MultiLock
+from fencelock.primitives.rwlock import AsyncRWLease, AsyncRWLock, RWLease, RWLock
 
 __version__ = "0.1.0"
 
@@ -50,6 +51,8 @@ __all__ = [
     "AsyncLock",
     "AsyncMultiLease",
     "AsyncMultiLock",
+    "AsyncRWLease",
+    "AsyncRWLock",
     "BackendUnavailable",
     "Client",
     "ConfigError",
@@ -65,6 +68,8 @@ __all__ = [
     "MultiLease",
     "MultiLock",
     "NotHolder",
+    "RWLease",
+    "RWLock",
     "Skipped",
     "StaleToken",
     "aconnect",

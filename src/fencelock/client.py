@@ -22,6 +22,7 @@ from fencelock.lease import AsyncLease, Lease, LeaseBase, Tracker
 from fencelock.primitives.election import AsyncElection, Election
 from fencelock.primitives.lock import AsyncLock, Lock
 from fencelock.primitives.multi import AsyncMultiLock, MultiLock
+from fencelock.primitives.rwlock import AsyncRWLock, RWLock
 from fencelock.renewer import AsyncRenewer, Renewer
 
 log = logging.getLogger("fencelock")
@@ -158,6 +159,13 @@ class Client(_ClientBase[Backend, Lease]):
         and token (``multi.tokens``); losing one loses the whole multi-lease."""
         return MultiLock(self, names, validate_ttl(ttl), renew, timeout)
 
+    def rw_lock(
+        self, name: str, *, ttl: float = DEFAULT_TTL, timeout: float | None = None
+    ) -> RWLock:
+        """A read-write lock on ``name``: ``with rw.read():`` shared, ``with rw.write():``
+        alone; a waiting writer is not starved by new readers; a token per hold."""
+        return RWLock(self, name, validate_ttl(ttl), timeout)
+
     def election(self, name: str, *, ttl: float = DEFAULT_TTL) -> Election:
         """A leader election on ``name``: ``campaign()`` to lead (the term is the
         leader's fencing token), ``leader()`` and ``observe()`` to follow it."""
@@ -239,6 +247,12 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
     ) -> AsyncMultiLock:
         """Several names locked all or nothing; as :meth:`Client.multi_lock`."""
         return AsyncMultiLock(self, names, validate_ttl(ttl), renew, timeout)
+
+    def rw_lock(
+        self, name: str, *, ttl: float = DEFAULT_TTL, timeout: float | None = None
+    ) -> AsyncRWLock:
+        """A read-write lock on ``name``; as :meth:`Client.rw_lock`."""
+        return AsyncRWLock(self, name, validate_ttl(ttl), timeout)
 
     def election(self, name: str, *, ttl: float = DEFAULT_TTL) -> AsyncElection:
         """A leader election on ``name``; as :meth:`Client.election`."""

@@ -56,6 +56,18 @@ class Holdings(Generic[L]):
             "reentrant=True can be taken again by the same holder)"
         )
 
+    def holds_under(self, prefix: str, holder: object) -> bool:
+        """Whether ``holder`` holds a live lease whose name starts with ``prefix``."""
+        with self._mutex:
+            mine = [
+                lease
+                for name, holders in self._by_name.items()
+                if name.startswith(prefix)
+                for lease, who in holders.items()
+                if who == holder
+            ]
+        return any(is_live(lease.state) for lease in mine)
+
     def add(self, lease: L, holder: object) -> None:
         with self._mutex:
             self._by_name.setdefault(lease.name, {})[lease] = holder

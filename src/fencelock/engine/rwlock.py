@@ -1,0 +1,116 @@
+"""The read-write lock's two flows, without I/O, over ordinary leases.
+
+Three kinds of names: the *gate* (``NAME.rw/gate``), one lease per reader
+(``NAME.rw/r/<id>``), nothing else. A reader takes the gate, registers its own reader
+lease, and lets the gate go: its hold is the reader lease. A writer takes the gate and
+keeps it, then waits until no reader lease is left: its hold is the gate. So:
+
+- many readers at once (each holds the gate only for a moment);
+- one writer, and no reader while it writes (readers queue on the gate it holds);
+- writers are not starved: once a writer holds the gate, new readers wait behind it,
+  and the readers already in drain;
+- every hold's token is the gate's token at entry, so readers' and writers' tokens
+  come from one counter and order against each other.
+
+A writer waits for a reader by taking that reader's lease name (woken when it is
+released or expires, as any waiter is) and giving it straight back. The flows yield
+:class:`Take`, :class:`Give` and :class:`ListReaders`; the driver holds the leases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+
+from fencelock.engine.multi import Blocked
+
+
+@dataclass(frozen=True)
+class Take:
+    """Acquire ``name`` within ``timeout`` (None: as long as it takes)."""
+
+    name: str
+    timeout: float | None
+
+
+@dataclass(frozen=True)
+class Give:
+    """Release the lease on ``name`` this flow took."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class ListReaders:
+    """The names of the reader leases held now."""
+
+    prefix: str
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What an op came to: granted (a :class:`Take`), the names (a :class:`ListReaders`),
+    and the time after it."""
+
+    now: float
+    granted: bool = True
+    names: tuple[str, ...] = ()
+
+
+Op = Take | Give | ListReaders
+RWFlow = Generator[Op, Reply, Blocked | None]
+
+
+@dataclass(frozen=True)
+class RWNames:
+    """The names a read-write lock on ``name`` uses."""
+
+    name: str
+
+    @property
+    def gate(self) -> str:
+        return f"{self.name}.rw/gate"
+
+    @property
+    def readers(self) -> str:
+        return f"{self.name}.rw/r/"
+
+    def reader(self, reader_id: str) -> str:
+        return self.readers + reader_id
+
+
+def _left(deadline: float | None, now: float) -> float | None:
+    return None if deadline is None else max(0.0, deadline - now)
+
+
+def read_flow(names: RWNames, reader_id: str, timeout: float | None, now: float) -> RWFlow:
+    """Take the gate, register as a reader, let the gate go. Holds: the reader lease."""
+    started, deadline = now, None if timeout is None else now + timeout
+    reply = yield Take(names.gate, _left(deadline, now))
+    if not reply.granted:
+        return Blocked(names.gate, reply.now - started)
+    mine = names.reader(reader_id)
+    reply = yield Take(mine, 0)  # a fresh name: free unless a server misbehaves
+    if not reply.granted:
+        yield Give(names.gate)
+        return Blocked(mine, reply.now - started)
+    yield Give(names.gate)
+    return None
+
+
+def write_flow(names: RWNames, timeout: float | None, now: float) -> RWFlow:
+    """Take the gate and keep it, then wait out every reader. Holds: the gate."""
+    started, deadline = now, None if timeout is None else now + timeout
+    reply = yield Take(names.gate, _left(deadline, now))
+    if not reply.granted:
+        return Blocked(names.gate, reply.now - started)
+    while True:
+        reply = yield ListReaders(names.readers)
+        if not reply.names:
+            return None
+        reader = reply.names[0]
+        reply = yield Take(reader, _left(deadline, reply.now))
+        if not reply.granted:
+            yield Give(names.gate)
+            return Blocked(reader, reply.now - started)
+        yield Give(reader)

@@ -1,0 +1,282 @@
+"""Read-write locks: many readers or one writer, writers not starved, a token per hold.
+
+The flows are :mod:`fencelock.engine.rwlock`'s; the drivers here take and give the
+leases they ask for. A read hold is a reader lease; a write hold is the gate's lease.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from collections.abc import Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Generic, Literal, TypeVar
+
+from fencelock import clock
+from fencelock.engine.multi import Blocked
+from fencelock.engine.names import validate_name
+from fencelock.engine.rwlock import (
+    Give,
+    ListReaders,
+    Reply,
+    RWFlow,
+    RWNames,
+    Take,
+    read_flow,
+    write_flow,
+)
+from fencelock.engine.timing import validate_timeout
+from fencelock.errors import AlreadyHeld, FencelockError, LockTimeout
+from fencelock.holdings import this_task, this_thread
+from fencelock.lease import AsyncLease, Lease, LeaseBase
+
+if TYPE_CHECKING:
+    from fencelock.client import AsyncClient, Client
+
+L = TypeVar("L", bound=LeaseBase)
+Mode = Literal["read", "write"]
+
+
+def _blocked(name: str, mode: Mode, blocked: Blocked) -> LockTimeout:
+    other = "a writer" if mode == "read" or blocked.name.endswith("/gate") else "a reader"
+    return LockTimeout(
+        f"{mode} lock on {name!r} not acquired: {other} held it for {blocked.waited:.3f}s"
+    )
+
+
+class _RWLeaseBase(Generic[L]):
+    """One read or write hold: its lease, and the token it was given at the gate."""
+
+    def __init__(self, name: str, mode: Mode, lease: L, token: int) -> None:
+        self.name, self.mode, self.lease, self.token = name, mode, lease, token
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} {self.mode} token={self.token}>"
+
+    @property
+    def lost(self) -> bool:
+        """True once the hold can no longer be trusted (never False again)."""
+        return self.lease.lost
+
+    def remaining(self) -> float:
+        """Seconds it is still safe to act on this hold."""
+        return self.lease.remaining()
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLost` unless the hold is still held and trusted."""
+        self.lease.check()
+
+
+class RWLease(_RWLeaseBase[Lease]):
+    """A read or write hold (sync API): ``token``, ``check()``, ``release()``."""
+
+    def release(self) -> None:
+        """Give the hold back; :class:`LeaseLost` if it was lost before."""
+        self.lease.release()
+
+
+class AsyncRWLease(_RWLeaseBase[AsyncLease]):
+    """A read or write hold (asyncio API)."""
+
+    async def release(self) -> None:
+        """Give the hold back; :class:`LeaseLost` if it was lost before."""
+        await self.lease.release()
+
+
+class _SideBase:
+    def __init__(self, name: str, mode: Mode, ttl: float, timeout: float | None) -> None:
+        self.name, self.mode, self.ttl = name, mode, ttl
+        self.timeout = validate_timeout(timeout)
+        self.names = RWNames(name)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} {self.mode}>"
+
+    def _flow(self, timeout: float | None) -> RWFlow:
+        timeout, now = validate_timeout(timeout), clock.now()
+        if self.mode == "read":
+            return read_flow(self.names, secrets.token_hex(8), timeout, now)
+        return write_flow(self.names, timeout, now)
+
+    def _hold_name(self, taken: Mapping[str, object]) -> str:
+        (name,) = taken  # what a flow that ended well holds: one lease
+        return name
+
+    def _refuse_upgrade(self, holds_reader: bool) -> None:
+        if self.mode == "write" and holds_reader:
+            raise AlreadyHeld(
+                f"read lock on {self.name!r} is held by this thread or task; a write lock "
+                "would wait for it forever (release the read lock first)"
+            )
+
+
+class ReadWriteSide(_SideBase):
+    """The read or the write side of a :class:`RWLock` (sync): ``with rw.read():``."""
+
+    def __init__(self, client: Client, name: str, mode: Mode, ttl: float, timeout: float | None):
+        super().__init__(name, mode, ttl, timeout)
+        self._client = client
+        self._entered: dict[object, list[RWLease]] = {}
+
+    def acquire(self, timeout: float | None = None) -> RWLease:
+        """Take a read or write hold; :class:`LockTimeout` (nothing held) after ``timeout``."""
+        holdings = self._client._holdings
+        self._refuse_upgrade(holdings.holds_under(self.names.readers, this_thread()))
+        flow, taken, tokens = self._flow(timeout), dict[str, Lease](), dict[str, int]()
+        reply: Reply | None = None
+        try:
+            while True:
+                op = flow.send(reply) if reply is not None else next(flow)
+                if isinstance(op, Take):
+                    try:
+                        taken[op.name] = self._client.lock(op.name, ttl=self.ttl).acquire(
+                            op.timeout
+                        )
+                        tokens[op.name] = taken[op.name].token
+                        reply = Reply(clock.now())
+                    except LockTimeout:
+                        reply = Reply(clock.now(), granted=False)
+                elif isinstance(op, Give):
+                    taken.pop(op.name).release()
+                    reply = Reply(clock.now())
+                elif isinstance(op, ListReaders):
+                    held = self._client.list(op.prefix)
+                    reply = Reply(clock.now(), names=tuple(i.name for i in held if i.held))
+        except StopIteration as done:
+            blocked: Blocked | None = done.value
+        except BaseException:
+            for lease in taken.values():
+                with contextlib.suppress(FencelockError):
+                    lease.release()
+            raise
+        if blocked is not None:
+            raise _blocked(self.name, self.mode, blocked)
+        return RWLease(self.name, self.mode, taken[self._hold_name(taken)], tokens[self.names.gate])
+
+    def __enter__(self) -> RWLease:
+        hold = self.acquire(self.timeout)
+        self._entered.setdefault(this_thread(), []).append(hold)
+        return hold
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        entered = self._entered.get(this_thread())
+        if not entered:
+            return
+        try:
+            entered.pop().release()
+        except FencelockError:
+            if exc is None:
+                raise
+
+
+class AsyncReadWriteSide(_SideBase):
+    """The read or the write side of an :class:`AsyncRWLock`: ``async with rw.read():``."""
+
+    def __init__(
+        self, client: AsyncClient, name: str, mode: Mode, ttl: float, timeout: float | None
+    ):
+        super().__init__(name, mode, ttl, timeout)
+        self._client = client
+        self._entered: dict[object, list[AsyncRWLease]] = {}
+
+    async def acquire(self, timeout: float | None = None) -> AsyncRWLease:
+        """Take a read or write hold; as :meth:`ReadWriteSide.acquire`."""
+        holdings = self._client._holdings
+        self._refuse_upgrade(holdings.holds_under(self.names.readers, this_task()))
+        flow, taken, tokens = self._flow(timeout), dict[str, AsyncLease](), dict[str, int]()
+        reply: Reply | None = None
+        try:
+            while True:
+                op = flow.send(reply) if reply is not None else next(flow)
+                if isinstance(op, Take):
+                    try:
+                        taken[op.name] = await self._client.lock(op.name, ttl=self.ttl).acquire(
+                            op.timeout
+                        )
+                        tokens[op.name] = taken[op.name].token
+                        reply = Reply(clock.now())
+                    except LockTimeout:
+                        reply = Reply(clock.now(), granted=False)
+                elif isinstance(op, Give):
+                    await taken.pop(op.name).release()
+                    reply = Reply(clock.now())
+                elif isinstance(op, ListReaders):
+                    held = await self._client.list(op.prefix)
+                    reply = Reply(clock.now(), names=tuple(i.name for i in held if i.held))
+        except StopIteration as done:
+            blocked: Blocked | None = done.value
+        except BaseException:
+            for lease in taken.values():
+                with contextlib.suppress(FencelockError):
+                    await lease.release()
+            raise
+        if blocked is not None:
+            raise _blocked(self.name, self.mode, blocked)
+        hold = taken[self._hold_name(taken)]
+        return AsyncRWLease(self.name, self.mode, hold, tokens[self.names.gate])
+
+    async def __aenter__(self) -> AsyncRWLease:
+        hold = await self.acquire(self.timeout)
+        self._entered.setdefault(this_task(), []).append(hold)
+        return hold
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        entered = self._entered.get(this_task())
+        if not entered:
+            return
+        try:
+            await entered.pop().release()
+        except FencelockError:
+            if exc is None:
+                raise
+
+
+class RWLock:
+    """A read-write lock (sync): ``with rw.read():`` many at once, ``with rw.write():``
+    alone."""
+
+    def __init__(self, client: Client, name: str, ttl: float, timeout: float | None) -> None:
+        self.name = validate_name(name)
+        self._read = ReadWriteSide(client, self.name, "read", ttl, timeout)
+        self._write = ReadWriteSide(client, self.name, "write", ttl, timeout)
+
+    def __repr__(self) -> str:
+        return f"<RWLock {self.name!r}>"
+
+    def read(self) -> ReadWriteSide:
+        """The read side: shared with other readers, never with a writer."""
+        return self._read
+
+    def write(self) -> ReadWriteSide:
+        """The write side: alone; once a writer waits, new readers wait behind it."""
+        return self._write
+
+
+class AsyncRWLock:
+    """A read-write lock for asyncio: ``async with rw.read():``, ``async with rw.write():``."""
+
+    def __init__(self, client: AsyncClient, name: str, ttl: float, timeout: float | None) -> None:
+        self.name = validate_name(name)
+        self._read = AsyncReadWriteSide(client, self.name, "read", ttl, timeout)
+        self._write = AsyncReadWriteSide(client, self.name, "write", ttl, timeout)
+
+    def __repr__(self) -> str:
+        return f"<AsyncRWLock {self.name!r}>"
+
+    def read(self) -> AsyncReadWriteSide:
+        """The read side; as :meth:`RWLock.read`."""
+        return self._read
+
+    def write(self) -> AsyncReadWriteSide:
+        """The write side; as :meth:`RWLock.write`."""
+        return self._write
