@@ -32,6 +32,7 @@ from fencelock.primitives.election import (
     Leader,
     Leadership,
 )
+from fencelock.primitives.latch import AsyncLatch, Latch
 from fencelock.primitives.lock import AsyncLock, Lock
 from fencelock.primitives.multi import AsyncMultiLease, AsyncMultiLock, MultiLease, MultiLock
 from fencelock.primitives.rwlock import AsyncRWLease, AsyncRWLock, RWLease, RWLock
@@ -46,6 +47,7 @@ __all__ = [
     "AlreadyHeld",
     "AsyncClient",
     "AsyncElection",
+    "AsyncLatch",
     "AsyncLeadership",
     "AsyncLease",
     "AsyncLock",
@@ -58,6 +60,7 @@ __all__ = [
     "ConfigError",
     "Election",
     "FencelockError",
+    "Latch",
     "Leader",
     "Leadership",
     "Lease",

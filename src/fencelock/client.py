@@ -20,6 +20,7 @@ from fencelock.errors import ConfigError, FencelockError
 from fencelock.holdings import Holdings
 from fencelock.lease import AsyncLease, Lease, LeaseBase, Tracker
 from fencelock.primitives.election import AsyncElection, Election
+from fencelock.primitives.latch import AsyncLatch, Latch
 from fencelock.primitives.lock import AsyncLock, Lock
 from fencelock.primitives.multi import AsyncMultiLock, MultiLock
 from fencelock.primitives.rwlock import AsyncRWLock, RWLock
@@ -166,6 +167,12 @@ class Client(_ClientBase[Backend, Lease]):
         alone; a waiting writer is not starved by new readers; a token per hold."""
         return RWLock(self, name, validate_ttl(ttl), timeout)
 
+    def latch(self, name: str) -> Latch:
+        """A count-down latch on ``name``: ``try_set_count(n)``, ``count_down()``,
+        ``wait()``; its count lives on the server (not on backends where a lease ends
+        with its client: :class:`ConfigError` there)."""
+        return Latch(self, name)
+
     def election(self, name: str, *, ttl: float = DEFAULT_TTL) -> Election:
         """A leader election on ``name``: ``campaign()`` to lead (the term is the
         leader's fencing token), ``leader()`` and ``observe()`` to follow it."""
@@ -253,6 +260,10 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
     ) -> AsyncRWLock:
         """A read-write lock on ``name``; as :meth:`Client.rw_lock`."""
         return AsyncRWLock(self, name, validate_ttl(ttl), timeout)
+
+    def latch(self, name: str) -> AsyncLatch:
+        """A count-down latch on ``name``; as :meth:`Client.latch`."""
+        return AsyncLatch(self, name)
 
     def election(self, name: str, *, ttl: float = DEFAULT_TTL) -> AsyncElection:
         """A leader election on ``name``; as :meth:`Client.election`."""

@@ -1,0 +1,89 @@
+"""Count-down latches, the same on every backend whose leases outlive their client:
+armed once, counted down by anyone, waiters woken at zero, the count kept when the
+client that armed it is gone; a clear ConfigError elsewhere."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+import fencelock
+from tests.contract.conftest import BackendCase
+
+
+def _supported(client: fencelock.Client) -> bool:
+    return client._backend.outlives_client
+
+
+def test_count_down_to_zero_wakes_the_waiters(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
+    if not _supported(client):
+        with pytest.raises(fencelock.ConfigError, match="must outlive the clients"):
+            client.latch(name)
+        return
+    latch = client.latch(name)
+    assert latch.wait(timeout=0)  # never armed: open
+    assert latch.try_set_count(3)
+    assert not other.latch(name).try_set_count(5)  # counting already
+    assert latch.count() == 3
+    woken: list[bool] = []
+    waiter = threading.Thread(target=lambda: woken.append(other.latch(name).wait(timeout=60)))
+    waiter.start()
+    assert not latch.wait(timeout=0.2)
+    assert other.latch(name).count_down() and latch.count() == 2
+    assert latch.count_down() and latch.count_down()
+    waiter.join(60)
+    assert woken == [True]
+    assert latch.count() == 0 and latch.wait(timeout=0)
+    assert not latch.count_down()  # open: nothing to count down
+    assert latch.try_set_count(1)  # open again: it may be armed again
+    assert latch.count_down()
+
+
+def test_the_count_outlives_the_client_that_armed_it(
+    backend: BackendCase, other: fencelock.Client, name: str
+) -> None:
+    armer = fencelock.connect(backend.url)
+    if not _supported(armer):
+        armer.close()
+        pytest.skip(f"{backend.url.split('://')[0]}:// has no latch (its ConfigError is tested)")
+    assert armer.latch(name).try_set_count(2)
+    armer.close()  # gone, as if it had crashed after arming
+    latch = other.latch(name)
+    assert latch.count() == 2 and not latch.wait(timeout=0.1)
+    latch.count_down()
+    latch.count_down()
+    assert latch.wait(timeout=10)
+
+
+def test_bad_counts_are_refused(client: fencelock.Client, name: str) -> None:
+    if not _supported(client):
+        pytest.skip("no latch here (its ConfigError is tested)")
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(fencelock.ConfigError, match="count must be an int"):
+            client.latch(name).try_set_count(bad)  # type: ignore[arg-type]
+
+
+def test_async_latch(backend: BackendCase, name: str) -> None:
+    async def main() -> None:
+        async with (
+            fencelock.aconnect(backend.url) as client,
+            fencelock.aconnect(backend.url) as other,
+        ):
+            if not client._backend.outlives_client:
+                with pytest.raises(fencelock.ConfigError):
+                    client.latch(name)
+                return
+            assert await client.latch(name).try_set_count(2)
+            waiting = asyncio.create_task(other.latch(name).wait(timeout=60))
+            await asyncio.sleep(0.1)
+            assert not waiting.done()
+            await client.latch(name).count_down()
+            await other.latch(name).count_down()
+            assert await waiting
+            assert await client.latch(name).count() == 0
+
+    asyncio.run(main())

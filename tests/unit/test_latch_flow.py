@@ -1,0 +1,106 @@
+"""The latch's flows against a model server, interleaved as hypothesis likes: counts
+go down one per successful count_down, the latch opens exactly when the last goes, and
+a waiter is released only then."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fencelock.engine.latch import (
+    Arm,
+    Await,
+    Count,
+    Evict,
+    Held,
+    LatchFlow,
+    LatchNames,
+    Op,
+    Reply,
+    count_down_flow,
+    set_count_flow,
+    validate_count,
+    wait_flow,
+)
+from fencelock.errors import ConfigError
+
+NAMES = LatchNames("jobs")
+
+
+def _answer(op: Op, held: set[str]) -> Reply | None:
+    """The model server's reply to ``op``; None: the op waits (a held name)."""
+    if isinstance(op, Count):
+        return Reply(0.0, names=tuple(sorted(n for n in held if n.startswith(op.prefix))))
+    if isinstance(op, Held):
+        return Reply(0.0, granted=op.name in held)
+    if isinstance(op, Evict):
+        granted = op.name in held
+        held.discard(op.name)
+        return Reply(0.0, granted=granted)
+    if isinstance(op, Arm):
+        if op.name in held:
+            return Reply(0.0, granted=False)
+        held.add(op.name)
+        return Reply(0.0)
+    assert isinstance(op, Await)
+    return None if op.name in held else Reply(0.0)
+
+
+def _finish(flow: LatchFlow, held: set[str]) -> bool:
+    reply: Reply | None = None
+    try:
+        while True:
+            op = flow.send(reply) if reply is not None else next(flow)
+            reply = _answer(op, held)
+            assert reply is not None
+    except StopIteration as done:
+        result: bool = done.value
+        return result
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 6), st.integers(0, 9), st.lists(st.integers(0, 20), max_size=200))
+def test_counts_go_down_once_each_and_the_last_opens(
+    count: int, downs: int, choices: list[int]
+) -> None:
+    held: set[str] = set()
+    assert _finish(set_count_flow(NAMES, count), held)
+    assert not _finish(set_count_flow(NAMES, count + 1), held)  # counting already
+    flows: list[LatchFlow] = [count_down_flow(NAMES) for _ in range(downs)]
+    pending: dict[int, Op] = {i: next(f) for i, f in enumerate(flows)}
+    results: list[bool] = []
+    waiter = wait_flow(NAMES, None, 0.0)
+    waiter_op: Op | None = next(waiter)
+    opened_at: int | None = None
+    for step, choice in enumerate([*choices, *([0] * 100)]):
+        if pending:
+            i = sorted(pending)[choice % len(pending)]
+            reply = _answer(pending[i], held)
+            assert reply is not None
+            try:
+                pending[i] = flows[i].send(reply)
+            except StopIteration as done:
+                results.append(done.value)
+                del pending[i]
+        if waiter_op is not None:
+            reply = _answer(waiter_op, held)
+            if reply is not None:
+                try:
+                    waiter_op = waiter.send(reply)
+                except StopIteration as done:
+                    assert done.value is True
+                    waiter_op, opened_at = None, step
+                    assert not any(n.startswith(NAMES.counts) for n in held), "woken early"
+    assert results.count(True) == min(downs, count)
+    left = count - min(downs, count)
+    assert len([n for n in held if n.startswith(NAMES.counts)]) == left
+    assert (NAMES.closed in held) == (left > 0)
+    assert (opened_at is not None) == (left == 0)
+
+
+@pytest.mark.parametrize("bad", [0, -3, 1.5, True, 10_001])
+def test_counts_must_be_whole_and_positive(bad: object) -> None:
+    with pytest.raises(ConfigError, match="count"):
+        validate_count(bad)
+    assert validate_count(7) == 7
