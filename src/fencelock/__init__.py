@@ -36,6 +36,7 @@ from fencelock.primitives.latch import AsyncLatch, Latch
 from fencelock.primitives.lock import AsyncLock, Lock
 from fencelock.primitives.multi import AsyncMultiLease, AsyncMultiLock, MultiLease, MultiLock
 from fencelock.primitives.rwlock import AsyncRWLease, AsyncRWLock, RWLease, RWLock
+from fencelock.primitives.semaphore import AsyncPermit, AsyncSemaphore, Permit, Semaphore
 
 __version__ = "0.1.0"
 
@@ -53,8 +54,10 @@ __all__ = [
     "AsyncLock",
     "AsyncMultiLease",
     "AsyncMultiLock",
+    "AsyncPermit",
     "AsyncRWLease",
     "AsyncRWLock",
+    "AsyncSemaphore",
     "BackendUnavailable",
     "Client",
     "ConfigError",
@@ -71,8 +74,10 @@ __all__ = [
     "MultiLease",
     "MultiLock",
     "NotHolder",
+    "Permit",
     "RWLease",
     "RWLock",
+    "Semaphore",
     "Skipped",
     "StaleToken",
     "aconnect",

@@ -24,6 +24,7 @@ from fencelock.primitives.latch import AsyncLatch, Latch
 from fencelock.primitives.lock import AsyncLock, Lock
 from fencelock.primitives.multi import AsyncMultiLock, MultiLock
 from fencelock.primitives.rwlock import AsyncRWLock, RWLock
+from fencelock.primitives.semaphore import AsyncSemaphore, Semaphore
 from fencelock.renewer import AsyncRenewer, Renewer
 
 log = logging.getLogger("fencelock")
@@ -167,6 +168,18 @@ class Client(_ClientBase[Backend, Lease]):
         alone; a waiting writer is not starved by new readers; a token per hold."""
         return RWLock(self, name, validate_ttl(ttl), timeout)
 
+    def semaphore(
+        self,
+        name: str,
+        *,
+        permits: int,
+        ttl: float = DEFAULT_TTL,
+        timeout: float | None = None,
+    ) -> Semaphore:
+        """A semaphore of ``permits`` permits on ``name``; each permit is a lease with its
+        own renewal and token, so a crashed holder's permit comes back after its TTL."""
+        return Semaphore(self, name, permits, validate_ttl(ttl), timeout)
+
     def latch(self, name: str) -> Latch:
         """A count-down latch on ``name``: ``try_set_count(n)``, ``count_down()``,
         ``wait()``; its count lives on the server (not on backends where a lease ends
@@ -260,6 +273,17 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
     ) -> AsyncRWLock:
         """A read-write lock on ``name``; as :meth:`Client.rw_lock`."""
         return AsyncRWLock(self, name, validate_ttl(ttl), timeout)
+
+    def semaphore(
+        self,
+        name: str,
+        *,
+        permits: int,
+        ttl: float = DEFAULT_TTL,
+        timeout: float | None = None,
+    ) -> AsyncSemaphore:
+        """A semaphore of ``permits`` permits on ``name``; as :meth:`Client.semaphore`."""
+        return AsyncSemaphore(self, name, permits, validate_ttl(ttl), timeout)
 
     def latch(self, name: str) -> AsyncLatch:
         """A count-down latch on ``name``; as :meth:`Client.latch`."""

@@ -29,7 +29,15 @@ def _run(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
 
 def test_the_page_has_an_example_for_each_primitive() -> None:
     text = "\n".join(EXAMPLES)
-    for api in ("multi_lock", "fencelock.once", "SKIPPED", "campaign", "resign", "rw_lock", "latch"):
+    for api in (
+        "multi_lock",
+        "fencelock.once",
+        "SKIPPED",
+        "campaign",
+        "resign",
+        "rw_lock",
+        "latch",
+    ):
         assert api in text, api
 
 

@@ -1,0 +1,173 @@
+"""The semaphore's acquire flow, without I/O, over ordinary leases.
+
+Names on ``NAME``: the *gate* (``NAME.sem/gate``), one lease per permit
+(``NAME.sem/p/<permits>/<id>``, each renewed on its own: a crashed holder's permit
+comes back after its TTL, Redisson's permit-expirable semaphore), and the *bell*
+(``NAME.sem/bell``). Waiters queue on the gate; the one holding it counts the permits
+and takes one if fewer than ``permits`` are held. If none is free it *arms* the bell
+(holds it), counts again (so a release between the count and the wait is not missed),
+and waits for the bell to be let go: a holder that gives its permit back *rings* it
+(evicts whoever holds it). A permit that expires instead rings nothing, so the wait
+also ends when the first held permit's TTL runs out. No polling.
+
+The permit count is part of each permit's name: asking with another count while a
+permit of the first is held is an error (:class:`PermitMismatch`). Each permit's token
+is the gate's token at entry, one counter for all permits of the name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+
+from fencelock.engine.multi import Blocked
+
+# A wait for the bell also ends this long after the first held permit's TTL would.
+EXPIRY_MARGIN = 0.01
+
+
+@dataclass(frozen=True)
+class SemaphoreNames:
+    name: str
+
+    @property
+    def gate(self) -> str:
+        return f"{self.name}.sem/gate"
+
+    @property
+    def bell(self) -> str:
+        return f"{self.name}.sem/bell"
+
+    @property
+    def permits(self) -> str:
+        return f"{self.name}.sem/p/"
+
+    def permit(self, permits: int, permit_id: str) -> str:
+        return f"{self.permits}{permits}/{permit_id}"
+
+
+@dataclass(frozen=True)
+class Take:
+    """Acquire ``name`` (renewed) within ``timeout`` (None: as long as it takes)."""
+
+    name: str
+    timeout: float | None
+
+
+@dataclass(frozen=True)
+class Give:
+    """Release ``name``, taken by this flow."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class ListPermits:
+    """The permit leases held now, with what each has left."""
+
+    prefix: str
+
+
+@dataclass(frozen=True)
+class Arm:
+    """Hold the bell (not renewed; a no-op if this flow holds it already)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class AwaitBell:
+    """Wait until the bell is let go (granted) or ``timeout`` passes (not granted)."""
+
+    name: str
+    timeout: float | None
+
+
+@dataclass(frozen=True)
+class Disarm:
+    """Let the bell go if this flow still holds it."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Held:
+    name: str
+    remaining: float | None
+
+
+@dataclass(frozen=True)
+class Reply:
+    now: float
+    granted: bool = True
+    held: tuple[Held, ...] = ()
+
+
+@dataclass(frozen=True)
+class PermitMismatch:
+    """Permits of another count are held under the name."""
+
+    held_with: int
+
+
+Op = Take | Give | ListPermits | Arm | AwaitBell | Disarm
+SemaphoreFlow = Generator[Op, Reply, Blocked | PermitMismatch | None]
+
+
+def counts_of(held: tuple[Held, ...], names: SemaphoreNames) -> set[int]:
+    """The permit counts the held permits were taken with."""
+    counts = set()
+    for permit in held:
+        text = permit.name[len(names.permits) :].split("/", 1)[0]
+        if text.isdigit():
+            counts.add(int(text))
+    return counts
+
+
+def wake_after(held: tuple[Held, ...]) -> float | None:
+    """When the first held permit would expire by its TTL (None if none says)."""
+    known = [p.remaining for p in held if p.remaining is not None]
+    return min(known) + EXPIRY_MARGIN if known else None
+
+
+def _earliest(*timeouts: float | None) -> float | None:
+    known = [t for t in timeouts if t is not None]
+    return max(0.0, min(known)) if known else None
+
+
+def acquire_flow(
+    names: SemaphoreNames, permits: int, permit_id: str, timeout: float | None, now: float
+) -> SemaphoreFlow:
+    """Take one of ``permits`` permits within ``timeout``. Holds, when it returns None:
+    the permit lease ``names.permit(permits, permit_id)``."""
+    started, deadline = now, None if timeout is None else now + timeout
+    reply = yield Take(names.gate, None if deadline is None else max(0.0, deadline - now))
+    if not reply.granted:
+        return Blocked(names.gate, reply.now - started)
+    armed = False
+    while True:
+        reply = yield ListPermits(names.permits)
+        others = counts_of(reply.held, names) - {permits}
+        if others:
+            if armed:
+                yield Disarm(names.bell)
+            yield Give(names.gate)
+            return PermitMismatch(min(others))
+        mine = len([p for p in reply.held if p.name.startswith(names.permit(permits, ""))])
+        if mine < permits:
+            reply = yield Take(names.permit(permits, permit_id), 0)
+            if armed:
+                yield Disarm(names.bell)
+            yield Give(names.gate)
+            return None if reply.granted else Blocked(names.permits, reply.now - started)
+        if not armed:
+            yield Arm(names.bell)
+            armed = True
+            continue  # count again: a release may have come before the bell was armed
+        left = None if deadline is None else deadline - reply.now
+        if left is not None and left <= 0:
+            yield Disarm(names.bell)
+            yield Give(names.gate)
+            return Blocked(names.permits, reply.now - started)
+        rung = yield AwaitBell(names.bell, _earliest(wake_after(reply.held), left))
+        armed = not rung.granted  # a rung bell is let go; an unrung one is still ours
