@@ -12,6 +12,10 @@ Workloads (one lease = one read-modify-write):
   a final value below the number of accepted writes.
 * ``seats``: read the first free seat of a show, work, sell it. A seat sold
   twice shows up as two accepted writes of ``seat:N``.
+* ``election``: the register, written by whoever leads (``client.election``): each
+  client campaigns, and while it leads does one read-modify-write with its term as
+  the token, then resigns. Two leaders that both wrote lose an update, unless the
+  stale one's write is fenced.
 
 With fencing, **the read goes through the fence as well as the write**
 (``sqlite_fence(..., allow_equal=True)`` in the read's transaction, then again
@@ -45,6 +49,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Protocol
 
 import fencelock
 from fencelock import clock
@@ -53,7 +58,7 @@ from fencelock.errors import FencelockError, LeaseLost, LockTimeout, StaleToken
 from fencelock.fencing import sqlite_fence
 from fencelock.toolkit import resources
 
-WORKLOADS = ("register", "seats")
+WORKLOADS = ("register", "seats", "election")
 REGISTER_KEY = "register"
 SEATS_KEY = "seats"
 BUSY_TIMEOUT_MS = 30_000
@@ -97,8 +102,13 @@ class ClientSpec:
         return cls(**json.loads(text))
 
     @property
+    def on_register(self) -> bool:
+        """Whether the resource is the register (the seats otherwise)."""
+        return self.workload != "seats"
+
+    @property
     def fence_key(self) -> str:
-        return REGISTER_KEY if self.workload == "register" else SEATS_KEY
+        return REGISTER_KEY if self.on_register else SEATS_KEY
 
 
 # --- the resource ------------------------------------------------------------------------
@@ -119,7 +129,7 @@ def final_read(path: Path, workload: str) -> tuple[str, str]:
     """The key and value of the run's final read: the register, or a summary of the seats."""
     conn = connect_resource(path)
     try:
-        if workload == "register":
+        if workload != "seats":
             (value,) = conn.execute("SELECT value FROM register WHERE id = 1").fetchone()
             return REGISTER_KEY, str(int(value))
         (sold,) = conn.execute("SELECT count(*) FROM seats").fetchone()
@@ -222,12 +232,47 @@ class Channel:
             self._recorder.close()
 
 
+class Taken(Protocol):
+    """What a worker takes its lease through: a lock, or an election."""
+
+    def acquire(self, timeout: float | None = None) -> fencelock.Lease: ...
+
+    def release(self, lease: fencelock.Lease) -> None: ...
+
+
+class ByLock:
+    """The lease is the lock's."""
+
+    def __init__(self, lock: fencelock.Lock) -> None:
+        self.lock = lock
+
+    def acquire(self, timeout: float | None = None) -> fencelock.Lease:
+        return self.lock.acquire(timeout=timeout)
+
+    def release(self, lease: fencelock.Lease) -> None:
+        lease.release()
+
+
+class ByElection:
+    """The lease is the leadership's: campaign to take it, resign to give it back."""
+
+    def __init__(self, election: fencelock.Election, value: str) -> None:
+        self.election, self.value = election, value
+        self._leading: dict[fencelock.Lease, fencelock.Leadership] = {}
+
+    def acquire(self, timeout: float | None = None) -> fencelock.Lease:
+        leadership = self.election.campaign(self.value, timeout=timeout)
+        self._leading[leadership.lease] = leadership
+        return leadership.lease
+
+    def release(self, lease: fencelock.Lease) -> None:
+        self._leading.pop(lease).resign()
+
+
 class Worker:
     """One client's loop: acquire, read, check, work, write, release, until the deadline."""
 
-    def __init__(
-        self, spec: ClientSpec, lock: fencelock.Lock, db: sqlite3.Connection, out: Channel
-    ) -> None:
+    def __init__(self, spec: ClientSpec, lock: Taken, db: sqlite3.Connection, out: Channel) -> None:
         self.spec, self.lock, self.db, self.out = spec, lock, db, out
         self.rng = random.Random(spec.seed * 1_000_003 + spec.client)
         self.acquire_timeout = max(1.0, 4 * spec.ttl)
@@ -275,10 +320,10 @@ class Worker:
         start = clock.now()
         query = (
             "SELECT value FROM register WHERE id = 1"
-            if spec.workload == "register"
+            if spec.on_register
             else "SELECT coalesce(max(seat), 0) + 1 FROM seats"
         )
-        key = REGISTER_KEY if spec.workload == "register" else None
+        key = REGISTER_KEY if spec.on_register else None
         try:
             read = _fenced_read(self.db, spec, token, query)
         except StaleToken as exc:
@@ -316,7 +361,7 @@ class Worker:
 
     def _write(self, token: int, read: int) -> None:
         spec = self.spec
-        if spec.workload == "register":
+        if spec.on_register:
             key, value = REGISTER_KEY, str(read + 1)
             update: tuple[str, tuple[object, ...]] = (
                 "UPDATE register SET value = ? WHERE id = 1",
@@ -350,7 +395,7 @@ class Worker:
         result: Result = "ok"
         detail = ""
         try:
-            lease.release()
+            self.lock.release(lease)
         except LeaseLost as exc:
             result, detail = "lost", str(exc)
         except FencelockError as exc:
@@ -380,13 +425,17 @@ def main() -> int:
     db = connect_resource(spec.resource)
     try:
         with fencelock.connect(spec.url) as client:
-            lock = client.lock(spec.lock_name, ttl=spec.ttl, renew=True)
+            taken: Taken = (
+                ByElection(client.election(spec.lock_name, ttl=spec.ttl), f"c{spec.client}")
+                if spec.workload == "election"
+                else ByLock(client.lock(spec.lock_name, ttl=spec.ttl, renew=True))
+            )
             out.say("ready")
             go = sys.stdin.readline().split()
             if len(go) != 2 or go[0] != "go":
                 return 3
             threading.Thread(target=_exit_when_orphaned, daemon=True).start()
-            Worker(spec, lock, db, out).run(float(go[1]))
+            Worker(spec, taken, db, out).run(float(go[1]))
     finally:
         db.close()
         out.close()
