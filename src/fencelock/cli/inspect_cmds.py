@@ -9,6 +9,7 @@ import click
 import fencelock
 from fencelock.backends.base import LockInfo
 from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
+from fencelock.cli.inventory import describe_entry, group
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 
@@ -42,11 +43,18 @@ def status(url: str | None, as_json: bool, name: str) -> None:
     """Show who holds lock NAME, its token and remaining TTL."""
     with errors_as_exit_codes(), fencelock.connect(url) as client:
         info = client.inspect(name)
+        parts = client.list(f"{name}.")
+    primitives = [e for e in group([*parts, *([info] if info else [])]) if e.kind != "lock"]
+    primitives = [e for e in primitives if e.name == name]
     if as_json:
-        click.echo(
-            json.dumps(info_dict(info) if info else {"name": name, "held": False, "token": None})
-        )
-    else:
+        doc = info_dict(info) if info else {"name": name, "held": False, "token": None}
+        if primitives:
+            doc["primitive"] = primitives[0].to_dict()
+        click.echo(json.dumps(doc))
+        return
+    if primitives:
+        click.echo(describe_entry(primitives[0], ""))
+    if info is not None or not primitives:
         click.echo(describe(info) if info else f"{name}: never locked")
 
 
@@ -63,8 +71,9 @@ def list_locks(url: str | None, as_json: bool, prefix: str) -> None:
         return
     if not infos:
         click.echo("no locks held" + (f" under {prefix!r}" if prefix else ""))
-    for info in infos:
-        click.echo(describe(info))
+    for entry in group(infos):
+        for info in entry.infos if entry.kind == "lock" else [None]:
+            click.echo(describe_entry(entry, describe(info) if info else ""))
 
 
 @click.command()

@@ -46,7 +46,8 @@ def _encode(value: str) -> str:
     return base64.b32encode(value.encode()).decode().rstrip("=")
 
 
-def _decode(text: str) -> str | None:
+def decode_value(text: str) -> str | None:
+    """An announced value from its name part; None if it is not one."""
     try:
         return base64.b32decode(text + "=" * (-len(text) % 8)).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
@@ -88,7 +89,7 @@ class _ElectionBase:
             return None
         prefix = self._announcements(info.token)
         values = [
-            _decode(each.name[len(prefix) :])
+            decode_value(each.name[len(prefix) :])
             for each in announced
             if each.held and each.name.startswith(prefix)
         ]
