@@ -194,7 +194,50 @@ class SeatsCheck:
         }
 
 
-Invariant = RegisterCheck | SeatsCheck
+@dataclass(frozen=True)
+class CapacityCheck:
+    """A semaphore's resource: never more than ``permits`` holders inside at once.
+
+    Each holder, on entering, counts who is inside in the same transaction; the
+    resource logs every entry that found ``permits`` or more already there (a holder
+    the harness killed leaves at once: the runner takes it out).
+    """
+
+    permits: int | None
+    entries: int
+    crowded: tuple[str, ...]
+
+    @property
+    def holds(self) -> bool:
+        """Nobody entered a full pool (and the final read was there to say so)."""
+        return self.permits is not None and not self.crowded
+
+    def explain(self) -> str:
+        """One line for humans."""
+        if self.permits is None:
+            return "semaphore: no final read in the history, the invariant cannot be checked"
+        if self.holds:
+            return (
+                f"semaphore: {self.entries} entries, never more than {self.permits} "
+                "holders inside at once"
+            )
+        n = len(self.crowded)
+        shown = "; ".join(self.crowded[:3]) + ("; …" if n > 3 else "")
+        return f"semaphore: {n} entr{'y' if n == 1 else 'ies'} into a full pool ({shown})"
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready fields."""
+        return {
+            "workload": "semaphore",
+            "holds": self.holds,
+            "permits": self.permits,
+            "entries": self.entries,
+            "crowded": list(self.crowded),
+            "explain": self.explain(),
+        }
+
+
+Invariant = RegisterCheck | SeatsCheck | CapacityCheck
 
 
 @dataclass(frozen=True)
@@ -312,15 +355,18 @@ def check(history: History) -> CheckResult:
     ordered, warnings = commit_order(accepted)
     workload = workload_of(history)
     invariant: Invariant
+    shared = workload == "semaphore"  # holders overlap by design; tokens order nothing
     if workload == "seats":
         invariant = seats_check(ordered, ops)
+    elif shared:
+        invariant = capacity_check(ops)
     else:
         invariant = register_check(ops, len(accepted), held)
     return CheckResult(
         workload=workload,
         leases=tuple(held),
-        overlaps=tuple(overlaps(held)),
-        token_violations=tuple(token_violations(ordered)),
+        overlaps=() if shared else tuple(overlaps(held)),
+        token_violations=() if shared else tuple(token_violations(ordered)),
         invariant=invariant,
         counts=counts(ops, held),
         warnings=tuple(warnings),
@@ -453,6 +499,23 @@ def seats_check(ordered: Sequence[Op], ops: Sequence[Op] = ()) -> SeatsCheck:
     reported = _reported_double_sales(ops)
     shown = {d.key for d in doubles}
     return SeatsCheck(len(by_key), doubles, tuple(k for k in reported if k not in shown))
+
+
+def capacity_check(ops: Sequence[Op]) -> CapacityCheck:
+    """The resource's own account of a semaphore run (its final read)."""
+    reads = [op for op in ops if op.kind == "read" and op.result == "ok" and op.value]
+    try:
+        summary = json.loads(reads[-1].value or "") if reads else None
+    except ValueError:
+        summary = None
+    if not isinstance(summary, dict):
+        return CapacityCheck(None, 0, ())
+    crowded = summary.get("crowded")
+    return CapacityCheck(
+        _int(str(summary.get("permits"))),
+        _int(str(summary.get("entries"))) or 0,
+        tuple(str(c) for c in crowded) if isinstance(crowded, list) else (),
+    )
 
 
 def _reported_double_sales(ops: Sequence[Op]) -> list[str]:

@@ -18,7 +18,7 @@ from fencelock.check.options import CheckOptions
 from fencelock.check.progress import Observer, Stats
 from fencelock.check.servers import ProxyHub, Reaper, ServerSet, proxied_url
 from fencelock.check.supervisor import ClientProcess, HarnessError, Supervisor
-from fencelock.check.workloads import ClientSpec, final_read
+from fencelock.check.workloads import ClientSpec, final_read, take_out
 from fencelock.engine.urls import parse_url
 from fencelock.testing.process import ServerProcess
 
@@ -208,6 +208,8 @@ class Conductor:
     def crash(self, client: int, token: int | None, detail: str) -> int:
         now = clock.now()
         self.supervisor.remove(self.clients[client])
+        if self.options.workload == "semaphore":
+            take_out(self.setup.resource, client)  # a dead holder is inside no more
         self.record(Op(client, "crash", now, now, "info", token, detail=detail))
         self.stats.crashes += 1
         return self.spawn()

@@ -58,7 +58,8 @@ from fencelock.errors import FencelockError, LeaseLost, LockTimeout, StaleToken
 from fencelock.fencing import sqlite_fence
 from fencelock.toolkit import resources
 
-WORKLOADS = ("register", "seats", "election")
+WORKLOADS = ("register", "seats", "election", "semaphore")
+SEMAPHORE_PERMITS = 2  # the semaphore workload's pool: 2 holders at most
 REGISTER_KEY = "register"
 SEATS_KEY = "seats"
 BUSY_TIMEOUT_MS = 30_000
@@ -70,6 +71,8 @@ _SCHEMA = """
 CREATE TABLE register (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER NOT NULL);
 INSERT INTO register (id, value) VALUES (1, 0);
 CREATE TABLE seats (seat INTEGER PRIMARY KEY, buyer TEXT NOT NULL, token INTEGER NOT NULL);
+CREATE TABLE inside (client INTEGER PRIMARY KEY, token INTEGER NOT NULL);
+CREATE TABLE crowded (client INTEGER NOT NULL, token INTEGER NOT NULL, inside INTEGER NOT NULL);
 CREATE TABLE commits (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     client INTEGER NOT NULL, token INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
@@ -104,7 +107,7 @@ class ClientSpec:
     @property
     def on_register(self) -> bool:
         """Whether the resource is the register (the seats otherwise)."""
-        return self.workload != "seats"
+        return self.workload in ("register", "election")
 
     @property
     def fence_key(self) -> str:
@@ -129,6 +132,8 @@ def final_read(path: Path, workload: str) -> tuple[str, str]:
     """The key and value of the run's final read: the register, or a summary of the seats."""
     conn = connect_resource(path)
     try:
+        if workload == "semaphore":
+            return "pool", _pool_summary(conn)
         if workload != "seats":
             (value,) = conn.execute("SELECT value FROM register WHERE id = 1").fetchone()
             return REGISTER_KEY, str(int(value))
@@ -143,6 +148,26 @@ def final_read(path: Path, workload: str) -> tuple[str, str]:
         (sales,) = conn.execute("SELECT count(*) FROM commits").fetchone()
         summary = {"sold": int(sold), "sales": int(sales), "sold_twice": twice}
         return SEATS_KEY, json.dumps(summary, separators=(",", ":"))
+    finally:
+        conn.close()
+
+
+def _pool_summary(conn: sqlite3.Connection) -> str:
+    (entries,) = conn.execute("SELECT count(*) FROM commits WHERE key = 'pool'").fetchone()
+    crowded = [
+        f"client {c} (token {t}) entered with {n} inside"
+        for c, t, n in conn.execute("SELECT client, token, inside FROM crowded ORDER BY rowid")
+    ]
+    summary = {"permits": SEMAPHORE_PERMITS, "entries": int(entries), "crowded": crowded}
+    return json.dumps(summary, separators=(",", ":"))
+
+
+def take_out(path: Path, client: int) -> None:
+    """A killed holder is inside no more (the runner calls this at the kill)."""
+    conn = connect_resource(path)
+    try:
+        with resources.write_transaction(conn):
+            conn.execute("DELETE FROM inside WHERE client = ?", (client,))
     finally:
         conn.close()
 
@@ -269,6 +294,22 @@ class ByElection:
         self._leading.pop(lease).resign()
 
 
+class ByPermit:
+    """The lease is a semaphore permit's."""
+
+    def __init__(self, semaphore: fencelock.Semaphore) -> None:
+        self.semaphore = semaphore
+        self._held: dict[fencelock.Lease, fencelock.Permit] = {}
+
+    def acquire(self, timeout: float | None = None) -> fencelock.Lease:
+        permit = self.semaphore.acquire(timeout=timeout)
+        self._held[permit.lease] = permit
+        return permit.lease
+
+    def release(self, lease: fencelock.Lease) -> None:
+        self._held.pop(lease).release()
+
+
 class Worker:
     """One client's loop: acquire, read, check, work, write, release, until the deadline."""
 
@@ -316,6 +357,9 @@ class Worker:
 
     def _step(self, lease: fencelock.Lease) -> None:
         """One read-modify-write under ``lease``; the pause window is between check and write."""
+        if self.spec.workload == "semaphore":
+            self._visit_pool(lease)
+            return
         token, spec = lease.token, self.spec
         start = clock.now()
         query = (
@@ -341,6 +385,37 @@ class Worker:
         self.out.say("H", token)  # ... and this is where a pause hurts
         time.sleep(spec.work * self.rng.uniform(0.5, 1.5))
         self._write(token, read)
+
+    def _visit_pool(self, lease: fencelock.Lease) -> None:
+        """Enter the pool (counting who is inside), work, leave; a pause hurts inside."""
+        token, client = lease.token, self.spec.client
+        start = clock.now()
+        try:
+            with resources.write_transaction(self.db):
+                (inside,) = self.db.execute("SELECT count(*) FROM inside").fetchone()
+                if inside >= SEMAPHORE_PERMITS:
+                    self.db.execute(
+                        "INSERT INTO crowded (client, token, inside) VALUES (?, ?, ?)",
+                        (client, token, inside),
+                    )
+                self.db.execute("INSERT OR REPLACE INTO inside VALUES (?, ?)", (client, token))
+                seq = self.db.execute(
+                    "INSERT INTO commits (client, token, key, value, at) VALUES (?, ?, ?, ?, ?)",
+                    (client, token, "pool", str(inside), clock.now()),
+                ).lastrowid
+        except sqlite3.Error as exc:
+            self.out.op("write", start, "error", token=token, key="pool", detail=str(exc))
+            self.out.say("W error")
+            return
+        detail = f"entered with {inside} inside"
+        self.out.op(
+            "write", start, "accepted", token=token, key="pool", value=str(seq), detail=detail
+        )
+        self.out.say("W accepted")
+        self.out.say("H", token)
+        time.sleep(self.spec.work * self.rng.uniform(0.5, 1.5))
+        with contextlib.suppress(sqlite3.Error), resources.write_transaction(self.db):
+            self.db.execute("DELETE FROM inside WHERE client = ?", (client,))
 
     def _maybe_extend(self, lease: fencelock.Lease) -> None:
         """Now and then extend the lease, shorter or longer, racing the renewer."""
@@ -404,6 +479,16 @@ class Worker:
         self.out.say("R", lease.token)
 
 
+def _taken(client: fencelock.Client, spec: ClientSpec) -> Taken:
+    """What the workload takes its leases through."""
+    if spec.workload == "election":
+        return ByElection(client.election(spec.lock_name, ttl=spec.ttl), f"c{spec.client}")
+    if spec.workload == "semaphore":
+        pool = client.semaphore(spec.lock_name, permits=SEMAPHORE_PERMITS, ttl=spec.ttl)
+        return ByPermit(pool)
+    return ByLock(client.lock(spec.lock_name, ttl=spec.ttl, renew=True))
+
+
 def _exit_when_orphaned() -> None:
     """The runner holds our stdin open; when it is gone, so are we."""
     with contextlib.suppress(OSError, ValueError):
@@ -425,11 +510,7 @@ def main() -> int:
     db = connect_resource(spec.resource)
     try:
         with fencelock.connect(spec.url) as client:
-            taken: Taken = (
-                ByElection(client.election(spec.lock_name, ttl=spec.ttl), f"c{spec.client}")
-                if spec.workload == "election"
-                else ByLock(client.lock(spec.lock_name, ttl=spec.ttl, renew=True))
-            )
+            taken = _taken(client, spec)
             out.say("ready")
             go = sys.stdin.readline().split()
             if len(go) != 2 or go[0] != "go":
