@@ -101,3 +101,12 @@ def test_async_rw_lock(backend: BackendCase, name: str) -> None:
                 assert w.token > max(a.token, b.token)
 
     asyncio.run(main())
+
+
+def test_readers_reuse_their_slots(client: fencelock.Client, name: str) -> None:
+    """A backend keeps a record per name ever used: readers take slots, never new names."""
+    rw = client.rw_lock(name)
+    for _ in range(5):
+        rw.read().acquire(timeout=10).release()
+    assert client.inspect(f"{name}.rw/r/0") is not None
+    assert client.inspect(f"{name}.rw/r/1") is None

@@ -99,3 +99,13 @@ def test_async_semaphore(backend: BackendCase, name: str) -> None:
             assert await client.semaphore(name, permits=1).available() == 1
 
     asyncio.run(main())
+
+
+def test_permits_reuse_their_slots(client: fencelock.Client, name: str) -> None:
+    """A backend keeps a record per name ever used: permits take slots, never new names."""
+    sem = client.semaphore(name, permits=2)
+    for _ in range(5):
+        sem.acquire(timeout=10).release()
+    assert client.inspect(f"{name}.sem/p/2/0") is not None  # the one slot used, reused
+    assert client.inspect(f"{name}.sem/p/2/1") is None  # never needed
+    assert [i.name for i in client.list(f"{name}.sem/")] == []

@@ -12,15 +12,15 @@ def held(name: str, token: int = 1) -> LockInfo:
 
 
 def test_each_primitive_is_one_line() -> None:
-    announced = _ElectionBase("svc/leader", 10)._announcement(7, "10.0.0.1:80")
+    announced = _ElectionBase("svc/leader", 10)._announcement("10.0.0.1:80")
     entries = group(
         [
             held("plain/lock", 3),
-            held("docs/a.rw/r/aa", 4),
-            held("docs/a.rw/r/bb", 5),
+            held("docs/a.rw/r/0", 4),
+            held("docs/a.rw/r/1", 5),
             held("docs/b.rw/gate", 9),
-            held("pool/x.sem/p/3/aa", 2),
-            held("pool/x.sem/p/3/bb", 6),
+            held("pool/x.sem/p/3/0", 2),
+            held("pool/x.sem/p/3/2", 6),
             held("pool/x.sem/bell", 1),
             held("batch/1.latch/closed"),
             held("batch/1.latch/c/0"),
@@ -46,7 +46,8 @@ def test_each_primitive_is_one_line() -> None:
     assert kinds["svc/leader"]["term"] == 7
 
 
-def test_an_old_terms_announcement_is_not_the_leaders_value() -> None:
-    stale = _ElectionBase("svc/leader", 10)._announcement(6, "old")
-    (entry,) = group([held("svc/leader", 7), held(stale)])
-    assert entry.kind == "lock"  # term 7 announced nothing yet
+def test_two_announcements_name_no_value() -> None:
+    election = _ElectionBase("svc/leader", 10)
+    stale, new = election._announcement("old"), election._announcement("new")
+    (entry,) = group([held("svc/leader", 7), held(stale), held(new)])
+    assert entry.kind == "election" and entry.value is None  # a deposed one's is still there

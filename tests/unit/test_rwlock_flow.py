@@ -41,7 +41,7 @@ class Process:
     op: Op | None = None
     state: str = "running"  # running -> holding -> done
     gate_token: int = 0
-    arrived: int = 0  # the step at which it started
+    reader: str = ""  # the reader slot it holds
 
 
 def _start(p: Process) -> None:
@@ -58,6 +58,8 @@ def _step(p: Process, server: Server, now: float) -> bool:
         server.tokens[op.name] = server.tokens.get(op.name, 0) + 1
         if op.name == NAMES.gate:
             p.gate_token = server.tokens[op.name]
+        elif p.mode == "read":
+            p.reader = op.name
         reply = Reply(now)
     elif isinstance(op, Give):
         assert server.held.pop(op.name) == p.pid
@@ -76,7 +78,7 @@ def _step(p: Process, server: Server, now: float) -> bool:
 
 def _flow(pid: int, mode: str) -> RWFlow:
     if mode == "read":
-        return read_flow(NAMES, f"r{pid}", None, 0.0)
+        return read_flow(NAMES, None, 0.0)
     return write_flow(NAMES, None, 0.0)
 
 
@@ -93,16 +95,7 @@ def test_readers_share_writers_are_alone_and_tokens_order(
     modes: list[str], choices: list[int]
 ) -> None:
     server = Server()
-    procs = [
-        Process(
-            i,
-            mode,
-            read_flow(NAMES, f"r{i}", None, 0.0)
-            if mode == "read"
-            else write_flow(NAMES, None, 0.0),
-        )
-        for i, mode in enumerate(modes)
-    ]
+    procs = [Process(i, mode, _flow(i, mode)) for i, mode in enumerate(modes)]
     for p in procs:
         _start(p)
     entered: list[tuple[str, int]] = []
@@ -112,7 +105,7 @@ def test_readers_share_writers_are_alone_and_tokens_order(
             break
         p = live[choice % len(live)]
         if p.state == "holding":  # it lets go now
-            name = NAMES.gate if p.mode == "write" else NAMES.reader(f"r{p.pid}")
+            name = NAMES.gate if p.mode == "write" else p.reader
             assert server.held.pop(name) == p.pid
             p.state = "done"
             continue
@@ -128,20 +121,19 @@ def test_readers_share_writers_are_alone_and_tokens_order(
 
 def test_a_waiting_writer_holds_off_readers_who_come_after_it() -> None:
     server = Server()
-    first = Process(0, "read", read_flow(NAMES, "r0", None, 0.0))
+    first = Process(0, "read", read_flow(NAMES, None, 0.0))
     writer = Process(1, "write", write_flow(NAMES, None, 0.0))
-    late = Process(2, "read", read_flow(NAMES, "r2", None, 0.0))
+    late = Process(2, "read", read_flow(NAMES, None, 0.0))
     for p in (first, writer, late):
         _start(p)
     while first.state != "holding":
         _step(first, server, 0.0)
-    while isinstance(writer.op, (Take, ListReaders)) and writer.op != Take(
-        NAMES.reader("r0"), None
-    ):
+    waits_for_first = Take(NAMES.reader(0), None)
+    while writer.op != waits_for_first:
         assert _step(writer, server, 0.0)
     assert server.held[NAMES.gate] == writer.pid  # the writer waits for the reader, gate held
     assert not _step(late, server, 0.0)  # the late reader waits behind the writer
-    server.held.pop(NAMES.reader("r0"))  # the first reader lets go
+    server.held.pop(NAMES.reader(0))  # the first reader lets go
     first.state = "done"
     while writer.state != "holding":
         assert _step(writer, server, 0.0)

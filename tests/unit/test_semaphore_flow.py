@@ -77,7 +77,7 @@ def test_never_more_than_n_and_no_lost_wakeup(
     permits: int, procs_count: int, choices: list[int]
 ) -> None:
     server = Server()
-    procs = [Proc(i, acquire_flow(NAMES, permits, f"p{i}", None, 0.0)) for i in range(procs_count)]
+    procs = [Proc(i, acquire_flow(NAMES, permits, None, 0.0)) for i in range(procs_count)]
     for p in procs:
         p.op = next(p.flow)
     for choice in [*choices, *([0] * 2000)]:
@@ -115,8 +115,8 @@ def _answer_would_go(p: Proc, server: Server) -> bool:
 
 
 def test_a_mismatched_count_is_refused() -> None:
-    server = Server(held={NAMES.permit(3, "x"): 9})
-    p = Proc(0, acquire_flow(NAMES, 5, "y", None, 0.0))
+    server = Server(held={NAMES.permit(3, 0): 9})
+    p = Proc(0, acquire_flow(NAMES, 5, None, 0.0))
     p.op = next(p.flow)
     try:
         while True:

@@ -20,6 +20,7 @@ from fencelock.cli.run_cmd import (
 )
 from fencelock.cli.run_signals import Interrupted, SignalRelay
 from fencelock.client import Client
+from fencelock.errors import FencelockError
 from fencelock.primitives.election import Election, Leader, Leadership
 
 
@@ -62,7 +63,8 @@ def lead(
             f"({leadership.lease.lost_reason}); the command was stopped",
             err=True,
         )
-        release_quietly(leadership.lease)
+        with contextlib.suppress(FencelockError):
+            leadership.resign()  # the lease is lost; its announcement goes too
         if relay.stopping:
             return exitcodes.LEASE_LOST
         click.echo(f"fencelock: campaigning again for {name!r}", err=True)

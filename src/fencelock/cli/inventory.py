@@ -4,8 +4,7 @@ read-write locks, semaphores, latches and elections folded into one line each.
 The coordination primitives are built from ordinary leases with recognisable names
 (docs/primitives.md): ``NAME.rw/gate`` and ``NAME.rw/r/<id>``, ``NAME.sem/p/<n>/<id>``
 (with ``NAME.sem/gate`` and ``NAME.sem/bell`` while someone waits), ``NAME.latch/closed``
-and ``NAME.latch/c/<k>``, ``NAME.leader/<term>/<value>`` beside the lock ``NAME``. Pure:
-no I/O.
+and ``NAME.latch/c/<k>``, ``NAME.leader/<value>`` beside the lock ``NAME``. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -64,20 +63,19 @@ def _entry(entries: dict[str, Entry], name: str, kind: str) -> Entry:
 def group(infos: list[LockInfo]) -> list[Entry]:
     """The held leases as inventory lines, sorted by name."""
     entries: dict[str, Entry] = {}
-    values: dict[tuple[str, int], str | None] = {}
+    values: dict[str, list[str | None]] = {}
     for info in infos:
         if info.held:
             _fold(entries, values, info)
-    for (name, term), value in values.items():
+    for name, announced in values.items():
         lock = entries.get(name)
-        if lock is not None and lock.infos and lock.infos[0].token == term:
+        if lock is not None and lock.infos:
+            value = announced[0] if len(announced) == 1 else None
             lock.kind, lock.leader, lock.value = "election", lock.infos[0], value
     return [entries[name] for name in sorted(entries)]
 
 
-def _fold(
-    entries: dict[str, Entry], values: dict[tuple[str, int], str | None], info: LockInfo
-) -> None:
+def _fold(entries: dict[str, Entry], values: dict[str, list[str | None]], info: LockInfo) -> None:
     """Add one held lease to the entry it is (a part of)."""
     part = _PART.match(info.name)
     if part is None:
@@ -85,9 +83,7 @@ def _fold(
         return
     name, kind, rest = part["name"], part["kind"], part["rest"]
     if kind == "leader":
-        term, _, encoded = rest.partition("/")
-        if term.isdigit():
-            values[(name, int(term))] = decode_value(encoded)
+        values.setdefault(name, []).append(decode_value(rest))
     elif kind == "rw":
         entry = _entry(entries, name, "read-write lock")
         if rest == "gate":

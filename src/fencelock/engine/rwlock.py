@@ -1,9 +1,11 @@
 """The read-write lock's two flows, without I/O, over ordinary leases.
 
-Three kinds of names: the *gate* (``NAME.rw/gate``), one lease per reader
-(``NAME.rw/r/<id>``), nothing else. A reader takes the gate, registers its own reader
-lease, and lets the gate go: its hold is the reader lease. A writer takes the gate and
-keeps it, then waits until no reader lease is left: its hold is the gate. So:
+Three kinds of names: the *gate* (``NAME.rw/gate``), one lease per reader in the
+lowest free slot (``NAME.rw/r/<k>``: slots, not a fresh name per hold, as a backend
+keeps a record for every name ever used), nothing else. A reader takes the gate,
+registers in its reader slot, and lets the gate go: its hold is the reader lease. A
+writer takes the gate and keeps it, then waits until no reader lease is left: its hold
+is the gate. So:
 
 - many readers at once (each holds the gate only for a moment);
 - one writer, and no reader while it writes (readers queue on the gate it holds);
@@ -75,22 +77,28 @@ class RWNames:
     def readers(self) -> str:
         return f"{self.name}.rw/r/"
 
-    def reader(self, reader_id: str) -> str:
-        return self.readers + reader_id
+    def reader(self, slot: int) -> str:
+        return f"{self.readers}{slot}"
+
+    def free_slot(self, held: tuple[str, ...]) -> int:
+        """The lowest reader slot no held reader is in."""
+        taken = set(held)
+        return next(k for k in range(len(taken) + 1) if self.reader(k) not in taken)
 
 
 def _left(deadline: float | None, now: float) -> float | None:
     return None if deadline is None else max(0.0, deadline - now)
 
 
-def read_flow(names: RWNames, reader_id: str, timeout: float | None, now: float) -> RWFlow:
+def read_flow(names: RWNames, timeout: float | None, now: float) -> RWFlow:
     """Take the gate, register as a reader, let the gate go. Holds: the reader lease."""
     started, deadline = now, None if timeout is None else now + timeout
     reply = yield Take(names.gate, _left(deadline, now))
     if not reply.granted:
         return Blocked(names.gate, reply.now - started)
-    mine = names.reader(reader_id)
-    reply = yield Take(mine, 0)  # a fresh name: free unless a server misbehaves
+    reply = yield ListReaders(names.readers)
+    mine = names.reader(names.free_slot(reply.names))
+    reply = yield Take(mine, 0)  # free: only the gate's holder takes a reader slot
     if not reply.granted:
         yield Give(names.gate)
         return Blocked(mine, reply.now - started)

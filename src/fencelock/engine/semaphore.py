@@ -1,14 +1,17 @@
 """The semaphore's acquire flow, without I/O, over ordinary leases.
 
-Names on ``NAME``: the *gate* (``NAME.sem/gate``), one lease per permit
-(``NAME.sem/p/<permits>/<id>``, each renewed on its own: a crashed holder's permit
-comes back after its TTL, Redisson's permit-expirable semaphore), and the *bell*
-(``NAME.sem/bell``). Waiters queue on the gate; the one holding it counts the permits
-and takes one if fewer than ``permits`` are held. If none is free it *arms* the bell
-(holds it), counts again (so a release between the count and the wait is not missed),
-and waits for the bell to be let go: a holder that gives its permit back *rings* it
-(evicts whoever holds it). A permit that expires instead rings nothing, so the wait
-also ends when the first held permit's TTL runs out. No polling.
+Names on ``NAME``: the *gate* (``NAME.sem/gate``), one lease per permit, in slots
+(``NAME.sem/p/<permits>/<k>``, ``k < permits``, each renewed on its own: a crashed
+holder's permit comes back after its TTL, Redisson's permit-expirable semaphore), and
+the *bell* (``NAME.sem/bell``). Waiters queue on the gate; the one holding it counts
+the permits and takes the lowest free slot if fewer than ``permits`` are held. Slots,
+not a fresh name per permit: a backend keeps a record (its token counter) for every
+name ever used, and a name per acquisition would grow that, and every count, without
+end. If none is free it *arms* the bell (holds it), counts again (so a release between
+the count and the wait is not missed), and waits for the bell to be let go: a holder
+that gives its permit back *rings* it (evicts whoever holds it). A permit that expires
+instead rings nothing, so the wait also ends when the first held permit's TTL runs
+out. No polling.
 
 The permit count is part of each permit's name: asking with another count while a
 permit of the first is held is an error (:class:`PermitMismatch`). Each permit's token
@@ -42,8 +45,13 @@ class SemaphoreNames:
     def permits(self) -> str:
         return f"{self.name}.sem/p/"
 
-    def permit(self, permits: int, permit_id: str) -> str:
-        return f"{self.permits}{permits}/{permit_id}"
+    def permit(self, permits: int, slot: int) -> str:
+        return f"{self.permits}{permits}/{slot}"
+
+    def free_slot(self, permits: int, held: tuple[Held, ...]) -> int | None:
+        """The lowest slot of ``permits`` no held permit is in; None if all are taken."""
+        taken = {p.name for p in held}
+        return next((k for k in range(permits) if self.permit(permits, k) not in taken), None)
 
 
 @dataclass(frozen=True)
@@ -136,10 +144,10 @@ def _earliest(*timeouts: float | None) -> float | None:
 
 
 def acquire_flow(
-    names: SemaphoreNames, permits: int, permit_id: str, timeout: float | None, now: float
+    names: SemaphoreNames, permits: int, timeout: float | None, now: float
 ) -> SemaphoreFlow:
     """Take one of ``permits`` permits within ``timeout``. Holds, when it returns None:
-    the permit lease ``names.permit(permits, permit_id)``."""
+    one permit slot's lease."""
     started, deadline = now, None if timeout is None else now + timeout
     reply = yield Take(names.gate, None if deadline is None else max(0.0, deadline - now))
     if not reply.granted:
@@ -153,9 +161,9 @@ def acquire_flow(
                 yield Disarm(names.bell)
             yield Give(names.gate)
             return PermitMismatch(min(others))
-        mine = len([p for p in reply.held if p.name.startswith(names.permit(permits, ""))])
-        if mine < permits:
-            reply = yield Take(names.permit(permits, permit_id), 0)
+        slot = names.free_slot(permits, reply.held)
+        if slot is not None:
+            reply = yield Take(names.permit(permits, slot), 0)
             if armed:
                 yield Disarm(names.bell)
             yield Give(names.gate)

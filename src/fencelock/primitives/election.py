@@ -3,10 +3,13 @@
 The leader is whoever holds the lease on ``name``; its term is that lease's token, so a
 resource that checks tokens rejects a deposed leader's writes. Waiting to lead is the
 lock's notified wait. The leader's proposal value (``host:port``, a node id) is held as
-a second lease whose name carries the term and the value (``NAME.leader/TERM/VALUE`` in
-base32), so every backend that can hold a lock can tell any observer who leads and
-with what value, and the value ends with the leadership. Observing polls (see
-:meth:`Election.observe`).
+a second lease whose name carries the value (``NAME.leader/VALUE``, base32), so every
+backend that can hold a lock can tell any observer who leads and with what value, and
+the value ends with the leadership. A new leader first evicts every announcement left
+(only a leader announces: any other is a deposed leader's), and an observer that sees
+more than one (for that moment) reports no value. The name carries no term: a backend
+keeps a record for every name ever used, and names are bounded by the values used.
+Observing polls (see :meth:`Election.observe`).
 """
 
 from __future__ import annotations
@@ -64,11 +67,12 @@ class _ElectionBase:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} ttl={self.ttl}>"
 
-    def _announcements(self, term: int) -> str:
-        return f"{self.name}.leader/{term}/"
+    @property
+    def _announcements(self) -> str:
+        return f"{self.name}.leader/"
 
-    def _announcement(self, term: int, value: str) -> str:
-        prefix = self._announcements(term)
+    def _announcement(self, value: str) -> str:
+        prefix = self._announcements
         name = prefix + _encode(value)
         if len(name) > MAX_NAME_LENGTH:
             room = (MAX_NAME_LENGTH - len(prefix)) * 5 // 8
@@ -82,19 +86,27 @@ class _ElectionBase:
         if value is not None:
             if not isinstance(value, str):
                 raise ConfigError(f"election value must be a str, not {type(value).__name__}")
-            self._announcement(1 << 62, value)  # the longest term a token can reach
+            self._announcement(value)
 
     def _leader(self, info: LockInfo | None, announced: list[LockInfo]) -> Leader | None:
         if info is None or not info.held:
             return None
-        prefix = self._announcements(info.token)
+        values = self._values(announced)
+        value = values[0] if len(values) == 1 else None  # none yet, or a deposed one's too
+        return Leader(info.token, value, info.owner, info.remaining)
+
+    def _values(self, announced: list[LockInfo]) -> list[str]:
+        prefix = self._announcements
         values = [
             decode_value(each.name[len(prefix) :])
             for each in announced
             if each.held and each.name.startswith(prefix)
         ]
-        value = next((v for v in values if v is not None), None)
-        return Leader(info.token, value, info.owner, info.remaining)
+        return [v for v in values if v is not None]
+
+    def _stale(self, announced: list[LockInfo]) -> list[str]:
+        """The announcements to evict when this client has just won."""
+        return [each.name for each in announced if each.held]
 
 
 class _LeadershipBase(Generic[L]):
@@ -166,14 +178,15 @@ class Election(_ElectionBase):
         self._check_value(value)
         lease = self._client.lock(self.name, ttl=self.ttl).acquire(timeout)
         announcement = None
-        if value is not None:
-            try:
-                announcement = self._client.lock(
-                    self._announcement(lease.token, value), ttl=self.ttl
-                ).acquire(timeout=0)
-            except BaseException:
-                lease.release()
-                raise
+        try:
+            for stale in self._stale(self._client.list(self._announcements)):
+                self._client.evict(stale)  # a deposed leader's: only a leader announces
+            if value is not None:
+                announce = self._client.lock(self._announcement(value), ttl=self.ttl)
+                announcement = announce.acquire(timeout=self.ttl)
+        except BaseException:
+            lease.release()
+            raise
         return Leadership(lease, announcement, value)
 
     def leader(self) -> Leader | None:
@@ -181,7 +194,7 @@ class Election(_ElectionBase):
         info = self._client.inspect(self.name)
         if info is None or not info.held:
             return None
-        return self._leader(info, self._client.list(self._announcements(info.token)))
+        return self._leader(info, self._client.list(self._announcements))
 
     def observe(self, interval: float | None = None) -> Iterator[Leader | None]:
         """The leader now, then each change (a new term or value, or nobody), looking
@@ -211,14 +224,15 @@ class AsyncElection(_ElectionBase):
         self._check_value(value)
         lease = await self._client.lock(self.name, ttl=self.ttl).acquire(timeout)
         announcement = None
-        if value is not None:
-            try:
-                announcement = await self._client.lock(
-                    self._announcement(lease.token, value), ttl=self.ttl
-                ).acquire(timeout=0)
-            except BaseException:
-                await lease.release()
-                raise
+        try:
+            for stale in self._stale(await self._client.list(self._announcements)):
+                await self._client.evict(stale)
+            if value is not None:
+                announce = self._client.lock(self._announcement(value), ttl=self.ttl)
+                announcement = await announce.acquire(timeout=self.ttl)
+        except BaseException:
+            await lease.release()
+            raise
         return AsyncLeadership(lease, announcement, value)
 
     async def leader(self) -> Leader | None:
@@ -226,7 +240,7 @@ class AsyncElection(_ElectionBase):
         info = await self._client.inspect(self.name)
         if info is None or not info.held:
             return None
-        return self._leader(info, await self._client.list(self._announcements(info.token)))
+        return self._leader(info, await self._client.list(self._announcements))
 
     async def observe(self, interval: float | None = None) -> AsyncIterator[Leader | None]:
         """The leader now, then each change; as :meth:`Election.observe`."""

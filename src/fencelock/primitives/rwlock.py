@@ -7,7 +7,6 @@ leases they ask for. A read hold is a reader lease; a write hold is the gate's l
 from __future__ import annotations
 
 import contextlib
-import secrets
 from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Generic, Literal, TypeVar
@@ -95,7 +94,7 @@ class _SideBase:
     def _flow(self, timeout: float | None) -> RWFlow:
         timeout, now = validate_timeout(timeout), clock.now()
         if self.mode == "read":
-            return read_flow(self.names, secrets.token_hex(8), timeout, now)
+            return read_flow(self.names, timeout, now)
         return write_flow(self.names, timeout, now)
 
     def _hold_name(self, taken: Mapping[str, object]) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import random
-import secrets
 from types import TracebackType
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -131,9 +130,7 @@ class _SemaphoreBase:
         return f"<{type(self).__name__} {self.name!r} permits={self.permits}>"
 
     def _flow(self, timeout: float | None) -> SemaphoreFlow:
-        return permit_flow(
-            self.names, self.permits, secrets.token_hex(8), validate_timeout(timeout), clock.now()
-        )
+        return permit_flow(self.names, self.permits, validate_timeout(timeout), clock.now())
 
     def _held(self, infos: list[LockInfo]) -> tuple[Held, ...]:
         return tuple(Held(i.name, i.remaining) for i in infos if i.held)
