@@ -2,22 +2,17 @@
 
 Three kinds of names: the *gate* (``NAME.rw/gate``), one lease per reader in the
 lowest free slot (``NAME.rw/r/<k>``: slots, not a fresh name per hold, as a backend
-keeps a record for every name ever used), nothing else. A reader registers in a free
-reader slot, then looks at the gate: free, it reads (its hold is the reader lease);
-held, it gives the slot back and takes the slow path: take the gate, register, let
-the gate go. A writer takes the gate and keeps it, then waits until no reader lease is
-left: its hold is the gate. Each side writes its own mark before it reads the other's
-(Dekker's order), so a reader and a writer never both go on. So:
+keeps a record for every name ever used), nothing else. A reader takes the gate,
+registers in its reader slot, and lets the gate go: its hold is the reader lease. A
+writer takes the gate and keeps it, then waits until no reader lease is left: its hold
+is the gate. So:
 
-- many readers at once, and without a writer none of them queues on the gate;
+- many readers at once (each holds the gate only for a moment);
 - one writer, and no reader while it writes (readers queue on the gate it holds);
 - writers are not starved: once a writer holds the gate, new readers wait behind it,
   and the readers already in drain;
-- a writer's token is the gate's new token, greater than every earlier hold's; a
-  reader's is the gate's last token at entry (one a writer took, or a slow-path
-  reader): readers never write past a writer that came after them, and a reader after
-  a writer holds that writer's token or a greater one (fence reads with
-  ``allow_equal=True``).
+- every hold's token is the gate's token at entry, so readers' and writers' tokens
+  come from one counter and order against each other.
 
 A writer waits for a reader by taking that reader's lease name (woken when it is
 released or expires, as any waiter is) and giving it straight back. The flows yield
@@ -48,13 +43,6 @@ class Give:
 
 
 @dataclass(frozen=True)
-class PeekGate:
-    """Whether the gate is held now (granted: held), and its last token."""
-
-    name: str
-
-
-@dataclass(frozen=True)
 class ListReaders:
     """The names of the reader leases held now."""
 
@@ -71,7 +59,7 @@ class Reply:
     names: tuple[str, ...] = ()
 
 
-Op = Take | Give | ListReaders | PeekGate
+Op = Take | Give | ListReaders
 RWFlow = Generator[Op, Reply, Blocked | None]
 
 
@@ -103,27 +91,19 @@ def _left(deadline: float | None, now: float) -> float | None:
 
 
 def read_flow(names: RWNames, timeout: float | None, now: float) -> RWFlow:
-    """Register as a reader while no writer holds the gate, else behind the gate.
-    Holds: one reader slot's lease."""
+    """Take the gate, register as a reader, let the gate go. Holds: the reader lease."""
     started, deadline = now, None if timeout is None else now + timeout
-    reply = yield ListReaders(names.readers)
-    mine = names.reader(names.free_slot(reply.names))
-    reply = yield Take(mine, 0)
-    if reply.granted:
-        reply = yield PeekGate(names.gate)
-        if not reply.granted:
-            return None  # registered, then saw no writer: a writer from now on sees us
-        yield Give(mine)
-    reply = yield Take(names.gate, _left(deadline, reply.now))
+    reply = yield Take(names.gate, _left(deadline, now))
     if not reply.granted:
         return Blocked(names.gate, reply.now - started)
-    while True:  # readers on the fast path may take a slot before they see the gate
-        reply = yield ListReaders(names.readers)
-        mine = names.reader(names.free_slot(reply.names))
-        reply = yield Take(mine, 0)
-        if reply.granted:
-            yield Give(names.gate)
-            return None
+    reply = yield ListReaders(names.readers)
+    mine = names.reader(names.free_slot(reply.names))
+    reply = yield Take(mine, 0)  # free: only the gate's holder takes a reader slot
+    if not reply.granted:
+        yield Give(names.gate)
+        return Blocked(mine, reply.now - started)
+    yield Give(names.gate)
+    return None
 
 
 def write_flow(names: RWNames, timeout: float | None, now: float) -> RWFlow:

@@ -16,8 +16,7 @@ from fencelock.engine.multi import Blocked
 from fencelock.engine.names import validate_name
 from fencelock.engine.rwlock import (
     Give,
-    Op,
-    PeekGate,
+    ListReaders,
     Reply,
     RWFlow,
     RWNames,
@@ -127,7 +126,21 @@ class ReadWriteSide(_SideBase):
         try:
             while True:
                 op = flow.send(reply) if reply is not None else next(flow)
-                reply = self._perform(op, taken, tokens)
+                if isinstance(op, Take):
+                    try:
+                        taken[op.name] = self._client.lock(op.name, ttl=self.ttl).acquire(
+                            op.timeout
+                        )
+                        tokens[op.name] = taken[op.name].token
+                        reply = Reply(clock.now())
+                    except LockTimeout:
+                        reply = Reply(clock.now(), granted=False)
+                elif isinstance(op, Give):
+                    taken.pop(op.name).release()
+                    reply = Reply(clock.now())
+                elif isinstance(op, ListReaders):
+                    held = self._client.list(op.prefix)
+                    reply = Reply(clock.now(), names=tuple(i.name for i in held if i.held))
         except StopIteration as done:
             blocked: Blocked | None = done.value
         except BaseException:
@@ -138,25 +151,6 @@ class ReadWriteSide(_SideBase):
         if blocked is not None:
             raise _blocked(self.name, self.mode, blocked)
         return RWLease(self.name, self.mode, taken[self._hold_name(taken)], tokens[self.names.gate])
-
-    def _perform(self, op: Op, taken: dict[str, Lease], tokens: dict[str, int]) -> Reply:
-        client = self._client
-        if isinstance(op, Take):
-            try:
-                taken[op.name] = client.lock(op.name, ttl=self.ttl).acquire(op.timeout)
-            except LockTimeout:
-                return Reply(clock.now(), granted=False)
-            tokens[op.name] = taken[op.name].token
-        elif isinstance(op, Give):
-            taken.pop(op.name).release()
-        elif isinstance(op, PeekGate):
-            info = client.inspect(op.name)
-            tokens[op.name] = 0 if info is None else info.token
-            return Reply(clock.now(), granted=info is not None and info.held)
-        else:
-            held = client.list(op.prefix)
-            return Reply(clock.now(), names=tuple(i.name for i in held if i.held))
-        return Reply(clock.now())
 
     def __enter__(self) -> RWLease:
         hold = self.acquire(self.timeout)
@@ -198,7 +192,21 @@ class AsyncReadWriteSide(_SideBase):
         try:
             while True:
                 op = flow.send(reply) if reply is not None else next(flow)
-                reply = await self._perform(op, taken, tokens)
+                if isinstance(op, Take):
+                    try:
+                        taken[op.name] = await self._client.lock(op.name, ttl=self.ttl).acquire(
+                            op.timeout
+                        )
+                        tokens[op.name] = taken[op.name].token
+                        reply = Reply(clock.now())
+                    except LockTimeout:
+                        reply = Reply(clock.now(), granted=False)
+                elif isinstance(op, Give):
+                    await taken.pop(op.name).release()
+                    reply = Reply(clock.now())
+                elif isinstance(op, ListReaders):
+                    held = await self._client.list(op.prefix)
+                    reply = Reply(clock.now(), names=tuple(i.name for i in held if i.held))
         except StopIteration as done:
             blocked: Blocked | None = done.value
         except BaseException:
@@ -210,25 +218,6 @@ class AsyncReadWriteSide(_SideBase):
             raise _blocked(self.name, self.mode, blocked)
         hold = taken[self._hold_name(taken)]
         return AsyncRWLease(self.name, self.mode, hold, tokens[self.names.gate])
-
-    async def _perform(self, op: Op, taken: dict[str, AsyncLease], tokens: dict[str, int]) -> Reply:
-        client = self._client
-        if isinstance(op, Take):
-            try:
-                taken[op.name] = await client.lock(op.name, ttl=self.ttl).acquire(op.timeout)
-            except LockTimeout:
-                return Reply(clock.now(), granted=False)
-            tokens[op.name] = taken[op.name].token
-        elif isinstance(op, Give):
-            await taken.pop(op.name).release()
-        elif isinstance(op, PeekGate):
-            info = await client.inspect(op.name)
-            tokens[op.name] = 0 if info is None else info.token
-            return Reply(clock.now(), granted=info is not None and info.held)
-        else:
-            held = await client.list(op.prefix)
-            return Reply(clock.now(), names=tuple(i.name for i in held if i.held))
-        return Reply(clock.now())
 
     async def __aenter__(self) -> AsyncRWLease:
         hold = await self.acquire(self.timeout)
