@@ -12,15 +12,14 @@ import contextlib
 import functools
 import threading
 from collections.abc import Callable, Iterable
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from fencelock import clock
 from fencelock.engine.multi import Blocked, MultiFlow, Take, Took, multi_acquire_flow, ordered
 from fencelock.engine.timing import validate_timeout
 from fencelock.errors import FencelockError, LeaseLost, LockTimeout
-from fencelock.holdings import this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseBase
+from fencelock.primitives.blocks import AsyncHeldInBlocks, HeldInBlocks
 
 if TYPE_CHECKING:
     from fencelock.client import AsyncClient, Client
@@ -184,7 +183,7 @@ class _MultiLockBase:
         return multi_acquire_flow(self.names, validate_timeout(timeout), clock.now())
 
 
-class MultiLock(_MultiLockBase):
+class MultiLock(_MultiLockBase, HeldInBlocks[MultiLease]):
     """Several names locked all or nothing: ``with client.multi_lock([a, b]) as multi:``."""
 
     def __init__(
@@ -230,29 +229,8 @@ class MultiLock(_MultiLockBase):
         except LockTimeout:
             return None
 
-    def __enter__(self) -> MultiLease:
-        multi = self.acquire(self.timeout)
-        self._entered.setdefault(this_thread(), []).append(multi)
-        return multi
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        entered = self._entered.get(this_thread())
-        if not entered:
-            return
-        multi = entered.pop()
-        try:
-            multi.release()
-        except FencelockError:
-            if exc is None:
-                raise
-
-
-class AsyncMultiLock(_MultiLockBase):
+class AsyncMultiLock(_MultiLockBase, AsyncHeldInBlocks[AsyncMultiLease]):
     """Several names locked all or nothing, for asyncio: ``async with``."""
 
     def __init__(
@@ -296,24 +274,3 @@ class AsyncMultiLock(_MultiLockBase):
             return await self.acquire(timeout=0)
         except LockTimeout:
             return None
-
-    async def __aenter__(self) -> AsyncMultiLease:
-        multi = await self.acquire(self.timeout)
-        self._entered.setdefault(this_task(), []).append(multi)
-        return multi
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        entered = self._entered.get(this_task())
-        if not entered:
-            return
-        multi = entered.pop()
-        try:
-            await multi.release()
-        except FencelockError:
-            if exc is None:
-                raise

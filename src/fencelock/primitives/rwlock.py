@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from types import TracebackType
 from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 from fencelock import clock
@@ -28,6 +27,7 @@ from fencelock.engine.timing import validate_timeout
 from fencelock.errors import AlreadyHeld, FencelockError, LockTimeout
 from fencelock.holdings import this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseBase
+from fencelock.primitives.blocks import AsyncHeldInBlocks, HeldInBlocks
 
 if TYPE_CHECKING:
     from fencelock.client import AsyncClient, Client
@@ -109,7 +109,7 @@ class _SideBase:
             )
 
 
-class ReadWriteSide(_SideBase):
+class ReadWriteSide(_SideBase, HeldInBlocks[RWLease]):
     """The read or the write side of a :class:`RWLock` (sync): ``with rw.read():``."""
 
     def __init__(self, client: Client, name: str, mode: Mode, ttl: float, timeout: float | None):
@@ -152,28 +152,8 @@ class ReadWriteSide(_SideBase):
             raise _blocked(self.name, self.mode, blocked)
         return RWLease(self.name, self.mode, taken[self._hold_name(taken)], tokens[self.names.gate])
 
-    def __enter__(self) -> RWLease:
-        hold = self.acquire(self.timeout)
-        self._entered.setdefault(this_thread(), []).append(hold)
-        return hold
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        entered = self._entered.get(this_thread())
-        if not entered:
-            return
-        try:
-            entered.pop().release()
-        except FencelockError:
-            if exc is None:
-                raise
-
-
-class AsyncReadWriteSide(_SideBase):
+class AsyncReadWriteSide(_SideBase, AsyncHeldInBlocks[AsyncRWLease]):
     """The read or the write side of an :class:`AsyncRWLock`: ``async with rw.read():``."""
 
     def __init__(
@@ -218,26 +198,6 @@ class AsyncReadWriteSide(_SideBase):
             raise _blocked(self.name, self.mode, blocked)
         hold = taken[self._hold_name(taken)]
         return AsyncRWLease(self.name, self.mode, hold, tokens[self.names.gate])
-
-    async def __aenter__(self) -> AsyncRWLease:
-        hold = await self.acquire(self.timeout)
-        self._entered.setdefault(this_task(), []).append(hold)
-        return hold
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        entered = self._entered.get(this_task())
-        if not entered:
-            return
-        try:
-            await entered.pop().release()
-        except FencelockError:
-            if exc is None:
-                raise
 
 
 class RWLock:

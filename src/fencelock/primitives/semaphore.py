@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import random
-from types import TracebackType
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from fencelock import clock
@@ -35,8 +34,8 @@ from fencelock.engine.semaphore import (
 from fencelock.engine.semaphore import acquire_flow as permit_flow
 from fencelock.engine.timing import validate_timeout
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
-from fencelock.holdings import this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseBase
+from fencelock.primitives.blocks import AsyncHeldInBlocks, HeldInBlocks
 from fencelock.primitives.lock import adrive, drive, new_owner
 
 if TYPE_CHECKING:
@@ -141,7 +140,7 @@ class _SemaphoreBase:
         return max(0, self.permits - len(held))
 
 
-class Semaphore(_SemaphoreBase):
+class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
     """A semaphore of ``permits`` permits (sync API): ``with sem as permit:``."""
 
     def __init__(
@@ -240,28 +239,8 @@ class Semaphore(_SemaphoreBase):
         """Permits free now (0 if the name is in use with another count)."""
         return self._available(self._held(self._client.list(self.names.permits)))
 
-    def __enter__(self) -> Permit:
-        permit = self.acquire(self.timeout)
-        self._entered.setdefault(this_thread(), []).append(permit)
-        return permit
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        entered = self._entered.get(this_thread())
-        if not entered:
-            return
-        try:
-            entered.pop().release()
-        except FencelockError:
-            if exc is None:
-                raise
-
-
-class AsyncSemaphore(_SemaphoreBase):
+class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
     """A semaphore of ``permits`` permits (asyncio API): ``async with sem as permit:``."""
 
     def __init__(
@@ -364,23 +343,3 @@ class AsyncSemaphore(_SemaphoreBase):
     async def available(self) -> int:
         """Permits free now (0 if the name is in use with another count)."""
         return self._available(self._held(await self._client.list(self.names.permits)))
-
-    async def __aenter__(self) -> AsyncPermit:
-        permit = await self.acquire(self.timeout)
-        self._entered.setdefault(this_task(), []).append(permit)
-        return permit
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        entered = self._entered.get(this_task())
-        if not entered:
-            return
-        try:
-            await entered.pop().release()
-        except FencelockError:
-            if exc is None:
-                raise

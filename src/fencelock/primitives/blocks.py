@@ -1,0 +1,99 @@
+"""``with`` and ``async with`` for the primitives whose ``acquire`` returns a hold: the
+hold is taken on entry with the primitive's own timeout and given back on exit, by
+thread (or task), innermost last, so one object serves nested and concurrent blocks.
+A failed give-back raises, unless the block raised (which then stands)."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Generic, Protocol, TypeVar
+
+from fencelock.errors import FencelockError
+from fencelock.holdings import this_task, this_thread
+
+
+class Releasable(Protocol):
+    def release(self) -> None: ...
+
+
+class AsyncReleasable(Protocol):
+    async def release(self) -> None: ...
+
+
+H = TypeVar("H", bound=Releasable)
+A = TypeVar("A", bound=AsyncReleasable)
+
+
+class HeldInBlocks(Generic[H]):
+    """``with primitive as hold:`` over ``acquire(timeout)`` and ``hold.release()``;
+    the subclass sets ``timeout`` and ``_entered = {}``."""
+
+    timeout: float | None
+    _entered: dict[object, list[H]]
+
+    def acquire(self, timeout: float | None = None) -> H:
+        raise NotImplementedError
+
+    def __enter__(self) -> H:
+        hold = self.acquire(self.timeout)
+        self._entered.setdefault(this_thread(), []).append(hold)
+        return hold
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        hold = _leave(self._entered, this_thread())
+        if hold is None:
+            return
+        try:
+            hold.release()
+        except FencelockError:
+            if exc is None:
+                raise
+
+
+class AsyncHeldInBlocks(Generic[A]):
+    """``async with primitive as hold:`` over ``await acquire(timeout)`` and release."""
+
+    timeout: float | None
+    _entered: dict[object, list[A]]
+
+    async def acquire(self, timeout: float | None = None) -> A:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> A:
+        hold = await self.acquire(self.timeout)
+        self._entered.setdefault(this_task(), []).append(hold)
+        return hold
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        hold = _leave(self._entered, this_task())
+        if hold is None:
+            return
+        try:
+            await hold.release()
+        except FencelockError:
+            if exc is None:
+                raise
+
+
+T = TypeVar("T")
+
+
+def _leave(entered: dict[object, list[T]], holder: object) -> T | None:
+    """The innermost hold ``holder`` entered and has not left; None if there is none."""
+    stack = entered.get(holder)
+    if not stack:
+        return None
+    hold = stack.pop()
+    if not stack:
+        del entered[holder]
+    return hold
