@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fencelock.engine.multi import Blocked, Take, Took, multi_acquire_flow, ordered
+from fencelock.engine.multi import Took, multi_acquire_flow, ordered
+from fencelock.engine.steps import Blocked, Take
 from fencelock.errors import ConfigError
 
 names = st.lists(st.from_regex(r"[a-z]{1,3}(/[a-z0-9]{1,3})?", fullmatch=True), max_size=8)

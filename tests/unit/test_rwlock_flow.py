@@ -9,18 +9,8 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fencelock.engine.multi import Blocked
-from fencelock.engine.rwlock import (
-    Give,
-    ListReaders,
-    Op,
-    Reply,
-    RWFlow,
-    RWNames,
-    Take,
-    read_flow,
-    write_flow,
-)
+from fencelock.engine.rwlock import ListReaders, Op, Reply, RWFlow, RWNames, read_flow, write_flow
+from fencelock.engine.steps import Blocked, Give, Take
 
 NAMES = RWNames("doc")
 

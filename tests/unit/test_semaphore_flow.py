@@ -9,12 +9,10 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fencelock.engine.multi import Blocked
 from fencelock.engine.semaphore import (
     Arm,
     AwaitBell,
     Disarm,
-    Give,
     Held,
     ListPermits,
     Op,
@@ -22,10 +20,10 @@ from fencelock.engine.semaphore import (
     Reply,
     SemaphoreFlow,
     SemaphoreNames,
-    Take,
     acquire_flow,
     wake_after,
 )
+from fencelock.engine.steps import Blocked, Give, Take
 
 NAMES = SemaphoreNames("pool")
 

@@ -13,15 +13,8 @@ from collections.abc import Generator, Iterable
 from dataclasses import dataclass
 
 from fencelock.engine.names import validate_name
+from fencelock.engine.steps import Blocked, Take
 from fencelock.errors import ConfigError
-
-
-@dataclass(frozen=True)
-class Take:
-    """Acquire ``name``, waiting at most ``timeout`` seconds (None: as long as it takes)."""
-
-    name: str
-    timeout: float | None
 
 
 @dataclass(frozen=True)
@@ -30,14 +23,6 @@ class Took:
 
     granted: bool
     now: float
-
-
-@dataclass(frozen=True)
-class Blocked:
-    """The flow gave up at ``name`` after ``waited`` seconds; give back what was taken."""
-
-    name: str
-    waited: float
 
 
 MultiFlow = Generator[Take, Took, Blocked | None]

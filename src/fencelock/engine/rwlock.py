@@ -24,22 +24,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from fencelock.engine.multi import Blocked
-
-
-@dataclass(frozen=True)
-class Take:
-    """Acquire ``name`` within ``timeout`` (None: as long as it takes)."""
-
-    name: str
-    timeout: float | None
-
-
-@dataclass(frozen=True)
-class Give:
-    """Release the lease on ``name`` this flow took."""
-
-    name: str
+from fencelock.engine.steps import Blocked, Give, Take
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from fencelock.engine.multi import Blocked
+from fencelock.engine.steps import Blocked, Give, Take
 
 # A wait for the bell also ends this long after the first held permit's TTL would.
 EXPIRY_MARGIN = 0.01
@@ -52,21 +52,6 @@ class SemaphoreNames:
         """The lowest slot of ``permits`` no held permit is in; None if all are taken."""
         taken = {p.name for p in held}
         return next((k for k in range(permits) if self.permit(permits, k) not in taken), None)
-
-
-@dataclass(frozen=True)
-class Take:
-    """Acquire ``name`` (renewed) within ``timeout`` (None: as long as it takes)."""
-
-    name: str
-    timeout: float | None
-
-
-@dataclass(frozen=True)
-class Give:
-    """Release ``name``, taken by this flow."""
-
-    name: str
 
 
 @dataclass(frozen=True)

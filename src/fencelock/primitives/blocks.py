@@ -1,7 +1,8 @@
-"""``with`` and ``async with`` for the primitives whose ``acquire`` returns a hold: the
-hold is taken on entry with the primitive's own timeout and given back on exit, by
-thread (or task), innermost last, so one object serves nested and concurrent blocks.
-A failed give-back raises, unless the block raised (which then stands)."""
+"""Holds taken through a gate (a read-write lock's, a semaphore's permit), and ``with``
+/ ``async with`` for the primitives whose ``acquire`` returns a hold: the hold is taken
+on entry with the primitive's own timeout and given back on exit, by thread (or task),
+innermost last, so one object serves nested and concurrent blocks. A failed give-back
+raises, unless the block raised (which then stands)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Generic, Protocol, TypeVar
 
 from fencelock.errors import FencelockError
 from fencelock.holdings import this_task, this_thread
+from fencelock.lease import LeaseBase
 
 
 class Releasable(Protocol):
@@ -22,6 +24,33 @@ class AsyncReleasable(Protocol):
 
 H = TypeVar("H", bound=Releasable)
 A = TypeVar("A", bound=AsyncReleasable)
+
+
+L = TypeVar("L", bound=LeaseBase)
+
+
+class GateHold(Generic[L]):
+    """A hold taken through a gate: the lease it is, and the token it was given at the
+    gate (a read-write lock's hold, a semaphore's permit)."""
+
+    def __init__(self, name: str, lease: L, token: int) -> None:
+        self.name, self.lease, self.token = name, lease, token
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} token={self.token}>"
+
+    @property
+    def lost(self) -> bool:
+        """True once the hold can no longer be trusted (never False again)."""
+        return self.lease.lost
+
+    def remaining(self) -> float:
+        """Seconds it is still safe to act on this hold."""
+        return self.lease.remaining()
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLost` unless the hold is still held and trusted."""
+        self.lease.check()
 
 
 class HeldInBlocks(Generic[H]):

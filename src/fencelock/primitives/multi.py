@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from fencelock import clock
-from fencelock.engine.multi import Blocked, MultiFlow, Take, Took, multi_acquire_flow, ordered
+from fencelock.engine.multi import MultiFlow, Took, multi_acquire_flow, ordered
+from fencelock.engine.steps import Blocked, Take
 from fencelock.engine.timing import validate_timeout
 from fencelock.errors import FencelockError, LeaseLost, LockTimeout
 from fencelock.lease import AsyncLease, Lease, LeaseBase

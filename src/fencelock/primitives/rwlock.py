@@ -8,26 +8,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from fencelock import clock
-from fencelock.engine.multi import Blocked
 from fencelock.engine.names import validate_name
-from fencelock.engine.rwlock import (
-    Give,
-    ListReaders,
-    Reply,
-    RWFlow,
-    RWNames,
-    Take,
-    read_flow,
-    write_flow,
-)
+from fencelock.engine.rwlock import ListReaders, Reply, RWFlow, RWNames, read_flow, write_flow
+from fencelock.engine.steps import Blocked, Give, Take
 from fencelock.engine.timing import validate_timeout
 from fencelock.errors import AlreadyHeld, FencelockError, LockTimeout
 from fencelock.holdings import this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseBase
-from fencelock.primitives.blocks import AsyncHeldInBlocks, HeldInBlocks
+from fencelock.primitives.blocks import AsyncHeldInBlocks, GateHold, HeldInBlocks
 
 if TYPE_CHECKING:
     from fencelock.client import AsyncClient, Client
@@ -43,27 +34,15 @@ def _blocked(name: str, mode: Mode, blocked: Blocked) -> LockTimeout:
     )
 
 
-class _RWLeaseBase(Generic[L]):
+class _RWLeaseBase(GateHold[L]):
     """One read or write hold: its lease, and the token it was given at the gate."""
 
     def __init__(self, name: str, mode: Mode, lease: L, token: int) -> None:
-        self.name, self.mode, self.lease, self.token = name, mode, lease, token
+        super().__init__(name, lease, token)
+        self.mode = mode
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} {self.mode} token={self.token}>"
-
-    @property
-    def lost(self) -> bool:
-        """True once the hold can no longer be trusted (never False again)."""
-        return self.lease.lost
-
-    def remaining(self) -> float:
-        """Seconds it is still safe to act on this hold."""
-        return self.lease.remaining()
-
-    def check(self) -> None:
-        """Raise :class:`LeaseLost` unless the hold is still held and trusted."""
-        self.lease.check()
 
 
 class RWLease(_RWLeaseBase[Lease]):

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import random
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from fencelock import clock
 from fencelock.backends.base import LockInfo
 from fencelock.engine.acquire import Granted, acquire_flow
-from fencelock.engine.multi import Blocked
 from fencelock.engine.names import validate_name
 from fencelock.engine.semaphore import (
     Arm,
     AwaitBell,
     Disarm,
-    Give,
     Held,
     ListPermits,
     Op,
@@ -28,14 +26,14 @@ from fencelock.engine.semaphore import (
     Reply,
     SemaphoreFlow,
     SemaphoreNames,
-    Take,
     counts_of,
 )
 from fencelock.engine.semaphore import acquire_flow as permit_flow
+from fencelock.engine.steps import Blocked, Give, Take
 from fencelock.engine.timing import validate_timeout
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease, Lease, LeaseBase
-from fencelock.primitives.blocks import AsyncHeldInBlocks, HeldInBlocks
+from fencelock.primitives.blocks import AsyncHeldInBlocks, GateHold, HeldInBlocks
 from fencelock.primitives.lock import adrive, drive, new_owner
 
 if TYPE_CHECKING:
@@ -61,30 +59,7 @@ def _failed(name: str, permits: int, outcome: Blocked | PermitMismatch) -> Fence
     )
 
 
-class _PermitBase(Generic[L]):
-    """One held permit: its lease, and the token it was given at the gate."""
-
-    def __init__(self, name: str, lease: L, token: int) -> None:
-        self.name, self.lease, self.token = name, lease, token
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} token={self.token}>"
-
-    @property
-    def lost(self) -> bool:
-        """True once the permit can no longer be trusted (never False again)."""
-        return self.lease.lost
-
-    def remaining(self) -> float:
-        """Seconds it is still safe to act on this permit."""
-        return self.lease.remaining()
-
-    def check(self) -> None:
-        """Raise :class:`LeaseLost` unless the permit is still held and trusted."""
-        self.lease.check()
-
-
-class Permit(_PermitBase[Lease]):
+class Permit(GateHold[Lease]):
     """A held permit (sync API)."""
 
     def __init__(self, name: str, lease: Lease, token: int, client: Client) -> None:
@@ -101,7 +76,7 @@ class Permit(_PermitBase[Lease]):
                 self._client.evict(SemaphoreNames(self.name).bell)
 
 
-class AsyncPermit(_PermitBase[AsyncLease]):
+class AsyncPermit(GateHold[AsyncLease]):
     """A held permit (asyncio API)."""
 
     def __init__(self, name: str, lease: AsyncLease, token: int, client: AsyncClient) -> None:
