@@ -46,7 +46,7 @@ def test_a_run_once_job_runs_once_and_a_busy_one_is_skipped(
 def test_at_least_keeps_the_name_taken_after_a_fast_job(
     backend: BackendCase, client: fencelock.Client, other: fencelock.Client, name: str
 ) -> None:
-    @fencelock.once(name, at_most=30, at_least=1.0, client=client)
+    @fencelock.once(name, at_most=30, at_least=2.5, client=client)
     def job() -> str:
         return "done"
 
@@ -59,7 +59,7 @@ def test_at_least_keeps_the_name_taken_after_a_fast_job(
     assert other.locked(name) and client.held() == []
     assert job() is fencelock.SKIPPED  # a second node a moment later
     _wait_free(other, name, 15)
-    assert clock.now() - started >= 0.9  # not freed before at_least (less a clock tick)
+    assert clock.now() - started >= 2.4  # not freed before at_least (less a clock tick)
     assert job() == "done"  # and taken again once it is free
 
 
