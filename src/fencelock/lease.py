@@ -314,14 +314,16 @@ class LeaseBase:
         if first:
             self._finish_release(release.outcome, release.lost_before)
 
-    def _refuse_expire_in(self, outlives_client: bool, seconds: float) -> float:
+    def _refuse_expire_in(self, outlives: Callable[[bool], bool], seconds: float) -> float:
         """``seconds`` checked for :meth:`Lease.expire_in`; ConfigError where a lease left
-        to its TTL would end with the client anyway."""
-        if not outlives_client:
+        to its TTL would end with the client anyway (``outlives``: the backend's
+        ``outlives_client``)."""
+        if not outlives(self.renews):
+            hint = " (one taken with renew=False does)" if outlives(False) else ""
             raise ConfigError(
                 f"lease on {self.name!r}: expire_in() needs a lease that outlives its "
-                "client, and on this backend a lease ends with the client's session or "
-                "connection (see docs/primitives.md)"
+                f"client, and on this backend this one ends with the client's session or "
+                f"connection{hint} (see docs/primitives.md)"
             )
         return timing.validate_ttl(seconds, "expire_in")
 
@@ -399,8 +401,9 @@ class Lease(LeaseBase):
 
         One extend sets what is left of it, then the client forgets it as if released:
         the name stays taken, for everyone, until then (ShedLock's lock-at-least-for).
-        :class:`ConfigError` where leases end with the client (etcd, ZooKeeper, MySQL,
-        PostgreSQL advisory); :class:`LeaseLost` as :meth:`extend`.
+        :class:`ConfigError` where this lease ends with the client (ZooKeeper, MySQL,
+        PostgreSQL advisory; on etcd a lease taken with ``renew=False`` outlives it, a
+        renewed one does not); :class:`LeaseLost` as :meth:`extend`.
         """
         seconds = self._refuse_expire_in(self._backend.outlives_client, seconds)
         self.extend(seconds)

@@ -102,7 +102,7 @@ def _refuse_at_least_where_leases_end_with_the_client(
 def run_once(client: Client, name: str, terms: OnceTerms, call: Callable[[], Any]) -> Any:
     """Run ``call`` if ``name`` is free; :data:`SKIPPED` (returned) if not."""
     _refuse_at_least_where_leases_end_with_the_client(
-        client._backend.outlives_client, terms, client.url
+        client._backend.outlives_client(False), terms, client.url
     )
     lease = client.lock(name, ttl=terms.at_most, renew=False).try_acquire()
     if lease is None:
@@ -119,7 +119,7 @@ async def arun_once(
 ) -> Any:
     """Await ``call()`` if ``name`` is free; as :func:`run_once`."""
     _refuse_at_least_where_leases_end_with_the_client(
-        client._backend.outlives_client, terms, client.url
+        client._backend.outlives_client(False), terms, client.url
     )
     lease = await client.lock(name, ttl=terms.at_most, renew=False).try_acquire()
     if lease is None:

@@ -14,7 +14,7 @@ from tests.contract.conftest import BackendCase
 
 
 def _supported(client: fencelock.Client) -> bool:
-    return client._backend.outlives_client
+    return client._backend.outlives_client(False)
 
 
 def test_count_down_to_zero_wakes_the_waiters(
@@ -73,7 +73,7 @@ def test_async_latch(backend: BackendCase, name: str) -> None:
             fencelock.aconnect(backend.url) as client,
             fencelock.aconnect(backend.url) as other,
         ):
-            if not client._backend.outlives_client:
+            if not client._backend.outlives_client(False):
                 with pytest.raises(fencelock.ConfigError):
                     client.latch(name)
                 return

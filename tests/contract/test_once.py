@@ -50,7 +50,7 @@ def test_at_least_keeps_the_name_taken_after_a_fast_job(
     def job() -> str:
         return "done"
 
-    if not client._backend.outlives_client:
+    if not client._backend.outlives_client(False):
         with pytest.raises(fencelock.ConfigError, match="at_least needs a lease"):
             job()
         return
@@ -76,12 +76,13 @@ def test_a_job_that_overruns_at_most_returns_and_warns(
     assert any("longer than at_most" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.parametrize("renew", [True, False], ids=["renewed", "unrenewed"])
 def test_expire_in_leaves_the_name_to_its_ttl(
-    backend: BackendCase, other: fencelock.Client, name: str
+    backend: BackendCase, other: fencelock.Client, name: str, renew: bool
 ) -> None:
     client = fencelock.connect(backend.url)
-    lease = client.lock(name).acquire()
-    if not client._backend.outlives_client:
+    lease = client.lock(name, renew=renew).acquire()
+    if not client._backend.outlives_client(renew):
         with pytest.raises(fencelock.ConfigError, match="outlives its client"):
             lease.expire_in(5)
         lease.release()
@@ -94,7 +95,7 @@ def test_expire_in_leaves_the_name_to_its_ttl(
     assert info is not None and info.held and info.remaining is not None
     assert 0 < info.remaining <= 30
     with pytest.raises(fencelock.ConfigError, match="expire_in must be > 0"):
-        other.lock(name + "/x").acquire().expire_in(0)
+        other.lock(name + "/x", renew=False).acquire().expire_in(0)
 
 
 def test_a_run_once_coroutine(backend: BackendCase, name: str) -> None:

@@ -76,9 +76,10 @@ class Attempt(Protocol):
 class Backend(Protocol):
     url: str
     supports_fair: bool
-    # A lease left to its TTL stays on the server after the client closes (not where a
-    # lease lives in the client's session or connection: etcd, ZooKeeper, MySQL, advisory).
-    outlives_client: bool
+
+    def outlives_client(self, renewed: bool) -> bool:
+        """Whether a lease (``renewed`` or not) left to its TTL stays on the server after
+        the client closes: not where it lives in the client's session or connection."""
 
     def attempt(
         self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
@@ -116,7 +117,8 @@ class AsyncAttempt(Protocol):
 class AsyncBackend(Protocol):
     url: str
     supports_fair: bool
-    outlives_client: bool
+
+    def outlives_client(self, renewed: bool) -> bool: ...
 
     async def open(self) -> None:
         """Check the server answers (``async with aconnect()`` calls it); else raise."""

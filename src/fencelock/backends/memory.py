@@ -134,7 +134,10 @@ class MemoryBackend:
     """Leases in this process's memory."""
 
     supports_fair = True
-    outlives_client = True  # the store is the process's, not the client's
+
+    def outlives_client(self, renewed: bool) -> bool:
+        """Whether a lease left to its TTL stays on the server after the client closes."""
+        return True  # the store is the process's, not the client's
 
     def __init__(self, parsed: ParsedURL) -> None:
         reject_unknown_options(parsed, set())

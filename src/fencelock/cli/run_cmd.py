@@ -64,7 +64,7 @@ def _acquire(
     try:
         with errors_as_exit_codes():
             client = fencelock.connect(url)
-            if terms.at_least and not client._backend.outlives_client:
+            if terms.at_least and not client._backend.outlives_client(True):
                 fail(
                     f"--at-least needs a lease that outlives its client, and on "
                     f"{client.url.split('://', 1)[0]}:// a lease ends with the client's "

@@ -2,7 +2,7 @@
 zero; the count lives on the server, so it survives the crash of any client.
 
 The flows are :mod:`fencelock.engine.latch`'s; the drivers here perform their ops.
-A latch needs leases that outlive their client (``Backend.outlives_client``).
+A latch needs unrenewed leases that outlive their client (``Backend.outlives_client``).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class Latch(_LatchBase):
     def __init__(self, client: Client, name: str) -> None:
         super().__init__(name)
         self._client = client
-        _refuse(client._backend.outlives_client, self.name, client.url)
+        _refuse(client._backend.outlives_client(False), self.name, client.url)
 
     def try_set_count(self, count: int) -> bool:
         """Arm the latch with ``count`` (>= 1); False if it is counting down already."""
@@ -119,7 +119,7 @@ class AsyncLatch(_LatchBase):
     def __init__(self, client: AsyncClient, name: str) -> None:
         super().__init__(name)
         self._client = client
-        _refuse(client._backend.outlives_client, self.name, client.url)
+        _refuse(client._backend.outlives_client(False), self.name, client.url)
 
     async def try_set_count(self, count: int) -> bool:
         """Arm the latch; as :meth:`Latch.try_set_count`."""

@@ -49,7 +49,11 @@ class AsyncEtcdBackend:
     """The asyncio etcd backend; the sync one runs it on a shared loop."""
 
     supports_fair = True  # the queue is FIFO by create revision, fair or not
-    outlives_client = False  # closing the client revokes its etcd leases
+
+    def outlives_client(self, renewed: bool) -> bool:
+        """An unrenewed lease has an etcd lease of its own, which closing the client
+        leaves to its TTL; a renewed one is in the client's shared session, revoked then."""
+        return not renewed
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.options = etcd_options(parsed)
@@ -197,7 +201,9 @@ class AsyncEtcdBackend:
         if held is None or held.name != name:
             return False
         try:
-            if ttl > held.session.ttl:
+            if ttl > held.session.ttl or (held.own_session and session_ttl(ttl) < held.session.ttl):
+                # an etcd lease cannot be shortened: an unrenewed lease (its etcd lease its
+                # own) moves to one of the TTL asked, so it ends then (Lease.expire_in)
                 return await self._move(owner, held, session_ttl(ttl))
             as_of = await held.session.fresh(ttl * FRESH_FRACTION)
             # the key itself may have been deleted (an operator, a release by owner)

@@ -40,7 +40,10 @@ class AsyncMySQLBackend:
     """The asyncio MySQL backend; the sync one runs it on a shared loop."""
 
     supports_fair = False  # GET_LOCK's waiters are woken in the server's order
-    outlives_client = False  # a named lock ends with its connection
+
+    def outlives_client(self, renewed: bool) -> bool:
+        """Whether a lease left to its TTL stays on the server after the client closes."""
+        return False  # a named lock ends with its connection
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.options = mysql_options(parsed)

@@ -48,7 +48,10 @@ class AsyncAdvisoryBackend:
     """The asyncio advisory-lock backend; the sync one runs it on a shared loop."""
 
     supports_fair = True
-    outlives_client = False  # an advisory lock ends with its session
+
+    def outlives_client(self, renewed: bool) -> bool:
+        """Whether a lease left to its TTL stays on the server after the client closes."""
+        return False  # an advisory lock ends with its session
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.options = postgres_options(parsed)

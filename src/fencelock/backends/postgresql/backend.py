@@ -30,7 +30,10 @@ class AsyncPostgresBackend:
     """The asyncio PostgreSQL backend; the sync one runs it on a shared loop."""
 
     supports_fair = True
-    outlives_client = True
+
+    def outlives_client(self, renewed: bool) -> bool:
+        """Whether a lease left to its TTL stays on the server after the client closes."""
+        return True
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.options = postgres_options(parsed)

@@ -16,7 +16,10 @@ class RedisServer:
     """One Redis server as a backend sees it (no connection: the drivers make those)."""
 
     supports_fair = True
-    outlives_client = True
+
+    def outlives_client(self, renewed: bool) -> bool:
+        """Whether a lease left to its TTL stays on the server after the client closes."""
+        return True
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.url = parsed.redacted

@@ -142,7 +142,10 @@ class AsyncRedlockBackend:
     """Leases on a quorum of independent Redis masters."""
 
     supports_fair = False
-    outlives_client = True
+
+    def outlives_client(self, renewed: bool) -> bool:
+        """Whether a lease left to its TTL stays on the server after the client closes."""
+        return True
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.url = parsed.redacted

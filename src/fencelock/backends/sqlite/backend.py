@@ -199,7 +199,10 @@ class SQLiteBackend:
     """Leases in an SQLite file shared by the processes of one host."""
 
     supports_fair = True
-    outlives_client = True
+
+    def outlives_client(self, renewed: bool) -> bool:
+        """Whether a lease left to its TTL stays on the server after the client closes."""
+        return True
 
     def __init__(self, parsed: ParsedURL) -> None:
         reject_unknown_options(parsed, {"busy_timeout"})

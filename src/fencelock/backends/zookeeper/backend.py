@@ -70,7 +70,10 @@ class AsyncZooKeeperBackend:
     """The asyncio ZooKeeper backend; the sync one runs it on a shared loop."""
 
     supports_fair = True  # the queue is FIFO by sequence number, fair or not
-    outlives_client = False  # an ephemeral node ends with its session
+
+    def outlives_client(self, renewed: bool) -> bool:
+        """Whether a lease left to its TTL stays on the server after the client closes."""
+        return False  # an ephemeral node ends with its session
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.options = zookeeper_options(parsed)
