@@ -71,6 +71,28 @@ def test_an_asyncio_holder_sees_its_session_end_at_once(
     asyncio.run(main())
 
 
+def test_a_session_the_server_ended_leaves_nothing_watching_its_socket(
+    postgres: PostgreSQLServer, name: str
+) -> None:
+    """When the server ends a session (here its idle_session_timeout, the TTL), libpq no
+    longer tells the socket's number; the watch on it must still go, or the next
+    connection given the same number meets a stale registration in the event loop
+    (seen once as 'FileNotFoundError' from epoll, failing every later connect)."""
+
+    async def main() -> None:
+        async with fencelock.aconnect(advisory(postgres.url)) as client:
+            for round_ in range(3):
+                lease = await client.lock(f"{name}/{round_}", ttl=0.2, renew=False).acquire()
+                # the loop runs while the server ends the idle session (0.2 s) and the
+                # client sees it and closes the dead connection
+                await asyncio.sleep(1.5)
+                assert lease.lost
+                again = await client.lock(f"{name}/next", ttl=5).acquire(timeout=10)
+                await again.release()
+
+    asyncio.run(main())
+
+
 def test_two_names_on_one_key_are_reported_not_shared(
     postgres: PostgreSQLServer, name: str
 ) -> None:

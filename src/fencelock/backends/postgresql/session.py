@@ -33,7 +33,9 @@ class LockSession:
         self.held: dict[int, str] = {}  # advisory key -> owner, as this client took them
         self._turn = asyncio.Lock()
         self._loop = asyncio.get_running_loop()
-        self._watching = False
+        # the socket's number, kept: once the connection is lost libpq no longer tells it,
+        # and a reader left on it would meet the next connection given the same number
+        self._fd: int | None = None
         self._watch()
 
     @classmethod
@@ -85,21 +87,21 @@ class LockSession:
 
     def forget(self) -> None:
         """In a forked child: the parent's session stays the parent's."""
-        self._watching = False  # the child's loop is a new one: no reader was added there
+        self._fd = None  # the child's loop is a new one: no reader was added there
         forking.abandon(self.conn)
         self.news.close("left with the parent process at fork()")
 
     def _watch(self) -> None:
-        if self._watching or self.ended or self.conn.closed:
+        if self._fd is not None or self.ended or self.conn.closed:
             return
-        self._loop.add_reader(self.conn.pgconn.socket, self._readable)
-        self._watching = True
+        fd = self.conn.pgconn.socket
+        self._loop.add_reader(fd, self._readable)
+        self._fd = fd
 
     def _unwatch(self) -> None:
-        if self._watching:
-            self._watching = False
-            with contextlib.suppress(Exception):
-                self._loop.remove_reader(self.conn.pgconn.socket)
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            self._loop.remove_reader(fd)
 
     def _readable(self) -> None:
         """Something arrived while no statement ran: a notice, or the end."""
