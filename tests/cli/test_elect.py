@@ -115,3 +115,17 @@ def test_bad_use_is_one_clear_line(env: dict[str, str]) -> None:
     assert missing.returncode == 64 and "command to run while leader is missing" in missing.stderr
     both = fencelock_cmd(env, "elect", "--observe", "svc/e", "--", "true")
     assert both.returncode == 64 and "--observe runs no command" in both.stderr
+
+
+def test_bad_names_ttls_and_values_are_one_clear_line(env: dict[str, str]) -> None:
+    for args, message in [
+        (["elect", "--ttl", "0", "svc/f", "--", "true"], "ttl must be > 0"),
+        (["elect", "bad name", "--", "true"], "lock name 'bad name'"),
+        (["elect", "--value", "x" * 300, "svc/f", "--", "true"], "too long to announce"),
+        (["elect", "--observe", "bad name"], "lock name 'bad name'"),
+        (["release", "--force", "--yes", "bad name"], "lock name 'bad name'"),
+    ]:
+        done = fencelock_cmd(env, *args)
+        assert done.returncode == 64, (args, done.stderr)
+        assert message in done.stderr and "Traceback" not in done.stderr, args
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -47,7 +47,8 @@ def lead(
 ) -> int:
     """Campaign, run CMD while leader, campaign again after a loss; CMD's exit status
     once CMD exits of itself (or by a signal sent to ``fencelock elect``)."""
-    election = client.election(name, ttl=ttl)
+    with errors_as_exit_codes():
+        election = client.election(name, ttl=ttl)  # the name and TTL checked
     relay = SignalRelay()
     relay.install()
     while True:

@@ -1,0 +1,59 @@
+"""Every coordination primitive names what is wrong with its arguments, before any I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+import fencelock
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda c: c.rw_lock("bad name"), "lock name 'bad name'"),
+        (lambda c: c.rw_lock("a", ttl=0), "ttl must be > 0"),
+        (lambda c: c.semaphore("bad name", permits=2), "lock name 'bad name'"),
+        (lambda c: c.semaphore("a", permits=0), "permits must be an int >= 1"),
+        (lambda c: c.latch("a/"), "empty part"),
+        (lambda c: c.election("bad name"), "lock name 'bad name'"),
+        (lambda c: c.election("a", ttl=-1), "ttl must be > 0"),
+        (lambda c: c.multi_lock(["a", "bad name"]), "lock name 'bad name'"),
+        (lambda c: c.lock("a", reentrant=True, timeout=-1), "timeout must be None or >= 0"),
+    ],
+)
+def test_bad_arguments_are_a_config_error(
+    make: Callable[[fencelock.Client], object], message: str
+) -> None:
+    with (
+        fencelock.connect("memory://bad-input") as client,
+        pytest.raises(fencelock.ConfigError, match=message),
+    ):
+        make(client)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"name": "bad name", "at_most": 10}, "lock name 'bad name'"),
+        ({"name": "a", "at_most": 10, "on_skip": "ignore"}, "on_skip must be 'return' or 'raise'"),
+        ({"name": "a", "at_most": 10, "at_least": 20}, "longer than at_most"),
+        ({"name": "a", "at_most": 0}, "at_most must be > 0"),
+    ],
+)
+def test_once_names_what_is_wrong_when_it_decorates(
+    kwargs: dict[str, object], message: str
+) -> None:
+    with pytest.raises(fencelock.ConfigError, match=message):
+        fencelock.once(**kwargs)  # type: ignore[arg-type]
+
+
+def test_once_refuses_a_client_of_the_other_colour() -> None:
+    with fencelock.connect("memory://bad-input") as client:
+
+        async def job() -> None:
+            return None
+
+        with pytest.raises(fencelock.ConfigError, match="needs an AsyncClient"):
+            fencelock.once("a", at_most=10, client=client)(job)
