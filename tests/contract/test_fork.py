@@ -228,6 +228,30 @@ def test_a_child_neither_renews_nor_releases_its_parents_lease(
     assert after is None or not after.held, "the child renewed it"
 
 
+@pytest.mark.parametrize("backend", CROSS_PROCESS, indirect=True)
+def test_a_child_does_not_re_enter_its_parents_lease_or_use_its_permit(
+    parents: fencelock.Client, name: str
+) -> None:
+    """fork() keeps the forking thread's id: a child asking for its parent's re-entrant
+    lock on that thread must wait like anyone, not count itself in the parent's lease."""
+    held = parents.lock(name, reentrant=True, ttl=5).acquire(timeout=5)
+    permit = parents.semaphore(name + "/pool", permits=1, ttl=5).acquire(timeout=5)
+
+    def in_child(say: Callable[[str], None]) -> None:
+        again = parents.lock(name, reentrant=True).try_acquire()
+        say("re-entered" if again is not None else "busy")
+        other = parents.semaphore(name + "/pool", permits=1).try_acquire()
+        say("a permit" if other is not None else "no permit")
+
+    child = _Child(in_child)
+    heard = [child.heard(), child.heard()]
+    code, said = child.finish()
+    assert (code, heard) == (0, ["busy", "no permit"]), said
+    assert held.depth == 1 and not held.lost
+    permit.release()
+    held.release()
+
+
 @pytest.mark.parametrize("backend", ["memory"], indirect=True)
 def test_an_inherited_memory_client_refuses_to_work(parents: fencelock.Client, name: str) -> None:
     """Each child would otherwise have its own copy of the store: the same lock held in
