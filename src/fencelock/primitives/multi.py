@@ -8,7 +8,6 @@ and its release gives back every one.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
 from collections.abc import Callable, Iterable
@@ -18,9 +17,10 @@ from fencelock import clock
 from fencelock.engine.multi import MultiFlow, Took, multi_acquire_flow, ordered
 from fencelock.engine.steps import Blocked, Take
 from fencelock.engine.timing import validate_timeout
-from fencelock.errors import FencelockError, LeaseLost, LockTimeout
+from fencelock.errors import LeaseLost, LockTimeout
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.blocks import AsyncHeldInBlocks, HeldInBlocks
+from fencelock.primitives.hands import AsyncHands, Hands
 
 if TYPE_CHECKING:
     from fencelock.client import AsyncClient, Client
@@ -157,18 +157,6 @@ class AsyncMultiLease(_MultiLeaseBase[AsyncLease]):
         self._settle_release(failures)
 
 
-def _give_back(taken: list[Lease]) -> None:
-    for lease in reversed(taken):
-        with contextlib.suppress(FencelockError):  # it expires by its TTL; the caller
-            lease.release()  # hears of the failure that made us stop
-
-
-async def _agive_back(taken: list[AsyncLease]) -> None:
-    for lease in reversed(taken):
-        with contextlib.suppress(FencelockError):
-            await lease.release()
-
-
 class _MultiLockBase:
     def __init__(
         self, names: Iterable[str], ttl: float, renew: bool, timeout: float | None
@@ -202,26 +190,21 @@ class MultiLock(_MultiLockBase, HeldInBlocks[MultiLease]):
     def acquire(self, timeout: float | None = None) -> MultiLease:
         """Take every name, in order, within one ``timeout``; :class:`LockTimeout` (with
         nothing held) if one stays held by another owner."""
-        flow, taken = self._flow(timeout), []
+        flow, hands = self._flow(timeout), Hands(self._client, self.ttl, self.renew)
         try:
             take: Take = next(flow)
             while True:
-                lock = self._client.lock(take.name, ttl=self.ttl, renew=self.renew)
-                try:
-                    taken.append(lock.acquire(timeout=take.timeout))
-                    granted = True
-                except LockTimeout:
-                    granted = False
+                granted = hands.take(take.name, take.timeout)
                 take = flow.send(Took(granted, clock.now()))
         except StopIteration as done:
             blocked: Blocked | None = done.value
         except BaseException:
-            _give_back(taken)
+            hands.give_back_all()
             raise
         if blocked is not None:
-            _give_back(taken)
+            hands.give_back_all()
             raise _blocked(self.names, blocked)
-        return MultiLease(taken)
+        return MultiLease(list(hands.taken.values()))
 
     def try_acquire(self) -> MultiLease | None:
         """Try each name once: the :class:`MultiLease`, or None (nothing held)."""
@@ -248,26 +231,21 @@ class AsyncMultiLock(_MultiLockBase, AsyncHeldInBlocks[AsyncMultiLease]):
 
     async def acquire(self, timeout: float | None = None) -> AsyncMultiLease:
         """Take every name; as :meth:`MultiLock.acquire`."""
-        flow, taken = self._flow(timeout), []
+        flow, hands = self._flow(timeout), AsyncHands(self._client, self.ttl, self.renew)
         try:
             take: Take = next(flow)
             while True:
-                lock = self._client.lock(take.name, ttl=self.ttl, renew=self.renew)
-                try:
-                    taken.append(await lock.acquire(timeout=take.timeout))
-                    granted = True
-                except LockTimeout:
-                    granted = False
+                granted = await hands.take(take.name, take.timeout)
                 take = flow.send(Took(granted, clock.now()))
         except StopIteration as done:
             blocked: Blocked | None = done.value
         except BaseException:
-            await _agive_back(taken)
+            await hands.give_back_all()
             raise
         if blocked is not None:
-            await _agive_back(taken)
+            await hands.give_back_all()
             raise _blocked(self.names, blocked)
-        return AsyncMultiLease(taken)
+        return AsyncMultiLease(list(hands.taken.values()))
 
     async def try_acquire(self) -> AsyncMultiLease | None:
         """Try each name once: the :class:`AsyncMultiLease`, or None (nothing held)."""

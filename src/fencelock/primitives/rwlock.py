@@ -6,19 +6,19 @@ leases they ask for. A read hold is a reader lease; a write hold is the gate's l
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from fencelock import clock
 from fencelock.engine.names import validate_name
-from fencelock.engine.rwlock import ListReaders, Reply, RWFlow, RWNames, read_flow, write_flow
+from fencelock.engine.rwlock import Reply, RWFlow, RWNames, read_flow, write_flow
 from fencelock.engine.steps import Blocked, Give, Take
 from fencelock.engine.timing import validate_timeout
-from fencelock.errors import AlreadyHeld, FencelockError, LockTimeout
+from fencelock.errors import AlreadyHeld, LockTimeout
 from fencelock.holdings import this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.blocks import AsyncHeldInBlocks, GateHold, HeldInBlocks
+from fencelock.primitives.hands import AsyncHands, Hands
 
 if TYPE_CHECKING:
     from fencelock.client import AsyncClient, Client
@@ -100,36 +100,28 @@ class ReadWriteSide(_SideBase, HeldInBlocks[RWLease]):
         """Take a read or write hold; :class:`LockTimeout` (nothing held) after ``timeout``."""
         holdings = self._client._holdings
         self._refuse_upgrade(holdings.holds_under(self.names.readers, this_thread()))
-        flow, taken, tokens = self._flow(timeout), dict[str, Lease](), dict[str, int]()
+        flow, hands = self._flow(timeout), Hands(self._client, self.ttl)
         reply: Reply | None = None
         try:
             while True:
                 op = flow.send(reply) if reply is not None else next(flow)
                 if isinstance(op, Take):
-                    try:
-                        taken[op.name] = self._client.lock(op.name, ttl=self.ttl).acquire(
-                            op.timeout
-                        )
-                        tokens[op.name] = taken[op.name].token
-                        reply = Reply(clock.now())
-                    except LockTimeout:
-                        reply = Reply(clock.now(), granted=False)
+                    reply = Reply(clock.now(), granted=hands.take(op.name, op.timeout))
                 elif isinstance(op, Give):
-                    taken.pop(op.name).release()
+                    hands.give(op.name)
                     reply = Reply(clock.now())
-                elif isinstance(op, ListReaders):
-                    held = self._client.list(op.prefix)
-                    reply = Reply(clock.now(), names=tuple(i.name for i in held if i.held))
+                else:
+                    names = tuple(i.name for i in hands.held(op.prefix))
+                    reply = Reply(clock.now(), names=names)
         except StopIteration as done:
             blocked: Blocked | None = done.value
         except BaseException:
-            for lease in taken.values():
-                with contextlib.suppress(FencelockError):
-                    lease.release()
+            hands.give_back_all()
             raise
         if blocked is not None:
             raise _blocked(self.name, self.mode, blocked)
-        return RWLease(self.name, self.mode, taken[self._hold_name(taken)], tokens[self.names.gate])
+        hold = hands.taken[self._hold_name(hands.taken)]
+        return RWLease(self.name, self.mode, hold, hands.tokens[self.names.gate])
 
 
 class AsyncReadWriteSide(_SideBase, AsyncHeldInBlocks[AsyncRWLease]):
@@ -146,37 +138,28 @@ class AsyncReadWriteSide(_SideBase, AsyncHeldInBlocks[AsyncRWLease]):
         """Take a read or write hold; as :meth:`ReadWriteSide.acquire`."""
         holdings = self._client._holdings
         self._refuse_upgrade(holdings.holds_under(self.names.readers, this_task()))
-        flow, taken, tokens = self._flow(timeout), dict[str, AsyncLease](), dict[str, int]()
+        flow, hands = self._flow(timeout), AsyncHands(self._client, self.ttl)
         reply: Reply | None = None
         try:
             while True:
                 op = flow.send(reply) if reply is not None else next(flow)
                 if isinstance(op, Take):
-                    try:
-                        taken[op.name] = await self._client.lock(op.name, ttl=self.ttl).acquire(
-                            op.timeout
-                        )
-                        tokens[op.name] = taken[op.name].token
-                        reply = Reply(clock.now())
-                    except LockTimeout:
-                        reply = Reply(clock.now(), granted=False)
+                    reply = Reply(clock.now(), granted=await hands.take(op.name, op.timeout))
                 elif isinstance(op, Give):
-                    await taken.pop(op.name).release()
+                    await hands.give(op.name)
                     reply = Reply(clock.now())
-                elif isinstance(op, ListReaders):
-                    held = await self._client.list(op.prefix)
-                    reply = Reply(clock.now(), names=tuple(i.name for i in held if i.held))
+                else:
+                    names = tuple(i.name for i in await hands.held(op.prefix))
+                    reply = Reply(clock.now(), names=names)
         except StopIteration as done:
             blocked: Blocked | None = done.value
         except BaseException:
-            for lease in taken.values():
-                with contextlib.suppress(FencelockError):
-                    await lease.release()
+            await hands.give_back_all()
             raise
         if blocked is not None:
             raise _blocked(self.name, self.mode, blocked)
-        hold = taken[self._hold_name(taken)]
-        return AsyncRWLease(self.name, self.mode, hold, tokens[self.names.gate])
+        hold = hands.taken[self._hold_name(hands.taken)]
+        return AsyncRWLease(self.name, self.mode, hold, hands.tokens[self.names.gate])
 
 
 class RWLock:

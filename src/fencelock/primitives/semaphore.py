@@ -20,7 +20,6 @@ from fencelock.engine.semaphore import (
     AwaitBell,
     Disarm,
     Held,
-    ListPermits,
     Op,
     PermitMismatch,
     Reply,
@@ -34,6 +33,7 @@ from fencelock.engine.timing import validate_timeout
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.blocks import AsyncHeldInBlocks, GateHold, HeldInBlocks
+from fencelock.primitives.hands import AsyncHands, Hands
 from fencelock.primitives.lock import adrive, drive, new_owner
 
 if TYPE_CHECKING:
@@ -127,43 +127,33 @@ class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
 
     def acquire(self, timeout: float | None = None) -> Permit:
         """Take a permit; :class:`LockTimeout` (nothing held) after ``timeout``."""
-        flow = self._flow(timeout)
-        taken: dict[str, Lease] = {}
+        flow, hands = self._flow(timeout), Hands(self._client, self.ttl)
         bell: Lease | None = None
-        gate_token, reply = 0, None
+        reply: Reply | None = None
         try:
             while True:
                 op: Op = flow.send(reply) if reply is not None else next(flow)
                 if isinstance(op, (Arm, Disarm, AwaitBell)):
                     bell, reply = self._ring_op(op, bell)
-                    continue
-                granted, held = self._lease_op(op, taken)
-                gate_token = gate_token or next((t.token for t in taken.values()), 0)
-                reply = Reply(clock.now(), granted, held)
+                elif isinstance(op, Take):
+                    reply = Reply(clock.now(), granted=hands.take(op.name, op.timeout))
+                elif isinstance(op, Give):
+                    hands.give(op.name)
+                    reply = Reply(clock.now())
+                else:
+                    reply = Reply(clock.now(), held=self._held(hands.held(op.prefix)))
         except StopIteration as done:
             outcome: Blocked | PermitMismatch | None = done.value
         except BaseException:
-            for lease in [*taken.values(), *([bell] if bell else [])]:
+            hands.give_back_all()
+            if bell is not None:
                 with contextlib.suppress(FencelockError):
-                    lease.release()
+                    bell.release()
             raise
         if outcome is not None:
             raise _failed(self.name, self.permits, outcome)
-        (lease,) = taken.values()
-        return Permit(self.name, lease, gate_token, self._client)
-
-    def _lease_op(self, op: Op, taken: dict[str, Lease]) -> tuple[bool, tuple[Held, ...]]:
-        if isinstance(op, Take):
-            try:
-                taken[op.name] = self._client.lock(op.name, ttl=self.ttl).acquire(op.timeout)
-            except LockTimeout:
-                return False, ()
-            return True, ()
-        if isinstance(op, Give):
-            taken.pop(op.name).release()
-            return True, ()
-        assert isinstance(op, ListPermits)
-        return True, self._held(self._client.list(op.prefix))
+        (lease,) = hands.taken.values()
+        return Permit(self.name, lease, hands.tokens[self.names.gate], self._client)
 
     def _ring_op(self, op: Op, bell: Lease | None) -> tuple[Lease | None, Reply]:
         """The bell's ops: what the bell lease is after ``op``, and the reply."""
@@ -227,46 +217,33 @@ class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
 
     async def acquire(self, timeout: float | None = None) -> AsyncPermit:
         """Take a permit; as :meth:`Semaphore.acquire`."""
-        flow = self._flow(timeout)
-        taken: dict[str, AsyncLease] = {}
+        flow, hands = self._flow(timeout), AsyncHands(self._client, self.ttl)
         bell: AsyncLease | None = None
-        gate_token, reply = 0, None
+        reply: Reply | None = None
         try:
             while True:
                 op: Op = flow.send(reply) if reply is not None else next(flow)
                 if isinstance(op, (Arm, Disarm, AwaitBell)):
                     bell, reply = await self._ring_op(op, bell)
-                    continue
-                granted, held = await self._lease_op(op, taken)
-                gate_token = gate_token or next((t.token for t in taken.values()), 0)
-                reply = Reply(clock.now(), granted, held)
+                elif isinstance(op, Take):
+                    reply = Reply(clock.now(), granted=await hands.take(op.name, op.timeout))
+                elif isinstance(op, Give):
+                    await hands.give(op.name)
+                    reply = Reply(clock.now())
+                else:
+                    reply = Reply(clock.now(), held=self._held(await hands.held(op.prefix)))
         except StopIteration as done:
             outcome: Blocked | PermitMismatch | None = done.value
         except BaseException:
-            for lease in [*taken.values(), *([bell] if bell else [])]:
+            await hands.give_back_all()
+            if bell is not None:
                 with contextlib.suppress(FencelockError):
-                    await lease.release()
+                    await bell.release()
             raise
         if outcome is not None:
             raise _failed(self.name, self.permits, outcome)
-        (lease,) = taken.values()
-        return AsyncPermit(self.name, lease, gate_token, self._client)
-
-    async def _lease_op(
-        self, op: Op, taken: dict[str, AsyncLease]
-    ) -> tuple[bool, tuple[Held, ...]]:
-        if isinstance(op, Take):
-            try:
-                lock = self._client.lock(op.name, ttl=self.ttl)
-                taken[op.name] = await lock.acquire(op.timeout)
-            except LockTimeout:
-                return False, ()
-            return True, ()
-        if isinstance(op, Give):
-            await taken.pop(op.name).release()
-            return True, ()
-        assert isinstance(op, ListPermits)
-        return True, self._held(await self._client.list(op.prefix))
+        (lease,) = hands.taken.values()
+        return AsyncPermit(self.name, lease, hands.tokens[self.names.gate], self._client)
 
     async def _ring_op(self, op: Op, bell: AsyncLease | None) -> tuple[AsyncLease | None, Reply]:
         """The bell's ops; as :meth:`Semaphore._ring_op`."""

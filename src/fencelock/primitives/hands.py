@@ -1,0 +1,79 @@
+"""The leases one run of a primitive's flow takes and gives back, by name.
+
+The flows (multi-lock, read-write lock, semaphore) ask to take a name, give it back,
+and list what is held under a prefix; these are those three steps, once per colour,
+with the token of each take kept and everything still taken given back quietly when
+the run fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+from fencelock.backends.base import LockInfo
+from fencelock.errors import FencelockError, LockTimeout
+from fencelock.lease import AsyncLease, Lease
+
+if TYPE_CHECKING:
+    from fencelock.client import AsyncClient, Client
+
+
+class Hands:
+    """Takes and gives back leases for one flow run (sync API)."""
+
+    def __init__(self, client: Client, ttl: float, renew: bool = True) -> None:
+        self.client, self.ttl, self.renew = client, ttl, renew
+        self.taken: dict[str, Lease] = {}  # in the order taken
+        self.tokens: dict[str, int] = {}  # the token of every take, given back or not
+
+    def take(self, name: str, timeout: float | None) -> bool:
+        """Acquire ``name`` within ``timeout``; False if another owner kept it."""
+        try:
+            lease = self.client.lock(name, ttl=self.ttl, renew=self.renew).acquire(timeout)
+        except LockTimeout:
+            return False
+        self.taken[name], self.tokens[name] = lease, lease.token
+        return True
+
+    def give(self, name: str) -> None:
+        self.taken.pop(name).release()
+
+    def held(self, prefix: str) -> list[LockInfo]:
+        """The leases held under ``prefix`` now, by anyone."""
+        return [info for info in self.client.list(prefix) if info.held]
+
+    def give_back_all(self) -> None:
+        """Release what is still taken, newest first; a failure leaves it to its TTL."""
+        for name in reversed(list(self.taken)):
+            with contextlib.suppress(FencelockError):
+                self.give(name)
+
+
+class AsyncHands:
+    """Takes and gives back leases for one flow run (asyncio API); as :class:`Hands`."""
+
+    def __init__(self, client: AsyncClient, ttl: float, renew: bool = True) -> None:
+        self.client, self.ttl, self.renew = client, ttl, renew
+        self.taken: dict[str, AsyncLease] = {}
+        self.tokens: dict[str, int] = {}
+
+    async def take(self, name: str, timeout: float | None) -> bool:
+        try:
+            lock = self.client.lock(name, ttl=self.ttl, renew=self.renew)
+            lease = await lock.acquire(timeout)
+        except LockTimeout:
+            return False
+        self.taken[name], self.tokens[name] = lease, lease.token
+        return True
+
+    async def give(self, name: str) -> None:
+        await self.taken.pop(name).release()
+
+    async def held(self, prefix: str) -> list[LockInfo]:
+        return [info for info in await self.client.list(prefix) if info.held]
+
+    async def give_back_all(self) -> None:
+        for name in reversed(list(self.taken)):
+            with contextlib.suppress(FencelockError):
+                await self.give(name)
