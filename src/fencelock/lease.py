@@ -340,6 +340,8 @@ class LeaseBase:
     def _leave_nested(self) -> bool:
         """True if this release only ends a nested hold (the outer one keeps the lease);
         raises :class:`LeaseLost` then if the lease was lost meanwhile."""
+        if not self.reentrant:  # the usual release: no lock taken on its way
+            return False
         with self._guard:
             nested = self.depth > 1
             if nested:
