@@ -56,6 +56,12 @@ class Holdings(Generic[L]):
             "reentrant=True can be taken again by the same holder)"
         )
 
+    def held_by(self, name: str, holder: object) -> list[L]:
+        """``holder``'s live leases on ``name``."""
+        with self._mutex:
+            mine = [lease for lease, who in self._by_name.get(name, {}).items() if who == holder]
+        return [lease for lease in mine if is_live(lease.state)]
+
     def holds_under(self, prefix: str, holder: object) -> bool:
         """Whether ``holder`` holds a live lease whose name starts with ``prefix``."""
         with self._mutex:

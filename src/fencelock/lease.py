@@ -79,6 +79,7 @@ class LeaseTerms:
     session: Session | None = None  # the backend session it is held in, if shared
     attempts: int = 1  # tries the acquire took
     reentrant: bool = False  # its holder may take it again (counted; see ``depth``)
+    entry: str = "lock"  # "read", "write" or "permit": an entry in a native shared line
 
 
 class LeaseBase:
@@ -93,6 +94,7 @@ class LeaseBase:
         self.max_hold = terms.max_hold
         self.attempts = terms.attempts  # tries the acquire took: 1 if the lock was free
         self.reentrant = terms.reentrant
+        self._entry = terms.entry
         self.depth = 1  # acquisitions by its holder not yet released (re-entrant leases)
         self._trust = trust.Trust(
             min(terms.trusted_until, terms.hold_until), hold_until=terms.hold_until

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 import fencelock
-from fencelock.backends.base import LockInfo
+from fencelock.backends.base import LockInfo, sharing
 from fencelock.backends.redis.scripts import LockKeys
 from fencelock.testing import ServerPool
 
@@ -202,6 +202,24 @@ def queued_waiters(client: fencelock.Client, name: str) -> int:
     keeps no queue, 1 once a waiter is subscribed to the name's releases on every node
     (it is then past its first try, and a release reaches it)."""
     return _queued(client.inspect(name), client.url, name)
+
+
+def native_shares(client: fencelock.Client) -> bool:
+    """Whether the backend queues readers, writers and permits in a line of its own
+    (ZooKeeper) instead of the generic gate-and-slot leases."""
+    return sharing(client._backend) is not None
+
+
+def wait_for_queued_entry(client: fencelock.Client, generic_gate: str, line: str) -> None:
+    """Return once a waiter of a read-write lock or semaphore is in line: it holds the
+    generic recipe's ``generic_gate`` (or bell), or waits in the native ``line``."""
+    if native_shares(client):
+        wait_for_waiters(client, line)
+        return
+    deadline = time.monotonic() + 30
+    while not client.locked(generic_gate):
+        assert time.monotonic() < deadline, f"nobody ever held {generic_gate!r}"
+        time.sleep(0.01)
 
 
 def wait_for_waiters(client: fencelock.Client, name: str, count: int = 1) -> None:

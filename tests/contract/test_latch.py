@@ -1,4 +1,5 @@
-"""Count-down latches, the same on every backend whose leases outlive their client:
+"""Count-down latches, the same on every backend whose leases outlive their client or
+that keeps latches itself (ZooKeeper):
 armed once, counted down by anyone, waiters woken at zero, the count kept when the
 client that armed it is gone; a clear ConfigError elsewhere."""
 
@@ -10,11 +11,12 @@ import threading
 import pytest
 
 import fencelock
+from fencelock.backends.base import async_latching, latching
 from tests.contract.conftest import BackendCase
 
 
 def _supported(client: fencelock.Client) -> bool:
-    return client._backend.outlives_client(False)
+    return client._backend.outlives_client(False) or latching(client._backend) is not None
 
 
 def test_count_down_to_zero_wakes_the_waiters(
@@ -59,6 +61,27 @@ def test_the_count_outlives_the_client_that_armed_it(
     assert latch.wait(timeout=10)
 
 
+def test_concurrent_count_downs_each_take_one_count(
+    backend: BackendCase, client: fencelock.Client, name: str
+) -> None:
+    if not _supported(client):
+        pytest.skip("no latch here (its ConfigError is tested)")
+    assert client.latch(name).try_set_count(8)
+    taken: list[bool] = []
+
+    def count_down_twice() -> None:
+        with fencelock.connect(backend.url) as mine:
+            taken.extend(mine.latch(name).count_down() for _ in range(2))
+
+    threads = [threading.Thread(target=count_down_twice) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(taken) == [False] * 4 + [True] * 8  # 12 tries: 8 counts, then open
+    assert client.latch(name).count() == 0 and client.latch(name).wait(timeout=0)
+
+
 def test_bad_counts_are_refused(client: fencelock.Client, name: str) -> None:
     if not _supported(client):
         pytest.skip("no latch here (its ConfigError is tested)")
@@ -73,7 +96,8 @@ def test_async_latch(backend: BackendCase, name: str) -> None:
             fencelock.aconnect(backend.url) as client,
             fencelock.aconnect(backend.url) as other,
         ):
-            if not client._backend.outlives_client(False):
+            keeps = async_latching(client._backend) is not None
+            if not client._backend.outlives_client(False) and not keeps:
                 with pytest.raises(fencelock.ConfigError):
                     client.latch(name)
                 return

@@ -9,8 +9,7 @@ import threading
 import pytest
 
 import fencelock
-from fencelock import clock
-from tests.contract.conftest import BackendCase
+from tests.contract.conftest import BackendCase, native_shares, wait_for_queued_entry
 
 
 def test_readers_share_and_a_writer_waits_for_them(
@@ -49,10 +48,7 @@ def test_a_waiting_writer_is_not_starved_by_later_readers(
     thread = threading.Thread(target=write)
     thread.start()
     writer_waits.wait(10)
-    deadline = clock.now() + 10
-    while not client.locked(f"{name}.rw/gate"):  # the writer holds the gate and waits
-        assert clock.now() < deadline
-        threading.Event().wait(0.01)
+    wait_for_queued_entry(client, f"{name}.rw/gate", f"{name}.rw")  # the writer waits
     with pytest.raises(fencelock.LockTimeout):
         client.rw_lock(name).read().acquire(timeout=0.3)  # a later reader waits behind it
     reading.release()
@@ -105,6 +101,8 @@ def test_async_rw_lock(backend: BackendCase, name: str) -> None:
 
 def test_readers_reuse_their_slots(client: fencelock.Client, name: str) -> None:
     """A backend keeps a record per name ever used: readers take slots, never new names."""
+    if native_shares(client):
+        pytest.skip("a native read is a node in the lock's own line: no slots")
     rw = client.rw_lock(name)
     for _ in range(5):
         rw.read().acquire(timeout=10).release()

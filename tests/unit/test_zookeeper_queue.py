@@ -7,6 +7,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fencelock.backends.base import Share
 from fencelock.backends.zookeeper import queue as line
 
 owners = st.text("0123456789abcdef", min_size=1, max_size=40)
@@ -67,3 +68,72 @@ def test_a_kazoo_contenders_data_records_no_timeout() -> None:
     assert line.recorded_timeout(b"kazoo-worker") is None
     assert line.recorded_timeout(b"") is None
     assert line.recorded_timeout(b"owner nan") is None
+
+
+kinds = st.lists(st.sampled_from(["read", "write"]), min_size=1, max_size=30)
+
+
+def shared_line(entries: list[str], permits: int = 1) -> list[line.Contender]:
+    share = {"read": Share("read"), "write": Share("write"), "permit": Share("permit", permits)}
+    children = [
+        f"{line.node_prefix(f'o{i}', share[kind])}{i:010d}" for i, kind in enumerate(entries)
+    ]
+    random.shuffle(children)
+    return line.line(children)
+
+
+@given(kinds)
+def test_a_read_write_line_admits_the_readers_before_the_first_writer_or_that_writer_alone(
+    entries: list[str],
+) -> None:
+    holding = line.holders(shared_line(entries))
+    first_writer = entries.index("write") if "write" in entries else len(entries)
+    if first_writer == 0:
+        assert [h.kind for h in holding] == ["lock"]  # the writer, alone
+    else:
+        assert [h.sequence for h in holding] == list(range(first_writer))
+        assert all(h.kind == "read" for h in holding)
+
+
+@given(kinds, st.data())
+def test_no_reader_behind_a_waiting_writer_ever_holds(
+    entries: list[str], data: st.DataObject
+) -> None:
+    """Writers are not starved: once a writer is in line, later readers wait for it."""
+    ordered = shared_line(entries)
+    holding = {h.sequence for h in line.holders(ordered)}
+    for i, kind in enumerate(entries):
+        if kind == "write" and i not in holding:
+            assert not any(j in holding for j in range(i + 1, len(entries)))
+
+
+@given(st.integers(1, 6), st.integers(1, 20))
+def test_a_semaphore_line_admits_its_first_n_permits(permits: int, contenders: int) -> None:
+    ordered = shared_line(["permit"] * contenders, permits)
+    assert [h.sequence for h in line.holders(ordered)] == list(range(min(permits, contenders)))
+    for index in range(len(ordered)):
+        waits = line.blockers(ordered[:index], "permit", permits)
+        assert bool(waits) == (index >= permits)
+    assert line.permits_in_use(ordered, permits) is None
+    assert line.permits_in_use(ordered, permits + 1) == permits
+
+
+@given(owners, st.sampled_from([Share("read"), Share("write"), Share("permit", 7), None]))
+def test_an_entry_is_read_back_as_what_it_was_created_as(owner: str, share: Share | None) -> None:
+    entry = line.contender(f"{line.node_prefix(owner, share)}0000000042")
+    assert entry is not None and entry.owner == owner and entry.sequence == 42
+    expected = {None: "lock", "write": "lock", "read": "read", "permit": "permit"}
+    assert entry.kind == expected[None if share is None else share.kind]
+    assert entry.permits == (7 if entry.kind == "permit" else 1)
+
+
+def test_a_listed_part_leads_back_to_its_line() -> None:
+    reader = line.contender(f"{line.node_prefix('a', Share('read'))}0000000003")
+    permit = line.contender(f"{line.node_prefix('b', Share('permit', 2))}0000000004")
+    assert reader is not None and permit is not None
+    assert line.part_name("x.rw", reader) == "x.rw/r/3"
+    assert line.part_name("y.sem", permit) == "y.sem/p/2/4"
+    assert line.line_of_part("x.rw/r/3") == "x.rw"
+    assert line.line_of_part("x.rw/gate") == "x.rw"
+    assert line.line_of_part("y.sem/p/2/4") == "y.sem"
+    assert line.line_of_part("plain/lock") == "plain/lock"

@@ -29,20 +29,27 @@ ZooKeeper's sequential node) and whose leases live in a shared session:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol, cast
 
 from fencelock.engine.outcomes import Acquired, AttemptResult, Busy, RenewedAsOf
+from fencelock.errors import ConfigError
 
 __all__ = [
     "Acquired",
     "AsyncAttempt",
     "AsyncBackend",
+    "AsyncSharingBackend",
     "Attempt",
     "AttemptResult",
     "Backend",
     "Busy",
     "LockInfo",
+    "PermitsInUse",
     "RenewedAsOf",
+    "Share",
+    "SharingBackend",
+    "async_sharing",
+    "sharing",
 ]
 
 
@@ -136,3 +143,81 @@ class AsyncBackend(Protocol):
     async def list(self, prefix: str) -> list[LockInfo]: ...
 
     async def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Share:
+    """How a queue entry shares its name, on a backend with a native recipe for it: a
+    ``read`` entry with other readers, a ``write`` entry with nobody, a ``permit`` entry
+    with ``permits - 1`` other permits (ZooKeeper's read/write and semaphore nodes)."""
+
+    kind: Literal["read", "write", "permit"]
+    permits: int = 1
+
+
+class PermitsInUse(ConfigError):
+    """A permit entry met permits of another count in the line (``held_with``)."""
+
+    def __init__(self, name: str, held_with: int, asked: int) -> None:
+        super().__init__(f"{name!r} is in use with {held_with} permits; asked with {asked}")
+        self.held_with = held_with
+
+
+class SharingBackend(Backend, Protocol):
+    """A backend whose queue shares a name natively (``native_shares = True``)."""
+
+    def shared_attempt(self, name: str, owner: str, ttl: float, share: Share) -> Attempt: ...
+
+
+class AsyncSharingBackend(AsyncBackend, Protocol):
+    def shared_attempt(self, name: str, owner: str, ttl: float, share: Share) -> AsyncAttempt: ...
+
+
+def sharing(backend: Backend) -> SharingBackend | None:
+    """``backend`` as one with native read/write and permit queues, or None."""
+    return cast(SharingBackend, backend) if getattr(backend, "native_shares", False) else None
+
+
+def async_sharing(backend: AsyncBackend) -> AsyncSharingBackend | None:
+    return cast(AsyncSharingBackend, backend) if getattr(backend, "native_shares", False) else None
+
+
+class NativeLatch(Protocol):
+    """A count-down latch a backend keeps itself (``native_latches = True``): the count
+    outlives every client even where leases end with theirs (ZooKeeper)."""
+
+    def try_set_count(self, count: int) -> bool: ...
+
+    def count_down(self) -> bool: ...
+
+    def count(self) -> int: ...
+
+    def wait(self, timeout: float | None) -> bool: ...
+
+
+class AsyncNativeLatch(Protocol):
+    async def try_set_count(self, count: int) -> bool: ...
+
+    async def count_down(self) -> bool: ...
+
+    async def count(self) -> int: ...
+
+    async def wait(self, timeout: float | None) -> bool: ...
+
+
+class LatchingBackend(Backend, Protocol):
+    def latch(self, name: str) -> NativeLatch: ...
+
+
+class AsyncLatchingBackend(AsyncBackend, Protocol):
+    def latch(self, name: str) -> AsyncNativeLatch: ...
+
+
+def latching(backend: Backend) -> LatchingBackend | None:
+    """``backend`` as one that keeps latches itself, or None."""
+    return cast(LatchingBackend, backend) if getattr(backend, "native_latches", False) else None
+
+
+def async_latching(backend: AsyncBackend) -> AsyncLatchingBackend | None:
+    ok = getattr(backend, "native_latches", False)
+    return cast(AsyncLatchingBackend, backend) if ok else None

@@ -18,11 +18,15 @@ from fencelock import forking
 from fencelock.backends.base import (
     AsyncAttempt,
     AsyncBackend,
+    AsyncNativeLatch,
     AttemptResult,
     LockInfo,
     RenewedAsOf,
+    Share,
+    async_latching,
+    async_sharing,
 )
-from fencelock.errors import BackendUnavailable
+from fencelock.errors import BackendUnavailable, ConfigError
 
 T = TypeVar("T")
 STOP_WAIT = 5.0  # how long stop() waits for a thread still running the loop
@@ -231,6 +235,23 @@ class SharedLoopAttempt:
         self._loop.run(self._attempt.close())
 
 
+class SharedLoopLatch:
+    def __init__(self, latch: AsyncNativeLatch, loop: SharedLoop) -> None:
+        self._latch, self._loop = latch, loop
+
+    def try_set_count(self, count: int) -> bool:
+        return self._loop.run(self._latch.try_set_count(count))
+
+    def count_down(self) -> bool:
+        return self._loop.run(self._latch.count_down())
+
+    def count(self) -> int:
+        return self._loop.run(self._latch.count())
+
+    def wait(self, timeout: float | None) -> bool:
+        return self._loop.run(self._latch.wait(timeout))
+
+
 class SharedLoopBackend:
     """Runs an :class:`AsyncBackend` (created on its loop) behind the sync protocol.
 
@@ -252,6 +273,8 @@ class SharedLoopBackend:
         self.url = inner.url
         self.supports_fair = inner.supports_fair
         self.outlives_client = inner.outlives_client
+        self.native_shares: bool = getattr(inner, "native_shares", False)
+        self.native_latches: bool = getattr(inner, "native_latches", False)
         forking.register(self)
 
     def _backend(self) -> AsyncBackend:
@@ -277,6 +300,18 @@ class SharedLoopBackend:
         return SharedLoopAttempt(
             self._backend().attempt(name, owner, ttl, fair, renewed), self._loop
         )
+
+    def shared_attempt(self, name: str, owner: str, ttl: float, share: Share) -> SharedLoopAttempt:
+        inner = async_sharing(self._backend())
+        if inner is None:
+            raise ConfigError(f"{self.url} has no native read/write or permit queue")
+        return SharedLoopAttempt(inner.shared_attempt(name, owner, ttl, share), self._loop)
+
+    def latch(self, name: str) -> SharedLoopLatch:
+        inner = async_latching(self._backend())
+        if inner is None:
+            raise ConfigError(f"{self.url} keeps no latch of its own")
+        return SharedLoopLatch(inner.latch(name), self._loop)
 
     def release(self, name: str, owner: str) -> bool:
         inner = self._backend()

@@ -55,6 +55,11 @@ class RWNames:
     name: str
 
     @property
+    def line(self) -> str:
+        """The native queue (readers and writers in one line) where a backend has one."""
+        return f"{self.name}.rw"
+
+    @property
     def gate(self) -> str:
         return f"{self.name}.rw/gate"
 

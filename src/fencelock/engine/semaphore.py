@@ -34,6 +34,11 @@ class SemaphoreNames:
     name: str
 
     @property
+    def line(self) -> str:
+        """The native queue (one entry per permit) where a backend has one."""
+        return f"{self.name}.sem"
+
+    @property
     def gate(self) -> str:
         return f"{self.name}.sem/gate"
 

@@ -2,7 +2,8 @@
 zero; the count lives on the server, so it survives the crash of any client.
 
 The flows are :mod:`fencelock.engine.latch`'s; the drivers here perform their ops.
-A latch needs unrenewed leases that outlive their client (``Backend.outlives_client``).
+A latch needs unrenewed leases that outlive their client (``Backend.outlives_client``),
+or a backend that keeps latches itself (ZooKeeper: a persistent node).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from fencelock import clock
+from fencelock.backends.base import AsyncNativeLatch, NativeLatch, async_latching, latching
 from fencelock.engine.latch import (
     Arm,
     Await,
@@ -60,22 +62,33 @@ class Latch(_LatchBase):
     def __init__(self, client: Client, name: str) -> None:
         super().__init__(name)
         self._client = client
-        _refuse(client._backend.outlives_client(False), self.name, client.url)
+        keeper = latching(client._backend)
+        self._native: NativeLatch | None = None if keeper is None else keeper.latch(self.name)
+        if self._native is None:
+            _refuse(client._backend.outlives_client(False), self.name, client.url)
 
     def try_set_count(self, count: int) -> bool:
         """Arm the latch with ``count`` (>= 1); False if it is counting down already."""
+        if self._native is not None:
+            return self._native.try_set_count(validate_count(count))
         return self._run(set_count_flow(self.names, validate_count(count)))
 
     def count_down(self) -> bool:
         """Take one count away (the last one opens the latch); False if it was open."""
+        if self._native is not None:
+            return self._native.count_down()
         return self._run(count_down_flow(self.names))
 
     def count(self) -> int:
         """The counts left (0: open)."""
+        if self._native is not None:
+            return self._native.count()
         return len([i for i in self._client.list(self.names.counts) if i.held])
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the latch is open (True) or ``timeout`` passes (False)."""
+        if self._native is not None:
+            return self._native.wait(validate_timeout(timeout))
         return self._run(wait_flow(self.names, validate_timeout(timeout), clock.now()))
 
     def _run(self, flow: LatchFlow) -> bool:
@@ -119,22 +132,33 @@ class AsyncLatch(_LatchBase):
     def __init__(self, client: AsyncClient, name: str) -> None:
         super().__init__(name)
         self._client = client
-        _refuse(client._backend.outlives_client(False), self.name, client.url)
+        keeper = async_latching(client._backend)
+        self._native: AsyncNativeLatch | None = None if keeper is None else keeper.latch(self.name)
+        if self._native is None:
+            _refuse(client._backend.outlives_client(False), self.name, client.url)
 
     async def try_set_count(self, count: int) -> bool:
         """Arm the latch; as :meth:`Latch.try_set_count`."""
+        if self._native is not None:
+            return await self._native.try_set_count(validate_count(count))
         return await self._run(set_count_flow(self.names, validate_count(count)))
 
     async def count_down(self) -> bool:
         """Take one count away; as :meth:`Latch.count_down`."""
+        if self._native is not None:
+            return await self._native.count_down()
         return await self._run(count_down_flow(self.names))
 
     async def count(self) -> int:
         """The counts left (0: open)."""
+        if self._native is not None:
+            return await self._native.count()
         return len([i for i in await self._client.list(self.names.counts) if i.held])
 
     async def wait(self, timeout: float | None = None) -> bool:
         """Wait until the latch is open (True) or ``timeout`` passes (False)."""
+        if self._native is not None:
+            return await self._native.wait(validate_timeout(timeout))
         return await self._run(wait_flow(self.names, validate_timeout(timeout), clock.now()))
 
     async def _run(self, flow: LatchFlow) -> bool:

@@ -15,7 +15,15 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from fencelock import clock
-from fencelock.backends.base import AsyncAttempt, AsyncBackend, Attempt, Backend
+from fencelock.backends.base import (
+    AsyncAttempt,
+    AsyncBackend,
+    Attempt,
+    Backend,
+    Share,
+    async_sharing,
+    sharing,
+)
 from fencelock.engine.acquire import (
     AcquireFlow,
     GaveUp,
@@ -27,7 +35,7 @@ from fencelock.engine.acquire import (
     acquire_flow,
 )
 from fencelock.engine.timing import validate_timeout, validate_ttl
-from fencelock.errors import FencelockError, LockTimeout
+from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.holdings import this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseBase, LeaseTerms
 from fencelock.stopping import TaskStopper, ThreadStopper
@@ -105,8 +113,10 @@ class _LockBase(Generic[B, L]):
         max_hold: float | None = None,
         stop_on_loss: bool = False,
         reentrant: bool = False,
+        share: Share | None = None,
     ) -> None:
         self._client = client
+        self._share = share  # a native read-write lock's or semaphore's entry (see Share)
         self.name, self.ttl, self.renew, self.fair = name, ttl, renew, fair
         self.timeout = validate_timeout(timeout)
         self.max_hold = None if max_hold is None else validate_ttl(max_hold, "max_hold")
@@ -124,6 +134,8 @@ class _LockBase(Generic[B, L]):
     def _reenter(self, holder: object) -> L | None:
         """``holder``'s lease on the name, taken again, if it holds one (re-entrant);
         raises :class:`AlreadyHeld` if it holds one it cannot take again."""
+        if self._share is not None and self._share.kind != "write":
+            return None  # every read or permit is an entry of its own, a holder's second too
         return self._client._holdings.reenter(self.name, holder, self.reentrant)
 
     def _start(self, timeout: float | None) -> tuple[str, AcquireFlow]:
@@ -148,6 +160,7 @@ class _LockBase(Generic[B, L]):
             outcome.session,
             outcome.attempts,
             self.reentrant,
+            "lock" if self._share is None else self._share.kind,
         )
 
     def _hold(self, lease: L, holder: object) -> L:
@@ -202,8 +215,11 @@ class Lock(_LockBase[Backend, Lease]):
         max_hold: float | None = None,
         stop_on_loss: bool = False,
         reentrant: bool = False,
+        share: Share | None = None,
     ) -> None:
-        super().__init__(client, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant)
+        super().__init__(
+            client, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant, share
+        )
 
     def acquire(self, timeout: float | None = None) -> Lease:
         """Take the lock and return its :class:`Lease`.
@@ -221,13 +237,21 @@ class Lock(_LockBase[Backend, Lease]):
         if again is not None:
             return again
         owner, flow = self._start(timeout)
-        attempt = self._backend.attempt(self.name, owner, self.ttl, self.fair, self.renew)
+        attempt = self._attempt(owner)
         try:
             outcome = drive(flow, attempt)
         finally:
             attempt.close()
         terms = self._terms(owner, outcome)
         return self._hold(Lease(self._backend, self._client._holdings, terms), holder)
+
+    def _attempt(self, owner: str) -> Attempt:
+        if self._share is None:
+            return self._backend.attempt(self.name, owner, self.ttl, self.fair, self.renew)
+        native = sharing(self._backend)
+        if native is None:
+            raise ConfigError(f"{self._backend.url} has no native read/write or permit queue")
+        return native.shared_attempt(self.name, owner, self.ttl, self._share)
 
     def try_acquire(self) -> Lease | None:
         """Try once: the :class:`Lease`, or None if another owner holds the lock."""
@@ -272,8 +296,11 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
         max_hold: float | None = None,
         stop_on_loss: bool = False,
         reentrant: bool = False,
+        share: Share | None = None,
     ) -> None:
-        super().__init__(client, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant)
+        super().__init__(
+            client, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant, share
+        )
 
     async def acquire(self, timeout: float | None = None) -> AsyncLease:
         """Take the lock; same contract as :meth:`Lock.acquire` (per task, not thread)."""
@@ -282,13 +309,21 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
         if again is not None:
             return again
         owner, flow = self._start(timeout)
-        attempt = self._backend.attempt(self.name, owner, self.ttl, self.fair, self.renew)
+        attempt = self._attempt(owner)
         try:
             outcome = await adrive(flow, attempt)
         finally:
             await attempt.close()
         terms = self._terms(owner, outcome)
         return self._hold(AsyncLease(self._backend, self._client._holdings, terms), holder)
+
+    def _attempt(self, owner: str) -> AsyncAttempt:
+        if self._share is None:
+            return self._backend.attempt(self.name, owner, self.ttl, self.fair, self.renew)
+        native = async_sharing(self._backend)
+        if native is None:
+            raise ConfigError(f"{self._backend.url} has no native read/write or permit queue")
+        return native.shared_attempt(self.name, owner, self.ttl, self._share)
 
     async def try_acquire(self) -> AsyncLease | None:
         """Try once: the :class:`AsyncLease`, or None if another owner holds the lock."""

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from fencelock import clock
+from fencelock.backends.base import Share, async_sharing, sharing
 from fencelock.engine.names import validate_name
 from fencelock.engine.rwlock import Reply, RWFlow, RWNames, read_flow, write_flow
 from fencelock.engine.steps import Blocked, Give, Take
@@ -19,6 +20,7 @@ from fencelock.holdings import this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.blocks import AsyncHeldInBlocks, GateHold, HeldInBlocks
 from fencelock.primitives.hands import AsyncHands, Hands
+from fencelock.primitives.lock import AsyncLock, Lock
 
 if TYPE_CHECKING:
     from fencelock.client import AsyncClient, Client
@@ -80,6 +82,25 @@ class _SideBase:
         (name,) = taken  # what a flow that ended well holds: one lease
         return name
 
+    @property
+    def _share(self) -> Share:
+        return Share(self.mode)
+
+    def _refuse_waiting_for_itself(self, held: list[L]) -> None:
+        """A native hold that would queue behind its own holder's read or write."""
+        if self.mode == "write":
+            self._refuse_upgrade(any(lease._entry == "read" for lease in held))
+        elif any(lease._entry == "write" for lease in held):
+            raise AlreadyHeld(
+                f"write lock on {self.name!r} is held by this thread or task; a read lock "
+                "would wait for it forever (release the write lock first)"
+            )
+
+    def _timed_out(self, started: float) -> LockTimeout:
+        return LockTimeout(
+            f"{self.mode} lock on {self.name!r} not acquired within {clock.now() - started:.3f}s"
+        )
+
     def _refuse_upgrade(self, holds_reader: bool) -> None:
         if self.mode == "write" and holds_reader:
             raise AlreadyHeld(
@@ -99,6 +120,8 @@ class ReadWriteSide(_SideBase, HeldInBlocks[RWLease]):
     def acquire(self, timeout: float | None = None) -> RWLease:
         """Take a read or write hold; :class:`LockTimeout` (nothing held) after ``timeout``."""
         holdings = self._client._holdings
+        if sharing(self._client._backend) is not None:
+            return self._acquire_natively(timeout)
         self._refuse_upgrade(holdings.holds_under(self.names.readers, this_thread()))
         flow, hands = self._flow(timeout), Hands(self._client, self.ttl)
         reply: Reply | None = None
@@ -123,6 +146,19 @@ class ReadWriteSide(_SideBase, HeldInBlocks[RWLease]):
         hold = hands.taken[self._hold_name(hands.taken)]
         return RWLease(self.name, self.mode, hold, hands.tokens[self.names.gate])
 
+    def _acquire_natively(self, timeout: float | None) -> RWLease:
+        """One read or write entry in the backend's own line (ZooKeeper's nodes)."""
+        self._refuse_waiting_for_itself(
+            self._client._holdings.held_by(self.names.line, this_thread())
+        )
+        lock = Lock(self._client, self.names.line, self.ttl, True, share=self._share)
+        started = clock.now()
+        try:
+            lease = lock.acquire(validate_timeout(timeout))
+        except LockTimeout:
+            raise self._timed_out(started) from None
+        return RWLease(self.name, self.mode, lease, lease.token)
+
 
 class AsyncReadWriteSide(_SideBase, AsyncHeldInBlocks[AsyncRWLease]):
     """The read or the write side of an :class:`AsyncRWLock`: ``async with rw.read():``."""
@@ -137,6 +173,8 @@ class AsyncReadWriteSide(_SideBase, AsyncHeldInBlocks[AsyncRWLease]):
     async def acquire(self, timeout: float | None = None) -> AsyncRWLease:
         """Take a read or write hold; as :meth:`ReadWriteSide.acquire`."""
         holdings = self._client._holdings
+        if async_sharing(self._client._backend) is not None:
+            return await self._acquire_natively(timeout)
         self._refuse_upgrade(holdings.holds_under(self.names.readers, this_task()))
         flow, hands = self._flow(timeout), AsyncHands(self._client, self.ttl)
         reply: Reply | None = None
@@ -160,6 +198,19 @@ class AsyncReadWriteSide(_SideBase, AsyncHeldInBlocks[AsyncRWLease]):
             raise _blocked(self.name, self.mode, blocked)
         hold = hands.taken[self._hold_name(hands.taken)]
         return AsyncRWLease(self.name, self.mode, hold, hands.tokens[self.names.gate])
+
+    async def _acquire_natively(self, timeout: float | None) -> AsyncRWLease:
+        """As :meth:`ReadWriteSide._acquire_natively`."""
+        self._refuse_waiting_for_itself(
+            self._client._holdings.held_by(self.names.line, this_task())
+        )
+        lock = AsyncLock(self._client, self.names.line, self.ttl, True, share=self._share)
+        started = clock.now()
+        try:
+            lease = await lock.acquire(validate_timeout(timeout))
+        except LockTimeout:
+            raise self._timed_out(started) from None
+        return AsyncRWLease(self.name, self.mode, lease, lease.token)
 
 
 class RWLock:

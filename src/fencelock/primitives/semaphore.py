@@ -12,7 +12,7 @@ import random
 from typing import TYPE_CHECKING, TypeVar
 
 from fencelock import clock
-from fencelock.backends.base import LockInfo
+from fencelock.backends.base import LockInfo, PermitsInUse, Share, async_sharing, sharing
 from fencelock.engine.acquire import Granted, acquire_flow
 from fencelock.engine.names import validate_name
 from fencelock.engine.semaphore import (
@@ -34,7 +34,7 @@ from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.blocks import AsyncHeldInBlocks, GateHold, HeldInBlocks
 from fencelock.primitives.hands import AsyncHands, Hands
-from fencelock.primitives.lock import adrive, drive, new_owner
+from fencelock.primitives.lock import AsyncLock, Lock, adrive, drive, new_owner
 
 if TYPE_CHECKING:
     from fencelock.client import AsyncClient, Client
@@ -62,9 +62,9 @@ def _failed(name: str, permits: int, outcome: Blocked | PermitMismatch) -> Fence
 class Permit(GateHold[Lease]):
     """A held permit (sync API)."""
 
-    def __init__(self, name: str, lease: Lease, token: int, client: Client) -> None:
+    def __init__(self, name: str, lease: Lease, token: int, client: Client, rings: bool) -> None:
         super().__init__(name, lease, token)
-        self._client = client
+        self._client, self._rings = client, rings  # a native permit's waiters watch the line
 
     def release(self) -> None:
         """Give the permit back and ring for the next waiter; :class:`LeaseLost` if it
@@ -72,24 +72,28 @@ class Permit(GateHold[Lease]):
         try:
             self.lease.release()
         finally:
-            with contextlib.suppress(FencelockError):
-                self._client.evict(SemaphoreNames(self.name).bell)
+            if self._rings:
+                with contextlib.suppress(FencelockError):
+                    self._client.evict(SemaphoreNames(self.name).bell)
 
 
 class AsyncPermit(GateHold[AsyncLease]):
     """A held permit (asyncio API)."""
 
-    def __init__(self, name: str, lease: AsyncLease, token: int, client: AsyncClient) -> None:
+    def __init__(
+        self, name: str, lease: AsyncLease, token: int, client: AsyncClient, rings: bool
+    ) -> None:
         super().__init__(name, lease, token)
-        self._client = client
+        self._client, self._rings = client, rings  # a native permit's waiters watch the line
 
     async def release(self) -> None:
         """Give the permit back; as :meth:`Permit.release`."""
         try:
             await self.lease.release()
         finally:
-            with contextlib.suppress(FencelockError):
-                await self._client.evict(SemaphoreNames(self.name).bell)
+            if self._rings:
+                with contextlib.suppress(FencelockError):
+                    await self._client.evict(SemaphoreNames(self.name).bell)
 
 
 class _SemaphoreBase:
@@ -109,6 +113,15 @@ class _SemaphoreBase:
     def _held(self, infos: list[LockInfo]) -> tuple[Held, ...]:
         return tuple(Held(i.name, i.remaining) for i in infos if i.held)
 
+    @property
+    def _share(self) -> Share:
+        return Share("permit", self.permits)
+
+    def _failed_natively(self, failed: FencelockError, started: float) -> FencelockError:
+        if isinstance(failed, PermitsInUse):
+            return _failed(self.name, self.permits, PermitMismatch(failed.held_with))
+        return _failed(self.name, self.permits, Blocked(self.names.line, clock.now() - started))
+
     def _available(self, held: tuple[Held, ...]) -> int:
         if counts_of(held, self.names) - {self.permits}:
             return 0
@@ -127,6 +140,8 @@ class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
 
     def acquire(self, timeout: float | None = None) -> Permit:
         """Take a permit; :class:`LockTimeout` (nothing held) after ``timeout``."""
+        if sharing(self._client._backend) is not None:
+            return self._acquire_natively(timeout)
         flow, hands = self._flow(timeout), Hands(self._client, self.ttl)
         bell: Lease | None = None
         reply: Reply | None = None
@@ -153,7 +168,17 @@ class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
         if outcome is not None:
             raise _failed(self.name, self.permits, outcome)
         (lease,) = hands.taken.values()
-        return Permit(self.name, lease, hands.tokens[self.names.gate], self._client)
+        return Permit(self.name, lease, hands.tokens[self.names.gate], self._client, True)
+
+    def _acquire_natively(self, timeout: float | None) -> Permit:
+        """One permit entry in the backend's own queue (ZooKeeper's sequential nodes)."""
+        lock = Lock(self._client, self.names.line, self.ttl, True, share=self._share)
+        started = clock.now()
+        try:
+            lease = lock.acquire(validate_timeout(timeout))
+        except (PermitsInUse, LockTimeout) as failed:
+            raise self._failed_natively(failed, started) from None
+        return Permit(self.name, lease, lease.token, self._client, False)
 
     def _ring_op(self, op: Op, bell: Lease | None) -> tuple[Lease | None, Reply]:
         """The bell's ops: what the bell lease is after ``op``, and the reply."""
@@ -217,6 +242,8 @@ class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
 
     async def acquire(self, timeout: float | None = None) -> AsyncPermit:
         """Take a permit; as :meth:`Semaphore.acquire`."""
+        if async_sharing(self._client._backend) is not None:
+            return await self._acquire_natively(timeout)
         flow, hands = self._flow(timeout), AsyncHands(self._client, self.ttl)
         bell: AsyncLease | None = None
         reply: Reply | None = None
@@ -243,7 +270,17 @@ class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
         if outcome is not None:
             raise _failed(self.name, self.permits, outcome)
         (lease,) = hands.taken.values()
-        return AsyncPermit(self.name, lease, hands.tokens[self.names.gate], self._client)
+        return AsyncPermit(self.name, lease, hands.tokens[self.names.gate], self._client, True)
+
+    async def _acquire_natively(self, timeout: float | None) -> AsyncPermit:
+        """One permit entry in the backend's own queue; as :meth:`Semaphore._acquire_natively`."""
+        lock = AsyncLock(self._client, self.names.line, self.ttl, True, share=self._share)
+        started = clock.now()
+        try:
+            lease = await lock.acquire(validate_timeout(timeout))
+        except (PermitsInUse, LockTimeout) as failed:
+            raise self._failed_natively(failed, started) from None
+        return AsyncPermit(self.name, lease, lease.token, self._client, False)
 
     async def _ring_op(self, op: Op, bell: AsyncLease | None) -> tuple[AsyncLease | None, Reply]:
         """The bell's ops; as :meth:`Semaphore._ring_op`."""

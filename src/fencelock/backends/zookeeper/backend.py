@@ -6,6 +6,10 @@ across the whole ensemble and its restarts) is the fencing token. A waiter
 watches only its predecessor. Written for asyncio over kazoo's ``*_async`` calls
 (:mod:`.bridge`); the blocking face runs it on one shared event loop.
 
+The same line is the native read-write lock and semaphore (``shared_attempt``, see
+:mod:`.queue`): one node per hold, so a read or a permit costs a create and a
+listing, as kazoo's recipes do, instead of the generic gate-and-slot leases.
+
 Not kazoo's ``Lock`` recipe (a contender orphaned by a suspended session can stall
 it, kazoo #732): a create whose reply was lost is found again by its owner's name
 before anything else is done, and a contender's node is deleted when it gives up.
@@ -25,9 +29,19 @@ from kazoo.protocol.states import WatchedEvent
 
 from fencelock import clock, forking
 from fencelock.aio import within
-from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo, RenewedAsOf
+from fencelock.backends.base import (
+    Acquired,
+    AttemptResult,
+    Busy,
+    LockInfo,
+    PermitsInUse,
+    RenewedAsOf,
+    Share,
+)
+from fencelock.backends.zookeeper import latch as latches
 from fencelock.backends.zookeeper import queue as line
 from fencelock.backends.zookeeper.bridge import ANSWERS, SessionLost, on_loop
+from fencelock.backends.zookeeper.latch import ZooKeeperLatch
 from fencelock.backends.zookeeper.options import zookeeper_options
 from fencelock.backends.zookeeper.session import ZkSession
 from fencelock.engine.session import SessionNews
@@ -70,6 +84,8 @@ class AsyncZooKeeperBackend:
     """The asyncio ZooKeeper backend; the sync one runs it on a shared loop."""
 
     supports_fair = True  # the queue is FIFO by sequence number, fair or not
+    native_shares = True  # readers, writers and permits queue in one line
+    native_latches = True  # in a persistent node (a lease's node ends with its session)
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""
@@ -105,6 +121,14 @@ class AsyncZooKeeperBackend:
         self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
     ) -> ZooKeeperAttempt:
         return ZooKeeperAttempt(self, name, owner, ttl, renewed)
+
+    def latch(self, name: str) -> ZooKeeperLatch:
+        """The count-down latch on ``name``, in a persistent node of its own."""
+        return ZooKeeperLatch(self, name)
+
+    def shared_attempt(self, name: str, owner: str, ttl: float, share: Share) -> ZooKeeperAttempt:
+        """A read, write or permit entry in ``name``'s line (see :mod:`.queue`)."""
+        return ZooKeeperAttempt(self, name, owner, ttl, True, share)
 
     async def session(self, timeout: int, shared: bool) -> ZkSession:
         """This client's live session of ``timeout`` seconds, or one of its own."""
@@ -173,11 +197,16 @@ class AsyncZooKeeperBackend:
         """Release a lease another client holds, found by its owner's node name (an
         operator's ``fencelock`` command, a test's thief)."""
         session = await self.session(OPENING_TTL, shared=True)
-        queue = self.queue(name)
-        head = await self._head(session, queue)
-        if head is None or head.entry.owner != owner:
+        queue = self.queue(line.line_of_part(name))
+        entries = await self._line(session, queue)
+        holding = [entry for entry in line.holders(entries) if entry.owner == owner]
+        if not holding:
             return False
-        return await self._delete(session, queue, f"{queue}/{head.entry.node}", head.token)
+        path = f"{queue}/{holding[0].node}"
+        stat = await session.call(session.client.exists_async(path))
+        if stat is None:
+            return False
+        return await self._delete(session, queue, path, int(stat.czxid))
 
     async def _head(self, session: ZkSession, queue: str) -> _Head | None:
         """The holder's node, read: its token, and the session timeout it recorded."""
@@ -221,6 +250,11 @@ class AsyncZooKeeperBackend:
 
     async def inspect(self, name: str) -> LockInfo | None:
         session = await self.session(OPENING_TTL, shared=True)
+        whole = line.line_of_part(name)
+        if whole != name:  # a holder of a shared line, as ``list`` names it
+            entries = await self._line(session, self.queue(whole))
+            parts = await self._holding(session, self.queue(whole), whole, entries)
+            return next((info for info in parts if info.name == name), None)
         queue = self.queue(name)
         head = await self._head(session, queue)
         if head is not None:
@@ -245,16 +279,45 @@ class AsyncZooKeeperBackend:
             children = await session.call(session.client.get_children_async(path))
         except kz.NoNodeError:
             return
-        if name and name.startswith(prefix) and line.line(children):
-            head = await self._head(session, path)
-            if head is not None:
-                found.append(head.info(name))
+        entries = line.line(children)
+        infos: builtins.list[LockInfo] = []
+        if name and entries:
+            infos = await self._holding(session, path, name, entries)
+        elif name.endswith(".latch") and not children:  # a latch's persistent node
+            with contextlib.suppress(kz.NoNodeError):
+                data, stat = await session.call(session.client.get_async(path))
+                infos = latches.listed(name, data, int(stat.czxid))
+        found.extend(info for info in infos if info.name.startswith(prefix))
         for child in children:
             if line.contender(child) is not None:
                 continue
             deeper = f"{name}/{child}" if name else child
             if deeper.startswith(prefix) or prefix.startswith(deeper + "/"):
                 await self._walk(session, f"{path}/{child}", deeper, prefix, found)
+
+    async def _line(self, session: ZkSession, queue: str) -> builtins.list[line.Contender]:
+        try:
+            return line.line(await session.call(session.client.get_children_async(queue)))
+        except kz.NoNodeError:
+            return []
+
+    async def _holding(
+        self, session: ZkSession, queue: str, name: str, entries: builtins.list[line.Contender]
+    ) -> builtins.list[LockInfo]:
+        """What holds ``name`` now: its head, or every holder of a shared line, each
+        under its part's name (``NAME.rw/r/<seq>``, ``NAME.sem/p/<n>/<seq>``)."""
+        if not line.shared(name):
+            head = await self._head(session, queue)
+            return [] if head is None else [head.info(name)]
+        infos: builtins.list[LockInfo] = []
+        for entry in line.holders(entries):
+            try:
+                data, stat = await session.call(session.client.get_async(f"{queue}/{entry.node}"))
+            except kz.NoNodeError:
+                continue
+            part = line.part_name(name, entry)
+            infos.append(LockInfo(part, entry.owner, int(stat.czxid), line.recorded_timeout(data)))
+        return infos
 
     async def close(self) -> None:
         sessions, self._every = self._every, set()
@@ -271,10 +334,19 @@ class ZooKeeperAttempt:
     """One contender: its node, once created, and the one it waits behind."""
 
     def __init__(
-        self, backend: AsyncZooKeeperBackend, name: str, owner: str, ttl: float, renewed: bool
+        self,
+        backend: AsyncZooKeeperBackend,
+        name: str,
+        owner: str,
+        ttl: float,
+        renewed: bool,
+        share: Share | None = None,
     ) -> None:
         self._backend, self._name, self._owner = backend, name, owner
-        self._ttl, self._shared = ttl, renewed
+        self._ttl, self._shared, self._share = ttl, renewed, share
+        self._kind: line.Kind = "lock" if share is None or share.kind == "write" else share.kind
+        self._permits = 1 if share is None else share.permits
+        self._seen: builtins.list[str] | None = None  # the line as last read (a permit's watch)
         self._queue = backend.queue(name)
         self._session: ZkSession | None = None
         self._node: str | None = None  # our contender's name, once created
@@ -307,8 +379,16 @@ class ZooKeeperAttempt:
         if ahead is None:  # deleted by someone: queue again
             self._node = None
             return Busy(retry_after=0.0)
-        if ahead:
-            self._predecessor = f"{self._queue}/{ahead[-1].node}"
+        if self._kind == "permit":
+            other = line.permits_in_use(ahead, self._permits)
+            if other is not None:
+                raise PermitsInUse(self._name, other, self._permits)
+        waiting_for = line.blockers(ahead, self._kind, self._permits)
+        if waiting_for:
+            if self._kind == "permit":  # any of those before it may leave: watch the line
+                self._predecessor, self._seen = self._queue, children
+            else:
+                self._predecessor = f"{self._queue}/{waiting_for[-1].node}"
             return Busy(notified=True)
         self._acquired = True
         self._backend.hold(
@@ -326,7 +406,7 @@ class ZooKeeperAttempt:
                 self._node, self._token = found
                 return
         self._creating = session.client.create_async(
-            f"{self._queue}/{line.node_prefix(self._owner)}",
+            f"{self._queue}/{line.node_prefix(self._owner, self._share)}",
             line.node_data(self._owner, session.negotiated),
             ephemeral=True,
             sequence=True,
@@ -364,7 +444,16 @@ class ZooKeeperAttempt:
 
         stop_listening = session.news.listen(news)
         try:
-            if await session.call(session.client.exists_async(predecessor, watch=changed)):
+            if predecessor == self._queue:  # the whole line: wait unless it changed already
+                now = await session.call(
+                    session.client.get_children_async(predecessor, watch=changed)
+                )
+                still = sorted(now) == sorted(self._seen or [])
+            else:
+                still = bool(
+                    await session.call(session.client.exists_async(predecessor, watch=changed))
+                )
+            if still:
                 with contextlib.suppress(TimeoutError):
                     await within(timeout, moved.wait())
         finally:

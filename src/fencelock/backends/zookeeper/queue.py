@@ -7,6 +7,12 @@ kazoo keeps fencelock out and the other way round. The child with the lowest
 sequence number holds the lock; each waiter watches only the one just before it.
 Children of other shapes (the queue nodes of longer names, ``NAME/...``) are not
 contenders.
+
+The same line shares a name natively (:class:`~fencelock.backends.base.Share`): a
+reader ``<owner>__rlock__<seq>`` (kazoo's ``ReadLock`` names) waits only for the
+writers before it and watches the nearest; a writer is an ordinary ``__lock__``
+contender; a permit of N ``<owner>__sem<N>__<seq>`` holds while fewer than N
+contenders are before it and, as any of them may leave, watches the line itself.
 """
 
 from __future__ import annotations
@@ -14,10 +20,16 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Literal
+
+from fencelock.backends.base import Share
 
 MARKER = "__lock__"
 # kazoo's read lock contenders queue in the same line (its ReadLock/WriteLock recipe)
-_CONTENDER = re.compile(r"^(?P<owner>.*?)__(?:lock|rlock)__(?P<seq>\d{10})$")
+_CONTENDER = re.compile(
+    r"^(?P<owner>.*?)__(?P<kind>lock|rlock|sem(?P<permits>[1-9]\d*))__(?P<seq>\d{10})$"
+)
+Kind = Literal["lock", "read", "permit"]
 
 
 @dataclass(frozen=True, order=True)
@@ -25,6 +37,8 @@ class Contender:
     sequence: int
     node: str  # the child's name, not its path
     owner: str  # the name's part before the marker (kazoo puts a uuid there)
+    kind: Kind = "lock"
+    permits: int = 1  # a permit's semaphore size
 
 
 def queue_path(base: str, name: str) -> str:
@@ -32,9 +46,13 @@ def queue_path(base: str, name: str) -> str:
     return f"{base.rstrip('/')}/{name}"
 
 
-def node_prefix(owner: str) -> str:
+def node_prefix(owner: str, share: Share | None = None) -> str:
     """What a contender of ``owner`` is created as (ZooKeeper appends the sequence)."""
-    return f"{owner}{MARKER}"
+    if share is None or share.kind == "write":
+        return f"{owner}{MARKER}"
+    if share.kind == "read":
+        return f"{owner}__rlock__"
+    return f"{owner}__sem{share.permits}__"
 
 
 def contender(node: str) -> Contender | None:
@@ -42,7 +60,33 @@ def contender(node: str) -> Contender | None:
     match = _CONTENDER.match(node)
     if match is None:
         return None
-    return Contender(int(match["seq"]), node, match["owner"])
+    seq, owner, marker = int(match["seq"]), match["owner"], match["kind"]
+    if marker == "lock":
+        return Contender(seq, node, owner)
+    if marker == "rlock":
+        return Contender(seq, node, owner, "read")
+    return Contender(seq, node, owner, "permit", int(match["permits"]))
+
+
+def blockers(ahead: list[Contender], kind: Kind, permits: int = 1) -> list[Contender]:
+    """Who keeps a contender of ``kind`` waiting, given the contenders ``ahead`` of it
+    (nearest last); [] if it holds. A reader waits for writers only; a permit of N
+    for the N or more before it; anything else for everyone before it."""
+    if kind == "read":
+        return [entry for entry in ahead if entry.kind != "read"]
+    if kind == "permit":
+        return ahead if len(ahead) >= permits else []
+    return ahead
+
+
+def holders(entries: list[Contender]) -> list[Contender]:
+    """The contenders of a line (holder first) that hold now."""
+    return [e for i, e in enumerate(entries) if not blockers(entries[:i], e.kind, e.permits)]
+
+
+def permits_in_use(entries: list[Contender], permits: int) -> int | None:
+    """Another permit count than ``permits`` that a contender in line uses, if any."""
+    return next((e.permits for e in entries if e.kind == "permit" and e.permits != permits), None)
 
 
 def line(children: list[str]) -> list[Contender]:
@@ -62,8 +106,7 @@ def ahead_of(children: list[str], mine: str) -> list[Contender] | None:
 
 def mine_among(children: list[str], owner: str) -> str | None:
     """Our contender among ``children``: the create whose reply was lost may have made it."""
-    prefix = node_prefix(owner)
-    return next((c.node for c in line(children) if c.node.startswith(prefix)), None)
+    return next((c.node for c in line(children) if c.owner == owner), None)
 
 
 def node_data(owner: str, session_timeout: float) -> bytes:
@@ -79,3 +122,29 @@ def recorded_timeout(data: bytes) -> float | None:
     except ValueError:
         return None
     return seconds if 0 < seconds < math.inf else None
+
+
+_PARTED = re.compile(r"^(?P<line>.+\.(?:rw|sem))/(?:gate|r/\d+|p/\d+/\d+)$")
+
+
+def shared(name: str) -> bool:
+    """Whether ``name``'s line is a native read-write lock or semaphore, whose holders
+    are listed one by one (as the generic primitives' parts are)."""
+    return name.endswith((".rw", ".sem"))
+
+
+def part_name(name: str, entry: Contender) -> str:
+    """The name a holder of a shared line is listed under: a reader ``NAME.rw/r/<seq>``,
+    the writer ``NAME.rw/gate``, a permit ``NAME.sem/p/<n>/<seq>`` (the generic
+    primitives' part names, which ``status`` folds)."""
+    if entry.kind == "read":
+        return f"{name}/r/{entry.sequence}"
+    if entry.kind == "permit":
+        return f"{name}/p/{entry.permits}/{entry.sequence}"
+    return f"{name}/gate"
+
+
+def line_of_part(name: str) -> str:
+    """The line a listed part belongs to (``NAME.rw/r/12`` → ``NAME.rw``); else ``name``."""
+    match = _PARTED.match(name)
+    return name if match is None else match["line"]
