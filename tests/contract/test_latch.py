@@ -78,7 +78,7 @@ def test_concurrent_count_downs_each_take_one_count(
         thread.start()
     for thread in threads:
         thread.join(60)
-    assert sorted(taken) == [False] * 4 + [True] * 8  # 12 tries: 8 counts, then open
+    assert sorted(taken) == [False] * 4 + [True] * 8, taken  # 12 tries: 8 counts, then open
     assert client.latch(name).count() == 0 and client.latch(name).wait(timeout=0)
 
 

@@ -16,6 +16,7 @@ import pytest
 
 import fencelock
 from fencelock.backends.base import Acquired
+from fencelock.backends.postgresql.backend import release_mark
 from fencelock.backends.postgresql.sql import review
 from fencelock.errors import BackendUnavailable, ConfigError
 from fencelock.testing import PostgreSQLServer, ServerPool
@@ -206,7 +207,8 @@ def test_every_statement_may_run_twice_with_the_same_effect(
 ) -> None:
     """A statement sent on a connection that turns out dead is sent again on a new
     one; for that to be safe, a second acquire by the same owner returns the same
-    token and a second release still says the lease was held."""
+    token and a release sent again still says the lease was held (while a separate
+    second release, as a second ``evict``, says it was not)."""
     with fencelock.connect(postgres.url) as client:
         backend, owner = client._backend, secrets.token_hex(20)
         first = backend.attempt(name, owner, 30)
@@ -219,7 +221,15 @@ def test_every_statement_may_run_twice_with_the_same_effect(
         assert isinstance(granted, Acquired) and isinstance(regranted, Acquired)
         assert regranted.token == granted.token
         assert backend.renew(name, owner, 30) and backend.renew(name, owner, 30)
-        assert backend.release(name, owner) and backend.release(name, owner)
+        inner = backend._backend()
+        params = {"name": name, "owner": owner, "mark": release_mark()}
+
+        def send_release() -> bool:
+            sent = inner.connections.fetchall(inner.statements.release, params)
+            return bool(backend._loop.run(sent))
+
+        assert send_release() and send_release()  # the same release, sent again
+        assert not backend.release(name, owner)  # another release: not held any more
         assert not backend.renew(name, owner, 30)  # released is released
         successor = client.lock(name).acquire(timeout=0)
         assert successor.token > granted.token

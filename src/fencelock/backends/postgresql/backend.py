@@ -12,6 +12,7 @@ otherwise sleeps until the holder's lease would expire). The statements are in
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from fencelock import forking
@@ -57,8 +58,9 @@ class AsyncPostgresBackend:
         return PostgresAttempt(self, name, owner, ttl, starvation_bound(fair))
 
     async def release(self, name: str, owner: str) -> bool:
+        mark = release_mark()
         rows = await self.connections.fetchall(
-            self.statements.release, {"name": name, "owner": owner}
+            self.statements.release, {"name": name, "owner": owner, "mark": mark}
         )
         return bool(rows)
 
@@ -79,6 +81,12 @@ class AsyncPostgresBackend:
     async def close(self) -> None:
         await self.listener.close()
         await self.connections.close()
+
+
+def release_mark() -> float:
+    """A release's own instant in January 1970 (seconds, whole microseconds): see
+    ``Statements.release``."""
+    return secrets.randbelow(10**12) / 10**6
 
 
 def _info(row: tuple[Any, ...]) -> LockInfo:

@@ -8,8 +8,8 @@ database's own ``clock_timestamp()``, never by a client's clock.
 Each statement is one autocommit transaction, and each may run twice with the same
 effect: a connection that died while idle is found dead only when a statement is
 sent on it, and the statement is then sent again on a new one. So an acquire by an
-owner that already holds the lease returns that lease's token, and a second release
-of a released lease still says it was held.
+owner that already holds the lease returns that lease's token, and a release sent
+again still says it was held (but a second, separate release of it does not).
 
 Who may take a free lease while others wait is :mod:`fencelock.engine.handoff`'s rule,
 written here in SQL: anyone, unless the oldest live waiter has waited ``bound``
@@ -200,12 +200,17 @@ class Statements:
 
     @property
     def release(self) -> str:
-        """Free the lease if ``owner`` still holds it, and announce it to the waiters."""
+        """Free the lease if ``owner`` still holds it, and announce it to the waiters.
+
+        A freed lease's ``expires_at`` is the release's own mark, an instant in January
+        1970 drawn at random for each release: the same release sent again (its reply
+        lost) finds its mark and says it was held; another release of the same lease (a
+        second ``evict``) finds another's mark and says it was not."""
         return (
             f"WITH freed AS ("
-            f"\nUPDATE {self.table} SET expires_at = NULL"
+            f"\nUPDATE {self.table} SET expires_at = to_timestamp(%(mark)s)"
             f"\nWHERE name = %(name)s AND owner = %(owner)s"
-            f"\n AND (expires_at > clock_timestamp() OR expires_at IS NULL)"
+            f"\n AND (expires_at > clock_timestamp() OR expires_at = to_timestamp(%(mark)s))"
             f"\nRETURNING name)"
             f"\nSELECT {self.announce('%(name)s')} FROM freed"
         )
