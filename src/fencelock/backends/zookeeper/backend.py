@@ -61,6 +61,7 @@ class _Held:
     token: int
     session: ZkSession
     own_session: bool  # a lease that is not renewed has a session of its own
+    recorded: bool = True  # a lock's release records its token on the queue node
 
 
 @dataclass(frozen=True)
@@ -172,18 +173,23 @@ class AsyncZooKeeperBackend:
         if held.session.ended:  # its node went with its session
             return False
         try:
-            return await self._delete(held.session, self.queue(name), held.path, held.token)
+            queue = self.queue(name)
+            return await self._delete(held.session, queue, held.path, held.token, held.recorded)
         finally:
             if held.own_session:
                 await self._end_own(held.session)
 
-    async def _delete(self, session: ZkSession, queue: str, path: str, token: int) -> bool:
-        """Delete a holder's node and record its token on the queue node, in one step;
+    async def _delete(
+        self, session: ZkSession, queue: str, path: str, token: int, recorded: bool = True
+    ) -> bool:
+        """Delete a holder's node and record its token on the queue node, in one step
+        (a shared line's entries record nothing: its last token names no one holder);
         if the reply is lost, the delete is sent again until it is answered."""
-        record = (queue, str(token).encode())
+        record = (queue, str(token).encode()) if recorded else None
         transaction = session.client.transaction()
         transaction.delete(path)
-        transaction.set_data(*record)
+        if record is not None:
+            transaction.set_data(*record)
         try:
             results = await session.call(transaction.commit_async())
         except SessionLost:
@@ -355,6 +361,12 @@ class ZooKeeperAttempt:
         self._predecessor: str | None = None
         self._acquired = False
 
+    @property
+    def idle(self) -> bool:
+        """True while :meth:`close` has nothing to do (the lease is held, or no node was
+        ever asked for): the blocking face then skips a hop onto the loop."""
+        return self._acquired or self._session is None or self._creating is None
+
     async def try_acquire(self) -> AttemptResult:
         for _ in range(3):  # a session that ended under us is replaced, the node made again
             try:
@@ -368,12 +380,11 @@ class ZooKeeperAttempt:
             self._session = await self._backend.session(session_timeout(self._ttl), self._shared)
             self._session.check_granted(self._ttl)
         session = self._session
-        if self._node is None:
-            await self._enter(session)
         sent = clock.now()
-        children = await session.call(session.client.get_children_async(self._queue))
-        session.confirmed(sent)
+        listing = await self._enter(session) if self._node is None else None
         assert self._node is not None
+        children = await self._children(session, listing)
+        session.confirmed(sent)
         path = f"{self._queue}/{self._node}"
         ahead = line.ahead_of(children, self._node)
         if ahead is None:  # deleted by someone: queue again
@@ -392,19 +403,33 @@ class ZooKeeperAttempt:
             return Busy(notified=True)
         self._acquired = True
         self._backend.hold(
-            self._owner, _Held(self._name, path, self._token, session, not self._shared)
+            self._owner,
+            _Held(self._name, path, self._token, session, not self._shared, self._share is None),
         )
         if not self._shared:  # a lease not renewed ends on the server by its TTL
             session.close_after(self._ttl)
         return Acquired(self._token, session=session.news, as_of=sent)
 
-    async def _enter(self, session: ZkSession) -> None:
-        """Create our node at the end of the line (once, even if a reply was lost)."""
+    async def _children(self, session: ZkSession, listing: Any) -> builtins.list[str]:
+        """The line's children: ``listing``'s (sent right behind our create, so one round
+        trip serves both: a session's requests are answered in order), else listed now.
+        A pipelined listing that missed our node (the create had to make the line's node
+        first) is not taken to mean our node was deleted: it is listed again."""
+        if listing is not None:
+            with contextlib.suppress(kz.NoNodeError):
+                children: builtins.list[str] = await session.call(listing)
+                if self._node in children:
+                    return children
+        return await session.call(session.client.get_children_async(self._queue))  # type: ignore[no-any-return]
+
+    async def _enter(self, session: ZkSession) -> Any:
+        """Create our node at the end of the line (once, even if a reply was lost); the
+        listing sent right behind the create, if it was sent."""
         if self._creating is not None:  # an earlier create's reply was lost or abandoned
             found = await self._find_mine(session)
             if found is not None:
                 self._node, self._token = found
-                return
+                return None
         self._creating = session.client.create_async(
             f"{self._queue}/{line.node_prefix(self._owner, self._share)}",
             line.node_data(self._owner, session.negotiated),
@@ -413,8 +438,10 @@ class ZooKeeperAttempt:
             makepath=True,
             include_data=True,
         )
+        listing = session.client.get_children_async(self._queue)
         path, stat = await session.call(self._creating)
         self._node, self._token = path.rsplit("/", 1)[1], int(stat.czxid)
+        return listing
 
     async def _find_mine(self, session: ZkSession) -> tuple[str, int] | None:
         try:
