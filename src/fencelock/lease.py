@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from fencelock import clock
 from fencelock.aio import within
+from fencelock.backends.base import async_keeping, keeping, leaves_names_taken
 from fencelock.engine import timing, trust
 from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transition
 from fencelock.engine.outcomes import RenewedAsOf
@@ -316,12 +317,11 @@ class LeaseBase:
         if first:
             self._finish_release(release.outcome, release.lost_before)
 
-    def _refuse_expire_in(self, outlives: Callable[[bool], bool], seconds: float) -> float:
+    def _refuse_expire_in(self, backend: Backend | AsyncBackend, seconds: float) -> float:
         """``seconds`` checked for :meth:`Lease.expire_in`; ConfigError where a lease left
-        to its TTL would end with the client anyway (``outlives``: the backend's
-        ``outlives_client``)."""
-        if not outlives(self.renews):
-            hint = " (one taken with renew=False does)" if outlives(False) else ""
+        to its TTL would end with the client anyway, and the backend keeps no name."""
+        if not leaves_names_taken(backend, self.renews):
+            hint = " (one taken with renew=False does)" if backend.outlives_client(False) else ""
             raise ConfigError(
                 f"lease on {self.name!r}: expire_in() needs a lease that outlives its "
                 f"client, and on this backend this one ends with the client's session or "
@@ -405,11 +405,19 @@ class Lease(LeaseBase):
 
         One extend sets what is left of it, then the client forgets it as if released:
         the name stays taken, for everyone, until then (ShedLock's lock-at-least-for).
-        :class:`ConfigError` where this lease ends with the client (ZooKeeper, MySQL,
-        PostgreSQL advisory; on etcd a lease taken with ``renew=False`` outlives it, a
-        renewed one does not); :class:`LeaseLost` as :meth:`extend`.
+        On ZooKeeper, where a lease's node ends with its session, the lease ends now and
+        a mark the server times keeps the name. :class:`ConfigError` where this lease
+        ends with the client (MySQL, PostgreSQL advisory; on etcd a lease taken with
+        ``renew=False`` outlives it, a renewed one does not); :class:`LeaseLost` as
+        :meth:`extend`.
         """
-        seconds = self._refuse_expire_in(self._backend.outlives_client, seconds)
+        seconds = self._refuse_expire_in(self._backend, seconds)
+        keeper = keeping(self._backend)
+        if keeper is not None and not self._backend.outlives_client(self.renews):
+            with self._releasing(self._tracker) as release:  # the release that keeps the name
+                if release.send:
+                    release.outcome = keeper.keep(self.name, self.owner, seconds)
+            return
         self.extend(seconds)
         self._left_to_expire(self._tracker)
 
@@ -464,7 +472,13 @@ class AsyncLease(LeaseBase):
     async def expire_in(self, seconds: float) -> None:
         """Leave the lease to end on the server ``seconds`` from now; as
         :meth:`Lease.expire_in`."""
-        seconds = self._refuse_expire_in(self._backend.outlives_client, seconds)
+        seconds = self._refuse_expire_in(self._backend, seconds)
+        keeper = async_keeping(self._backend)
+        if keeper is not None and not self._backend.outlives_client(self.renews):
+            with self._releasing(self._tracker) as release:
+                if release.send:
+                    release.outcome = await keeper.keep(self.name, self.owner, seconds)
+            return
         await self.extend(seconds)
         self._left_to_expire(self._tracker)
 

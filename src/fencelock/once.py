@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Literal, TypeVar, cast
 
 from fencelock import clock
+from fencelock.backends.base import leaves_names_taken
 from fencelock.client import AsyncClient, Client, aconnect, connect
 from fencelock.engine.names import validate_name
 from fencelock.engine.once import OnceTerms, once_terms
@@ -88,10 +89,10 @@ async def _afinish(lease: AsyncLease, terms: OnceTerms, elapsed: float) -> None:
         _overran(lease, terms, elapsed)
 
 
-def _refuse_at_least_where_leases_end_with_the_client(
-    outlives_client: bool, terms: OnceTerms, url: str
+def _refuse_at_least_where_names_end_with_the_client(
+    can_keep: bool, terms: OnceTerms, url: str
 ) -> None:
-    if terms.at_least > 0 and not outlives_client:
+    if terms.at_least > 0 and not can_keep:
         raise ConfigError(
             f"at_least needs a lease that outlives its client, and on "
             f"{url.split('://', 1)[0]}:// a lease ends with the client's session or "
@@ -101,8 +102,8 @@ def _refuse_at_least_where_leases_end_with_the_client(
 
 def run_once(client: Client, name: str, terms: OnceTerms, call: Callable[[], Any]) -> Any:
     """Run ``call`` if ``name`` is free; :data:`SKIPPED` (returned) if not."""
-    _refuse_at_least_where_leases_end_with_the_client(
-        client._backend.outlives_client(False), terms, client.url
+    _refuse_at_least_where_names_end_with_the_client(
+        leaves_names_taken(client._backend, False), terms, client.url
     )
     lease = client.lock(name, ttl=terms.at_most, renew=False).try_acquire()
     if lease is None:
@@ -118,8 +119,8 @@ async def arun_once(
     client: AsyncClient, name: str, terms: OnceTerms, call: Callable[[], Awaitable[Any]]
 ) -> Any:
     """Await ``call()`` if ``name`` is free; as :func:`run_once`."""
-    _refuse_at_least_where_leases_end_with_the_client(
-        client._backend.outlives_client(False), terms, client.url
+    _refuse_at_least_where_names_end_with_the_client(
+        leaves_names_taken(client._backend, False), terms, client.url
     )
     lease = await client.lock(name, ttl=terms.at_most, renew=False).try_acquire()
     if lease is None:

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fencelock.backends.base import Share
+from fencelock.backends.zookeeper import keep as keeping
 from fencelock.backends.zookeeper import queue as line
 
 owners = st.text("0123456789abcdef", min_size=1, max_size=40)
@@ -137,3 +138,13 @@ def test_a_listed_part_leads_back_to_its_line() -> None:
     assert line.line_of_part("x.rw/gate") == "x.rw"
     assert line.line_of_part("y.sem/p/2/4") == "y.sem"
     assert line.line_of_part("plain/lock") == "plain/lock"
+
+
+def test_a_keep_ends_by_the_servers_stamp_and_bad_marks_keep_nothing() -> None:
+    kept = keeping.read_mark(keeping.mark_data("ab" * 20, 2.5), 1_000)
+    assert kept is not None and kept.owner == "ab" * 20
+    assert kept.left(2_000) == 1.5  # 1 s after the stamp: 1.5 s of 2.5 left
+    assert kept.left(3_500) == 0 and kept.left(10_000) < 0
+    assert keeping.read_mark(b"owner soon", 1_000) is None
+    assert keeping.read_mark(b"owner 0", 1_000) is None
+    assert line.contender(keeping.MARK) is None  # never taken for a contender

@@ -221,3 +221,32 @@ def latching(backend: Backend) -> LatchingBackend | None:
 def async_latching(backend: AsyncBackend) -> AsyncLatchingBackend | None:
     ok = getattr(backend, "native_latches", False)
     return cast(AsyncLatchingBackend, backend) if ok else None
+
+
+class KeepingBackend(Backend, Protocol):
+    """A backend that keeps a name taken after its lease ends (``native_keeps = True``),
+    where a lease itself cannot outlive its client (ZooKeeper)."""
+
+    def keep(self, name: str, owner: str, seconds: float) -> bool:
+        """End ``owner``'s lease; ``name`` stays taken ``seconds`` more by the server's
+        clock. False if the lease was not held any more."""
+
+
+class AsyncKeepingBackend(AsyncBackend, Protocol):
+    async def keep(self, name: str, owner: str, seconds: float) -> bool: ...
+
+
+def keeping(backend: Backend) -> KeepingBackend | None:
+    """``backend`` as one that keeps names after their leases, or None."""
+    return cast(KeepingBackend, backend) if getattr(backend, "native_keeps", False) else None
+
+
+def async_keeping(backend: AsyncBackend) -> AsyncKeepingBackend | None:
+    ok = getattr(backend, "native_keeps", False)
+    return cast(AsyncKeepingBackend, backend) if ok else None
+
+
+def leaves_names_taken(backend: Backend | AsyncBackend, renewed: bool) -> bool:
+    """Whether a name can stay taken after its lease for a while (``expire_in``,
+    run-once's ``at_least``): its lease outlives the client, or the backend keeps it."""
+    return backend.outlives_client(renewed) or getattr(backend, "native_keeps", False)

@@ -23,6 +23,7 @@ from fencelock.backends.base import (
     LockInfo,
     RenewedAsOf,
     Share,
+    async_keeping,
     async_latching,
     async_sharing,
 )
@@ -275,6 +276,7 @@ class SharedLoopBackend:
         self.outlives_client = inner.outlives_client
         self.native_shares: bool = getattr(inner, "native_shares", False)
         self.native_latches: bool = getattr(inner, "native_latches", False)
+        self.native_keeps: bool = getattr(inner, "native_keeps", False)
         forking.register(self)
 
     def _backend(self) -> AsyncBackend:
@@ -312,6 +314,12 @@ class SharedLoopBackend:
         if inner is None:
             raise ConfigError(f"{self.url} keeps no latch of its own")
         return SharedLoopLatch(inner.latch(name), self._loop)
+
+    def keep(self, name: str, owner: str, seconds: float) -> bool:
+        inner = async_keeping(self._backend())
+        if inner is None:
+            raise ConfigError(f"{self.url} keeps no name after its lease")
+        return self._loop.run(inner.keep(name, owner, seconds))
 
     def release(self, name: str, owner: str) -> bool:
         inner = self._backend()

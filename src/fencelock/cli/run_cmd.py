@@ -15,6 +15,7 @@ import click
 
 import fencelock
 from fencelock import clock
+from fencelock.backends.base import leaves_names_taken
 from fencelock.cli import Duration, errors_as_exit_codes, exitcodes, fail, url_option
 from fencelock.cli.process_group import ProcessGroup, Watchdog, spawn
 from fencelock.cli.run_signals import Interrupted, SignalRelay, Wakeup
@@ -64,7 +65,7 @@ def _acquire(
     try:
         with errors_as_exit_codes():
             client = fencelock.connect(url)
-            if terms.at_least and not client._backend.outlives_client(True):
+            if terms.at_least and not leaves_names_taken(client._backend, True):
                 fail(
                     f"--at-least needs a lease that outlives its client, and on "
                     f"{client.url.split('://', 1)[0]}:// a lease ends with the client's "

@@ -38,6 +38,7 @@ from fencelock.backends.base import (
     RenewedAsOf,
     Share,
 )
+from fencelock.backends.zookeeper import keep as keeping
 from fencelock.backends.zookeeper import latch as latches
 from fencelock.backends.zookeeper import queue as line
 from fencelock.backends.zookeeper.bridge import ANSWERS, SessionLost, on_loop
@@ -87,6 +88,7 @@ class AsyncZooKeeperBackend:
     supports_fair = True  # the queue is FIFO by sequence number, fair or not
     native_shares = True  # readers, writers and permits queue in one line
     native_latches = True  # in a persistent node (a lease's node ends with its session)
+    native_keeps = True  # a name kept after its lease, by a mark the server times
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""
@@ -179,6 +181,39 @@ class AsyncZooKeeperBackend:
             if held.own_session:
                 await self._end_own(held.session)
 
+    async def keep(self, name: str, owner: str, seconds: float) -> bool:
+        """End ``owner``'s lease and keep ``name`` taken ``seconds`` more, by the server's
+        clock (:mod:`.keep`); False if the lease was not held any more."""
+        held = self._held.pop(owner, None)
+        if held is None or held.name != name:
+            return False
+        held.session.let_go(held.path)
+        if held.session.ended:
+            return False
+        queue = self.queue(name)
+        mark, data = keeping.mark_path(queue), keeping.mark_data(owner, seconds)
+        try:
+            for write_mark in ("create", "set_data"):  # a mark left by an earlier keep: set
+                transaction = held.session.client.transaction()
+                if write_mark == "create":
+                    transaction.create(mark, data)
+                else:
+                    transaction.set_data(mark, data)
+                transaction.delete(held.path)
+                transaction.set_data(queue, str(held.token).encode())
+                try:
+                    results = await held.session.call(transaction.commit_async())
+                except SessionLost:
+                    return False
+                if not any(isinstance(result, Exception) for result in results):
+                    return True
+                if not isinstance(results[0], kz.NodeExistsError):
+                    return False  # our node was gone: the lease had ended
+            return False
+        finally:
+            if held.own_session:
+                await self._end_own(held.session)
+
     async def _delete(
         self, session: ZkSession, queue: str, path: str, token: int, recorded: bool = True
     ) -> bool:
@@ -207,7 +242,7 @@ class AsyncZooKeeperBackend:
         entries = await self._line(session, queue)
         holding = [entry for entry in line.holders(entries) if entry.owner == owner]
         if not holding:
-            return False
+            return await self._end_keep(session, queue, owner)
         path = f"{queue}/{holding[0].node}"
         stat = await session.call(session.client.exists_async(path))
         if stat is None:
@@ -265,6 +300,9 @@ class AsyncZooKeeperBackend:
         head = await self._head(session, queue)
         if head is not None:
             return head.info(name)
+        kept = await self._kept_info(session, queue, name)
+        if kept is not None:
+            return kept
         try:
             data, _ = await session.call(session.client.get_async(queue))
         except kz.NoNodeError:
@@ -289,17 +327,53 @@ class AsyncZooKeeperBackend:
         infos: builtins.list[LockInfo] = []
         if name and entries:
             infos = await self._holding(session, path, name, entries)
+        elif name and keeping.MARK in children:  # kept after its last lease
+            kept = await self._kept_info(session, path, name)
+            infos = [] if kept is None else [kept]
         elif name.endswith(".latch") and not children:  # a latch's persistent node
             with contextlib.suppress(kz.NoNodeError):
                 data, stat = await session.call(session.client.get_async(path))
                 infos = latches.listed(name, data, int(stat.czxid))
         found.extend(info for info in infos if info.name.startswith(prefix))
         for child in children:
-            if line.contender(child) is not None:
+            if line.contender(child) is not None or child == keeping.MARK:
                 continue
             deeper = f"{name}/{child}" if name else child
             if deeper.startswith(prefix) or prefix.startswith(deeper + "/"):
                 await self._walk(session, f"{path}/{child}", deeper, prefix, found)
+
+    async def _kept(self, session: ZkSession, queue: str) -> tuple[keeping.Keep, int] | None:
+        """The keep marked on a line, and the mark's version; None if there is none."""
+        try:
+            data, stat = await session.call(session.client.get_async(keeping.mark_path(queue)))
+        except kz.NoNodeError:
+            return None
+        kept = keeping.read_mark(data, int(stat.mtime))
+        return None if kept is None else (kept, int(stat.version))
+
+    async def _end_keep(self, session: ZkSession, queue: str, owner: str) -> bool:
+        """End ``owner``'s keep of a name now (an operator's forced release)."""
+        found = await self._kept(session, queue)
+        if found is None or found[0].owner != owner:
+            return False
+        try:
+            delete = session.client.delete_async(keeping.mark_path(queue), version=found[1])
+            await session.call(delete)
+        except (kz.NoNodeError, kz.BadVersionError):
+            return False
+        return True
+
+    async def _kept_info(self, session: ZkSession, queue: str, name: str) -> LockInfo | None:
+        """A name kept and not held, as ``inspect`` shows it (by this host's clock)."""
+        found = await self._kept(session, queue)
+        if found is None or found[0].left_by_this_clock() <= 0:
+            return None
+        try:
+            data, _ = await session.call(session.client.get_async(queue))
+        except kz.NoNodeError:
+            data = b"0"
+        kept = found[0]
+        return LockInfo(name, kept.owner, int(data or b"0"), kept.left_by_this_clock(), 0)
 
     async def _line(self, session: ZkSession, queue: str) -> builtins.list[line.Contender]:
         try:
@@ -395,6 +469,10 @@ class ZooKeeperAttempt:
             if other is not None:
                 raise PermitsInUse(self._name, other, self._permits)
         waiting_for = line.blockers(ahead, self._kind, self._permits)
+        if not waiting_for and keeping.MARK in children:
+            left = await self._kept_for(session, path)
+            if left is not None:  # first in line, but the name is kept a while yet
+                return Busy(retry_after=left)
         if waiting_for:
             if self._kind == "permit":  # any of those before it may leave: watch the line
                 self._predecessor, self._seen = self._queue, children
@@ -409,6 +487,23 @@ class ZooKeeperAttempt:
         if not self._shared:  # a lease not renewed ends on the server by its TTL
             session.close_after(self._ttl)
         return Acquired(self._token, session=session.news, as_of=sent)
+
+    async def _kept_for(self, session: ZkSession, path: str) -> float | None:
+        """Seconds the name is still kept, by the server's clock (the time a write of
+        our own node's data is stamped with); an ended keep's mark is deleted."""
+        found = await self._backend._kept(session, self._queue)
+        if found is None:
+            return None
+        kept, version = found
+        data = line.node_data(self._owner, session.negotiated)
+        stat = await session.call(session.client.set_async(path, data))
+        left = kept.left(int(stat.mtime))
+        if left > 0:
+            return left
+        with contextlib.suppress(kz.NoNodeError, kz.BadVersionError):
+            mark = keeping.mark_path(self._queue)
+            await session.call(session.client.delete_async(mark, version=version))
+        return None
 
     async def _children(self, session: ZkSession, listing: Any) -> builtins.list[str]:
         """The line's children: ``listing``'s (sent right behind our create, so one round
