@@ -405,11 +405,11 @@ class Lease(LeaseBase):
 
         One extend sets what is left of it, then the client forgets it as if released:
         the name stays taken, for everyone, until then (ShedLock's lock-at-least-for).
-        On ZooKeeper, where a lease's node ends with its session, the lease ends now and
-        a mark the server times keeps the name. :class:`ConfigError` where this lease
-        ends with the client (MySQL, PostgreSQL advisory; on etcd a lease taken with
-        ``renew=False`` outlives it, a renewed one does not); :class:`LeaseLost` as
-        :meth:`extend`.
+        Where a lease ends with its client (ZooKeeper, MySQL, PostgreSQL advisory) the
+        lease ends now and a mark or row that the server's clock ends keeps the name.
+        :class:`ConfigError` on etcd for a renewed lease (it lives in the client's
+        session lease; one taken with ``renew=False`` outlives it); :class:`LeaseLost`
+        as :meth:`extend`.
         """
         seconds = self._refuse_expire_in(self._backend, seconds)
         keeper = keeping(self._backend)

@@ -11,12 +11,12 @@ import threading
 import pytest
 
 import fencelock
-from fencelock.backends.base import async_latching, latching
+from fencelock.backends.base import holds_latches
 from tests.contract.conftest import BackendCase
 
 
 def _supported(client: fencelock.Client) -> bool:
-    return client._backend.outlives_client(False) or latching(client._backend) is not None
+    return holds_latches(client._backend)
 
 
 def test_count_down_to_zero_wakes_the_waiters(
@@ -96,8 +96,7 @@ def test_async_latch(backend: BackendCase, name: str) -> None:
             fencelock.aconnect(backend.url) as client,
             fencelock.aconnect(backend.url) as other,
         ):
-            keeps = async_latching(client._backend) is not None
-            if not client._backend.outlives_client(False) and not keeps:
+            if not holds_latches(client._backend):
                 with pytest.raises(fencelock.ConfigError):
                     client.latch(name)
                 return

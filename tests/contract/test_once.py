@@ -126,3 +126,19 @@ def test_a_run_once_coroutine(backend: BackendCase, name: str) -> None:
                 fencelock.once(name, at_most=30, client=blocking)(job)
 
     asyncio.run(main())
+
+
+def test_a_waiter_waits_out_a_kept_name(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
+    """A name left taken by ``expire_in`` is taken again only when the keep ends, by a
+    waiter that sleeps until then (where nothing rings at a keep's end) or is woken."""
+    if not leaves_names_taken(client._backend, False):
+        pytest.skip("no name is kept after its lease here (its ConfigError is tested)")
+    lease = client.lock(name, renew=False).acquire()
+    lease.expire_in(2)
+    started = clock.now()
+    again = other.lock(name).acquire(timeout=30)
+    assert clock.now() - started >= 1.5  # not before the keep ended (less the trip here)
+    assert again.token > lease.token
+    again.release()

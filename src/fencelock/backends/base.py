@@ -250,3 +250,15 @@ def leaves_names_taken(backend: Backend | AsyncBackend, renewed: bool) -> bool:
     """Whether a name can stay taken after its lease for a while (``expire_in``,
     run-once's ``at_least``): its lease outlives the client, or the backend keeps it."""
     return backend.outlives_client(renewed) or getattr(backend, "native_keeps", False)
+
+
+def holds_latches(backend: Backend | AsyncBackend) -> bool:
+    """Whether the backend can hold a latch: its unrenewed leases outlive the client, or
+    it keeps latches itself, or it keeps names after their leases and wakes their
+    waiters when a keep is ended early (``keeps_announced``): the generic latch then
+    keeps its counts that way."""
+    if backend.outlives_client(False) or getattr(backend, "native_latches", False):
+        return True
+    return bool(
+        getattr(backend, "native_keeps", False) and getattr(backend, "keeps_announced", False)
+    )

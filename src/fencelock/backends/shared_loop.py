@@ -277,6 +277,7 @@ class SharedLoopBackend:
         self.native_shares: bool = getattr(inner, "native_shares", False)
         self.native_latches: bool = getattr(inner, "native_latches", False)
         self.native_keeps: bool = getattr(inner, "native_keeps", False)
+        self.keeps_announced: bool = getattr(inner, "keeps_announced", False)
         forking.register(self)
 
     def _backend(self) -> AsyncBackend:

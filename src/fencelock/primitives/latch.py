@@ -12,7 +12,13 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from fencelock import clock
-from fencelock.backends.base import AsyncNativeLatch, NativeLatch, async_latching, latching
+from fencelock.backends.base import (
+    AsyncNativeLatch,
+    NativeLatch,
+    async_latching,
+    holds_latches,
+    latching,
+)
 from fencelock.engine.latch import (
     Arm,
     Await,
@@ -38,12 +44,13 @@ KEEP_TTL = 10.0  # the TTL a count lease is taken with before it is left for a y
 BRIEF_TTL = 5.0  # a waiter's hold of ``closed``, given straight back
 
 
-def _refuse(outlives_client: bool, name: str, url: str) -> None:
-    if not outlives_client:
+def _refuse(holds: bool, name: str, url: str) -> None:
+    if not holds:
         raise ConfigError(
-            f"latch {name!r}: a latch's count must outlive the clients that set it, and on "
-            f"{url.split('://', 1)[0]}:// a lease ends with its client's session or "
-            "connection (see docs/primitives.md)"
+            f"latch {name!r}: a latch's count must outlive the clients that set it and "
+            f"wake its waiters at zero, and on {url.split('://', 1)[0]}:// nothing does both "
+            "(a lease ends with its connection, and nothing rings when a kept name is let "
+            "go; see docs/backends.md)"
         )
 
 
@@ -65,7 +72,7 @@ class Latch(_LatchBase):
         keeper = latching(client._backend)
         self._native: NativeLatch | None = None if keeper is None else keeper.latch(self.name)
         if self._native is None:
-            _refuse(client._backend.outlives_client(False), self.name, client.url)
+            _refuse(holds_latches(client._backend), self.name, client.url)
 
     def try_set_count(self, count: int) -> bool:
         """Arm the latch with ``count`` (>= 1); False if it is counting down already."""
@@ -135,7 +142,7 @@ class AsyncLatch(_LatchBase):
         keeper = async_latching(client._backend)
         self._native: AsyncNativeLatch | None = None if keeper is None else keeper.latch(self.name)
         if self._native is None:
-            _refuse(client._backend.outlives_client(False), self.name, client.url)
+            _refuse(holds_latches(client._backend), self.name, client.url)
 
     async def try_set_count(self, count: int) -> bool:
         """Arm the latch; as :meth:`Latch.try_set_count`."""

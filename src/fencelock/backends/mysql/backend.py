@@ -40,6 +40,7 @@ class AsyncMySQLBackend:
     """The asyncio MySQL backend; the sync one runs it on a shared loop."""
 
     supports_fair = False  # GET_LOCK's waiters are woken in the server's order
+    native_keeps = True  # a name kept after its lock: a row of the keeps table
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""
@@ -97,16 +98,43 @@ class AsyncMySQLBackend:
             await discard(conn)
         return released
 
+    async def keep(self, name: str, owner: str, seconds: float) -> bool:
+        """Keep ``name`` taken ``seconds`` more by the server's clock, then let the lock
+        go, in one round trip on the lease's connection."""
+        held = self._held.pop(owner, None)
+        if held is None:
+            return False
+        conn, lock = held
+        params = {"lock": lock, "owner": owner, "micros": max(1, round(seconds * 1e6))}
+        try:
+            sets = await self.connections.run(
+                conn, self.statements.keep_after, params, self.options.timeout
+            )
+        except Exception as exc:
+            if lost(exc):
+                return False
+            raise
+        released = bool(sets[-1] and sets[-1][0][0] == 1)
+        if released:
+            await self.connections.checkin(conn, conn.fencelock_idle_limit)
+        else:
+            await discard(conn)
+        return released
+
     async def _evict(self, name: str, owner: str) -> bool:
         """Another client's lease: end the connection that holds it (MySQL lets a named
-        lock go no other way)."""
-        rows = await self.connections.fetch(
-            self.statements.holder, {"lock": self.lock_name(name), "owner": owner}
-        )
-        if not rows or rows[0][0] is None:
-            return False
-        await self.connections.fetch(f"KILL CONNECTION {int(rows[0][0])}", {})
-        return True
+        lock go no other way), or the name's keep."""
+        lock = self.lock_name(name)
+        rows = await self.connections.fetch(self.statements.holder, {"lock": lock, "owner": owner})
+        if rows and rows[0][0] is not None:
+            await self.connections.fetch(f"KILL CONNECTION {int(rows[0][0])}", {})
+            return True
+        conn = await self.connections.checkout()
+        params = {"lock": lock, "owner": owner}
+        await self.connections.run(conn, self.statements.unkeep, params, self.options.timeout)
+        ended = bool(conn.affected_rows())
+        await self.connections.checkin(conn)
+        return ended
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool:
         held = self._held.get(owner)
@@ -125,18 +153,33 @@ class AsyncMySQLBackend:
         return bool(conn.affected_rows())
 
     async def inspect(self, name: str) -> LockInfo | None:
-        rows = await self.connections.fetch(self.statements.inspect, {"lock": self.lock_name(name)})
-        return _info(rows[0]) if rows else None
+        lock = {"lock": self.lock_name(name)}
+        rows = await self.connections.fetch(self.statements.inspect, lock)
+        info = _info(rows[0]) if rows else None
+        if info is not None and info.held:
+            return info
+        kept = await self.connections.fetch(self.statements.inspect_kept, lock)
+        return _info(kept[0]) if kept else info
 
     async def list(self, prefix: str) -> list[LockInfo]:
         rows = await self.connections.fetch(self.statements.list, {"prefix": prefix})
-        return [_info(row) for row in rows]
+        held = {info.name: info for info in map(_info, rows)}
+        kept = await self.connections.fetch(self.statements.list_kept, {"prefix": prefix})
+        for info in map(_info, kept):  # names kept after their lock (and not held again)
+            held.setdefault(info.name, info)
+        return [held[name] for name in sorted(held)]
 
     async def close(self) -> None:
         held, self._held = self._held, {}
         for conn, _ in held.values():
             await discard(conn)  # the server lets go of its lock
         await self.connections.close()
+
+
+def _kept_for(sets: list[list[tuple[Any, ...]]]) -> float | None:
+    """Seconds the name is still kept, from an acquire's result sets; None if it is not."""
+    kept = sets[1]
+    return max(0.0, int(kept[0][0]) / 1e6) if kept else None
 
 
 def _info(row: tuple[Any, ...]) -> LockInfo:
@@ -200,6 +243,9 @@ class MySQLAttempt:
     async def _outcome(self, sets: list[list[tuple[Any, ...]]]) -> AttemptResult:
         backend, conn = self._backend, self._conn
         assert conn is not None
+        kept = _kept_for(sets)
+        if kept is not None:  # the lock was let go again: the name is kept a while
+            return Busy(retry_after=kept)
         taken = sets[0][0][0] == 1
         if not taken:
             return Busy(notified=True)
@@ -233,7 +279,10 @@ class MySQLAttempt:
             if conn.closed:
                 self._conn = None
         conn.fencelock_idle_limit = params["idle"]
-        if sets[0][0][0] == 1:
+        kept = _kept_for(sets)
+        if kept is not None:  # woken into a kept name: nobody rings at a keep's end
+            await asyncio.sleep(min(kept, seconds))
+        elif sets[0][0][0] == 1:
             self._woken = sets
 
     async def close(self) -> None:

@@ -130,7 +130,7 @@ class Connections:
         conn = self._idle.pop() if self._idle else await self.connect()
         present = {"database": self.options.database}
         sets = await self.run(conn, self.statements.present, present, self.options.timeout)
-        if not sets[0][0][0]:
+        if sets[0][0][0] < 2:  # one of the two tables is missing (an older fencelock's)
             await self.run(conn, self.statements.create, {}, self.options.timeout)
         await self.checkin(conn)
         self._table_ready = True

@@ -6,7 +6,8 @@ MySQL (case-sensitive on MariaDB). A name made only of ``a-z 0-9 / . _ : -`` tha
 is used as it is after the prefix; any other becomes ``prefix#`` and 32 hex digits of
 its BLAKE2b hash. One row a name, keyed by that lock name, records the full name (so a
 hash collision is reported, never shared), the owner, the TTL, and the token counter,
-raised only while the lock is held.
+raised only while the lock is held. A second table keeps a name taken after its lock is
+let go (run-once's ``at_least``), until a time of the server's clock.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from fencelock.backends.sql_listing import listing
 MAX_LOCK_NAME = 64
 _PLAIN = re.compile(r"[a-z0-9/._:-]+")
 TABLE = "fencelock_locks"
+KEEPS = "fencelock_keeps"
 
 
 def lock_name(prefix: str, name: str) -> str:
@@ -38,6 +40,10 @@ class Statements:
         return f"`{self.database.replace('`', '``')}`.{TABLE}"
 
     @property
+    def keeps(self) -> str:
+        return f"`{self.database.replace('`', '``')}`.{KEEPS}"
+
+    @property
     def create(self) -> str:
         return (
             f"CREATE TABLE IF NOT EXISTS {self.table} ("
@@ -46,14 +52,22 @@ class Statements:
             "\n owner CHAR(40) CHARACTER SET ascii,"
             "\n token BIGINT NOT NULL,"
             "\n ttl DOUBLE NOT NULL"
+            "\n) ENGINE = InnoDB;"
+            f"\nCREATE TABLE IF NOT EXISTS {self.keeps} ("
+            "\n lock_name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin PRIMARY KEY,"
+            "\n name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,"
+            "\n owner CHAR(40) CHARACTER SET ascii NOT NULL,"
+            "\n token BIGINT NOT NULL,"
+            "\n until DATETIME(6) NOT NULL"
             "\n) ENGINE = InnoDB"
         )
 
     @property
     def present(self) -> str:
+        """How many of the two tables exist (both: nothing to create)."""
         return (
             "SELECT COUNT(*) FROM information_schema.TABLES"
-            f" WHERE TABLE_SCHEMA = %(database)s AND TABLE_NAME = '{TABLE}'"
+            f" WHERE TABLE_SCHEMA = %(database)s AND TABLE_NAME IN ('{TABLE}', '{KEEPS}')"
         )
 
     @property
@@ -93,7 +107,60 @@ class Statements:
         return self._granting("SELECT GET_LOCK(%(lock)s, %(seconds)s)")
 
     def _granting(self, take: str) -> str:
-        return ";\n".join((take, "SET SESSION wait_timeout = %(idle)s", self.grant, self.granted))
+        """The result sets: taken?, the keep (a row if the name is kept: the lock taken
+        is let go again), the idle limit, the grant, the name's row."""
+        steps = (take, self.kept, "SET SESSION wait_timeout = %(idle)s", self.grant, self.granted)
+        return ";\n".join(steps)
+
+    @property
+    def kept(self) -> str:
+        """If the name is kept (run-once's ``at_least``): the microseconds left, and the
+        lock this connection just took let go again, so no token is drawn."""
+        return (
+            "SELECT TIMESTAMPDIFF(MICROSECOND, NOW(6), until),"
+            "\n IF(IS_USED_LOCK(%(lock)s) = CONNECTION_ID(), RELEASE_LOCK(%(lock)s), NULL)"
+            f"\nFROM {self.keeps} WHERE lock_name = %(lock)s AND until > NOW(6)"
+        )
+
+    @property
+    def keep_after(self) -> str:
+        """On the lease's connection, while it holds the lock: keep the name taken
+        ``micros`` more by the server's clock, then let the lock go (in that order, so
+        no acquire finds the name free between); the last result is RELEASE_LOCK's."""
+        return (
+            f"INSERT INTO {self.keeps} (lock_name, name, owner, token, until)"
+            "\nSELECT lock_name, name, owner, token, NOW(6) + INTERVAL %(micros)s MICROSECOND"
+            f"\nFROM {self.table}"
+            "\nWHERE lock_name = %(lock)s AND owner = %(owner)s"
+            "\nAND IS_USED_LOCK(%(lock)s) = CONNECTION_ID()"
+            "\nON DUPLICATE KEY UPDATE name = VALUES(name), owner = VALUES(owner),"
+            "\n token = VALUES(token), until = VALUES(until);"
+            "\nSELECT RELEASE_LOCK(%(lock)s)"
+        )
+
+    @property
+    def unkeep(self) -> str:
+        """A kept name's keep ended early (a forced release)."""
+        return (
+            f"DELETE FROM {self.keeps}"
+            "\nWHERE lock_name = %(lock)s AND owner = %(owner)s AND until > NOW(6)"
+        )
+
+    @property
+    def inspect_kept(self) -> str:
+        return (
+            "SELECT name, owner, token, TIMESTAMPDIFF(MICROSECOND, NOW(6), until) / 1e6, 0"
+            f"\nFROM {self.keeps} WHERE lock_name = %(lock)s AND until > NOW(6)"
+        )
+
+    @property
+    def list_kept(self) -> str:
+        return (
+            "SELECT name, owner, token, TIMESTAMPDIFF(MICROSECOND, NOW(6), until) / 1e6, 0"
+            f"\nFROM {self.keeps}"
+            "\nWHERE LEFT(name, CHAR_LENGTH(%(prefix)s)) = %(prefix)s AND until > NOW(6)"
+            "\nORDER BY name"
+        )
 
     @property
     def keep(self) -> str:
@@ -164,12 +231,16 @@ def review(database: str) -> str:
     statements = Statements(database)
     return listing(
         [
-            ("the table, created on first use", statements.create),
+            ("the tables, created on first use", statements.create),
             ("acquire: one round trip on the lease's own connection", statements.acquire),
             ("a waiter waits inside GET_LOCK, granted in the same trip", statements.wait),
             ("renew, on the lease's connection", statements.renew),
             ("release, on the lease's connection", statements.release),
             ("release of another client's lease: its connection is ended", statements.holder),
+            ("keep the name after the release (run-once's at_least)", statements.keep_after),
+            ("a kept name's keep ended early (a forced release)", statements.unkeep),
+            ("a kept name, seen", statements.inspect_kept),
+            ("kept names, listed", statements.list_kept),
             ("inspect", statements.inspect),
             ("list", statements.list),
         ]

@@ -23,6 +23,7 @@ import psycopg
 from fencelock import forking
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
 from fencelock.backends.postgresql.advisory_sql import AdvisoryStatements, advisory_key
+from fencelock.backends.postgresql.backend import info_from_row, release_mark
 from fencelock.backends.postgresql.connections import Connections
 from fencelock.backends.postgresql.line import Place
 from fencelock.backends.postgresql.listener import Listener
@@ -48,6 +49,8 @@ class AsyncAdvisoryBackend:
     """The asyncio advisory-lock backend; the sync one runs it on a shared loop."""
 
     supports_fair = True
+    native_keeps = True  # a name kept after its lock: a row of the lease table
+    keeps_announced = True  # a keep ended early wakes the name's waiters (NOTIFY)
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""
@@ -133,6 +136,20 @@ class AsyncAdvisoryBackend:
                 await self.drop_own(session)
         return bool(rows and rows[0][0])
 
+    async def keep(self, name: str, owner: str, seconds: float) -> bool:
+        """Keep ``name`` taken ``seconds`` more (a lease-table row, by the server's clock),
+        then let the lock go: in that order, so no acquire finds it free between."""
+        held = self._held.get(owner)
+        if held is None or held.session.ended:
+            self._held.pop(owner, None)
+            return False
+        params = {"key": held.key, "name": name, "owner": owner, "seconds": seconds}
+        try:
+            kept = await held.session.run(self.statements.keep, params)
+        except Exception as exc:
+            raise self._failed(exc) from exc
+        return await self.release(name, owner) and bool(kept)
+
     async def renew(self, name: str, owner: str, ttl: float) -> bool:
         """Whether the session still holds the lock; it is kept for at least ``ttl`` of
         silence from now (a shared session's timeout only grows: its other leases
@@ -159,11 +176,18 @@ class AsyncAdvisoryBackend:
 
     async def _evict(self, name: str, owner: str) -> bool:
         """Another client's lease: end the session that holds it (the database can let
-        an advisory lock go no other way; that session's other locks go with it)."""
+        an advisory lock go no other way; that session's other locks go with it), or
+        the name's keep."""
         rows = await self.connections.fetchall(
             self.statements.evict, {"key": advisory_key(name), "owner": owner}
         )
-        return any(row[0] for row in rows)
+        if any(row[0] for row in rows):
+            return True
+        ended = await self.connections.fetchall(
+            self.statements.leases.release,
+            {"name": name, "owner": owner, "mark": release_mark()},
+        )
+        return bool(ended)
 
     def _failed(self, exc: Exception) -> Exception:
         return self.connections.translated(exc) if isinstance(exc, psycopg.Error) else exc
@@ -172,15 +196,25 @@ class AsyncAdvisoryBackend:
         rows = await self.connections.fetchall(
             self.statements.inspect, {"key": advisory_key(name), "name": name}
         )
-        if not rows:
-            return None
-        name, owner, token, remaining, waiters = rows[0]
-        left = float(remaining) if owner is not None else None
-        return LockInfo(name, owner, int(token), left, int(waiters))
+        info = None
+        if rows:
+            name, owner, token, remaining, waiters = rows[0]
+            left = float(remaining) if owner is not None else None
+            info = LockInfo(name, owner, int(token), left, int(waiters))
+        if info is not None and info.held:
+            return info
+        kept = await self.connections.fetchall(self.statements.leases.inspect, {"name": name})
+        if kept and kept[0][1] is not None:  # a name kept after its lock
+            return info_from_row(kept[0])
+        return info
 
     async def list(self, prefix: str) -> list[LockInfo]:
         rows = await self.connections.fetchall(self.statements.list, {"prefix": prefix})
-        return [LockInfo(n, o, int(t), float(r), int(w)) for n, o, t, r, w in rows]
+        held = {n: LockInfo(n, o, int(t), float(r), int(w)) for n, o, t, r, w in rows}
+        kept = await self.connections.fetchall(self.statements.leases.list, {"prefix": prefix})
+        for row in kept:  # names kept after their lock (and not held again)
+            held.setdefault(row[0], info_from_row(row))
+        return [held[name] for name in sorted(held)]
 
     async def close(self) -> None:
         sessions = [*self._sessions.values(), *self._own]
@@ -221,11 +255,11 @@ class AdvisoryAttempt:
             # The session died idle (a waiter's session outlives no TTL of silence):
             # whatever the statement did died with it. Ask again on a live one.
             session, mine, rows = await self._ask()
-        taken, token, recorded = rows[0]
+        taken, token, recorded, kept_for = rows[0]
         if not taken:
             if not mine:
                 session.held.pop(self._key, None)
-            return Busy(busy_wait(None))
+            return Busy(busy_wait(None if kept_for is None else float(kept_for)))
         self._place.queued = False  # the statement that took it dequeued it
         if token is None:  # the key is another name's: let it go, and say so
             session.held.pop(self._key, None)

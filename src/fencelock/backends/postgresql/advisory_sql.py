@@ -76,6 +76,7 @@ class AdvisoryStatements:
             f"\nSELECT CASE WHEN %(mine)s OR EXISTS (SELECT 1 FROM head"
             f"\n  WHERE waiter <> %(owner)s"
             f"\n  AND arrived <= {now} - make_interval(secs => %(bound)s))"
+            f"\n  OR EXISTS ({self._kept})"
             f"\n THEN false ELSE pg_try_advisory_lock(%(key)s::bigint) END AS ok),"
             f"\ntaken AS ("
             f"\nINSERT INTO {self.table} AS a (key, name, owner, token, ttl)"
@@ -97,7 +98,36 @@ class AdvisoryStatements:
             f"\n (waiter = %(owner)s AND (SELECT ok FROM got))"
             f"\n OR (waiter <> %(owner)s AND alive_until <= {now})))"
             f"\nSELECT (SELECT ok FROM got), (SELECT token FROM taken),"
-            f"\n(SELECT name FROM {self.table} WHERE key = %(key)s)"
+            f"\n(SELECT name FROM {self.table} WHERE key = %(key)s),"
+            f"\n(SELECT extract(epoch FROM expires_at - {now}) FROM ({self._kept}) k)"
+        )
+
+    @property
+    def _kept(self) -> str:
+        """The name's row in the lease table while it is live: a name kept after its
+        advisory lock (``keep``), or a ``postgresql://`` lease of the same name."""
+        return (
+            f"SELECT expires_at FROM {self.leases.table}"
+            "\n  WHERE name = %(name)s AND expires_at > clock_timestamp()"
+        )
+
+    @property
+    def keep(self) -> str:
+        """On the session's connection, before :attr:`unlock`: keep the name taken
+        ``seconds`` more by the server's clock, as a row of the lease table that every
+        acquire of the name respects (run-once's ``at_least``). Only while this session
+        holds the key for ``owner``; returns the name if kept."""
+        leases = self.leases
+        return (
+            f"INSERT INTO {leases.table} AS k (name, owner, token, expires_at)"
+            f"\nSELECT a.name, a.owner, a.token,"
+            f"\n clock_timestamp() + make_interval(secs => %(seconds)s)"
+            f"\nFROM {self.table} a WHERE a.key = %(key)s AND a.name = %(name)s"
+            f"\n AND a.owner = %(owner)s"
+            f"\n AND EXISTS ({self._held('a.key')} AND l.pid = pg_backend_pid())"
+            f"\nON CONFLICT (name) DO UPDATE SET owner = excluded.owner,"
+            f"\n token = excluded.token, expires_at = excluded.expires_at"
+            f"\nRETURNING k.name"
         )
 
     @property
@@ -184,10 +214,18 @@ def review(schema: str = "public") -> str:
     return listing(
         [
             *(("schema objects, created on first use", sql) for sql in statements.create),
-            ("acquire, on the session: taken?, the token, the key's name", statements.acquire),
+            (
+                "acquire, on the session: taken?, the token, the key's name, how long the "
+                "name is still kept",
+                statements.acquire,
+            ),
             ("a waiter that gives up leaves the line", statements.leases.leave),
             ("renew, on the session's connection", statements.holds),
             ("release, on the session's connection", statements.unlock),
+            ("keep the name after the release (run-once's at_least), before it", statements.keep),
+            ("a kept name, seen or ended early", statements.leases.inspect),
+            ("kept names listed", statements.leases.list),
+            ("a kept name's keep ended (a forced release)", statements.leases.release),
             ("release of another client's lease: its session ends", statements.evict),
             ("inspect", statements.inspect),
             ("list", statements.list),

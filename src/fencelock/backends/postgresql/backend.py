@@ -72,11 +72,11 @@ class AsyncPostgresBackend:
 
     async def inspect(self, name: str) -> LockInfo | None:
         rows = await self.connections.fetchall(self.statements.inspect, {"name": name})
-        return _info(rows[0]) if rows else None
+        return info_from_row(rows[0]) if rows else None
 
     async def list(self, prefix: str) -> list[LockInfo]:
         rows = await self.connections.fetchall(self.statements.list, {"prefix": prefix})
-        return [_info(row) for row in rows]
+        return [info_from_row(row) for row in rows]
 
     async def close(self) -> None:
         await self.listener.close()
@@ -89,7 +89,7 @@ def release_mark() -> float:
     return secrets.randbelow(10**12) / 10**6
 
 
-def _info(row: tuple[Any, ...]) -> LockInfo:
+def info_from_row(row: tuple[Any, ...]) -> LockInfo:
     name, owner, token, remaining, waiters = row
     left = None if remaining is None else max(float(remaining), 0.0)
     return LockInfo(name, owner, int(token), left, int(waiters))
