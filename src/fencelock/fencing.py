@@ -21,7 +21,7 @@ import threading
 from typing import Any, Protocol
 
 from fencelock.errors import BackendUnavailable, StaleToken
-from fencelock.metrics import COUNTERS, FENCING_REJECTIONS
+from fencelock.metrics import REGISTRY
 
 __all__ = [
     "FencingGuard",
@@ -54,7 +54,7 @@ class _Rejections:
 
     def _reject(self, key: str, token: int, last: int) -> StaleToken:
         self.rejections += 1
-        COUNTERS.add(FENCING_REJECTIONS)
+        REGISTRY.rejected(key)
         return StaleToken(key, token, last)
 
 

@@ -29,6 +29,7 @@ from fencelock.engine.outcomes import RenewedAsOf
 from fencelock.engine.renewal import Outcome
 from fencelock.engine.session import Session, SessionNews
 from fencelock.errors import ConfigError, FencelockError, LeaseLost
+from fencelock.metrics import REGISTRY
 
 if TYPE_CHECKING:
     from fencelock.backends.base import AsyncBackend, Backend
@@ -83,6 +84,17 @@ class LeaseTerms:
     entry: str = "lock"  # "read", "write" or "permit": an entry in a native shared line
 
 
+def loss_cause(event: LeaseEvent, reason: str | None) -> str:
+    """The metrics' name for why a lease was lost."""
+    if event is LeaseEvent.RENEW_REJECTED:
+        return "taken_over"
+    if event is LeaseEvent.SESSION_ENDED:
+        return "session_ended"
+    if event is LeaseEvent.FORKED:
+        return "forked"
+    return "max_hold" if (reason or "").startswith("held longer than max_hold") else "expired"
+
+
 class LeaseBase:
     """State shared by :class:`Lease` and :class:`AsyncLease`; no I/O here."""
 
@@ -95,6 +107,7 @@ class LeaseBase:
         self.max_hold = terms.max_hold
         self.attempts = terms.attempts  # tries the acquire took: 1 if the lock was free
         self.reentrant = terms.reentrant
+        self._since = clock.now()  # granted: its hold time is counted from here
         self._entry = terms.entry
         self.depth = 1  # acquisitions by its holder not yet released (re-entrant leases)
         self._trust = trust.Trust(
@@ -188,10 +201,15 @@ class LeaseBase:
                 self.lost_reason = reason or event.value
                 callbacks, self._callbacks = self._callbacks, []
             stop_listening = None
+            ended = is_live(before) and not is_live(self._state)
             if not is_live(self._state):  # ended: its session has nothing more to say
                 stop_listening, self._stop_listening = self._stop_listening, None
         if stop_listening is not None:
             stop_listening()
+        if ended:
+            REGISTRY.ended(self.name, clock.now() - self._since)
+        if newly_lost:
+            REGISTRY.lost(self.name, loss_cause(event, self.lost_reason))
         if newly_lost:
             log.warning(
                 "fencelock: lease on %r (token %d) lost: %s",
@@ -222,6 +240,7 @@ class LeaseBase:
 
         The only place the trusted time moves; called with one request in flight.
         """
+        REGISTRY.renewed(self.name, outcome is True or isinstance(outcome, RenewedAsOf))
         if outcome is True or isinstance(outcome, RenewedAsOf):
             since = started if outcome is True else min(started, outcome.at)
             with self._guard:

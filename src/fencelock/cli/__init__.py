@@ -90,9 +90,17 @@ def cli() -> None:
 
 def main() -> None:
     """Entry point of the ``fencelock`` command."""
-    from fencelock.cli import check_cmd, demo, elect_cmd, init_cmd, inspect_cmds, run_cmd
+    from fencelock.cli import (
+        check_cmd,
+        demo,
+        elect_cmd,
+        init_cmd,
+        inspect_cmds,
+        run_cmd,
+        stats_cmd,
+    )
 
-    for module in (run_cmd, elect_cmd, inspect_cmds, init_cmd, demo, check_cmd):
+    for module in (run_cmd, elect_cmd, inspect_cmds, init_cmd, demo, check_cmd, stats_cmd):
         module.register(cli)
     # The CLI reports losses itself, one line each; keep the library's log quiet.
     logging.getLogger("fencelock").addHandler(logging.NullHandler())

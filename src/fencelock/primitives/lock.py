@@ -38,6 +38,7 @@ from fencelock.engine.timing import validate_timeout, validate_ttl
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.holdings import this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseBase, LeaseTerms
+from fencelock.metrics import REGISTRY
 from fencelock.stopping import TaskStopper, ThreadStopper
 
 if TYPE_CHECKING:
@@ -53,9 +54,11 @@ def new_owner() -> str:
     return secrets.token_hex(20)
 
 
-def drive(flow: AcquireFlow, attempt: Attempt) -> Granted | GaveUp:
-    """Run the acquire flow with blocking I/O."""
+def drive(flow: AcquireFlow, attempt: Attempt, name: str | None = None) -> Granted | GaveUp:
+    """Run the acquire flow with blocking I/O (counted as waiting on ``name``'s prefix
+    from its first wait on)."""
     reply: Reply | None = None
+    waiting = False
     try:
         while True:
             op = flow.send(reply) if reply is not None else next(flow)
@@ -63,16 +66,23 @@ def drive(flow: AcquireFlow, attempt: Attempt) -> Granted | GaveUp:
                 started = clock.now()
                 reply = Tried(attempt.try_acquire(), started, clock.now())
             else:
+                waiting = waiting or _start_waiting(name)
                 attempt.wait(op.timeout)
                 reply = Waited(clock.now())
     except StopIteration as done:
         granted: Granted | GaveUp = done.value  # a generator's return value is untyped
         return granted
+    finally:
+        if waiting and name is not None:
+            REGISTRY.waiting(name, -1)
 
 
-async def adrive(flow: AcquireFlow, attempt: AsyncAttempt) -> Granted | GaveUp:
-    """Run the acquire flow with asyncio I/O."""
+async def adrive(
+    flow: AcquireFlow, attempt: AsyncAttempt, name: str | None = None
+) -> Granted | GaveUp:
+    """Run the acquire flow with asyncio I/O; as :func:`drive`."""
     reply: Reply | None = None
+    waiting = False
     try:
         while True:
             op = flow.send(reply) if reply is not None else next(flow)
@@ -80,11 +90,22 @@ async def adrive(flow: AcquireFlow, attempt: AsyncAttempt) -> Granted | GaveUp:
                 started = clock.now()
                 reply = Tried(await attempt.try_acquire(), started, clock.now())
             else:
+                waiting = waiting or _start_waiting(name)
                 await attempt.wait(op.timeout)
                 reply = Waited(clock.now())
     except StopIteration as done:
         granted: Granted | GaveUp = done.value  # a generator's return value is untyped
         return granted
+    finally:
+        if waiting and name is not None:
+            REGISTRY.waiting(name, -1)
+
+
+def _start_waiting(name: str | None) -> bool:
+    if name is None:
+        return False
+    REGISTRY.waiting(name, 1)
+    return True
 
 
 def _timed_out(name: str, outcome: GaveUp) -> LockTimeout:
@@ -138,16 +159,21 @@ class _LockBase(Generic[B, L]):
             return None  # every read or permit is an entry of its own, a holder's second too
         return self._client._holdings.reenter(self.name, holder, self.reentrant)
 
-    def _start(self, timeout: float | None) -> tuple[str, AcquireFlow]:
-        """Before an acquisition: the owner and the flow."""
-        return new_owner(), acquire_flow(
-            self.ttl, validate_timeout(timeout), clock.now(), random.random
+    def _start(self, timeout: float | None) -> tuple[str, AcquireFlow, float]:
+        """Before an acquisition: the owner, the flow, and when it began."""
+        began = clock.now()
+        return (
+            new_owner(),
+            acquire_flow(self.ttl, validate_timeout(timeout), began, random.random),
+            began,
         )
 
-    def _terms(self, owner: str, outcome: Granted | GaveUp) -> LeaseTerms:
+    def _terms(self, owner: str, outcome: Granted | GaveUp, began: float) -> LeaseTerms:
         """What the flow came to: the new lease's terms, or :class:`LockTimeout`."""
         if isinstance(outcome, GaveUp):
+            REGISTRY.timed_out(self.name, clock.now() - began)
             raise _timed_out(self.name, outcome)
+        REGISTRY.acquired(self.name, clock.now() - began, outcome.attempts, self.ttl)
         return LeaseTerms(
             self.name,
             outcome.owner or owner,
@@ -236,13 +262,13 @@ class Lock(_LockBase[Backend, Lease]):
         again = self._reenter(holder)
         if again is not None:
             return again
-        owner, flow = self._start(timeout)
+        owner, flow, began = self._start(timeout)
         attempt = self._attempt(owner)
         try:
-            outcome = drive(flow, attempt)
+            outcome = drive(flow, attempt, self.name)
         finally:
             attempt.close()
-        terms = self._terms(owner, outcome)
+        terms = self._terms(owner, outcome, began)
         return self._hold(Lease(self._backend, self._client._holdings, terms), holder)
 
     def _attempt(self, owner: str) -> Attempt:
@@ -308,13 +334,13 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
         again = self._reenter(holder)
         if again is not None:
             return again
-        owner, flow = self._start(timeout)
+        owner, flow, began = self._start(timeout)
         attempt = self._attempt(owner)
         try:
-            outcome = await adrive(flow, attempt)
+            outcome = await adrive(flow, attempt, self.name)
         finally:
             await attempt.close()
-        terms = self._terms(owner, outcome)
+        terms = self._terms(owner, outcome, began)
         return self._hold(AsyncLease(self._backend, self._client._holdings, terms), holder)
 
     def _attempt(self, owner: str) -> AsyncAttempt:

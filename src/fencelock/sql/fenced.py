@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from fencelock.errors import ConfigError, ConflictError, RowNotFound, StaleToken
-from fencelock.metrics import COUNTERS, FENCING_REJECTIONS
+from fencelock.metrics import REGISTRY
 from fencelock.sql.connections import abind, bind
 from fencelock.sql.dialect import Dialect
 from fencelock.sql.flow import Execute, Fetch, Flow, arun, run
@@ -138,7 +138,8 @@ def fenced_flow(
             raise RowNotFound(describe(table, key))
         last = rows[0][fence]
         if last is not None and (last > token or (last == token and not allow_equal)):
-            COUNTERS.add(FENCING_REJECTIONS)
+            where = table if isinstance(table, str) else ".".join(table)
+            REGISTRY.rejected(f"{where}/-")  # counted by table: a row's key is no name
             raise StaleToken(describe(table, key), token, int(last))
         if last == token and not dialect.unchanged_rows_counted:
             # MySQL counts changed rows only: the write met this fence (a fence never
