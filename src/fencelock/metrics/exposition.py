@@ -36,6 +36,13 @@ def _quoted(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+_ESCAPED = re.compile(r"\\(.)")
+
+
+def _unescaped(match: re.Match[str]) -> str:
+    return "\n" if match[1] == "n" else match[1]
+
+
 def _bound(value: float) -> str:
     return "+Inf" if value == math.inf else repr(value)
 
@@ -77,7 +84,8 @@ def parse(text: str, into: dict[str, PrefixMetrics] | None = None) -> dict[str, 
         match = _SAMPLE.match(line)
         if match is None:
             continue
-        labels = {m["key"]: m["value"] for m in _LABEL.finditer(match["labels"] or "")}
+        pairs = _LABEL.finditer(match["labels"] or "")
+        labels = {m["key"]: _ESCAPED.sub(_unescaped, m["value"]) for m in pairs}
         prefix = labels.get("prefix")
         if prefix is not None:
             target = found.setdefault(prefix, PrefixMetrics(prefix))
