@@ -148,7 +148,7 @@ class Registry:
     def __init__(self) -> None:
         self._guard = threading.Lock()
         self._by_prefix: dict[str, PrefixMetrics] = {}
-        self._labels: dict[str, str] = {}  # name -> label, bounded (see _label)
+        self._cache: dict[str, PrefixMetrics] = {}  # name -> its prefix's, bounded (_of)
         self.enabled = True
         self.label_of = prefix_labeller()
 
@@ -156,31 +156,34 @@ class Registry:
         """How names become labels, and whether anything is recorded."""
         labeller = prefix_labeller(depth, patterns)
         with self._guard:
-            self.label_of, self.enabled, self._labels = labeller, enabled, {}
+            self.label_of, self.enabled, self._cache = labeller, enabled, {}
 
     def reset(self) -> None:
         with self._guard:
-            self._by_prefix, self._labels = {}, {}
+            self._by_prefix, self._cache = {}, {}
 
     def _reset_after_fork(self) -> None:
         self._guard = threading.Lock()  # a parent's thread may have held it; counts go on
 
     def _of(self, name: str) -> PrefixMetrics:
-        """The metrics of ``name``'s prefix (call with the guard held)."""
-        label = self._labels.get(name)
-        if label is None:
+        """The metrics of ``name``'s prefix: from the cache without a lock (a dict read
+        is atomic), else looked up and cached under it."""
+        metrics = self._cache.get(name)
+        if metrics is not None:
+            return metrics
+        with self._guard:
             label = self.label_of(name)
-            if len(self._labels) < 10_000:  # a cache, not a record of every name
-                self._labels[name] = label
-        metrics = self._by_prefix.get(label)
-        if metrics is None:
-            metrics = self._by_prefix[label] = PrefixMetrics(label)
-        return metrics
+            metrics = self._by_prefix.get(label)
+            if metrics is None:
+                metrics = self._by_prefix[label] = PrefixMetrics(label)
+            if len(self._cache) < 10_000:  # a cache, not a record of every name
+                self._cache[name] = metrics
+            return metrics
 
     def acquired(self, name: str, seconds: float, tries: int, ttl: float) -> None:
         if self.enabled:
+            metrics = self._of(name)
             with self._guard:
-                metrics = self._of(name)
                 metrics.acquisitions += 1
                 metrics.contended += tries > 1
                 metrics.acquire_seconds.observe(seconds)
@@ -188,26 +191,28 @@ class Registry:
 
     def timed_out(self, name: str, seconds: float) -> None:
         if self.enabled:
+            metrics = self._of(name)
             with self._guard:
-                metrics = self._of(name)
                 metrics.timeouts += 1
                 metrics.acquire_seconds.observe(seconds)
 
     def waiting(self, name: str, change: int) -> None:
         if self.enabled:
+            metrics = self._of(name)
             with self._guard:
-                self._of(name).waiting += change
+                metrics.waiting += change
 
     def ended(self, name: str, held_seconds: float) -> None:
         """A lease ended (released or lost) after ``held_seconds``."""
         if self.enabled:
+            histogram = self._of(name).hold_seconds
             with self._guard:
-                self._of(name).hold_seconds.observe(held_seconds)
+                histogram.observe(held_seconds)
 
     def renewed(self, name: str, ok: bool) -> None:
         if self.enabled:
+            metrics = self._of(name)
             with self._guard:
-                metrics = self._of(name)
                 if ok:
                     metrics.renewals += 1
                 else:
@@ -215,15 +220,16 @@ class Registry:
 
     def lost(self, name: str, cause: str) -> None:
         if self.enabled:
+            lost = self._of(name).lost
             with self._guard:
-                lost = self._of(name).lost
                 lost[cause] = lost.get(cause, 0) + 1
 
     def rejected(self, name: str | None) -> None:
         """A fenced write refused a stale token (``name``: the lock's, if known)."""
         if self.enabled:
+            metrics = self._of(name or "")
             with self._guard:
-                self._of(name or "").fencing_rejections += 1
+                metrics.fencing_rejections += 1
 
     def snapshot(self) -> dict[str, PrefixMetrics]:
         """A copy of every prefix's metrics, by label."""
