@@ -18,6 +18,9 @@ command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || need+=(mariadb-se
 command -v java >/dev/null || need+=(default-jre-headless)
 # The HTML report test takes a screenshot in headless Chromium.
 command -v chromium >/dev/null || need+=(chromium)
+# The alert rules and dashboard queries are checked with Prometheus's promtool, and the
+# exposition is scraped by a real Prometheus.
+command -v promtool >/dev/null || need+=(prometheus)
 # fencelock check's clock nemesis runs redis-server under libfaketime.
 ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || need+=(libfaketime faketime)
 if [ ${#need[@]} -gt 0 ]; then
@@ -30,9 +33,9 @@ if [ ${#need[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 # Debian starts services on the default ports (redis 6379, etcd 2379, ZooKeeper 2181,
-# PostgreSQL 5432, PgBouncer 6432, MariaDB 3306);
+# PostgreSQL 5432, PgBouncer 6432, MariaDB 3306, Prometheus 9090);
 # the tests start their own on free ports.
-for service in redis-server etcd zookeeper postgresql pgbouncer mariadb; do
+for service in redis-server etcd zookeeper postgresql pgbouncer mariadb prometheus prometheus-node-exporter; do
     if command -v systemctl >/dev/null && systemctl is-active --quiet "$service" 2>/dev/null; then
         systemctl stop "$service" || true
     fi
