@@ -9,7 +9,11 @@
 -- oldest waiter (release_wake.lua), so a release costs one wake-up, not one per waiter.
 -- The token counter is seeded from the server's clock (microseconds), so a Redis that
 -- restarted empty, or a promoted replica that missed the last writes, still issues
--- tokens greater than before (as long as its clock did not go back).
+-- tokens greater than before (as long as its clock did not go back). For the same reason
+-- the counter may expire once the name has been idle for a week (COUNTER_IDLE_MS): a
+-- token issued after that, at least the clock, exceeds every earlier one unless the
+-- clock went back by more than a week (docs/backends.md, "Keys and their lifetimes").
+local COUNTER_IDLE_MS = 604800000
 local now = redis.call('TIME')
 local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
 local now_ms = math.floor(now_us / 1000)
@@ -57,7 +61,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
     end
     local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, now_us)
     local text = string.format('%.0f', token)
-    redis.call('SET', KEYS[2], text)
+    redis.call('SET', KEYS[2], text, 'PX', COUNTER_IDLE_MS + tonumber(ARGV[1]))
     return {1, text}
   end
   join_queue()
