@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from fencelock import clock
 from fencelock.backends.base import LockInfo
 from fencelock.engine.names import MAX_NAME_LENGTH, validate_name
 from fencelock.engine.timing import validate_ttl
@@ -55,6 +56,31 @@ def decode_value(text: str) -> str | None:
         return base64.b32decode(text + "=" * (-len(text) % 8)).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return None
+
+
+class _Changes:
+    """What an observer has told so far, and whether a look is news. A new term seen
+    without a value is held back for a moment (a third of the TTL, at most 1 s): a
+    leader announces its value right after it wins, and an observer that looked between
+    the two would tell the term twice, the first time without its value."""
+
+    def __init__(self, ttl: float) -> None:
+        self._told: tuple[int, str | None] | bool | None = False  # False: nothing yet
+        self._grace = min(ttl / 3, 1.0)
+        self._unnamed_since: tuple[int, float] | None = None  # a new term seen bare, when
+
+    def news(self, leader: Leader | None, now: float) -> bool:
+        seen = None if leader is None else (leader.term, leader.value)
+        if seen == self._told:
+            return False
+        if seen is not None and seen[1] is None and self._told is not False:
+            term = seen[0]
+            if self._unnamed_since is None or self._unnamed_since[0] != term:
+                self._unnamed_since = (term, now)
+            if now - self._unnamed_since[1] < self._grace:
+                return False  # its value may be on its way
+        self._told = seen
+        return True
 
 
 class _ElectionBase:
@@ -200,12 +226,10 @@ class Election(_ElectionBase):
         """The leader now, then each change (a new term or value, or nobody), looking
         every ``interval`` seconds (default: a third of the TTL, at most 1 s)."""
         every = min(self.ttl / 3, 1.0) if interval is None else interval
-        last: tuple[int, str | None] | bool | None = False  # False: nothing yielded yet
+        changes = _Changes(self.ttl)
         while True:
             leader = self.leader()
-            seen = None if leader is None else (leader.term, leader.value)
-            if seen != last:
-                last = seen
+            if changes.news(leader, clock.now()):
                 yield leader
             time.sleep(every)
 
@@ -245,11 +269,9 @@ class AsyncElection(_ElectionBase):
     async def observe(self, interval: float | None = None) -> AsyncIterator[Leader | None]:
         """The leader now, then each change; as :meth:`Election.observe`."""
         every = min(self.ttl / 3, 1.0) if interval is None else interval
-        last: tuple[int, str | None] | bool | None = False
+        changes = _Changes(self.ttl)
         while True:
             leader = await self.leader()
-            seen = None if leader is None else (leader.term, leader.value)
-            if seen != last:
-                last = seen
+            if changes.news(leader, clock.now()):
                 yield leader
             await asyncio.sleep(every)
