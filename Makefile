@@ -37,6 +37,7 @@ bench: servers
 	$(BIN)/python bench/consensus_bench.py
 	$(BIN)/python bench/sql_bench.py
 	$(BIN)/python bench/primitives_bench.py
+	$(BIN)/python bench/metrics_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info src/*.egg-info
