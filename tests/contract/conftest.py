@@ -63,6 +63,7 @@ BACKENDS = [
     "memory",
     "sqlite",
     "redis",
+    "redis-unix",
     "redlock",
     "etcd",
     "zookeeper",
@@ -120,6 +121,10 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str]
                 started[kind] = [pool.postgresql().url]
             if kind == "mariadb" and kind not in started:
                 started[kind] = [pool.mariadb().url]
+            if kind == "redis-unix" and kind not in started:  # a socket, no TCP port
+                socket = pool.workdir("socket") / "redis.sock"
+                pool.redis("--unixsocket", str(socket), "--unixsocketperm", "700", name=kind)
+                started[kind] = [f"redis+unix://{socket}?db=0"]
             if kind not in started:
                 count = 5 if kind == "redlock" else 1
                 started[kind] = [pool.redis(name=kind).url for _ in range(count)]
@@ -154,6 +159,8 @@ def backend(
         return _advisory(tmp_path, servers)
     if request.param == "mysql":
         return BackendCase(servers("mariadb")[0], cross_process=True, persistent=True)
+    if request.param == "redis-unix":
+        return BackendCase(servers("redis-unix")[0], cross_process=True, persistent=True)
     return _redis(tmp_path, servers)
 
 

@@ -20,6 +20,8 @@ _FAMILIES = {
     "sqlite": "sqlite",
     "redis": "redis",
     "rediss": "redis",
+    "redis+unix": "redis",
+    "unix": "redis",  # as redis-py reads it
     "redlock": "redlock",
     "redlocks": "redlock",
     "etcd": "etcd",

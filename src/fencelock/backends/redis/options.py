@@ -16,6 +16,7 @@ _SSL_OPTIONS = {
     "ssl_check_hostname",
 }
 _OPTIONS = {"timeout", "connect_timeout", "wait_replicas", "wait_timeout"} | _SSL_OPTIONS
+UNIX_SCHEMES = ("redis+unix", "unix")  # redis-py's unix:// too
 
 
 @dataclass(frozen=True)
@@ -31,9 +32,12 @@ class RedisOptions:
     wait_replicas: int
     wait_timeout_ms: int
     ssl: dict[str, Any]
+    unix_socket: str | None = None  # a local server's socket path, instead of host:port
 
     @property
     def where(self) -> str:
+        if self.unix_socket is not None:
+            return f"Redis at unix:{self.unix_socket}"
         return f"Redis at {self.host}:{self.port}"
 
     def client_kwargs(self, asyncio: bool = False) -> dict[str, Any]:
@@ -65,11 +69,17 @@ class RedisOptions:
         }
         if self.tls:
             kwargs.update(ssl=True, **self.ssl)
+        if self.unix_socket is not None:
+            del kwargs["host"], kwargs["port"]
+            kwargs["unix_socket_path"] = self.unix_socket
         return kwargs
 
 
 def redis_options(parsed: ParsedURL, host: tuple[str, int | None] | None = None) -> RedisOptions:
-    """Options for one Redis server, from a ``redis://`` or ``rediss://`` URL."""
+    """Options for one Redis server, from a ``redis://`` or ``rediss://`` URL, or a
+    ``redis+unix:///path/to/redis.sock?db=N`` one."""
+    if parsed.scheme in UNIX_SCHEMES:
+        return _unix_options(parsed)
     reject_unknown_options(parsed, _OPTIONS)
     if host is None:
         if len(parsed.hosts) != 1:
@@ -95,6 +105,37 @@ def redis_options(parsed: ParsedURL, host: tuple[str, int | None] | None = None)
         wait_replicas=int(number_option(parsed, "wait_replicas", 0, allow_zero=True)),
         wait_timeout_ms=int(number_option(parsed, "wait_timeout", 0.1) * 1000),
         ssl=_ssl_settings(parsed),
+    )
+
+
+def _unix_options(parsed: ParsedURL) -> RedisOptions:
+    """A server on this host, through its unix socket: the URL's path; ``?db=N``."""
+    reject_unknown_options(
+        parsed, {"timeout", "connect_timeout", "wait_replicas", "wait_timeout", "db"}
+    )
+    if parsed.hosts or not parsed.path.startswith("/"):
+        raise ConfigError(
+            f"{parsed.scheme}:// takes the socket's absolute path, as in "
+            f"redis+unix:///run/redis/redis.sock?db=0; got {parsed.redacted!r}"
+        )
+    db_text = parsed.options.get("db", "0")
+    if not db_text.isdigit():
+        raise ConfigError(
+            f"Redis database must be a number, got {db_text!r} in {parsed.redacted!r}"
+        )
+    return RedisOptions(
+        host="localhost",
+        port=0,
+        db=int(db_text),
+        username=parsed.username,
+        password=parsed.password,
+        tls=False,
+        timeout=number_option(parsed, "timeout", 2.0),
+        connect_timeout=number_option(parsed, "connect_timeout", 2.0),
+        wait_replicas=int(number_option(parsed, "wait_replicas", 0, allow_zero=True)),
+        wait_timeout_ms=int(number_option(parsed, "wait_timeout", 0.1) * 1000),
+        ssl={},
+        unix_socket=parsed.path,
     )
 
 
