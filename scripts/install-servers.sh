@@ -21,6 +21,8 @@ command -v chromium >/dev/null || need+=(chromium)
 # The alert rules and dashboard queries are checked with Prometheus's promtool, and the
 # exposition is scraped by a real Prometheus.
 command -v promtool >/dev/null || need+=(prometheus)
+# fencelock top is tested in a real terminal.
+command -v tmux >/dev/null || need+=(tmux)
 # fencelock check's clock nemesis runs redis-server under libfaketime.
 ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || need+=(libfaketime faketime)
 if [ ${#need[@]} -gt 0 ]; then

@@ -98,9 +98,11 @@ def main() -> None:
         inspect_cmds,
         run_cmd,
         stats_cmd,
+        top_cmd,
     )
 
-    for module in (run_cmd, elect_cmd, inspect_cmds, init_cmd, demo, check_cmd, stats_cmd):
+    commands = (run_cmd, elect_cmd, inspect_cmds, init_cmd, demo, check_cmd, stats_cmd, top_cmd)
+    for module in commands:
         module.register(cli)
     # The CLI reports losses itself, one line each; keep the library's log quiet.
     logging.getLogger("fencelock").addHandler(logging.NullHandler())

@@ -1,0 +1,86 @@
+"""What ``fencelock top`` shows, without I/O: each refresh's held locks and, when given,
+the processes' metrics, turned into rows and per-prefix rates between two refreshes.
+
+A lease's *held for* is counted from the first refresh that saw it (same owner, same
+token): the backends record no acquisition time, so it is a lower bound, marked ``≥``
+until the lease is seen from its start (a new token appearing between two refreshes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fencelock.backends.base import LockInfo
+from fencelock.metrics.registry import PrefixMetrics
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    owner: str  # the first 8 hex of the holder's owner value
+    token: int
+    held_for: float
+    since_start: bool  # seen from its grant (else held_for is a lower bound)
+    remaining: float | None
+    waiters: int | None
+
+
+@dataclass(frozen=True)
+class Rates:
+    prefix: str
+    acquisitions_per_s: float
+    contention: float | None  # of the grants between the two refreshes
+    rejections: int  # in all
+    waiting: int
+
+
+@dataclass
+class TopState:
+    """What the view remembers from one refresh to the next."""
+
+    first_seen: dict[tuple[str, str, int], tuple[float, bool]] = field(default_factory=dict)
+    refreshed_at: float | None = None
+    last_metrics: dict[str, PrefixMetrics] = field(default_factory=dict)
+    metrics_at: float | None = None
+
+    def rows(self, infos: list[LockInfo], now: float) -> list[Row]:
+        """The held locks, longest held first; forgets leases no longer held."""
+        seen: dict[tuple[str, str, int], tuple[float, bool]] = {}
+        rows: list[Row] = []
+        for info in infos:
+            if not info.held or info.owner is None:
+                continue
+            key = (info.name, info.owner, info.token)
+            since, from_start = self.first_seen.get(key, (now, self.refreshed_at is not None))
+            seen[key] = (since, from_start)
+            rows.append(
+                Row(
+                    info.name,
+                    info.owner[:8],
+                    info.token,
+                    now - since,
+                    from_start,
+                    info.remaining,
+                    info.waiters,
+                )
+            )
+        self.first_seen, self.refreshed_at = seen, now
+        return sorted(rows, key=lambda row: (-row.held_for, row.name))
+
+    def rates(self, metrics: dict[str, PrefixMetrics], now: float) -> list[Rates]:
+        """Per prefix, since the previous scrape (the first scrape gives no rates yet)."""
+        before, then = self.last_metrics, self.metrics_at
+        self.last_metrics, self.metrics_at = metrics, now
+        found: list[Rates] = []
+        for prefix in sorted(metrics):
+            m = metrics[prefix]
+            old = before.get(prefix)
+            if old is None or then is None or now <= then:
+                found.append(Rates(prefix, 0.0, None, m.fencing_rejections, m.waiting))
+                continue
+            granted = m.acquisitions - old.acquisitions
+            contended = m.contended - old.contended
+            per_s = granted / (now - then)
+            share = contended / granted if granted > 0 else None
+            found.append(Rates(prefix, per_s, share, m.fencing_rejections, m.waiting))
+        return found
