@@ -1,6 +1,6 @@
 # The two commands a newcomer runs: `make demo` and `make test`.
 # Each installs everything it needs first (a virtual environment in .venv).
-.PHONY: demo test lint typecheck servers bench install install-test clean
+.PHONY: demo test lint typecheck servers bench docs install install-test clean
 
 VENV := .venv
 BIN := $(VENV)/bin
@@ -28,6 +28,10 @@ servers:
 # loaded 2-core machine is the condition every test must pass under anyway.
 test: lint typecheck servers
 	$(BIN)/pytest -q -n 2 tests
+
+# The docs site, into site/ (strict: a broken link fails it).
+docs: install-test
+	$(BIN)/mkdocs build --strict
 
 # The benchmarks; each starts its own servers (installed by `servers`).
 bench: servers
