@@ -13,18 +13,22 @@ from collections.abc import Iterable
 
 from fencelock.metrics.registry import BUCKETS, Histogram, PrefixMetrics, Registry
 
-_COUNTERS = (
-    ("acquisitions", "fencelock_acquisitions_total", "Leases granted."),
-    ("contended", "fencelock_acquisitions_contended_total", "Leases granted after a wait."),
-    ("timeouts", "fencelock_acquire_timeouts_total", "Acquisitions given up."),
-    ("renewals", "fencelock_renewals_total", "Renewals the server granted."),
-    ("renewal_failures", "fencelock_renewal_failures_total", "Renewals unanswered or refused."),
-    ("fencing_rejections", "fencelock_fencing_rejections_total", "Stale tokens refused."),
+# (field of PrefixMetrics, metric name without "_total", help): the counters, and the
+# histograms, as both this text format and the prometheus_client collector name them.
+COUNTERS = (
+    ("acquisitions", "fencelock_acquisitions", "Leases granted."),
+    ("contended", "fencelock_acquisitions_contended", "Leases granted after a wait."),
+    ("timeouts", "fencelock_acquire_timeouts", "Acquisitions given up."),
+    ("renewals", "fencelock_renewals", "Renewals the server granted."),
+    ("renewal_failures", "fencelock_renewal_failures", "Renewals unanswered or refused."),
+    ("fencing_rejections", "fencelock_fencing_rejections", "Stale tokens refused."),
 )
-_HISTOGRAMS = (
+HISTOGRAMS = (
     ("acquire_seconds", "fencelock_acquire_seconds", "Time to acquire (granted or not)."),
     ("hold_seconds", "fencelock_hold_seconds", "Time from grant to release or loss."),
 )
+_COUNTERS = tuple((field, f"{metric}_total", text) for field, metric, text in COUNTERS)
+_HISTOGRAMS = HISTOGRAMS
 _LOST = "fencelock_leases_lost_total"
 _WAITING = "fencelock_waiting"
 _TTL = "fencelock_lease_ttl_seconds"

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from fencelock.errors import ConfigError
+from fencelock.metrics.exposition import COUNTERS, HISTOGRAMS
 from fencelock.metrics.registry import BUCKETS, Registry
 
 if TYPE_CHECKING:
@@ -36,15 +37,7 @@ class FencelockCollector:
 
     def collect(self) -> Iterator[Any]:
         core, snapshot = self._core, self._registry.snapshot().values()
-        counters = (
-            ("fencelock_acquisitions", "Leases granted.", "acquisitions"),
-            ("fencelock_acquisitions_contended", "Leases granted after a wait.", "contended"),
-            ("fencelock_acquire_timeouts", "Acquisitions given up.", "timeouts"),
-            ("fencelock_renewals", "Renewals the server granted.", "renewals"),
-            ("fencelock_renewal_failures", "Renewals unanswered or refused.", "renewal_failures"),
-            ("fencelock_fencing_rejections", "Stale tokens refused.", "fencing_rejections"),
-        )
-        for metric, help_text, field in counters:
+        for field, metric, help_text in COUNTERS:
             family = core.CounterMetricFamily(metric, help_text, labels=["prefix"])
             for m in snapshot:
                 family.add_metric([m.prefix], getattr(m, field))
@@ -56,10 +49,7 @@ class FencelockCollector:
             for cause, count in sorted(m.lost.items()):
                 lost.add_metric([m.prefix, cause], count)
         yield lost
-        for metric, help_text, field in (
-            ("fencelock_acquire_seconds", "Time to acquire (granted or not).", "acquire_seconds"),
-            ("fencelock_hold_seconds", "Time from grant to release or loss.", "hold_seconds"),
-        ):
+        for field, metric, help_text in HISTOGRAMS:
             family = core.HistogramMetricFamily(metric, help_text, labels=["prefix"])
             for m in snapshot:
                 histogram, seen, buckets = getattr(m, field), 0, []

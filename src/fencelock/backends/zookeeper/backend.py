@@ -25,10 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kazoo import exceptions as kz
-from kazoo.protocol.states import WatchedEvent
 
 from fencelock import clock, forking
-from fencelock.aio import within
 from fencelock.backends.base import (
     Acquired,
     AttemptResult,
@@ -41,11 +39,10 @@ from fencelock.backends.base import (
 from fencelock.backends.zookeeper import keep as keeping
 from fencelock.backends.zookeeper import latch as latches
 from fencelock.backends.zookeeper import queue as line
-from fencelock.backends.zookeeper.bridge import ANSWERS, SessionLost, on_loop
+from fencelock.backends.zookeeper.bridge import ANSWERS, SessionLost
 from fencelock.backends.zookeeper.latch import ZooKeeperLatch
 from fencelock.backends.zookeeper.options import zookeeper_options
 from fencelock.backends.zookeeper.session import ZkSession
-from fencelock.engine.session import SessionNews
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import FencelockError
 
@@ -555,31 +552,15 @@ class ZooKeeperAttempt:
         if session is None or predecessor is None:
             return
         self._predecessor = None
-        moved = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def changed(_event: WatchedEvent) -> None:  # on kazoo's thread
-            on_loop(loop, moved.set)
-
-        def news(_news: SessionNews, _why: str) -> None:
-            on_loop(loop, moved.set)
-
-        stop_listening = session.news.listen(news)
-        try:
+        with session.watching() as watch:
             if predecessor == self._queue:  # the whole line: wait unless it changed already
-                now = await session.call(
-                    session.client.get_children_async(predecessor, watch=changed)
-                )
-                still = sorted(now) == sorted(self._seen or [])
+                listing = session.client.get_children_async(predecessor, watch=watch.callback)
+                still = sorted(await session.call(listing)) == sorted(self._seen or [])
             else:
-                still = bool(
-                    await session.call(session.client.exists_async(predecessor, watch=changed))
-                )
+                found = session.client.exists_async(predecessor, watch=watch.callback)
+                still = bool(await session.call(found))
             if still:
-                with contextlib.suppress(TimeoutError):
-                    await within(timeout, moved.wait())
-        finally:
-            stop_listening()
+                await watch.fired(timeout)
 
     async def close(self) -> None:
         """After success the node is the lock and stays; a waiter's node goes, even one

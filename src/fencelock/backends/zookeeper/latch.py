@@ -9,18 +9,12 @@ session's end, or its timeout); an absent node or a count of 0 is an open latch.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from typing import TYPE_CHECKING
 
 from kazoo import exceptions as kz
-from kazoo.protocol.states import WatchedEvent
 
 from fencelock import clock
-from fencelock.aio import within
 from fencelock.backends.base import LockInfo
-from fencelock.backends.zookeeper.bridge import on_loop
-from fencelock.engine.session import SessionNews
 
 if TYPE_CHECKING:
     from fencelock.backends.zookeeper.backend import AsyncZooKeeperBackend
@@ -123,25 +117,12 @@ class ZooKeeperLatch:
         """Read the count with a watch and wait for it to fire: True (open), False (the
         deadline passed), None (something changed: read again)."""
         session = await self._session()
-        moved = asyncio.Event()
-        loop = asyncio.get_running_loop()
-
-        def changed(_event: WatchedEvent) -> None:  # on kazoo's thread
-            on_loop(loop, moved.set)
-
-        def news(_news: SessionNews, _why: str) -> None:
-            on_loop(loop, moved.set)
-
-        stop_listening = session.news.listen(news)
-        try:
-            read = await self._read(session, watch=changed)
+        with session.watching() as watch:
+            read = await self._read(session, watch=watch.callback)
             if read is None or read[0] == 0:
                 return True
             left = None if deadline is None else deadline - clock.now()
             if left is not None and left <= 0:
                 return False
-            with contextlib.suppress(TimeoutError):
-                await within(left, moved.wait())
+            await watch.fired(left)
             return None
-        finally:
-            stop_listening()

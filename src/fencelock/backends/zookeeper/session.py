@@ -13,12 +13,14 @@ import asyncio
 import contextlib
 import math
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from fencelock import clock
+from fencelock.aio import within
 from fencelock.backends.zookeeper.bridge import (
     LoopHandler,
     SessionLost,
@@ -32,6 +34,27 @@ from fencelock.errors import ConfigError
 
 # How soon a delete whose reply was lost is sent again.
 RETRY_DELETE = 0.5
+
+
+class Watch:
+    """A ZooKeeper watch and its session's news, as one event on the running loop: a
+    waiter sets ``callback`` as a read's watch, then awaits :meth:`fired`."""
+
+    def __init__(self, news: Session) -> None:
+        self.event = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._stop = news.listen(lambda _news, _why: on_loop(self._loop, self.event.set))
+
+    def callback(self, _event: WatchedEvent) -> None:  # on kazoo's thread
+        on_loop(self._loop, self.event.set)
+
+    async def fired(self, timeout: float | None) -> None:
+        """Until the watch fires, the session has news, or ``timeout`` passes."""
+        with contextlib.suppress(TimeoutError):
+            await within(timeout, self.event.wait())
+
+    def close(self) -> None:
+        self._stop()
 
 
 class ZkSession:
@@ -171,6 +194,15 @@ class ZkSession:
 
     def holds(self, path: str) -> bool:
         return path in self.mine and path not in self.gone
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[Watch]:
+        """A :class:`Watch` on this session, its news listener removed on leaving."""
+        watch = Watch(self.news)
+        try:
+            yield watch
+        finally:
+            watch.close()
 
     def let_go(self, path: str) -> None:
         self.mine.discard(path)
