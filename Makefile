@@ -42,6 +42,7 @@ bench: servers
 	$(BIN)/python bench/sql_bench.py
 	$(BIN)/python bench/primitives_bench.py
 	$(BIN)/python bench/metrics_bench.py
+	$(BIN)/python bench/scale_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info src/*.egg-info
