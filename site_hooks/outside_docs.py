@@ -15,6 +15,7 @@ OUTSIDE = (
     "bench/metrics_bench.py",
     "examples/celery_tasks.py",
     "examples/fastapi_app.py",
+    "examples/django_shop/shop/views.py",
 )
 
 

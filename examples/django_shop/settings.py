@@ -1,0 +1,23 @@
+"""A minimal Django project for the fencelock example: one app, SQLite, no admin.
+
+DJANGO_SETTINGS_MODULE=examples.django_shop.settings python -m django migrate --run-syncdb
+"""
+
+from __future__ import annotations
+
+import os
+
+SECRET_KEY = "example-only"
+DEBUG = False
+ALLOWED_HOSTS = ["*"]
+INSTALLED_APPS = ["examples.django_shop.shop"]
+ROOT_URLCONF = "examples.django_shop.urls"
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ.get("SHOP_DB", "shop.sqlite3"),
+    }
+}
+USE_TZ = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+FENCELOCK_URL = os.environ.get("FENCELOCK_URL")  # fencelock's default when None
