@@ -1,5 +1,5 @@
 """``fencelock top [PREFIX]``: a live view of the locks under a prefix, refreshed about
-once a second with one listing per refresh (bounded by ``--limit``), and, with
+once a second with one listing per refresh (at most ``--limit`` names shown), and, with
 ``--metrics URL``, the processes' acquisitions and contention per second and fencing
 rejections by prefix."""
 
@@ -65,7 +65,7 @@ def rates_table(rates: list[Rates]) -> Table:
     "--interval", type=float, default=1.0, show_default=True, help="Seconds between refreshes."
 )
 @click.option(
-    "--limit", type=int, default=200, show_default=True, help="Most names listed a refresh."
+    "--limit", type=int, default=200, show_default=True, help="Most names shown a refresh."
 )
 @click.option(
     "--metrics",
@@ -104,7 +104,7 @@ def top(
         client = fencelock.connect(url)
         try:
             if once:
-                Console().print(frame(client))
+                Console(width=max(140, Console().width)).print(frame(client))
                 return
             with (
                 contextlib.suppress(KeyboardInterrupt),
