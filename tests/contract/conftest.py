@@ -16,6 +16,7 @@ import fencelock
 from fencelock.backends.base import LockInfo, sharing
 from fencelock.backends.redis.scripts import LockKeys
 from fencelock.testing import ServerPool
+from fencelock.testing.redis import SentinelServer
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ BACKENDS = [
     "sqlite",
     "redis",
     "redis-unix",
+    "redis-sentinel",
     "redlock",
     "etcd",
     "zookeeper",
@@ -107,6 +109,19 @@ ZOOKEEPER_OPEN = {
 }
 
 
+def sentinel_url(pool: ServerPool, service: str = "mymaster") -> str:
+    """A master, one replica of it and three sentinels watching it: the URL that asks
+    the sentinels for the master."""
+    master = pool.redis(name=f"{service}-master")
+    pool.redis("--replicaof", "127.0.0.1", str(master.port), name=f"{service}-replica")
+    sentinels = [
+        pool.add(SentinelServer(pool.workdir(f"sentinel{i}"), master.port, service=service))
+        for i in range(3)
+    ]
+    hosts = ",".join(f"127.0.0.1:{sentinel.port}" for sentinel in sentinels)
+    return f"redis+sentinel://{hosts}/{service}/0"
+
+
 @pytest.fixture(scope="session")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], list[str]]]:
     """Starts each kind of server once per session, on first use; URLs by kind."""
@@ -123,6 +138,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str]
                 started[kind] = [pool.postgresql().url]
             if kind == "mariadb" and kind not in started:
                 started[kind] = [pool.mariadb().url]
+            if kind == "redis-sentinel" and kind not in started:  # a master, a replica, 3 sentinels
+                started[kind] = [sentinel_url(pool)]
             if kind == "redis-unix" and kind not in started:  # a socket, no TCP port
                 socket = pool.workdir("socket") / "redis.sock"
                 pool.redis("--unixsocket", str(socket), "--unixsocketperm", "700", name=kind)
@@ -161,6 +178,8 @@ def backend(
         return _advisory(tmp_path, servers)
     if request.param == "mysql":
         return BackendCase(servers("mariadb")[0], cross_process=True, persistent=True)
+    if request.param == "redis-sentinel":
+        return BackendCase(servers("redis-sentinel")[0], cross_process=True, persistent=True)
     if request.param == "redis-unix":
         return BackendCase(servers("redis-unix")[0], cross_process=True, persistent=True)
     return _redis(tmp_path, servers)

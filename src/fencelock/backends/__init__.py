@@ -21,6 +21,7 @@ _FAMILIES = {
     "redis": "redis",
     "rediss": "redis",
     "redis+unix": "redis",
+    "redis+sentinel": "redis",
     "unix": "redis",  # as redis-py reads it
     "redlock": "redlock",
     "redlocks": "redlock",

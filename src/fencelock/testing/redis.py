@@ -104,3 +104,52 @@ def _ping(sock: socket.socket, pid: int | None) -> bool:
         info += chunk
     found = re.search(rb"process_id:(\d+)", info)
     return found is not None and int(found.group(1)) == pid
+
+
+class SentinelServer(ServerProcess):
+    """``redis-server --sentinel`` on a free port, watching the master at
+    ``master_port`` as ``service`` (failover after 1 s of silence)."""
+
+    kind = "sentinel"
+    program = "redis-server"
+    package = "redis-server"
+
+    def __init__(
+        self,
+        workdir: Path,
+        master_port: int,
+        *,
+        service: str = "mymaster",
+        quorum: int = 2,
+        name: str | None = None,
+        port: int | None = None,
+    ) -> None:
+        super().__init__(workdir, name=name, port=port)
+        self.master_port, self.service, self.quorum = master_port, service, quorum
+
+    def argv(self) -> list[str]:
+        """A fresh config each start (Sentinel rewrites its own as it learns)."""
+        config = self.workdir / "sentinel.conf"
+        config.write_text(
+            f"port {self.port}\nbind {LOOPBACK}\ndir {self.workdir}\n"
+            f"sentinel monitor {self.service} {LOOPBACK} {self.master_port} {self.quorum}\n"
+            f"sentinel down-after-milliseconds {self.service} 1000\n"
+            f"sentinel failover-timeout {self.service} 5000\n"
+        )
+        return [self.executable(), str(config), "--sentinel"]
+
+    def ready(self) -> bool:
+        """It answers PING and knows the master."""
+        try:
+            with socket.create_connection((LOOPBACK, self.port), timeout=2) as raw:
+                raw.sendall(f"SENTINEL get-master-addr-by-name {self.service}\r\n".encode())
+                return raw.recv(256).startswith(b"*2")
+        except OSError:
+            return False
+
+    def master_port_now(self) -> int | None:
+        """The port of the master this sentinel names now."""
+        with socket.create_connection((LOOPBACK, self.port), timeout=2) as raw:
+            raw.sendall(f"SENTINEL get-master-addr-by-name {self.service}\r\n".encode())
+            reply = raw.recv(256).split(b"\r\n")
+        return int(reply[4]) if len(reply) > 4 and reply[0] == b"*2" else None

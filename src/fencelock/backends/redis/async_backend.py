@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-import redis.asyncio
-
 from fencelock import clock, forking
 from fencelock.aio import stop
 from fencelock.backends.base import AttemptResult, LockInfo
@@ -21,6 +19,7 @@ from fencelock.backends.redis.attempt import (
 )
 from fencelock.backends.redis.errors import DRIVER_ERRORS, translate
 from fencelock.backends.redis.listener import AsyncWakeListener
+from fencelock.backends.redis.options import redis_client
 from fencelock.backends.redis.scripts import Command, LockKeys, scan_pattern
 from fencelock.backends.redis.server import RedisServer, Undoing
 from fencelock.backends.redis.wire import AsyncWire
@@ -37,7 +36,7 @@ class AsyncRedisBackend(RedisServer):
 
     def _connect(self) -> None:
         """This process's client, script connections and wake-up listener (none opened yet)."""
-        self.redis = redis.asyncio.Redis(**self.options.client_kwargs(asyncio=True))
+        self.redis = redis_client(self.options, asyncio=True)
         self.wire = AsyncWire(self.redis)
         self.listener = AsyncWakeListener(self.redis, self.where, self.options.timeout)
         self._undoing: set[asyncio.Task[None]] = set()

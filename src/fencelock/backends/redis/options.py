@@ -17,6 +17,7 @@ _SSL_OPTIONS = {
 }
 _OPTIONS = {"timeout", "connect_timeout", "wait_replicas", "wait_timeout"} | _SSL_OPTIONS
 UNIX_SCHEMES = ("redis+unix", "unix")  # redis-py's unix:// too
+SENTINEL_SCHEMES = ("redis+sentinel",)
 
 
 @dataclass(frozen=True)
@@ -33,9 +34,14 @@ class RedisOptions:
     wait_timeout_ms: int
     ssl: dict[str, Any]
     unix_socket: str | None = None  # a local server's socket path, instead of host:port
+    sentinels: tuple[tuple[str, int], ...] = ()  # ask these for the master of ``service``
+    service: str = ""
 
     @property
     def where(self) -> str:
+        if self.sentinels:
+            asked = ",".join(f"{host}:{port}" for host, port in self.sentinels)
+            return f"Redis master {self.service!r} (sentinels {asked})"
         if self.unix_socket is not None:
             return f"Redis at unix:{self.unix_socket}"
         return f"Redis at {self.host}:{self.port}"
@@ -76,10 +82,13 @@ class RedisOptions:
 
 
 def redis_options(parsed: ParsedURL, host: tuple[str, int | None] | None = None) -> RedisOptions:
-    """Options for one Redis server, from a ``redis://`` or ``rediss://`` URL, or a
-    ``redis+unix:///path/to/redis.sock?db=N`` one."""
+    """Options for one Redis server, from a ``redis://`` or ``rediss://`` URL, a
+    ``redis+unix:///path/to/redis.sock?db=N`` one, or a
+    ``redis+sentinel://h1:26379,h2:26379/SERVICE/DB`` one (the master Sentinel names)."""
     if parsed.scheme in UNIX_SCHEMES:
         return _unix_options(parsed)
+    if parsed.scheme in SENTINEL_SCHEMES:
+        return _sentinel_options(parsed)
     reject_unknown_options(parsed, _OPTIONS)
     if host is None:
         if len(parsed.hosts) != 1:
@@ -106,6 +115,66 @@ def redis_options(parsed: ParsedURL, host: tuple[str, int | None] | None = None)
         wait_timeout_ms=int(number_option(parsed, "wait_timeout", 0.1) * 1000),
         ssl=_ssl_settings(parsed),
     )
+
+
+def _sentinel_options(parsed: ParsedURL) -> RedisOptions:
+    """The master Sentinel names: the URL's hosts are the sentinels, its path
+    ``/SERVICE/DB``; the user and password are the master's."""
+    reject_unknown_options(parsed, _OPTIONS - _SSL_OPTIONS)
+    service, _, db_text = parsed.path.strip("/").partition("/")
+    if not parsed.hosts or not service:
+        raise ConfigError(
+            f"{parsed.scheme}:// takes the sentinels and the service, as in "
+            f"redis+sentinel://s1:26379,s2:26379/mymaster/0; got {parsed.redacted!r}"
+        )
+    db_text = db_text or "0"
+    if not db_text.isdigit():
+        raise ConfigError(
+            f"Redis database must be a number, got {db_text!r} in {parsed.redacted!r}"
+        )
+    return RedisOptions(
+        host="",
+        port=0,
+        db=int(db_text),
+        username=parsed.username,
+        password=parsed.password,
+        tls=False,
+        timeout=number_option(parsed, "timeout", 2.0),
+        connect_timeout=number_option(parsed, "connect_timeout", 2.0),
+        wait_replicas=int(number_option(parsed, "wait_replicas", 0, allow_zero=True)),
+        wait_timeout_ms=int(number_option(parsed, "wait_timeout", 0.1) * 1000),
+        ssl={},
+        sentinels=tuple((host, port or 26379) for host, port in parsed.hosts),
+        service=service,
+    )
+
+
+def redis_client(options: RedisOptions, asyncio: bool = False) -> Any:
+    """A redis-py client for ``options``: the master that Sentinel names (asked anew at
+    each new connection, so a failover is followed), else the server itself."""
+    kwargs = options.client_kwargs(asyncio)
+    if not options.sentinels:
+        if asyncio:
+            import redis.asyncio
+
+            return redis.asyncio.Redis(**kwargs)
+        import redis
+
+        return redis.Redis(**kwargs)
+    del kwargs["host"], kwargs["port"]
+    timeouts = {
+        "socket_timeout": options.timeout,
+        "socket_connect_timeout": options.connect_timeout,
+    }
+    if asyncio:
+        from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+
+        sentinel: Any = AsyncSentinel(list(options.sentinels), **timeouts)  # type: ignore[no-untyped-call]
+    else:
+        from redis.sentinel import Sentinel
+
+        sentinel = Sentinel(list(options.sentinels), **timeouts)  # type: ignore[no-untyped-call]
+    return sentinel.master_for(options.service, **kwargs)
 
 
 def _unix_options(parsed: ParsedURL) -> RedisOptions:

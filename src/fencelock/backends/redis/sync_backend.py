@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import threading
 
-import redis
-
 from fencelock import clock, forking
 from fencelock.backends.base import AttemptResult, LockInfo
 from fencelock.backends.redis import talks
@@ -26,6 +24,7 @@ from fencelock.backends.redis.attempt import (
 )
 from fencelock.backends.redis.errors import DRIVER_ERRORS, translate
 from fencelock.backends.redis.listener import WakeListener
+from fencelock.backends.redis.options import redis_client
 from fencelock.backends.redis.scripts import Command, LockKeys, scan_pattern
 from fencelock.backends.redis.server import RedisServer, Undoing
 from fencelock.backends.redis.wire import Wire
@@ -44,7 +43,7 @@ class RedisBackend(RedisServer):
 
     def _connect(self) -> None:
         """This process's client, script connections and wake-up listener (none opened yet)."""
-        self.redis = redis.Redis(**self.options.client_kwargs())
+        self.redis = redis_client(self.options)
         self.wire = Wire(self.redis)
         self.listener = WakeListener(self.redis, self.where, self.options.timeout)
         self._closed = threading.Event()  # stops this process's undo threads

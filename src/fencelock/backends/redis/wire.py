@@ -39,6 +39,11 @@ STALE_AFTER = 5.0
 class Connection(Protocol):
     """What a wire uses of a redis-py connection (sync)."""
 
+    @property
+    def is_connected(self) -> bool: ...
+
+    def connect(self) -> None: ...
+
     def send_packed_command(self, command: Any, check_health: bool = True) -> None: ...
 
     def read_response(self) -> RawReply: ...
@@ -53,6 +58,8 @@ class AsyncConnection(Protocol):
 
     is_connected: bool
     socket_timeout: float | None
+
+    async def connect(self) -> None: ...
 
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None: ...
 
@@ -78,6 +85,8 @@ class Wire:
         """Run ``talk`` on one connection; its result, or the error that ended it."""
         conn = self._checkout()
         try:
+            if not conn.is_connected:  # connect() itself: a Sentinel's asks for the master
+                conn.connect()
             talking = Talking(talk)
             while talking.command is not None:
                 conn.send_packed_command((talking.command,), check_health=False)
@@ -184,6 +193,8 @@ class AsyncWire:
 
 
 async def _converse(conn: AsyncConnection, talking: Talking[T]) -> T:
+    if not conn.is_connected:  # connect() itself: a Sentinel's asks for the master
+        await conn.connect()
     while talking.command is not None:
         await conn.send_packed_command((talking.command,), check_health=False)
         try:
