@@ -97,23 +97,33 @@ def redis_options(parsed: ParsedURL, host: tuple[str, int | None] | None = None)
                 f"{parsed.redacted!r}; for several independent masters use redlock://"
             )
         host = parsed.hosts[0]
-    db_text = parsed.path.strip("/") or "0"
+    return _options(
+        parsed,
+        parsed.path.strip("/") or "0",
+        host=host[0],
+        port=host[1] or 6379,
+        tls=parsed.scheme in ("rediss", "redlocks") or parsed.options.get("tls") == "1",
+        ssl=_ssl_settings(parsed),
+    )
+
+
+def _options(parsed: ParsedURL, db_text: str, **where: Any) -> RedisOptions:
+    """What every form of URL sets alike (database, credentials, timeouts, replicas),
+    and ``where`` the server is (host and port, a socket, or the sentinels)."""
     if not db_text.isdigit():
         raise ConfigError(
             f"Redis database must be a number, got {db_text!r} in {parsed.redacted!r}"
         )
+    fields: dict[str, Any] = {"host": "", "port": 0, "tls": False, "ssl": {}, **where}
     return RedisOptions(
-        host=host[0],
-        port=host[1] or 6379,
         db=int(db_text),
         username=parsed.username,
         password=parsed.password,
-        tls=parsed.scheme in ("rediss", "redlocks") or parsed.options.get("tls") == "1",
         timeout=number_option(parsed, "timeout", 2.0),
         connect_timeout=number_option(parsed, "connect_timeout", 2.0),
         wait_replicas=int(number_option(parsed, "wait_replicas", 0, allow_zero=True)),
         wait_timeout_ms=int(number_option(parsed, "wait_timeout", 0.1) * 1000),
-        ssl=_ssl_settings(parsed),
+        **fields,
     )
 
 
@@ -127,26 +137,8 @@ def _sentinel_options(parsed: ParsedURL) -> RedisOptions:
             f"{parsed.scheme}:// takes the sentinels and the service, as in "
             f"redis+sentinel://s1:26379,s2:26379/mymaster/0; got {parsed.redacted!r}"
         )
-    db_text = db_text or "0"
-    if not db_text.isdigit():
-        raise ConfigError(
-            f"Redis database must be a number, got {db_text!r} in {parsed.redacted!r}"
-        )
-    return RedisOptions(
-        host="",
-        port=0,
-        db=int(db_text),
-        username=parsed.username,
-        password=parsed.password,
-        tls=False,
-        timeout=number_option(parsed, "timeout", 2.0),
-        connect_timeout=number_option(parsed, "connect_timeout", 2.0),
-        wait_replicas=int(number_option(parsed, "wait_replicas", 0, allow_zero=True)),
-        wait_timeout_ms=int(number_option(parsed, "wait_timeout", 0.1) * 1000),
-        ssl={},
-        sentinels=tuple((host, port or 26379) for host, port in parsed.hosts),
-        service=service,
-    )
+    sentinels = tuple((host, port or 26379) for host, port in parsed.hosts)
+    return _options(parsed, db_text or "0", sentinels=sentinels, service=service)
 
 
 def redis_client(options: RedisOptions, asyncio: bool = False) -> Any:
@@ -187,25 +179,7 @@ def _unix_options(parsed: ParsedURL) -> RedisOptions:
             f"{parsed.scheme}:// takes the socket's absolute path, as in "
             f"redis+unix:///run/redis/redis.sock?db=0; got {parsed.redacted!r}"
         )
-    db_text = parsed.options.get("db", "0")
-    if not db_text.isdigit():
-        raise ConfigError(
-            f"Redis database must be a number, got {db_text!r} in {parsed.redacted!r}"
-        )
-    return RedisOptions(
-        host="localhost",
-        port=0,
-        db=int(db_text),
-        username=parsed.username,
-        password=parsed.password,
-        tls=False,
-        timeout=number_option(parsed, "timeout", 2.0),
-        connect_timeout=number_option(parsed, "connect_timeout", 2.0),
-        wait_replicas=int(number_option(parsed, "wait_replicas", 0, allow_zero=True)),
-        wait_timeout_ms=int(number_option(parsed, "wait_timeout", 0.1) * 1000),
-        ssl={},
-        unix_socket=parsed.path,
-    )
+    return _options(parsed, parsed.options.get("db", "0"), unix_socket=parsed.path)
 
 
 def _ssl_settings(parsed: ParsedURL) -> dict[str, Any]:
