@@ -14,6 +14,7 @@ from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
 from fencelock.cli.run_cmd import (
     RunCommand,
     exit_status,
+    grace_option,
     release_quietly,
     run_supervised,
     signal_name,
@@ -103,13 +104,7 @@ def observe(client: Client, name: str, as_json: bool, interval: float | None) ->
     help="Leadership lease TTL in seconds: a dead leader is replaced within about this.",
 )
 @click.option("--value", default=None, help="This candidate's value, shown to observers.")
-@click.option(
-    "--grace",
-    type=click.FloatRange(min=0),
-    default=10.0,
-    show_default=True,
-    help="Seconds between SIGTERM and SIGKILL when CMD's process group is stopped.",
-)
+@grace_option
 @click.option("--observe", is_flag=True, help="Print the leader and each change; run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="With --observe: one JSON object a line.")
 @click.option(

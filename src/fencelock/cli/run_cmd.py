@@ -224,6 +224,15 @@ def _options_follow(args: Sequence[str], name_at: int) -> bool:
     return after.startswith("-") and after != "-"
 
 
+grace_option = click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Seconds between SIGTERM and SIGKILL when CMD's process group is stopped.",
+)
+
+
 @click.command(cls=RunCommand)
 @url_option
 @click.option(
@@ -242,13 +251,7 @@ def _options_follow(args: Sequence[str], name_at: int) -> bool:
     help="Give up after waiting this long for the lock (default: wait forever).",
 )
 @click.option("--no-wait", is_flag=True, help="Try once; exit 75 at once if the lock is busy.")
-@click.option(
-    "--grace",
-    type=click.FloatRange(min=0),
-    default=10.0,
-    show_default=True,
-    help="Seconds between SIGTERM and SIGKILL when CMD's process group is stopped.",
-)
+@grace_option
 @click.option(
     "--max-hold",
     type=click.FloatRange(min=0, min_open=True),
