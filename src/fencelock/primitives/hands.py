@@ -12,6 +12,7 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from fencelock.backends.base import LockInfo
+from fencelock.engine.steps import Give, Take
 from fencelock.errors import FencelockError, LockTimeout
 from fencelock.lease import AsyncLease, Lease
 
@@ -38,6 +39,13 @@ class Hands:
 
     def give(self, name: str) -> None:
         self.taken.pop(name).release()
+
+    def step(self, op: Take | Give) -> bool:
+        """Carry out a flow's take or give; whether it was granted (a give always is)."""
+        if isinstance(op, Take):
+            return self.take(op.name, op.timeout)
+        self.give(op.name)
+        return True
 
     def held(self, prefix: str) -> list[LockInfo]:
         """The leases held under ``prefix`` now, by anyone."""
@@ -69,6 +77,13 @@ class AsyncHands:
 
     async def give(self, name: str) -> None:
         await self.taken.pop(name).release()
+
+    async def step(self, op: Take | Give) -> bool:
+        """As :meth:`Hands.step`."""
+        if isinstance(op, Take):
+            return await self.take(op.name, op.timeout)
+        await self.give(op.name)
+        return True
 
     async def held(self, prefix: str) -> list[LockInfo]:
         return [info for info in await self.client.list(prefix) if info.held]

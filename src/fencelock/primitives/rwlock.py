@@ -128,11 +128,8 @@ class ReadWriteSide(_SideBase, HeldInBlocks[RWLease]):
         try:
             while True:
                 op = flow.send(reply) if reply is not None else next(flow)
-                if isinstance(op, Take):
-                    reply = Reply(clock.now(), granted=hands.take(op.name, op.timeout))
-                elif isinstance(op, Give):
-                    hands.give(op.name)
-                    reply = Reply(clock.now())
+                if isinstance(op, (Take, Give)):
+                    reply = Reply(clock.now(), granted=hands.step(op))
                 else:
                     names = tuple(i.name for i in hands.held(op.prefix))
                     reply = Reply(clock.now(), names=names)
@@ -181,11 +178,8 @@ class AsyncReadWriteSide(_SideBase, AsyncHeldInBlocks[AsyncRWLease]):
         try:
             while True:
                 op = flow.send(reply) if reply is not None else next(flow)
-                if isinstance(op, Take):
-                    reply = Reply(clock.now(), granted=await hands.take(op.name, op.timeout))
-                elif isinstance(op, Give):
-                    await hands.give(op.name)
-                    reply = Reply(clock.now())
+                if isinstance(op, (Take, Give)):
+                    reply = Reply(clock.now(), granted=await hands.step(op))
                 else:
                     names = tuple(i.name for i in await hands.held(op.prefix))
                     reply = Reply(clock.now(), names=names)

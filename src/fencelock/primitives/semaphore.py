@@ -150,11 +150,8 @@ class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
                 op: Op = flow.send(reply) if reply is not None else next(flow)
                 if isinstance(op, (Arm, Disarm, AwaitBell)):
                     bell, reply = self._ring_op(op, bell)
-                elif isinstance(op, Take):
-                    reply = Reply(clock.now(), granted=hands.take(op.name, op.timeout))
-                elif isinstance(op, Give):
-                    hands.give(op.name)
-                    reply = Reply(clock.now())
+                elif isinstance(op, (Take, Give)):
+                    reply = Reply(clock.now(), granted=hands.step(op))
                 else:
                     reply = Reply(clock.now(), held=self._held(hands.held(op.prefix)))
         except StopIteration as done:
@@ -252,11 +249,8 @@ class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
                 op: Op = flow.send(reply) if reply is not None else next(flow)
                 if isinstance(op, (Arm, Disarm, AwaitBell)):
                     bell, reply = await self._ring_op(op, bell)
-                elif isinstance(op, Take):
-                    reply = Reply(clock.now(), granted=await hands.take(op.name, op.timeout))
-                elif isinstance(op, Give):
-                    await hands.give(op.name)
-                    reply = Reply(clock.now())
+                elif isinstance(op, (Take, Give)):
+                    reply = Reply(clock.now(), granted=await hands.step(op))
                 else:
                     reply = Reply(clock.now(), held=self._held(await hands.held(op.prefix)))
         except StopIteration as done:
