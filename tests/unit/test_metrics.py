@@ -4,11 +4,16 @@ text format both ways (what ``fencelock stats`` adds up is what a process served
 from __future__ import annotations
 
 import math
+import os
+import signal
+import threading
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import fencelock
+from fencelock import metrics
 from fencelock.metrics.exposition import parse, render
 from fencelock.metrics.registry import (
     BUCKETS,
@@ -50,8 +55,46 @@ def test_names_are_labelled_by_prefix_never_by_name() -> None:
     assert by_pattern("tenant-a/billing/run") == "tenant-a/billing/"  # the longest
     assert by_pattern("tenant-a/x") == "tenant-a/"
     for bad in (0, -1, True, 1.5):
-        with pytest.raises(ValueError, match="prefix depth"):
+        with pytest.raises(fencelock.ConfigError, match="prefix depth must be an int"):
             prefix_labeller(bad)  # type: ignore[arg-type]
+    with pytest.raises(fencelock.ConfigError, match="patterns must be a list"):
+        prefix_labeller(1, "orders/")
+
+
+def test_serving_on_a_taken_or_bad_port_is_one_clear_error() -> None:
+    first = metrics.serve(0)
+    try:
+        with pytest.raises(fencelock.ConfigError, match="cannot serve scrapes on"):
+            metrics.serve(first.server_port)
+        with pytest.raises(fencelock.ConfigError, match="cannot serve scrapes on"):
+            metrics.serve(70000)
+    finally:
+        first.shutdown()
+
+
+def test_a_forked_child_records_even_if_a_parent_thread_held_the_registry() -> None:
+    """The registry's lock is made anew in a child (forking.register): a parent thread
+    that held it at the fork would otherwise leave the child stuck on it forever."""
+    registry = metrics.REGISTRY
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with registry._guard:
+            holding.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait(10)
+    pid = os.fork()
+    if pid == 0:  # the child: record and report by exit status, within 5 s
+        signal.alarm(5)
+        registry.acquired("forked/1", 0.001, 1, 5.0)
+        os._exit(0 if registry.snapshot()["forked"].acquisitions >= 1 else 1)
+    release.set()
+    holder.join(10)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
 
 
 def test_the_registry_counts_by_prefix_and_can_be_switched_off() -> None:
@@ -114,15 +157,15 @@ def prefix_metrics(draw: st.DrawFn) -> PrefixMetrics:
 def test_a_scrape_reads_back_as_what_was_served(served: list[PrefixMetrics]) -> None:
     back = parse(render(served))
     assert set(back) == {m.prefix for m in served}
-    for metrics in served:
-        again = back[metrics.prefix]
-        assert again.acquisitions == metrics.acquisitions
-        assert again.timeouts == metrics.timeouts and again.lost == metrics.lost
-        assert again.fencing_rejections == metrics.fencing_rejections
-        assert again.acquire_seconds.counts == metrics.acquire_seconds.counts
-        assert again.hold_seconds.count == metrics.hold_seconds.count
-        assert math.isclose(again.hold_seconds.total, metrics.hold_seconds.total)
-        assert again.ttl == metrics.ttl
+    for sent in served:
+        again = back[sent.prefix]
+        assert again.acquisitions == sent.acquisitions
+        assert again.timeouts == sent.timeouts and again.lost == sent.lost
+        assert again.fencing_rejections == sent.fencing_rejections
+        assert again.acquire_seconds.counts == sent.acquire_seconds.counts
+        assert again.hold_seconds.count == sent.hold_seconds.count
+        assert math.isclose(again.hold_seconds.total, sent.hold_seconds.total)
+        assert again.ttl == sent.ttl
 
 
 def test_two_scrapes_add_up() -> None:

@@ -11,6 +11,7 @@ import re
 import threading
 from collections.abc import Iterable
 
+from fencelock.errors import ConfigError
 from fencelock.metrics.registry import BUCKETS, Histogram, PrefixMetrics, Registry
 
 # (field of PrefixMetrics, metric name without "_total", help): the counters, and the
@@ -158,7 +159,10 @@ def serve(registry: Registry, port: int, host: str = "127.0.0.1") -> http.server
     """Answer scrapes of ``registry`` at ``http://host:port/metrics`` on a daemon thread;
     the server returned (``shutdown()`` stops it; its ``server_port`` says the port)."""
     handler = type("Scrapes", (_Scrapes,), {"registry": registry})
-    server = http.server.ThreadingHTTPServer((host, port), handler)
+    try:
+        server = http.server.ThreadingHTTPServer((host, port), handler)
+    except (OSError, OverflowError, TypeError) as exc:
+        raise ConfigError(f"metrics: cannot serve scrapes on {host}:{port}: {exc}") from exc
     thread = threading.Thread(target=server.serve_forever, name="fencelock-metrics", daemon=True)
     thread.start()
     return server

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from fencelock.errors import ConfigError
+
 # Seconds: 0.5 ms to 2 min, about x2 a step (Prometheus-style upper bounds).
 BUCKETS: tuple[float, ...] = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -129,7 +131,9 @@ def prefix_labeller(depth: int = 1, patterns: Iterable[str] = ()) -> Callable[[s
     starts with, else its first ``depth`` ``/``-parts if it has more than that, else
     ``-``. ``orders/12/lines`` is ``orders`` at depth 1; ``nightly-report`` is ``-``."""
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-        raise ValueError(f"prefix depth must be an int >= 1, got {depth!r}")
+        raise ConfigError(f"metrics: prefix depth must be an int >= 1, got {depth!r}")
+    if isinstance(patterns, str):  # one pattern given bare would be split into letters
+        raise ConfigError(f"metrics: patterns must be a list of name prefixes, not {patterns!r}")
     chosen = tuple(sorted(patterns, key=len, reverse=True))
 
     def label(name: str) -> str:
