@@ -6,6 +6,7 @@ client that armed it is gone; a clear ConfigError elsewhere."""
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import threading
 
 import pytest
@@ -110,3 +111,29 @@ def test_async_latch(backend: BackendCase, name: str) -> None:
             assert await client.latch(name).count() == 0
 
     asyncio.run(main())
+
+
+_INHERITED: dict[str, fencelock.Latch] = {}
+
+
+def _count_down_in_child(_: int) -> bool:
+    return _INHERITED["latch"].count_down()
+
+
+def test_a_latch_made_before_fork_counts_down_in_the_child(
+    backend: BackendCase, client: fencelock.Client, name: str
+) -> None:
+    """A forked worker uses the latch object its parent made (Celery prefork, gunicorn
+    --preload): through its own connections, never the parent's."""
+    if not _supported(client) or not backend.cross_process:
+        pytest.skip("no latch another process sees here")
+    latch = _INHERITED["latch"] = client.latch(name)
+    try:
+        assert latch.try_set_count(3) and latch.count() == 3  # the parent's connections open
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            counted = pool.map_async(_count_down_in_child, range(2)).get(timeout=60)
+        assert counted == [True, True]
+        assert latch.count() == 1  # the parent's own latch still works too
+        assert latch.count_down() and latch.wait(timeout=5)
+    finally:
+        del _INHERITED["latch"]

@@ -237,20 +237,30 @@ class SharedLoopAttempt:
 
 
 class SharedLoopLatch:
-    def __init__(self, latch: AsyncNativeLatch, loop: SharedLoop) -> None:
-        self._latch, self._loop = latch, loop
+    """A backend's own latch behind the blocking protocol. The loop and the backend are
+    looked up at each call, not kept: a latch made before ``fork()`` is used in the
+    child through the child's own loop and backend."""
+
+    def __init__(self, backend: SharedLoopBackend, name: str) -> None:
+        self._backend, self._name = backend, name
+
+    def _run(self, call: Callable[[AsyncNativeLatch], Coroutine[Any, Any, T]]) -> T:
+        inner = async_latching(self._backend._backend())
+        if inner is None:
+            raise ConfigError(f"{self._backend.url} keeps no latch of its own")
+        return self._backend._loop.run(call(inner.latch(self._name)))
 
     def try_set_count(self, count: int) -> bool:
-        return self._loop.run(self._latch.try_set_count(count))
+        return self._run(lambda latch: latch.try_set_count(count))
 
     def count_down(self) -> bool:
-        return self._loop.run(self._latch.count_down())
+        return self._run(lambda latch: latch.count_down())
 
     def count(self) -> int:
-        return self._loop.run(self._latch.count())
+        return self._run(lambda latch: latch.count())
 
     def wait(self, timeout: float | None) -> bool:
-        return self._loop.run(self._latch.wait(timeout))
+        return self._run(lambda latch: latch.wait(timeout))
 
 
 class SharedLoopBackend:
@@ -311,10 +321,9 @@ class SharedLoopBackend:
         return SharedLoopAttempt(inner.shared_attempt(name, owner, ttl, share), self._loop)
 
     def latch(self, name: str) -> SharedLoopLatch:
-        inner = async_latching(self._backend())
-        if inner is None:
+        if not self.native_latches:
             raise ConfigError(f"{self.url} keeps no latch of its own")
-        return SharedLoopLatch(inner.latch(name), self._loop)
+        return SharedLoopLatch(self, name)
 
     def keep(self, name: str, owner: str, seconds: float) -> bool:
         inner = async_keeping(self._backend())
