@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from socket import gethostname
 
 import pytest
 
@@ -119,11 +121,28 @@ def test_status_and_list(env: dict[str, str]) -> None:
     try:
         info = _wait_until_held(env, "jobs/e")
         assert info["token"] == 1 and 0 < info["remaining"] <= 30
+        assert info["holder"]["pid"] == holder.pid and info["holder"]["host"] == gethostname()
+        assert "run jobs/e -- sleep 5" in info["holder"]["command"]
+        assert 0 <= info["held_for"] < 30 and info["waiters"] == 0
         human = fencelock_cmd(env, "status", "jobs/e").stdout
-        assert "held by" in human and "(token 1)" in human
+        assert f"held by {gethostname()}:{holder.pid} " in human and "(token 1)" in human
+        assert re.search(r" for \d+\.\ds ", human) and "0 waiting" in human
         listed = json.loads(fencelock_cmd(env, "list", "--json", "jobs/").stdout)
         assert [entry["name"] for entry in listed] == ["jobs/e"]
+        assert listed[0]["holder"] == info["holder"]
         assert json.loads(fencelock_cmd(env, "list", "--json", "other/").stdout) == []
+    finally:
+        holder.terminate()
+        holder.wait(10)
+
+
+def test_a_label_names_the_holder_instead_of_its_command(env: dict[str, str]) -> None:
+    labelled = dict(env, FENCELOCK_LABEL="nightly-billing")
+    holder = subprocess.Popen([FENCELOCK, "run", "jobs/l", "--", "sleep", "5"], env=labelled)
+    try:
+        info = _wait_until_held(env, "jobs/l")
+        assert info["holder"]["command"] == "nightly-billing"
+        assert "'nightly-billing'" in fencelock_cmd(env, "status", "jobs/l").stdout
     finally:
         holder.terminate()
         holder.wait(10)

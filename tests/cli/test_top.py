@@ -3,8 +3,10 @@ as it refreshes; and its pure part (held-for, rates) without I/O."""
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -16,20 +18,30 @@ from fencelock import metrics
 from fencelock.backends.base import LockInfo
 from fencelock.cli.top_view import TopState
 from fencelock.metrics.registry import PrefixMetrics
+from fencelock.primitives.lock import new_owner
 from tests.cli.conftest import FENCELOCK, fencelock_cmd
 
 
 def test_held_for_counts_from_the_first_refresh_that_saw_the_lease() -> None:
     state = TopState()
     held = LockInfo("a/1", "ab" * 20, 7, 10.0, 0)
-    (first,) = state.rows([held], now=100.0)
+    (first,) = state.rows([held], now=100.0, wall=5000.0)
     assert first.held_for == 0 and not first.since_start  # there before we looked
-    (later,) = state.rows([held], now=103.0)
+    (later,) = state.rows([held], now=103.0, wall=5003.0)
     assert later.held_for == 3.0 and not later.since_start
     taken_again = LockInfo("a/1", "cd" * 20, 8, 10.0, 1)
-    (new,) = state.rows([taken_again], now=104.0)
-    assert new.held_for == 0 and new.since_start and new.owner == "cdcdcdcd"
-    assert state.rows([LockInfo("a/1", None, 8, None, 0)], now=105.0) == []  # free
+    (new,) = state.rows([taken_again], now=104.0, wall=5004.0)
+    assert new.held_for == 0 and new.since_start and new.holder == "cdcdcdcd"
+    assert state.rows([LockInfo("a/1", None, 8, None, 0)], now=105.0, wall=5005.0) == []
+
+
+def test_held_for_is_the_backends_own_record_when_it_keeps_one() -> None:
+    state = TopState()
+    owner = new_owner()
+    held = LockInfo("a/1", owner, 7, 10.0, 0, since=4990.0)
+    (row,) = state.rows([held], now=100.0, wall=5000.0)
+    assert row.held_for == 10.0 and row.since_start
+    assert row.holder == f"{socket.gethostname()}:{os.getpid()}"
 
 
 def test_rates_are_taken_between_two_scrapes() -> None:
@@ -83,7 +95,7 @@ def test_top_shows_the_locks_live_in_a_terminal(tmp_path: Path) -> None:
             first = client.lock(f"{prefix}/orders/1", ttl=60).acquire()
             second = client.lock(f"{prefix}/orders/2", ttl=60).acquire()
             screen = _wait_for(session, f"{prefix}/orders/2")
-            assert first.owner[:8] in screen and second.owner[:8] in screen
+            assert screen.count(f"{socket.gethostname()}:{os.getpid()}") == 2  # the holder
             assert f"2 held under '{prefix}/'" in screen
             assert prefix in screen.split("by prefix")[-1]  # the metrics' rates table
             first.release()

@@ -24,6 +24,7 @@ class BackendCase:
     url: str
     cross_process: bool  # leases are shared between processes (not memory://)
     persistent: bool  # tokens survive closing every client (a restart)
+    records_since: bool = True  # inspect/list say when the lease was taken
 
 
 def _memory(tmp: Path) -> BackendCase:
@@ -42,15 +43,21 @@ def _redlock(tmp: Path, servers: Callable[[str], list[str]]) -> BackendCase:
     hosts = ",".join(url.split("//")[1].split("/")[0] for url in servers("redlock"))
     # Each node's answer is awaited up to 1 s, not the default 0.1 s: the contract is
     # not about Redlock's timing, and a loaded 2-core machine misses 0.1 s at times.
-    return BackendCase(f"redlock://{hosts}/0?timeout=1", cross_process=True, persistent=True)
+    return BackendCase(
+        f"redlock://{hosts}/0?timeout=1", cross_process=True, persistent=True, records_since=False
+    )
 
 
 def _etcd(tmp: Path, servers: Callable[[str], list[str]]) -> BackendCase:
-    return BackendCase(servers("etcd")[0], cross_process=True, persistent=True)
+    return BackendCase(
+        servers("etcd")[0], cross_process=True, persistent=True, records_since=False
+    )
 
 
 def _zookeeper(tmp: Path, servers: Callable[[str], list[str]]) -> BackendCase:
-    return BackendCase(servers("zookeeper")[0], cross_process=True, persistent=True)
+    return BackendCase(
+        servers("zookeeper")[0], cross_process=True, persistent=True, records_since=False
+    )
 
 
 def _postgresql(tmp: Path, servers: Callable[[str], list[str]]) -> BackendCase:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+import os
+import socket
 import threading
 import time
 from pathlib import Path
@@ -203,6 +205,27 @@ def test_inspect_and_list(client: fencelock.Client, name: str) -> None:
     info = client.inspect(name)
     assert info is not None and not info.held and info.token == lease.token
     assert client.list(name) == []
+
+
+def test_inspect_and_list_say_who_holds_it_and_since_when(
+    backend: BackendCase, client: fencelock.Client, name: str
+) -> None:
+    before = time.time()
+    lease = client.lock(name).acquire()
+    after = time.time()
+    info = client.inspect(name)
+    assert info is not None
+    for seen in (info, *client.list(name)):
+        assert seen.owner == lease.owner
+        holder = seen.holder
+        assert holder is not None and holder.pid == os.getpid()
+        assert holder.host == socket.gethostname()
+        assert holder.started is not None and holder.started <= before
+        if backend.records_since:  # the server's clock, on this machine: a little slack
+            assert seen.since is not None and before - 0.5 <= seen.since <= after + 0.5
+        else:
+            assert seen.since is None
+    lease.release()
 
 
 def test_leaving_with_after_loss_raises(client: fencelock.Client, name: str) -> None:

@@ -3,6 +3,8 @@ under a prefix, each with its holder and token (the listing is the backend's own
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +30,7 @@ def test_top_shows_each_held_lease_with_holder_and_token(
     )  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     assert f"2 held under '{prefix}/'" in shown.stdout
+    assert shown.stdout.count(f"{socket.gethostname()}:{os.getpid()}") == 2  # the holder
     for lease in held:
-        assert f"{prefix}/seat-" in shown.stdout and lease.owner[:8] in shown.stdout
+        assert f"{lease.name} " in shown.stdout and f" {lease.token} " in shown.stdout
         lease.release()

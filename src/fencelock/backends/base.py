@@ -33,6 +33,7 @@ from typing import Literal, Protocol, cast
 
 from fencelock.engine.outcomes import Acquired, AttemptResult, Busy, RenewedAsOf
 from fencelock.errors import ConfigError
+from fencelock.holder import Holder, holder_of
 
 __all__ = [
     "Acquired",
@@ -62,11 +63,17 @@ class LockInfo:
     token: int
     remaining: float | None
     waiters: int | None = None
+    since: float | None = None  # when the holder took it (Unix time), where the backend records it
 
     @property
     def held(self) -> bool:
         """Whether an owner holds the lock now (its lease has not expired)."""
         return self.owner is not None
+
+    @property
+    def holder(self) -> Holder | None:
+        """Where the holder runs (host, PID, process start, command), as its owner value says."""
+        return holder_of(self.owner)
 
 
 class Attempt(Protocol):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -36,6 +37,7 @@ from fencelock.errors import ConfigError
 class _Slot:
     owner: str | None = None
     token: int = 0
+    since: float = 0.0  # Unix time of the grant
     expires_at: float = 0.0
     # Waiters in arrival order, keyed by the event that wakes them.
     queue: dict[threading.Event, Waiter[threading.Event]] = field(default_factory=dict)
@@ -99,7 +101,7 @@ class MemoryAttempt:
                     return self._queue(slot, now, None)  # kept for the oldest waiter
                 if self._bell is not None:
                     slot.queue.pop(self._bell, None)
-            slot.owner, slot.token = self._owner, slot.token + 1
+            slot.owner, slot.token, slot.since = self._owner, slot.token + 1, time.time()
             slot.expires_at = now + self._ttl
             return Acquired(slot.token)
 
@@ -215,6 +217,7 @@ class MemoryBackend:
             token=slot.token,
             remaining=slot.expires_at - now if live else None,
             waiters=len(slot.queue),
+            since=slot.since if live else None,
         )
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ import json
 import click
 
 import fencelock
+from fencelock import holder as holder_module
 from fencelock.backends.base import LockInfo
 from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
 from fencelock.cli.inventory import describe_entry, group
@@ -14,23 +15,38 @@ from fencelock.cli.inventory import describe_entry, group
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 
 
-def info_dict(info: LockInfo) -> dict[str, object]:
+def info_dict(info: LockInfo, now: float | None = None) -> dict[str, object]:
+    holder = info.holder
+    held_for = holder_module.age(info.since, now) if info.held else None
     return {
         "name": info.name,
         "held": info.held,
         "owner": info.owner,
+        "holder": None if holder is None else holder.to_dict(),
+        "since": info.since if info.held else None,
+        "held_for": None if held_for is None else round(held_for, 3),
         "token": info.token,
         "remaining": None if info.remaining is None else round(info.remaining, 3),
         "waiters": info.waiters,
     }
 
 
-def describe(info: LockInfo) -> str:
+def who(info: LockInfo) -> str:
+    """The holder as a person reads it: host:PID and command, else the owner's first hex."""
+    holder, owner = info.holder, (info.owner or "")[:8]
+    if holder is None:
+        return owner
+    return f"{holder.short()} {holder.command!r} (owner {owner})"
+
+
+def describe(info: LockInfo, now: float | None = None) -> str:
     if not info.held:
         return f"{info.name}: free (last token {info.token})"
-    waiters = "" if not info.waiters else f", {info.waiters} waiting"
+    held_for = holder_module.age(info.since, now)
+    for_how_long = "" if held_for is None else f" for {held_for:.1f}s"
+    waiters = "" if info.waiters is None else f", {info.waiters} waiting"
     return (
-        f"{info.name}: held by {(info.owner or '')[:8]} (token {info.token}), "
+        f"{info.name}: held by {who(info)}{for_how_long} (token {info.token}), "
         f"{info.remaining or 0.0:.1f}s left{waiters}"
     )
 
@@ -111,8 +127,7 @@ def release(url: str | None, force: bool, yes: bool, name: str) -> None:
         after = client.inspect(name)
     last = after.token if after is not None else evicted.token
     click.echo(
-        f"{name}: evicted {(evicted.owner or '')[:8]} (token {evicted.token}); "
-        f"the last token is now {last}"
+        f"{name}: evicted {who(evicted)} (token {evicted.token}); the last token is now {last}"
     )
 
 

@@ -36,7 +36,7 @@ def locks_table(prefix: str, rows: list[Row], shown: int, limit: int) -> Table:
         held = ("" if row.since_start else "≥ ") + _seconds(row.held_for)
         table.add_row(
             row.name,
-            row.owner,
+            row.holder,
             str(row.token),
             held,
             _seconds(row.remaining),
@@ -93,9 +93,10 @@ def top(
     state = TopState()
 
     def frame(client: fencelock.Client) -> Group:
-        now = clock.now()
+        now, wall = clock.now(), time.time()
         infos = client.list(prefix)[:limit]
-        parts: list[Table] = [locks_table(prefix, state.rows(infos, now), len(infos), limit)]
+        rows = state.rows(infos, now, wall)
+        parts: list[Table] = [locks_table(prefix, rows, len(infos), limit)]
         if metrics_urls:
             parts.append(rates_table(state.rates(scrape(metrics_urls), now)))
         return Group(*parts)

@@ -1,9 +1,10 @@
 """What ``fencelock top`` shows, without I/O: each refresh's held locks and, when given,
 the processes' metrics, turned into rows and per-prefix rates between two refreshes.
 
-A lease's *held for* is counted from the first refresh that saw it (same owner, same
-token): the backends record no acquisition time, so it is a lower bound, marked ``≥``
-until the lease is seen from its start (a new token appearing between two refreshes).
+A lease's *held for* is counted from when its holder took it where the backend records
+that (:attr:`LockInfo.since`); elsewhere from the first refresh that saw it (same owner,
+same token): a lower bound, marked ``≥`` until the lease is seen from its start (a new
+token appearing between two refreshes).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from fencelock.metrics.registry import PrefixMetrics
 @dataclass(frozen=True)
 class Row:
     name: str
-    owner: str  # the first 8 hex of the holder's owner value
+    holder: str  # host:PID, or the first 8 hex of the owner value of a holder that says nothing
     token: int
     held_for: float
     since_start: bool  # seen from its grant (else held_for is a lower bound)
@@ -43,8 +44,9 @@ class TopState:
     last_metrics: dict[str, PrefixMetrics] = field(default_factory=dict)
     metrics_at: float | None = None
 
-    def rows(self, infos: list[LockInfo], now: float) -> list[Row]:
-        """The held locks, longest held first; forgets leases no longer held."""
+    def rows(self, infos: list[LockInfo], now: float, wall: float) -> list[Row]:
+        """The held locks, longest held first; forgets leases no longer held. ``now`` is
+        the refresh's monotonic time, ``wall`` its Unix time."""
         seen: dict[tuple[str, str, int], tuple[float, bool]] = {}
         rows: list[Row] = []
         for info in infos:
@@ -53,12 +55,16 @@ class TopState:
             key = (info.name, info.owner, info.token)
             since, from_start = self.first_seen.get(key, (now, self.refreshed_at is not None))
             seen[key] = (since, from_start)
+            held_for, from_start = (
+                (now - since, from_start) if info.since is None else (wall - info.since, True)
+            )
+            holder = info.holder
             rows.append(
                 Row(
                     info.name,
-                    info.owner[:8],
+                    info.owner[:8] if holder is None else holder.short(),
                     info.token,
-                    now - since,
+                    max(held_for, 0.0),
                     from_start,
                     info.remaining,
                     info.waiters,

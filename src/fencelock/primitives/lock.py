@@ -36,6 +36,7 @@ from fencelock.engine.acquire import (
 )
 from fencelock.engine.timing import validate_timeout, validate_ttl
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
+from fencelock.holder import owner_value
 from fencelock.holdings import this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseBase, LeaseTerms
 from fencelock.metrics import REGISTRY
@@ -50,8 +51,9 @@ L = TypeVar("L", bound=LeaseBase)
 
 
 def new_owner() -> str:
-    """20 random bytes, hex: unguessable and new for every acquisition attempt."""
-    return secrets.token_hex(20)
+    """20 random bytes, hex (unguessable and new for every acquisition attempt), then
+    who this process is (:mod:`fencelock.holder`)."""
+    return owner_value(secrets.token_hex(20))
 
 
 def drive(flow: AcquireFlow, attempt: Attempt, name: str | None = None) -> Granted | GaveUp:

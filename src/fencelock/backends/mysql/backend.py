@@ -183,9 +183,10 @@ def _kept_for(sets: list[list[tuple[Any, ...]]]) -> float | None:
 
 
 def _info(row: tuple[Any, ...]) -> LockInfo:
-    name, owner, token, remaining, waiters = row
+    name, owner, token, remaining, waiters, since = row
     left = None if owner is None or remaining is None else float(remaining)
-    return LockInfo(name, owner, int(token), left, int(waiters))
+    taken = None if left is None or since is None else float(since)
+    return LockInfo(name, owner, int(token), left, int(waiters), taken)
 
 
 class MySQLAttempt:

@@ -130,7 +130,7 @@ class Connections:
         conn = self._idle.pop() if self._idle else await self.connect()
         present = {"database": self.options.database}
         sets = await self.run(conn, self.statements.present, present, self.options.timeout)
-        if sets[0][0][0] < 2:  # one of the two tables is missing (an older fencelock's)
+        if sets[0][0][0] < 3:  # a table or a column is missing (an older fencelock's)
             await self.run(conn, self.statements.create, {}, self.options.timeout)
         await self.checkin(conn)
         self._table_ready = True

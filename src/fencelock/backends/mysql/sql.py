@@ -22,6 +22,8 @@ MAX_LOCK_NAME = 64
 _PLAIN = re.compile(r"[a-z0-9/._:-]+")
 TABLE = "fencelock_locks"
 KEEPS = "fencelock_keeps"
+OWNER_WIDTH = 400  # 40 hex, a dot, and the holder in base32 (fencelock.holder)
+_OWNER = f"VARCHAR({OWNER_WIDTH}) CHARACTER SET ascii"
 
 
 def lock_name(prefix: str, name: str) -> str:
@@ -49,25 +51,46 @@ class Statements:
             f"CREATE TABLE IF NOT EXISTS {self.table} ("
             "\n lock_name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin PRIMARY KEY,"
             "\n name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,"
-            "\n owner CHAR(40) CHARACTER SET ascii,"
+            f"\n owner {_OWNER},"
             "\n token BIGINT NOT NULL,"
-            "\n ttl DOUBLE NOT NULL"
+            "\n ttl DOUBLE NOT NULL,"
+            "\n since DOUBLE"
             "\n) ENGINE = InnoDB;"
             f"\nCREATE TABLE IF NOT EXISTS {self.keeps} ("
             "\n lock_name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin PRIMARY KEY,"
             "\n name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,"
-            "\n owner CHAR(40) CHARACTER SET ascii NOT NULL,"
+            f"\n owner {_OWNER} NOT NULL,"
             "\n token BIGINT NOT NULL,"
             "\n until DATETIME(6) NOT NULL"
-            "\n) ENGINE = InnoDB"
+            "\n) ENGINE = InnoDB;"
+            # An older fencelock's tables kept a bare 40-hex owner, without its holder.
+            f"\nALTER TABLE {self.table} MODIFY owner {_OWNER};"
+            f"\nALTER TABLE {self.keeps} MODIFY owner {_OWNER} NOT NULL;"
+            # ... nor when its lease was taken (MySQL has no ADD COLUMN IF NOT EXISTS).
+            "\nSET @fencelock_since = IF(EXISTS (SELECT 1 FROM information_schema.COLUMNS"
+            f"\n WHERE TABLE_SCHEMA = {self._database_literal} AND TABLE_NAME = '{TABLE}'"
+            "\n AND COLUMN_NAME = 'since'), 'DO 0',"
+            f"\n 'ALTER TABLE {self.table} ADD COLUMN since DOUBLE');"
+            "\nPREPARE fencelock_since FROM @fencelock_since;"
+            "\nEXECUTE fencelock_since;"
+            "\nDEALLOCATE PREPARE fencelock_since"
         )
 
     @property
+    def _database_literal(self) -> str:
+        return "'" + self.database.replace("\\", "\\\\").replace("'", "''") + "'"
+
+    @property
     def present(self) -> str:
-        """How many of the two tables exist (both: nothing to create)."""
+        """How many of the columns made since the first tables exist: the two tables'
+        owner wide enough for a holder's description and the lease's ``since`` (all
+        three: nothing to create or change)."""
         return (
-            "SELECT COUNT(*) FROM information_schema.TABLES"
-            f" WHERE TABLE_SCHEMA = %(database)s AND TABLE_NAME IN ('{TABLE}', '{KEEPS}')"
+            "SELECT COUNT(*) FROM information_schema.COLUMNS"
+            " WHERE TABLE_SCHEMA = %(database)s AND ("
+            f"TABLE_NAME IN ('{TABLE}', '{KEEPS}') AND COLUMN_NAME = 'owner'"
+            f" AND CHARACTER_MAXIMUM_LENGTH >= {OWNER_WIDTH}"
+            f" OR TABLE_NAME = '{TABLE}' AND COLUMN_NAME = 'since')"
         )
 
     @property
@@ -81,12 +104,13 @@ class Statements:
         """While the lock is held by this connection: the next token for the name (a
         row of another name, on a hash collision, is left alone)."""
         return (
-            f"INSERT INTO {self.table} (lock_name, name, owner, token, ttl)"
-            "\nSELECT %(lock)s, %(name)s, %(owner)s, 1, %(ttl)s FROM DUAL"
+            f"INSERT INTO {self.table} (lock_name, name, owner, token, ttl, since)"
+            "\nSELECT %(lock)s, %(name)s, %(owner)s, 1, %(ttl)s, UNIX_TIMESTAMP(NOW(6)) FROM DUAL"
             "\nWHERE IS_USED_LOCK(%(lock)s) = CONNECTION_ID()"
             "\nON DUPLICATE KEY UPDATE"
             "\n token = IF(name = VALUES(name), token + 1, token),"
             "\n owner = IF(name = VALUES(name), VALUES(owner), owner),"
+            "\n since = IF(name = VALUES(name), VALUES(since), since),"
             "\n ttl = IF(name = VALUES(name), VALUES(ttl), ttl)"
         )
 
@@ -149,14 +173,14 @@ class Statements:
     @property
     def inspect_kept(self) -> str:
         return (
-            "SELECT name, owner, token, TIMESTAMPDIFF(MICROSECOND, NOW(6), until) / 1e6, 0"
+            "SELECT name, owner, token, TIMESTAMPDIFF(MICROSECOND, NOW(6), until) / 1e6, 0, NULL"
             f"\nFROM {self.keeps} WHERE lock_name = %(lock)s AND until > NOW(6)"
         )
 
     @property
     def list_kept(self) -> str:
         return (
-            "SELECT name, owner, token, TIMESTAMPDIFF(MICROSECOND, NOW(6), until) / 1e6, 0"
+            "SELECT name, owner, token, TIMESTAMPDIFF(MICROSECOND, NOW(6), until) / 1e6, 0, NULL"
             f"\nFROM {self.keeps}"
             "\nWHERE LEFT(name, CHAR_LENGTH(%(prefix)s)) = %(prefix)s AND until > NOW(6)"
             "\nORDER BY name"
@@ -193,14 +217,14 @@ class Statements:
     def inspect(self) -> str:
         return (
             f"SELECT name, IF(IS_USED_LOCK(lock_name) IS NULL, NULL, owner), token,"
-            f"\n {self._remaining}, {self._waiters}"
+            f"\n {self._remaining}, {self._waiters}, since"
             f"\nFROM {self.table} WHERE lock_name = %(lock)s"
         )
 
     @property
     def list(self) -> str:
         return (
-            f"SELECT name, owner, token, {self._remaining}, {self._waiters}"
+            f"SELECT name, owner, token, {self._remaining}, {self._waiters}, since"
             f"\nFROM {self.table}"
             "\nWHERE LEFT(name, CHAR_LENGTH(%(prefix)s)) = %(prefix)s"
             "\nAND IS_USED_LOCK(lock_name) IS NOT NULL ORDER BY name"

@@ -196,11 +196,7 @@ class AsyncAdvisoryBackend:
         rows = await self.connections.fetchall(
             self.statements.inspect, {"key": advisory_key(name), "name": name}
         )
-        info = None
-        if rows:
-            name, owner, token, remaining, waiters = rows[0]
-            left = float(remaining) if owner is not None else None
-            info = LockInfo(name, owner, int(token), left, int(waiters))
+        info = info_from_row(rows[0]) if rows else None
         if info is not None and info.held:
             return info
         kept = await self.connections.fetchall(self.statements.leases.inspect, {"name": name})
@@ -210,7 +206,7 @@ class AsyncAdvisoryBackend:
 
     async def list(self, prefix: str) -> list[LockInfo]:
         rows = await self.connections.fetchall(self.statements.list, {"prefix": prefix})
-        held = {n: LockInfo(n, o, int(t), float(r), int(w)) for n, o, t, r, w in rows}
+        held = {row[0]: info_from_row(row) for row in rows}
         kept = await self.connections.fetchall(self.statements.leases.list, {"prefix": prefix})
         for row in kept:  # names kept after their lock (and not held again)
             held.setdefault(row[0], info_from_row(row))

@@ -45,7 +45,9 @@ class AdvisoryStatements:
             "\nname text NOT NULL,"
             "\nowner text,"
             "\ntoken bigint NOT NULL,"
-            "\nttl double precision NOT NULL)",
+            "\nttl double precision NOT NULL,"
+            "\nsince timestamptz)",
+            f"ALTER TABLE {self.table} ADD COLUMN IF NOT EXISTS since timestamptz",
         )
 
     @property
@@ -58,7 +60,11 @@ class AdvisoryStatements:
 
     @property
     def present(self) -> str:
-        return f"{self.leases.present} AND to_regclass('{self.table}') IS NOT NULL"
+        since = (
+            "EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema ="
+            f" '{self.schema}' AND table_name = '{ADVISORY_TABLE}' AND column_name = 'since')"
+        )
+        return f"{self.leases.present} AND to_regclass('{self.table}') IS NOT NULL AND {since}"
 
     @property
     def acquire(self) -> str:
@@ -79,10 +85,10 @@ class AdvisoryStatements:
             f"\n  OR EXISTS ({self._kept})"
             f"\n THEN false ELSE pg_try_advisory_lock(%(key)s::bigint) END AS ok),"
             f"\ntaken AS ("
-            f"\nINSERT INTO {self.table} AS a (key, name, owner, token, ttl)"
-            f"\nSELECT %(key)s, %(name)s, %(owner)s, nextval('{leases.sequence}'), %(ttl)s"
+            f"\nINSERT INTO {self.table} AS a (key, name, owner, token, ttl, since)"
+            f"\nSELECT %(key)s, %(name)s, %(owner)s, nextval('{leases.sequence}'), %(ttl)s, {now}"
             f"\nFROM got WHERE ok"
-            f"\nON CONFLICT (key) DO UPDATE SET owner = excluded.owner,"
+            f"\nON CONFLICT (key) DO UPDATE SET owner = excluded.owner, since = excluded.since,"
             f"\n token = nextval('{leases.sequence}'), ttl = excluded.ttl"
             f"\nWHERE a.name = excluded.name"
             f"\nRETURNING a.token),"
@@ -119,14 +125,14 @@ class AdvisoryStatements:
         holds the key for ``owner``; returns the name if kept."""
         leases = self.leases
         return (
-            f"INSERT INTO {leases.table} AS k (name, owner, token, expires_at)"
-            f"\nSELECT a.name, a.owner, a.token,"
+            f"INSERT INTO {leases.table} AS k (name, owner, token, since, expires_at)"
+            f"\nSELECT a.name, a.owner, a.token, a.since,"
             f"\n clock_timestamp() + make_interval(secs => %(seconds)s)"
             f"\nFROM {self.table} a WHERE a.key = %(key)s AND a.name = %(name)s"
             f"\n AND a.owner = %(owner)s"
             f"\n AND EXISTS ({self._held('a.key')} AND l.pid = pg_backend_pid())"
             f"\nON CONFLICT (name) DO UPDATE SET owner = excluded.owner,"
-            f"\n token = excluded.token, expires_at = excluded.expires_at"
+            f"\n token = excluded.token, since = excluded.since, expires_at = excluded.expires_at"
             f"\nRETURNING k.name"
         )
 
@@ -164,7 +170,8 @@ class AdvisoryStatements:
         return (
             f"SELECT a.name, CASE WHEN h.held THEN a.owner END, a.token, {self._remaining},"
             f"\n (SELECT count(*) FROM {self.leases.queue} q"
-            f"\n  WHERE q.name = a.name AND q.alive_until > clock_timestamp())"
+            f"\n  WHERE q.name = a.name AND q.alive_until > clock_timestamp()),"
+            f"\n extract(epoch FROM a.since)"
             f"\nFROM {self.table} a,"
             f"\n LATERAL (SELECT EXISTS ({self._held('a.key')}) AS held) h"
             f"\nWHERE a.key = %(key)s AND a.name = %(name)s"
@@ -175,7 +182,8 @@ class AdvisoryStatements:
         return (
             f"SELECT a.name, a.owner, a.token, {self._remaining},"
             f"\n (SELECT count(*) FROM {self.leases.queue} q"
-            f"\n  WHERE q.name = a.name AND q.alive_until > clock_timestamp())"
+            f"\n  WHERE q.name = a.name AND q.alive_until > clock_timestamp()),"
+            f"\n extract(epoch FROM a.since)"
             f"\nFROM {self.table} a"
             f"\nWHERE starts_with(a.name, %(prefix)s) AND EXISTS ({self._held('a.key')})"
             f"\nORDER BY a.name"

@@ -90,9 +90,12 @@ def release_mark() -> float:
 
 
 def info_from_row(row: tuple[Any, ...]) -> LockInfo:
-    name, owner, token, remaining, waiters = row
-    left = None if remaining is None else max(float(remaining), 0.0)
-    return LockInfo(name, owner, int(token), left, int(waiters))
+    """A lock's row: name, owner, token, remaining seconds, waiters, and when the lease
+    was taken (Unix time; NULL where not recorded)."""
+    name, owner, token, remaining, waiters, since = row
+    left = None if remaining is None or owner is None else max(float(remaining), 0.0)
+    taken = None if since is None or left is None else float(since)
+    return LockInfo(name, owner, int(token), left, int(waiters), taken)
 
 
 class PostgresAttempt:

@@ -94,7 +94,10 @@ class Statements:
             "\nname text PRIMARY KEY,"
             "\nowner text,"
             "\ntoken bigint NOT NULL,"
-            "\nexpires_at timestamptz)",
+            "\nexpires_at timestamptz,"
+            "\nsince timestamptz)",
+            # An older fencelock's table lacks when its lease was taken.
+            f"ALTER TABLE {self.table} ADD COLUMN IF NOT EXISTS since timestamptz",
             f"CREATE TABLE IF NOT EXISTS {self.queue} ("
             "\nname text NOT NULL,"
             "\nwaiter text NOT NULL,"
@@ -117,7 +120,13 @@ class Statements:
         """Whether every schema object exists (then a user without ``CREATE`` on the
         schema, whose ``CREATE … IF NOT EXISTS`` PostgreSQL refuses, can go on)."""
         objects = (self.sequence, self.table, self.queue)
-        return "SELECT " + " AND ".join(f"to_regclass('{o}') IS NOT NULL" for o in objects)
+        since = (
+            "EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema ="
+            f" '{self.schema}' AND table_name = '{TABLE}' AND column_name = 'since')"
+        )
+        return "SELECT " + " AND ".join(
+            [*(f"to_regclass('{o}') IS NOT NULL" for o in objects), since]
+        )
 
     @property
     def acquire(self) -> str:
@@ -138,8 +147,8 @@ class Statements:
             f"\nSELECT waiter, arrived FROM {self.queue}"
             f"\nWHERE name = %(name)s AND {_ALIVE} ORDER BY seq LIMIT 1),"
             f"\ntaken AS ("
-            f"\nINSERT INTO {self.table} AS l (name, owner, token, expires_at)"
-            f"\nSELECT %(name)s, %(owner)s, nextval('{self.sequence}'), {expiry}"
+            f"\nINSERT INTO {self.table} AS l (name, owner, token, expires_at, since)"
+            f"\nSELECT %(name)s, %(owner)s, nextval('{self.sequence}'), {expiry}, {now}"
             f"\nWHERE NOT EXISTS (SELECT 1 FROM head WHERE waiter <> %(owner)s"
             f"\n AND arrived <= {now} - make_interval(secs => %(bound)s))"
             f"\n OR EXISTS (SELECT 1 FROM {self.table}"
@@ -147,6 +156,8 @@ class Statements:
             f"\nON CONFLICT (name) DO UPDATE SET owner = excluded.owner,"
             f"\n token = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now}"
             f"\n  THEN l.token ELSE nextval('{self.sequence}') END,"
+            f"\n since = CASE WHEN l.owner = excluded.owner AND l.expires_at > {now}"
+            f"\n  THEN l.since ELSE {now} END,"
             f"\n expires_at = {expiry}"
             f"\nWHERE l.expires_at IS NULL OR l.expires_at <= {now} OR l.owner = excluded.owner"
             f"\nRETURNING l.token),"
@@ -222,7 +233,8 @@ class Statements:
             f"\nCASE WHEN expires_at > clock_timestamp()"
             f"\n THEN extract(epoch FROM expires_at - clock_timestamp()) END,"
             f"\n(SELECT count(*) FROM {self.queue} q"
-            f"\n WHERE q.name = l.name AND q.alive_until > clock_timestamp())"
+            f"\n WHERE q.name = l.name AND q.alive_until > clock_timestamp()),"
+            f"\nextract(epoch FROM since)"
             f"\nFROM {self.table} l WHERE name = %(name)s"
         )
 
@@ -231,7 +243,8 @@ class Statements:
         return (
             f"SELECT name, owner, token, extract(epoch FROM expires_at - clock_timestamp()),"
             f"\n(SELECT count(*) FROM {self.queue} q"
-            f"\n WHERE q.name = l.name AND q.alive_until > clock_timestamp())"
+            f"\n WHERE q.name = l.name AND q.alive_until > clock_timestamp()),"
+            f"\nextract(epoch FROM since)"
             f"\nFROM {self.table} l"
             f"\nWHERE starts_with(name, %(prefix)s) AND expires_at > clock_timestamp()"
             f"\nORDER BY name"

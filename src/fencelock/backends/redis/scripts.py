@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass
 from importlib import resources
 
@@ -16,6 +17,10 @@ def lua(name: str) -> str:
     """The source of ``backends/redis/lua/<name>.lua``."""
     return resources.files("fencelock.backends.redis").joinpath(f"lua/{name}.lua").read_text()
 
+
+# A held lease's token is its grant time (granted_at) only within these bounds.
+COUNTER_IDLE_S = 7 * 24 * 3600  # acquire.lua's COUNTER_IDLE_MS
+CLOCK_SLACK_S = 1.0
 
 # Waiting: a free lease goes to whoever asks first, unless the oldest waiter has waited
 # longer than STARVATION_BOUND; then it is kept for that waiter (fair=True: always).
@@ -141,4 +146,15 @@ def lock_info(
         token=int(token or 0),
         remaining=pttl / 1000 if owner is not None and pttl >= 0 else None,
         waiters=waiters,
+        since=granted_at(int(token or 0)) if owner is not None else None,
     )
+
+
+def granted_at(token: int, now: float | None = None) -> float | None:
+    """When a Redis lease was granted, read from its token: acquire.lua issues the
+    server's clock in microseconds (or one more than the last token, if greater). None
+    where the token cannot be that time: ahead of our clock by more than the slack (the
+    server's clock went back since an earlier grant, or runs ahead of ours), or older
+    than the week a counter outlives its last grant."""
+    at, now = token / 1e6, time.time() if now is None else now
+    return at if now - COUNTER_IDLE_S <= at <= now + CLOCK_SLACK_S else None

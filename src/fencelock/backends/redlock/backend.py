@@ -17,7 +17,6 @@ import asyncio
 import functools
 import math
 import random
-import secrets
 from collections import OrderedDict
 from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
@@ -44,6 +43,7 @@ from fencelock.backends.wakeup import await_then_rearm
 from fencelock.engine import redlock as plan
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import BackendUnavailable, LeaseLost
+from fencelock.holder import new_identity
 
 T = TypeVar("T")
 DEFAULT_NODE_TIMEOUT = 0.1
@@ -111,7 +111,7 @@ class RedlockAttempt:
 
     async def _take(self) -> AttemptResult:
         self._tries += 1
-        owner = self._owner if self._tries == 1 else secrets.token_hex(20)
+        owner = self._owner if self._tries == 1 else new_identity(self._owner)
         result = await self._backend.take(self._keys, owner, self._ttl)
         self._acquired = isinstance(result, Acquired)
         return result

@@ -47,7 +47,8 @@ CREATE TABLE IF NOT EXISTS fencelock_leases (
     owner TEXT,
     token INTEGER NOT NULL,
     expires_at REAL NOT NULL,
-    boot TEXT NOT NULL
+    boot TEXT NOT NULL,
+    since REAL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS fencelock_queue (
     seq INTEGER PRIMARY KEY,
@@ -57,10 +58,15 @@ CREATE TABLE IF NOT EXISTS fencelock_queue (
 CREATE INDEX IF NOT EXISTS fencelock_queue_name ON fencelock_queue (name, seq);
 """
 
-# Columns the queue gained with the starvation bound: ALTER TABLE adds them to older files.
-_QUEUE_COLUMNS = {
-    "arrived": "REAL NOT NULL DEFAULT 0",
-    "alive_until": "REAL NOT NULL DEFAULT 0",
+# Columns added since the tables were first made: ALTER TABLE adds them to older files.
+# The queue's came with the starvation bound; the lease's ``since`` (the Unix time of
+# its grant) with holder descriptions.
+_ADDED_COLUMNS = {
+    "fencelock_queue": {
+        "arrived": "REAL NOT NULL DEFAULT 0",
+        "alive_until": "REAL NOT NULL DEFAULT 0",
+    },
+    "fencelock_leases": {"since": "REAL"},
 }
 
 _QUEUE = """
@@ -74,17 +80,18 @@ ON CONFLICT (address) DO UPDATE SET alive_until = excluded.alive_until
 """
 
 _TAKE = """
-INSERT INTO fencelock_leases (name, owner, token, expires_at, boot)
-VALUES (:name, :owner, 1, :expires_at, :boot)
+INSERT INTO fencelock_leases (name, owner, token, expires_at, boot, since)
+VALUES (:name, :owner, 1, :expires_at, :boot, :since)
 ON CONFLICT (name) DO UPDATE SET
     owner = excluded.owner, token = token + 1,
-    expires_at = excluded.expires_at, boot = excluded.boot
+    expires_at = excluded.expires_at, boot = excluded.boot, since = excluded.since
 WHERE owner IS NULL OR boot != excluded.boot OR expires_at <= :now
 RETURNING token
 """
 
 _MAX_CONTENDED = 1024
 
+_INFO_COLUMNS = "name, owner, token, expires_at, boot, since"
 _LIVE = "owner IS NOT NULL AND boot = :boot AND expires_at > :now"
 
 
@@ -114,10 +121,11 @@ def _prepare(conn: sqlite3.Connection) -> None:
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 conn.execute(statement)
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(fencelock_queue)")}
-        for column, declaration in _QUEUE_COLUMNS.items():
-            if column not in columns:
-                conn.execute(f"ALTER TABLE fencelock_queue ADD COLUMN {column} {declaration}")
+        for table, added in _ADDED_COLUMNS.items():
+            columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            for column, declaration in added.items():
+                if column not in columns:
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
@@ -303,7 +311,8 @@ class SQLiteBackend:
             _drop(conn, verdict.expired)
             if verdict.may_take:
                 params = {"name": name, "owner": owner, "expires_at": now + ttl}
-                row = conn.execute(_TAKE, {**params, "boot": self._boot, "now": now}).fetchone()
+                params |= {"boot": self._boot, "now": now, "since": time.time()}
+                row = conn.execute(_TAKE, params).fetchone()
                 if row is not None:
                     if doorbell is not None:
                         conn.execute("DELETE FROM fencelock_queue WHERE address = ?", (doorbell,))
@@ -405,7 +414,7 @@ class SQLiteBackend:
         with self._mutex, self._translated():
             conn = self._db()
             row = conn.execute(
-                "SELECT name, owner, token, expires_at, boot FROM fencelock_leases WHERE name = ?",
+                f"SELECT {_INFO_COLUMNS} FROM fencelock_leases WHERE name = ?",
                 (name,),
             ).fetchone()
             if row is None:
@@ -420,16 +429,19 @@ class SQLiteBackend:
         with self._mutex, self._translated():
             conn, now = self._db(), clock.now()
             rows = conn.execute(
-                "SELECT name, owner, token, expires_at, boot FROM fencelock_leases "
+                f"SELECT {_INFO_COLUMNS} FROM fencelock_leases "
                 f"WHERE name LIKE :pattern ESCAPE '\\' AND {_LIVE} ORDER BY name",
                 {"pattern": pattern, "boot": self._boot, "now": now},
             ).fetchall()
         return [self._info(row, now, None) for row in rows]
 
     def _info(
-        self, row: tuple[str, str | None, int, float, str], now: float, waiters: int | None
+        self,
+        row: tuple[str, str | None, int, float, str, float | None],
+        now: float,
+        waiters: int | None,
     ) -> LockInfo:
-        name, owner, token, expires_at, boot = row
+        name, owner, token, expires_at, boot, since = row
         live = owner is not None and boot == self._boot and expires_at > now
         return LockInfo(
             name=name,
@@ -437,6 +449,7 @@ class SQLiteBackend:
             token=int(token),
             remaining=expires_at - now if live else None,
             waiters=waiters,
+            since=since if live else None,
         )
 
     def close(self) -> None:

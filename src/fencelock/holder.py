@@ -1,0 +1,141 @@
+"""Who holds a lease: the holder's host, PID, process start and command (or a label).
+
+The description travels inside the owner value, after its 40 random hex digits and a
+dot, so every backend stores it with the lease in the same atomic write that takes
+it, with no schema of its own: ``<40 hex>.<base32 of host, pid, start, command>``.
+Base32 (lower case, no padding) keeps the value to letters and digits, safe in a
+ZooKeeper node name, a Redis waiter id and an ASCII SQL column. An owner value
+without a dot (an older client's) simply has no holder.
+
+Only the first :data:`COMMAND_BYTES` bytes of the command are kept. The description
+is made once per process (again in a forked child: its PID is new) and again after
+:func:`set_label`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import secrets
+import socket
+import sys
+import time
+from dataclasses import dataclass
+
+__all__ = ["Holder", "holder_of", "new_identity", "owner_value", "set_label"]
+
+COMMAND_BYTES = 80
+HOST_BYTES = 64
+_SEPARATOR = "\x1f"  # between the fields, before encoding
+
+
+class _ThisProcess:
+    """The label, and the encoded description with the PID and label it was made for."""
+
+    label: str | None = os.environ.get("FENCELOCK_LABEL") or None
+    made_for: tuple[int, str | None] | None = None
+    encoded = ""
+
+
+_this = _ThisProcess()
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Where a lease's owner runs, as it said when it took the lease."""
+
+    host: str
+    pid: int
+    started: float | None  # the process's start, Unix time (None where unknown)
+    command: str  # the label the application set, else its command line (shortened)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "host": self.host,
+            "pid": self.pid,
+            "started": self.started,
+            "command": self.command,
+        }
+
+    def short(self) -> str:
+        """``host:pid``, as the CLI shows it."""
+        return f"{self.host}:{self.pid}"
+
+
+def set_label(label: str | None) -> None:
+    """Name this process in the leases it takes from now on (instead of its command
+    line), as ``status``, ``list`` and ``top`` show it; None: the command line again.
+    The ``FENCELOCK_LABEL`` environment variable sets it at start."""
+    _this.label = label or None
+
+
+def owner_value(identity: str) -> str:
+    """``identity`` (the random part) with this process's description after it."""
+    pid, label = os.getpid(), _this.label
+    if _this.made_for != (pid, label):
+        _this.encoded, _this.made_for = _encode(_this_process(pid, label)), (pid, label)
+    return f"{identity}.{_this.encoded}"
+
+
+def new_identity(owner: str) -> str:
+    """``owner`` with new random digits and the same description (a fresh value for a
+    retry that must not be mistaken for the one before)."""
+    _, dot, description = owner.partition(".")
+    return f"{secrets.token_hex(20)}{dot}{description}"
+
+
+def holder_of(owner: str | None) -> Holder | None:
+    """The description in an owner value, or None if it carries none (or is not ours)."""
+    if owner is None:
+        return None
+    _, dot, encoded = owner.partition(".")
+    if not dot:
+        return None
+    try:
+        padded = encoded.upper() + "=" * (-len(encoded) % 8)
+        fields = base64.b32decode(padded).decode("utf-8", "replace").split(_SEPARATOR)
+        host, pid, started, command = fields
+        return Holder(host, int(pid), float(started) if started else None, command)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _encode(holder: Holder) -> str:
+    started = "" if holder.started is None else f"{holder.started:.0f}"
+    text = _SEPARATOR.join((holder.host, str(holder.pid), started, holder.command))
+    return base64.b32encode(text.encode()).decode().rstrip("=").lower()
+
+
+def _this_process(pid: int, label: str | None) -> Holder:
+    command = label if label is not None else " ".join(sys.argv) or sys.executable
+    return Holder(
+        _shortened(socket.gethostname(), HOST_BYTES),
+        pid,
+        _process_start(pid),
+        _shortened(command, COMMAND_BYTES),
+    )
+
+
+def _shortened(text: str, limit: int) -> str:
+    return text.replace(_SEPARATOR, " ").encode()[:limit].decode("utf-8", "ignore")
+
+
+def _process_start(pid: int) -> float | None:
+    """The process's start time from /proc (Linux); None elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            # The command (field 2) may hold spaces and parentheses: split after the last ")".
+            fields = stat.read().rsplit(")", 1)[1].split()
+        with open("/proc/stat") as system:
+            boot = next(int(line.split()[1]) for line in system if line.startswith("btime "))
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def age(started: float | None, now: float | None = None) -> float | None:
+    """Seconds since ``started`` (a Unix time), or None."""
+    if started is None:
+        return None
+    return max((time.time() if now is None else now) - started, 0.0)

@@ -1,0 +1,68 @@
+"""The holder's description carried in owner values: made, read back, kept short."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fencelock import holder
+from fencelock.holder import Holder, holder_of, new_identity, owner_value
+from fencelock.primitives.lock import new_owner
+
+
+def test_an_owner_value_says_which_process_took_it() -> None:
+    owner = new_owner()
+    assert re.fullmatch(r"[0-9a-f]{40}\.[a-z2-7]+", owner)
+    found = holder_of(owner)
+    assert found is not None and found.pid == os.getpid() and found.command
+
+
+def test_a_label_replaces_the_command_line_until_unset() -> None:
+    try:
+        holder.set_label("nightly-billing")
+        labelled = holder_of(new_owner())
+        assert labelled is not None and labelled.command == "nightly-billing"
+    finally:
+        holder.set_label(None)
+    unlabelled = holder_of(new_owner())
+    assert unlabelled is not None and unlabelled.command != "nightly-billing"
+
+
+def test_long_commands_are_shortened_and_the_value_fits_the_sql_columns() -> None:
+    try:
+        holder.set_label("é" * 500)
+        owner = new_owner()
+    finally:
+        holder.set_label(None)
+    found = holder_of(owner)
+    assert found is not None and len(found.command.encode()) <= holder.COMMAND_BYTES
+    assert len(owner) <= 400  # mysql's OWNER_WIDTH
+
+
+def test_a_retry_keeps_the_description_with_new_random_digits() -> None:
+    owner = new_owner()
+    again = new_identity(owner)
+    assert again[:40] != owner[:40] and again[41:] == owner[41:]
+
+
+def test_values_without_a_description_have_no_holder() -> None:
+    assert holder_of(None) is None
+    assert holder_of("ab" * 20) is None  # an older client's owner
+    assert holder_of("ab" * 20 + ".not-base32!") is None
+    assert holder_of("ab" * 20 + ".mfrgg") is None  # base32, but not four fields
+
+
+@given(
+    host=st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=30),
+    pid=st.integers(1, 2**22),
+    started=st.one_of(st.none(), st.integers(0, 2**33).map(float)),
+    command=st.text(st.characters(blacklist_categories=["Cs"]), max_size=30),
+)
+def test_descriptions_read_back_as_written(
+    host: str, pid: int, started: float | None, command: str
+) -> None:
+    written = Holder(host.replace("\x1f", " "), pid, started, command.replace("\x1f", " "))
+    assert holder_of(f"{'0' * 40}.{holder._encode(written)}") == written
