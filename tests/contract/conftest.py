@@ -75,6 +75,7 @@ BACKENDS = [
     "redis",
     "redis-unix",
     "redis-sentinel",
+    "redis-cluster",
     "redlock",
     "etcd",
     "zookeeper",
@@ -147,6 +148,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str]
                 started[kind] = [pool.mariadb().url]
             if kind == "redis-sentinel" and kind not in started:  # a master, a replica, 3 sentinels
                 started[kind] = [sentinel_url(pool)]
+            if kind == "redis-cluster" and kind not in started:  # 3 masters; one URL, one seed
+                started[kind] = [f"redis+cluster://{pool.redis_cluster(3)[0].address}"]
             if kind == "redis-unix" and kind not in started:  # a socket, no TCP port
                 socket = pool.workdir("socket") / "redis.sock"
                 pool.redis("--unixsocket", str(socket), "--unixsocketperm", "700", name=kind)
@@ -187,6 +190,8 @@ def backend(
         return BackendCase(servers("mariadb")[0], cross_process=True, persistent=True)
     if request.param == "redis-sentinel":
         return BackendCase(servers("redis-sentinel")[0], cross_process=True, persistent=True)
+    if request.param == "redis-cluster":
+        return BackendCase(servers("redis-cluster")[0], cross_process=True, persistent=True)
     if request.param == "redis-unix":
         return BackendCase(servers("redis-unix")[0], cross_process=True, persistent=True)
     return _redis(tmp_path, servers)

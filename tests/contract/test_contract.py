@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
+import re
 import socket
 import threading
 import time
@@ -24,7 +25,7 @@ def test_acquire_release_and_tokens_increase(client: fencelock.Client, name: str
     for _ in range(3):
         with client.lock(name) as lease:
             assert lease.name == name and not lease.lost
-            assert len(lease.owner) == 40
+            assert re.fullmatch(r"[0-9a-f]{40}\.[a-z2-7]+", lease.owner)  # random, and who
             tokens.append(lease.token)
     assert tokens == sorted(set(tokens))
 

@@ -1,228 +1,143 @@
-"""fencelock's redis:// backend against the nodes of a real 3-master Redis Cluster.
-
-The backend speaks to one server with a plain ``redis.Redis`` client, not
-``RedisCluster``: it does not follow MOVED redirections. What it does promise is
-that every key of one lock (the lock, its token counter, its release channel)
-carries the ``{name}`` hash tag, so each script touches a single slot and runs
-unchanged on the node that owns that slot. These tests point fencelock at that
-node and show the scripts work there, and that the same script with untagged
-keys is refused with CROSSSLOT.
-"""
+"""``redis+cluster://`` on a real Redis Cluster: locks spread over the masters by slot, a
+lease held while its slot is resharded to another master is kept, and a master's
+failover keeps a lease or reports it lost, never holds it twice. The contract suite
+runs on a cluster too (``redis-cluster``)."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-from collections.abc import Iterator
-from dataclasses import dataclass
+import time
 from typing import Any
 
 import pytest
 import redis
-import redis.exceptions
 
 import fencelock
-from fencelock.backends.redis.scripts import LockKeys, lua
-from fencelock.fencing import RedisGuard
-from fencelock.testing import RedisServer, free_port, require_binary
-from tests.redis.conftest import Background, ServerPool, redis_cli, wait_until
-
-NAMES = ["orders/1", "orders/2", "orders/3", "payments/eu/7", "a", "x:y@z=1+2"]
-# With the three even slot ranges of ``--cluster create`` these land on three nodes.
-ONE_PER_NODE = ["orders/1", "orders/4", "orders/2"]
-BUS_OFFSET = 10000  # a cluster node also listens on port + 10000 (the cluster bus)
+from fencelock.backends.redis.scripts import LockKeys
+from fencelock.backends.redis.slots import SlotMap, slot_of
+from fencelock.testing.pool import ServerPool
+from fencelock.testing.redis import RedisServer
 
 
-def cluster_port() -> int:
-    """A free port whose cluster-bus port (port + 10000) is free as well."""
-    for _ in range(100):
-        port = free_port()
-        if port + BUS_OFFSET < 65536:
-            with socket.socket() as bus:
-                try:
-                    bus.bind(("127.0.0.1", port + BUS_OFFSET))
-                except OSError:
-                    continue
-            return port
-    raise RuntimeError("no free port pair (port, port + 10000) for a cluster node")
+def _url(nodes: list[RedisServer]) -> str:
+    return f"redis+cluster://{nodes[0].address}?timeout=1&connect_timeout=1"
 
 
-@dataclass
-class Cluster:
-    nodes: list[RedisServer]
-
-    def slot(self, key: str) -> int:
-        return int(redis_cli(self.nodes[0].port, "cluster", "keyslot", key))
-
-    def slot_owners(self) -> list[tuple[int, int, int]]:
-        """(first slot, last slot, port of the master) for every slot range."""
-        client: Any = redis.Redis(port=self.nodes[0].port, decode_responses=True)
-        try:
-            ranges = client.execute_command("CLUSTER", "SLOTS")
-        finally:
-            client.close()
-        return [(int(first), int(last), int(master[1])) for first, last, master, *_ in ranges]
-
-    def node_for(self, key: str) -> RedisServer:
-        slot = self.slot(key)
-        port = next(p for first, last, p in self.slot_owners() if first <= slot <= last)
-        return next(n for n in self.nodes if n.port == port)
-
-    def other_node(self, key: str) -> RedisServer:
-        owner = self.node_for(key)
-        return next(n for n in self.nodes if n is not owner)
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {n.name} ---\n{n.log()}" for n in self.nodes)
-
-
-@pytest.fixture(scope="module")
-def cluster(module_servers: ServerPool) -> Iterator[Cluster]:
-    """Three masters, no replicas, all 16384 slots assigned; fails with the reason."""
-    nodes = []
-    for _ in range(3):
-        port = cluster_port()
-        node = module_servers.redis(
-            *("--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf"),
-            *("--cluster-node-timeout", "2000"),
-            port=port,
-            name=f"cluster-{port}",
-        )
-        nodes.append(node)
-    cluster = Cluster(nodes)
-    created = subprocess.run(
-        [require_binary("redis-cli", "redis-tools"), "--cluster", "create"]
-        + [f"127.0.0.1:{n.port}" for n in nodes]
-        + ["--cluster-replicas", "0", "--cluster-yes"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if created.returncode != 0:
-        pytest.fail(
-            f"redis-cli --cluster create failed ({created.returncode}):\n"
-            f"{created.stdout}\n{created.stderr}\n{cluster.logs()}"
-        )
-
-    def ready() -> bool:
-        infos = [redis_cli(n.port, "cluster", "info") for n in nodes]
-        return all("cluster_state:ok" in i and "cluster_slots_ok:16384" in i for i in infos)
-
-    wait_until(ready, 20, lambda: f"cluster_state not ok on every node\n{cluster.logs()}")
-    yield cluster
-
-
-def test_every_key_of_a_lock_shares_one_slot(cluster: Cluster) -> None:
-    for name in NAMES:
-        keys = LockKeys.of(name)
-        slots = {
-            cluster.slot(key)
-            for key in (
-                keys.lock,
-                keys.token,
-                keys.channel,
-                RedisGuard.fence_key(name),
-                f"{{{name}}}:data",  # a guarded data key, tagged as RedisGuard.write says
-            )
-        }
-        assert slots == {cluster.slot(name)}, (name, slots)
-    owners = {cluster.node_for(LockKeys.of(name).lock).port for name in ONE_PER_NODE}
-    assert len(owners) == 3  # so the next test exercises every node
-
-
-@pytest.mark.parametrize("name", ONE_PER_NODE)
-def test_acquire_renew_release_on_the_owning_node(cluster: Cluster, name: str) -> None:
-    node = cluster.node_for(LockKeys.of(name).lock)
-    with fencelock.connect(node.url) as client, fencelock.connect(node.url) as other:
-        with client.lock(name, ttl=5) as first:
-            with pytest.raises(fencelock.LockTimeout):
-                other.lock(name, ttl=5).acquire(timeout=0)
-            first.extend(10)  # renew.lua
-            info = client.inspect(name)
-            assert info is not None and info.owner == first.owner, info
-            assert info.remaining is not None and info.remaining > 5
-        with other.lock(name, ttl=5) as second:  # free.lua freed it
-            assert second.token > first.token
-    assert redis_cli(node.port, "exists", LockKeys.of(name).lock) == "0"
-
-
-def test_a_release_wakes_a_waiter_on_the_owning_node(cluster: Cluster, slow_refresh: None) -> None:
-    name = "orders/1"
-    node = cluster.node_for(LockKeys.of(name).lock)
-    with fencelock.connect(node.url) as holder, fencelock.connect(node.url) as waiter:
-        lease = holder.lock(name, ttl=30).acquire(timeout=0)
-        attempt = Background(lambda: waiter.lock(name, ttl=30).acquire(timeout=10))
-        channel = waiter._backend.listener.channel  # type: ignore[attr-defined]
-        queue = LockKeys.of(name).queue
-        wait_until(
-            lambda: (
-                redis_cli(node.port, "pubsub", "numsub", channel).split() == [channel, "1"]
-                and redis_cli(node.port, "zcard", queue) == "1"
-            ),
-            5,
-            lambda: f"waiter never subscribed and queued: {attempt.outcome()}",
-        )
-        assert not attempt.wait(0), attempt.outcome()  # subscribed, queued, still waiting
-        lease.release()  # publishes the oldest waiter's owner on its client's channel
-        # Unwoken, it would ask again only at its refresh (10 s here) or the TTL.
-        assert attempt.wait(5), "waiter not woken by the release"
-        assert attempt.value is not None, attempt.outcome()
-        assert attempt.value.token > lease.token
-        attempt.value.release()
-
-
-def test_the_same_script_with_untagged_keys_is_refused_crossslot(cluster: Cluster) -> None:
-    """The control: without the hash tag, the acquire script would not run at all."""
-    untagged = ["fencelock:orders/1", "fencelock:orders/1:token"]
-    assert cluster.slot(untagged[0]) != cluster.slot(untagged[1])
-    client: Any = redis.Redis(port=cluster.node_for(untagged[0]).port, decode_responses=True)
+def _map_of(node: RedisServer) -> SlotMap:
+    client: Any = redis.Redis(port=node.port, decode_responses=True)
     try:
-        with pytest.raises(redis.exceptions.ResponseError) as caught:
-            client.eval(lua("acquire"), 2, *untagged, "owner", 5000)
+        return SlotMap.from_reply(client.execute_command("CLUSTER", "SLOTS"))
     finally:
         client.close()
-    assert "hash to the same slot" in str(caught.value)  # CROSSSLOT
 
 
-def test_redis_guard_on_the_owning_node(cluster: Cluster) -> None:
-    name = "orders/1"
-    node = cluster.node_for(RedisGuard.fence_key(name))
-    guard = RedisGuard(node.url)
-    try:
-        guard.write(name, 5, f"{{{name}}}:data", "five")
-        with pytest.raises(fencelock.StaleToken):
-            guard.write(name, 4, f"{{{name}}}:data", "four")
-        assert redis_cli(node.port, "get", f"{{{name}}}:data") == "five"
-        # A data key in another slot cannot share the script: refused, not half-done.
-        with pytest.raises(fencelock.BackendUnavailable, match="same slot"):
-            guard.write(name, 6, "orders-1-data", "six")
-        assert guard.last(name) == 5
-    finally:
-        guard.close()
+def _node_id(node: RedisServer) -> str:
+    return node.cli("CLUSTER", "MYID")
 
 
-def wrong_node_error(cluster: Cluster, name: str) -> tuple[RedisServer, RedisServer, Exception]:
-    owner = cluster.node_for(LockKeys.of(name).lock)
-    wrong = cluster.other_node(LockKeys.of(name).lock)
-    with fencelock.connect(wrong.url) as client:  # PING works on any node
-        try:
-            client.lock(name, ttl=5).acquire(timeout=0)
-        except Exception as exc:
-            return owner, wrong, exc
-    raise AssertionError(f"acquire of {name!r} on a node not owning its slot succeeded")
+def _owner_of(nodes: list[RedisServer], slot: int) -> RedisServer:
+    for node in nodes:
+        for line in node.cli("CLUSTER", "NODES").splitlines():
+            fields = line.split()
+            if "myself" in fields[2] and "master" in fields[2]:
+                for part in fields[8:]:
+                    first, _, last = part.partition("-")
+                    if part[0] != "[" and int(first) <= slot <= int(last or first):
+                        return node
+    raise AssertionError(f"no master serves slot {slot}")
 
 
-def test_the_wrong_node_raises_backend_unavailable(cluster: Cluster) -> None:
-    owner, wrong, error = wrong_node_error(cluster, "orders/1")
-    assert isinstance(error, fencelock.BackendUnavailable), repr(error)
-    assert f"127.0.0.1:{wrong.port}" in str(error), str(error)
-    assert isinstance(error.__cause__, redis.exceptions.ResponseError)  # MovedError
-    assert redis_cli(owner.port, "exists", LockKeys.of("orders/1").lock) == "0"
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("redis+cluster://", "takes one or more of the cluster's nodes"),
+        ("redis+cluster://127.0.0.1:7000/3", "no database but 0"),
+        ("redis+cluster://127.0.0.1:7000?nosuch=1", "nosuch"),
+    ],
+)
+def test_bad_cluster_urls_say_what_is_wrong(url: str, message: str) -> None:
+    with pytest.raises(fencelock.ConfigError, match=message):
+        fencelock.connect(url)
 
 
-def test_the_wrong_node_error_says_moved_and_where_to(cluster: Cluster) -> None:
-    owner, _, error = wrong_node_error(cluster, "orders/1")
-    message = str(error)
-    assert "MOVED" in message or "cluster" in message.lower(), message
-    assert f"127.0.0.1:{owner.port}" in message, message
+def test_no_node_answering_is_one_clear_error() -> None:
+    url = "redis+cluster://127.0.0.1:9,127.0.0.1:10?connect_timeout=0.5"
+    with pytest.raises(fencelock.BackendUnavailable, match="no node of the Redis Cluster"):
+        fencelock.connect(url)
+
+
+def test_a_single_server_is_not_taken_for_a_cluster(servers: ServerPool) -> None:
+    single = servers.redis(name="single")
+    with pytest.raises(fencelock.ConfigError, match="not a Redis Cluster node"):
+        fencelock.connect(f"redis+cluster://{single.address}")
+
+
+def test_locks_live_on_the_master_serving_their_slot(servers: ServerPool, name: str) -> None:
+    nodes = servers.redis_cluster(3)
+    names = [f"{name}/{i}" for i in range(24)]
+    with fencelock.connect(_url(nodes)) as client:
+        leases = [client.lock(n).acquire() for n in names]
+        used = set()
+        for lease in leases:
+            home = _owner_of(nodes, slot_of(lease.name))
+            assert home.cli("GET", LockKeys.of(lease.name).lock) == lease.owner
+            used.add(home.port)
+        assert len(used) == 3  # 24 names reach every master
+        assert [i.name for i in client.list(f"{name}/")] == sorted(names)
+        for lease in leases:
+            lease.release()
+        assert client.list(f"{name}/") == []
+
+
+def test_a_lease_is_kept_while_its_slot_moves_to_another_master(
+    servers: ServerPool, name: str
+) -> None:
+    nodes = servers.redis_cluster(3)
+    slot = slot_of(name)
+    with fencelock.connect(_url(nodes)) as client, fencelock.connect(_url(nodes)) as other:
+        lease = client.lock(name, ttl=30).acquire()
+        source = _owner_of(nodes, slot)
+        target = next(node for node in nodes if node is not source)
+        target.cli("CLUSTER", "SETSLOT", str(slot), "IMPORTING", _node_id(source))
+        source.cli("CLUSTER", "SETSLOT", str(slot), "MIGRATING", _node_id(target))
+        keys = source.cli("CLUSTER", "GETKEYSINSLOT", str(slot), "100").split()
+        moved = source.cli("MIGRATE", "127.0.0.1", str(target.port), "", "0", "5000", "KEYS", *keys)
+        assert moved == "OK"
+        for node in nodes:
+            node.cli("CLUSTER", "SETSLOT", str(slot), "NODE", _node_id(target))
+        # Both clients still route the slot to the old master: each learns the move
+        # from its MOVED reply and goes on, on the new one.
+        lease.extend(30)
+        with pytest.raises(fencelock.LockTimeout):
+            other.lock(name).acquire(timeout=0.3)
+        assert not lease.lost
+        lease.release()
+        after = other.lock(name).acquire(timeout=5)
+        assert after.token > lease.token
+        assert target.cli("GET", LockKeys.of(name).lock) == after.owner
+        after.release()
+
+
+def test_a_failover_keeps_the_lease_or_reports_it_lost(servers: ServerPool, name: str) -> None:
+    nodes = servers.redis_cluster(3, replicas=1)
+    with fencelock.connect(_url(nodes)) as client, fencelock.connect(_url(nodes)) as other:
+        lease = client.lock(name, ttl=3).acquire()
+        master = _owner_of(nodes, slot_of(name))
+        master.kill()
+        dead = ("127.0.0.1", master.port)
+        deadline = time.monotonic() + 30
+        survivors = [node for node in nodes if node is not master]
+        # A replica takes the slot over once the master is 1 s silent; until every node
+        # says so, an acquire may still be sent to the dead master (and raise).
+        while any(_map_of(node).master_for(slot_of(name)) in (None, dead) for node in survivors):
+            assert time.monotonic() < deadline, "no replica took the slot over"
+            time.sleep(0.2)
+        time.sleep(3)  # a TTL: the lease renews against the new master, or is lost
+        if lease.lost:
+            after = other.lock(name).acquire(timeout=10)
+        else:
+            with pytest.raises(fencelock.LockTimeout):  # not held twice
+                other.lock(name).acquire(timeout=1)
+            lease.release()
+            after = other.lock(name).acquire(timeout=10)
+        assert after.token > lease.token
+        after.release()

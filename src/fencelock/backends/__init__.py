@@ -22,6 +22,8 @@ _FAMILIES = {
     "rediss": "redis",
     "redis+unix": "redis",
     "redis+sentinel": "redis",
+    "redis+cluster": "redis",
+    "rediss+cluster": "redis",
     "unix": "redis",  # as redis-py reads it
     "redlock": "redlock",
     "redlocks": "redlock",

@@ -19,8 +19,9 @@ from fencelock.testing.mariadb import MariaDBServer
 from fencelock.testing.pgbouncer import PgBouncerServer
 from fencelock.testing.postgresql import PostgreSQLServer
 from fencelock.testing.process import READY_TIMEOUT, ServerProcess
-from fencelock.testing.redis import RedisServer
+from fencelock.testing.redis import CLUSTER_NODE_OPTIONS, RedisServer, create_cluster
 from fencelock.testing.tls import TLSFiles
+from fencelock.testing.tools import free_port
 from fencelock.testing.zookeeper import ZooKeeperServer
 
 KINDS: dict[str, type[ServerProcess]] = {
@@ -94,6 +95,21 @@ class ServerPool:
         """Start a ``redis-server`` with ``extra`` options (see :class:`RedisServer`)."""
         server = RedisServer(self.workdir(name), *extra, name=name, port=port, tls=tls)
         return self.add(server)
+
+    def redis_cluster(
+        self, masters: int = 3, replicas: int = 0, name: str = "redis-cluster"
+    ) -> list[RedisServer]:
+        """Start a Redis Cluster: ``masters`` nodes sharing the 16,384 slots, each with
+        ``replicas`` replicas (a replica is promoted 1 s after its master falls silent);
+        ready once every node says ``cluster_state:ok``. Masters first in the list."""
+        nodes = [
+            self.redis(
+                *CLUSTER_NODE_OPTIONS, "--cluster-port", str(free_port()), name=f"{name}-{i}"
+            )
+            for i in range(masters * (1 + replicas))
+        ]
+        create_cluster(nodes, replicas)
+        return nodes
 
     def etcd(
         self, members: int = 1, name: str = "etcd", tls: TLSFiles | None = None

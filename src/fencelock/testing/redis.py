@@ -14,6 +14,7 @@ import re
 import socket
 import ssl
 import subprocess
+import time
 from pathlib import Path
 
 from fencelock.testing.process import ServerProcess
@@ -21,6 +22,14 @@ from fencelock.testing.tls import TLSFiles
 from fencelock.testing.tools import LOOPBACK, FakeClock, require_binary
 
 _READY_REPLIES = (b"+PONG", b"-NOAUTH")
+# A node of a Redis Cluster: its config file in its own directory; a master silent for
+# 1 s is failed over to a replica. Its bus port is given apart (``--cluster-port``): the
+# default, 10,000 above a free port, may be out of range.
+CLUSTER_NODE_OPTIONS = (
+    "--cluster-enabled", "yes",
+    "--cluster-config-file", "nodes.conf",
+    "--cluster-node-timeout", "1000",
+)  # fmt: skip
 
 
 class RedisServer(ServerProcess):
@@ -85,6 +94,34 @@ class RedisServer(ServerProcess):
             timeout=10,
         )
         return done.stdout.strip()
+
+
+def create_cluster(nodes: list[RedisServer], replicas: int = 0, timeout: float = 60) -> None:
+    """Join fresh cluster-enabled ``nodes`` into one cluster (``redis-cli --cluster
+    create``: the first ``len(nodes) // (1 + replicas)`` are the masters) and wait until
+    every node says the cluster is up and every replica has synced with its master (a
+    replica that never synced cannot take over)."""
+    addresses = [node.address for node in nodes]
+    done = subprocess.run(
+        [require_binary("redis-cli", "redis-tools"), "--cluster", "create", *addresses,
+         "--cluster-replicas", str(replicas), "--cluster-yes"],
+        capture_output=True, text=True, check=False, timeout=timeout,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"redis-cli --cluster create failed: {done.stdout}{done.stderr}")
+    masters = len(nodes) // (1 + replicas)
+    deadline = time.monotonic() + timeout
+    while True:
+        states = [node.cli("CLUSTER", "INFO") for node in nodes]
+        roles = [node.cli("INFO", "replication") for node in nodes]
+        synced = sum("master_link_status:up" in role for role in roles)  # replicas in sync
+        if synced == len(nodes) - masters and all(
+            "cluster_state:ok" in s and f"cluster_size:{masters}" in s for s in states
+        ):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the Redis Cluster did not come up: {states}")
+        time.sleep(0.1)
 
 
 def _ping(sock: socket.socket, pid: int | None) -> bool:

@@ -8,14 +8,25 @@ The drivers (:mod:`.sync_backend`, :mod:`.async_backend`, :mod:`.wire`,
 
 from __future__ import annotations
 
+from fencelock.backends.base import AsyncBackend, Backend
 from fencelock.backends.redis.async_backend import AsyncRedisBackend
+from fencelock.backends.redis.options import CLUSTER_SCHEMES
 from fencelock.backends.redis.sync_backend import RedisBackend
 from fencelock.engine.urls import ParsedURL
 
 
-def open_sync(parsed: ParsedURL) -> RedisBackend:
+def open_sync(parsed: ParsedURL) -> Backend:
+    if parsed.scheme in CLUSTER_SCHEMES:
+        from fencelock.backends.redis.cluster import RedisClusterBackend
+
+        return RedisClusterBackend(parsed)
     return RedisBackend(parsed)
 
 
-def open_async(parsed: ParsedURL) -> AsyncRedisBackend:
+def open_async(parsed: ParsedURL) -> AsyncBackend:
+    if parsed.scheme in CLUSTER_SCHEMES:
+        from fencelock.backends.redis.cluster import RedisClusterBackend
+        from fencelock.backends.threaded import ThreadedAsyncBackend
+
+        return ThreadedAsyncBackend(RedisClusterBackend(parsed))
     return AsyncRedisBackend(parsed)

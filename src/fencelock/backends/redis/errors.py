@@ -19,6 +19,15 @@ from fencelock.errors import BackendUnavailable
 DRIVER_ERRORS = (RedisError, OSError)
 
 
+class SlotMoved(BackendUnavailable):
+    """A Redis Cluster node does not serve the lock's slot (``MOVED``): nothing was done,
+    and ``address`` is the node that does."""
+
+    def __init__(self, message: str, address: tuple[str, int]) -> None:
+        super().__init__(message)
+        self.address = address
+
+
 def translate(exc: BaseException, where: str, tls: bool = False) -> BackendUnavailable:
     """redis-py's exception as fencelock's, naming the server (``tls``: spoken over TLS)."""
     import redis.exceptions as rex
@@ -29,9 +38,15 @@ def translate(exc: BaseException, where: str, tls: bool = False) -> BackendUnava
     if isinstance(exc, rex.AuthenticationError):
         return refused_credentials(where, str(exc))
     if isinstance(exc, rex.MovedError):
-        return BackendUnavailable(
+        return SlotMoved(
             f"{where} is a Redis Cluster node that does not own this lock's slot (MOVED {exc}); "
-            "connect to the node that owns it"
+            "use redis+cluster:// (or connect to the node that owns it)",
+            (exc.host, int(exc.port)),
+        )
+    if isinstance(exc, rex.AskError | rex.TryAgainError):
+        return BackendUnavailable(
+            f"{where}: this lock's slot is moving to another Redis Cluster node ({exc}); "
+            "try again once it has moved"
         )
     if isinstance(exc, rex.NoPermissionError):
         return BackendUnavailable(f"{where} denied the command to this user (ACL): {exc}")

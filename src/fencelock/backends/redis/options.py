@@ -18,6 +18,7 @@ _SSL_OPTIONS = {
 _OPTIONS = {"timeout", "connect_timeout", "wait_replicas", "wait_timeout"} | _SSL_OPTIONS
 UNIX_SCHEMES = ("redis+unix", "unix")  # redis-py's unix:// too
 SENTINEL_SCHEMES = ("redis+sentinel",)
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 
 
 @dataclass(frozen=True)
@@ -102,9 +103,23 @@ def redis_options(parsed: ParsedURL, host: tuple[str, int | None] | None = None)
         parsed.path.strip("/") or "0",
         host=host[0],
         port=host[1] or 6379,
-        tls=parsed.scheme in ("rediss", "redlocks") or parsed.options.get("tls") == "1",
+        tls=parsed.scheme in ("rediss", "redlocks", "rediss+cluster")
+        or parsed.options.get("tls") == "1",
         ssl=_ssl_settings(parsed),
     )
+
+
+def cluster_seeds(parsed: ParsedURL) -> list[tuple[str, int]]:
+    """The nodes a ``redis+cluster://h1:6379,h2:6379`` URL names to learn the cluster
+    from (any of them will do); its other settings are each node's."""
+    reject_unknown_options(parsed, _OPTIONS)
+    if not parsed.hosts or parsed.path.strip("/") not in ("", "0"):
+        raise ConfigError(
+            f"{parsed.scheme}:// takes one or more of the cluster's nodes and no database "
+            f"but 0 (a cluster has only that one), as in redis+cluster://h1:6379,h2:6379; "
+            f"got {parsed.redacted!r}"
+        )
+    return [(host, port or 6379) for host, port in parsed.hosts]
 
 
 def _options(parsed: ParsedURL, db_text: str, **where: Any) -> RedisOptions:

@@ -7,7 +7,7 @@ from contextlib import AbstractContextManager
 
 from fencelock.backends.redis import talks
 from fencelock.backends.redis.errors import translated
-from fencelock.backends.redis.options import redis_options
+from fencelock.backends.redis.options import RedisOptions, redis_options
 from fencelock.backends.redis.scripts import LockKeys
 from fencelock.engine.urls import ParsedURL
 
@@ -21,9 +21,10 @@ class RedisServer:
         """Whether a lease left to its TTL stays on the server after the client closes."""
         return True
 
-    def __init__(self, parsed: ParsedURL) -> None:
+    def __init__(self, parsed: ParsedURL, options: RedisOptions | None = None) -> None:
+        """The server ``parsed`` names, or the one ``options`` name (a cluster's node)."""
         self.url = parsed.redacted
-        self.options = redis_options(parsed)
+        self.options = redis_options(parsed) if options is None else options
         self.where = self.options.where
 
     def _translated(self) -> AbstractContextManager[None]:

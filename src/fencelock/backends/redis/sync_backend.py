@@ -24,7 +24,7 @@ from fencelock.backends.redis.attempt import (
 )
 from fencelock.backends.redis.errors import DRIVER_ERRORS, translate
 from fencelock.backends.redis.listener import WakeListener
-from fencelock.backends.redis.options import redis_client
+from fencelock.backends.redis.options import RedisOptions, redis_client
 from fencelock.backends.redis.scripts import Command, LockKeys, scan_pattern
 from fencelock.backends.redis.server import RedisServer, Undoing
 from fencelock.backends.redis.wire import Wire
@@ -34,8 +34,8 @@ from fencelock.engine.urls import ParsedURL
 class RedisBackend(RedisServer):
     """Leases on one Redis server."""
 
-    def __init__(self, parsed: ParsedURL) -> None:
-        super().__init__(parsed)
+    def __init__(self, parsed: ParsedURL, options: RedisOptions | None = None) -> None:
+        super().__init__(parsed, options)
         self._connect()
         with self._translated():
             self.wire.talk(talks.ping())
