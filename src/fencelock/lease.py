@@ -16,13 +16,20 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from fencelock import clock
 from fencelock.aio import within
-from fencelock.backends.base import async_keeping, keeping, leaves_names_taken
+from fencelock.backends.base import (
+    Renewal,
+    async_batch_renewing,
+    async_keeping,
+    batch_renewing,
+    keeping,
+    leaves_names_taken,
+)
 from fencelock.engine import timing, trust
 from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transition
 from fencelock.engine.outcomes import RenewedAsOf
@@ -544,4 +551,87 @@ class AsyncLease(LeaseBase):
         return request.outcome
 
 
-__all__ = ["AsyncLease", "Lease", "LeaseBase", "LeaseTerms"]
+def renew_together(leases: Sequence[Lease]) -> dict[Lease, Outcome]:
+    """Renew leases of one client in one request to its backend (one that renews in
+    batches), each settled in its own one place, as :meth:`Lease._renew_on_server`
+    settles one. A lease with a request of its own in flight (an ``extend``) is renewed
+    after it, alone."""
+    backend = batch_renewing(leases[0]._backend)
+    assert backend is not None, "the renewer batches only for a backend that can"
+    taken = [lease for lease in leases if lease._one_request.acquire(blocking=False)]
+    try:
+        with _batch(taken) as batch:
+            if batch.requests:
+                batch.outcomes = backend.renew_many(batch.renewals)
+    finally:
+        for lease in taken:
+            lease._one_request.release()
+    settled: dict[Lease, Outcome] = batch.settled
+    for lease in leases:
+        if lease not in settled:
+            settled[lease] = lease._renew_on_server()
+    return settled
+
+
+async def arenew_together(leases: Sequence[AsyncLease]) -> dict[AsyncLease, Outcome]:
+    """:func:`renew_together` for the asyncio client."""
+    backend = async_batch_renewing(leases[0]._backend)
+    assert backend is not None, "the renewer batches only for a backend that can"
+    taken, locks = [], []
+    for lease in leases:  # no await between the look and the take: no task comes between
+        lock = lease._one_request = lease._one_request or asyncio.Lock()
+        if not lock.locked():
+            await lock.acquire()
+            taken.append(lease)
+            locks.append(lock)
+    try:
+        with _batch(taken) as batch:
+            if batch.requests:
+                batch.outcomes = await backend.renew_many(batch.renewals)
+    finally:
+        for lock in locks:
+            lock.release()
+    settled: dict[AsyncLease, Outcome] = batch.settled
+    for lease in leases:
+        if lease not in settled:
+            settled[lease] = await lease._renewal()
+    return settled
+
+
+@dataclass
+class _Batch:
+    """One request renewing many leases: each live lease's part, and what came back."""
+
+    leases: Sequence[LeaseBase]
+    requests: list[tuple[LeaseBase, _Request]]
+    outcomes: Sequence[Outcome] = ()
+    settled: dict[Any, Outcome] = field(default_factory=dict)
+
+    @property
+    def renewals(self) -> list[Renewal]:
+        return [(lease.name, lease.owner, request.ttl) for lease, request in self.requests]
+
+
+@contextlib.contextmanager
+def _batch(leases: Sequence[LeaseBase]) -> Iterator[_Batch]:
+    """A batch of renewals (the caller sends it, holding each lease's one request),
+    settled however it ends, each in its lease's one place (:meth:`LeaseBase._settle`),
+    as :meth:`LeaseBase._request` settles one; a lease not live is not sent (False)."""
+    started = clock.now()
+    live = [(lease, _Request(lease.ttl, True, started)) for lease in leases if is_live(lease.state)]
+    batch = _Batch(leases, live)
+    try:
+        yield batch
+    except FencelockError as exc:
+        batch.outcomes = [exc] * len(live)
+    except BaseException:
+        for lease, request in live:
+            lease._unanswered(request.started, request.ttl, "renewal interrupted")
+        raise
+    batch.settled = dict.fromkeys(leases, False)
+    for (lease, request), outcome in zip(live, batch.outcomes, strict=True):
+        lease._settle(request.started, request.ttl, outcome)
+        batch.settled[lease] = outcome
+
+
+__all__ = ["AsyncLease", "Lease", "LeaseBase", "LeaseTerms", "arenew_together", "renew_together"]

@@ -19,8 +19,9 @@ from typing import Generic, TypeVar
 
 from fencelock import clock, forking
 from fencelock.aio import stop, within
+from fencelock.backends.base import async_batch_renewing, batch_renewing
 from fencelock.engine import renewal as plan
-from fencelock.lease import AsyncLease, Lease, LeaseBase
+from fencelock.lease import AsyncLease, Lease, LeaseBase, arenew_together, renew_together
 
 L = TypeVar("L", bound=LeaseBase)
 
@@ -30,6 +31,37 @@ def _carry_out(lease: LeaseBase, step: plan.Next) -> float | None:
     if step.lost_because is not None:
         lease._expired(step.lost_because)
     return step.due
+
+
+class _Round(Generic[L]):
+    """The leases one wake-up of the renewer looks at: those to renew now, and the step
+    already decided for the others (past their safe time, or not renewed)."""
+
+    def __init__(self, leases: list[L]) -> None:
+        self.leases, self.started = leases, clock.now()
+        self.steps = {lease: plan.before_renewal(lease, self.started) for lease in leases}
+        self.to_renew = [lease for lease in leases if self.steps[lease] is None]
+
+    @property
+    def time_limit(self) -> float:
+        """How long their renewal may take: the shortest of theirs."""
+        return min(plan.time_limit(lease, self.started) for lease in self.to_renew)
+
+    def renewed(self, outcomes: dict[L, plan.Outcome] | None) -> None:
+        """What the renewals came to (None: not within :attr:`time_limit`)."""
+        now = clock.now()
+        for lease in self.to_renew:
+            outcome = None if outcomes is None else outcomes.get(lease)
+            self.steps[lease] = plan.after_renewal(lease, self.started, outcome, now)
+
+    def carried_out(self) -> list[tuple[L, float | None]]:
+        """Each lease and when to look at it again (losses marked)."""
+        dues = []
+        for lease in self.leases:
+            step = self.steps[lease]
+            assert step is not None
+            dues.append((lease, _carry_out(lease, step)))
+        return dues
 
 
 class _RenewerBase(Generic[L]):
@@ -102,31 +134,38 @@ class Renewer(_RenewerBase[Lease]):
     def _run(self) -> None:
         with self._wake:
             while not self._closed:
-                lease = self._schedule.pop_due(clock.now())
-                if lease is None:
+                leases = self._schedule.pop_batch(clock.now())
+                if not leases:
                     self._wakes_at = self._schedule.wake_at(clock.now())
                     self._wake.wait(max(self._wakes_at - clock.now(), 0.0))
                     self._wakes_at = -math.inf
                     continue
                 self._wake.release()
                 try:
-                    due = self._service(lease)
+                    dues = self._service(_Round(leases))
                 finally:
                     self._wake.acquire()
-                self._schedule.put_back(lease, due)
+                for lease, due in dues:
+                    self._schedule.put_back(lease, due)
 
-    def _service(self, lease: Lease) -> float | None:
-        started = clock.now()
-        step = plan.before_renewal(lease, started)
-        if step is None:
-            call = self._calls.submit(lease._renew_on_server)
-            outcome: plan.Outcome | None
+    def _service(self, leases: _Round[Lease]) -> list[tuple[Lease, float | None]]:
+        """Renew the round's leases: together where the backend can, else one by one."""
+        if len(leases.to_renew) > 1 and batch_renewing(leases.to_renew[0]._backend):
+            together = self._calls.submit(renew_together, leases.to_renew)
             try:
-                outcome = call.result(timeout=plan.time_limit(lease, started))
+                leases.renewed(together.result(timeout=leases.time_limit))
             except FutureTimeout:
-                outcome = None
-            step = plan.after_renewal(lease, started, outcome, clock.now())
-        return _carry_out(lease, step)
+                leases.renewed(None)
+            return leases.carried_out()
+        for lease in leases.to_renew:
+            one = _Round([lease])
+            call = self._calls.submit(lease._renew_on_server)
+            try:
+                one.renewed({lease: call.result(timeout=one.time_limit)})
+            except FutureTimeout:
+                one.renewed(None)
+            leases.steps[lease] = one.steps[lease]
+        return leases.carried_out()
 
 
 class AsyncRenewer(_RenewerBase[AsyncLease]):
@@ -162,26 +201,33 @@ class AsyncRenewer(_RenewerBase[AsyncLease]):
 
     async def _run(self) -> None:
         while True:
-            lease = self._schedule.pop_due(clock.now())
-            if lease is None:
+            leases = self._schedule.pop_batch(clock.now())
+            if not leases:
                 self._wake.clear()
                 self._wakes_at = self._schedule.wake_at(clock.now())
                 with contextlib.suppress(asyncio.TimeoutError):
                     await within(self._wakes_at - clock.now(), self._wake.wait())
                 self._wakes_at = -math.inf
                 continue
-            self._schedule.put_back(lease, await self._service(lease))
+            for lease, due in await self._service(_Round(leases)):
+                self._schedule.put_back(lease, due)
 
-    async def _service(self, lease: AsyncLease) -> float | None:
-        started = clock.now()
-        step = plan.before_renewal(lease, started)
-        if step is None:
-            outcome: plan.Outcome | None
+    async def _service(self, leases: _Round[AsyncLease]) -> list[tuple[AsyncLease, float | None]]:
+        """Renew the round's leases: together where the backend can, else one by one.
+        Each request runs to its end even if the renewer stops waiting for it."""
+        if len(leases.to_renew) > 1 and async_batch_renewing(leases.to_renew[0]._backend):
+            together = asyncio.get_running_loop().create_task(arenew_together(leases.to_renew))
             try:
-                outcome = await within(
-                    plan.time_limit(lease, started), asyncio.shield(lease._renewal())
-                )
+                leases.renewed(await within(leases.time_limit, asyncio.shield(together)))
             except asyncio.TimeoutError:
-                outcome = None
-            step = plan.after_renewal(lease, started, outcome, clock.now())
-        return _carry_out(lease, step)
+                leases.renewed(None)
+            return leases.carried_out()
+        for lease in leases.to_renew:
+            one = _Round([lease])
+            try:
+                outcome = await within(one.time_limit, asyncio.shield(lease._renewal()))
+                one.renewed({lease: outcome})
+            except asyncio.TimeoutError:
+                one.renewed(None)
+            leases.steps[lease] = one.steps[lease]
+        return leases.carried_out()

@@ -28,6 +28,8 @@ ZooKeeper's sequential node) and whose leases live in a shared session:
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, cast
 
@@ -251,6 +253,40 @@ def keeping(backend: Backend) -> KeepingBackend | None:
 def async_keeping(backend: AsyncBackend) -> AsyncKeepingBackend | None:
     ok = getattr(backend, "native_keeps", False)
     return cast(AsyncKeepingBackend, backend) if ok else None
+
+
+Renewal = tuple[str, str, float]  # a lease's name, owner and the TTL to renew it to
+
+
+class BatchRenewingBackend(Backend, Protocol):
+    """A backend that renews many leases in one request (``renews_in_batches = True``)."""
+
+    def renew_many(self, renewals: Sequence[Renewal]) -> list[bool | RenewedAsOf]:
+        """:meth:`Backend.renew` of each, in one request: an outcome each, in order.
+        A failure of the request raises, for all of them."""
+
+
+class AsyncBatchRenewingBackend(AsyncBackend, Protocol):
+    async def renew_many(self, renewals: Sequence[Renewal]) -> list[bool | RenewedAsOf]: ...
+
+
+async def renew_each(
+    renew: Callable[[str, str, float], Awaitable[bool | RenewedAsOf]], renewals: Sequence[Renewal]
+) -> list[bool | RenewedAsOf]:
+    """``renew_many`` for a backend whose renewals mostly answer from its session (etcd,
+    ZooKeeper): all at once on its loop, one trip there for the batch."""
+    return list(await asyncio.gather(*(renew(name, owner, ttl) for name, owner, ttl in renewals)))
+
+
+def batch_renewing(backend: Backend) -> BatchRenewingBackend | None:
+    """``backend`` as one that renews many leases in one request, or None."""
+    ok = getattr(backend, "renews_in_batches", False)
+    return cast(BatchRenewingBackend, backend) if ok else None
+
+
+def async_batch_renewing(backend: AsyncBackend) -> AsyncBatchRenewingBackend | None:
+    ok = getattr(backend, "renews_in_batches", False)
+    return cast(AsyncBatchRenewingBackend, backend) if ok else None
 
 
 def leaves_names_taken(backend: Backend | AsyncBackend, renewed: bool) -> bool:

@@ -15,11 +15,11 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from fencelock import clock, forking
-from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
+from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo, Renewal
 from fencelock.backends.threaded import ThreadedAsyncBackend
 from fencelock.engine.handoff import (
     Waiter,
@@ -136,6 +136,7 @@ class MemoryBackend:
     """Leases in this process's memory."""
 
     supports_fair = True
+    renews_in_batches = True
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""
@@ -182,6 +183,9 @@ class MemoryBackend:
             if slot is not None:
                 slot.expires_at = now + ttl
         return slot is not None
+
+    def renew_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return [self.renew(name, owner, ttl) for name, owner, ttl in renewals]
 
     @contextlib.contextmanager
     def _held_by(self, name: str, owner: str) -> Iterator[tuple[_Slot | None, float]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Generic, TypeVar
 
 from fencelock import forking
@@ -21,8 +21,10 @@ from fencelock.backends.base import (
     AsyncNativeLatch,
     AttemptResult,
     LockInfo,
+    Renewal,
     RenewedAsOf,
     Share,
+    async_batch_renewing,
     async_keeping,
     async_latching,
     async_sharing,
@@ -288,6 +290,7 @@ class SharedLoopBackend:
         self.native_latches: bool = getattr(inner, "native_latches", False)
         self.native_keeps: bool = getattr(inner, "native_keeps", False)
         self.keeps_announced: bool = getattr(inner, "keeps_announced", False)
+        self.renews_in_batches: bool = getattr(inner, "renews_in_batches", False)
         forking.register(self)
 
     def _backend(self) -> AsyncBackend:
@@ -338,6 +341,11 @@ class SharedLoopBackend:
     def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
         inner = self._backend()
         return self._loop.run(inner.renew(name, owner, ttl))
+
+    def renew_many(self, renewals: Sequence[Renewal]) -> list[bool | RenewedAsOf]:
+        inner = async_batch_renewing(self._backend())
+        assert inner is not None, "asked only where renews_in_batches"
+        return self._loop.run(inner.renew_many(renewals))
 
     def inspect(self, name: str) -> LockInfo | None:
         inner = self._backend()

@@ -15,12 +15,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from fencelock import forking
-from fencelock.backends.base import Acquired, Attempt, AttemptResult, Backend, LockInfo, RenewedAsOf
+from fencelock.backends.base import (
+    Acquired,
+    Attempt,
+    AttemptResult,
+    Backend,
+    LockInfo,
+    Renewal,
+    RenewedAsOf,
+    batch_renewing,
+)
 from fencelock.errors import FencelockError
 
 T = TypeVar("T")
@@ -131,6 +140,7 @@ class ThreadedAsyncBackend:
         self.url = backend.url
         self.supports_fair = backend.supports_fair
         self.outlives_client = backend.outlives_client
+        self.renews_in_batches: bool = getattr(backend, "renews_in_batches", False)
         self._pools = _Pools()
 
     async def open(self) -> None:
@@ -152,6 +162,13 @@ class ThreadedAsyncBackend:
     async def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
         return await self._pools.run(
             self._pools.ops, functools.partial(self.sync.renew, name, owner, ttl)
+        )
+
+    async def renew_many(self, renewals: Sequence[Renewal]) -> list[bool | RenewedAsOf]:
+        batching = batch_renewing(self.sync)
+        assert batching is not None, "asked only where renews_in_batches"
+        return await self._pools.run(
+            self._pools.ops, functools.partial(batching.renew_many, renewals)
         )
 
     async def inspect(self, name: str) -> LockInfo | None:

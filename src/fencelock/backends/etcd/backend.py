@@ -13,11 +13,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fencelock import clock, forking
 from fencelock.aio import stop
-from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo, RenewedAsOf
+from fencelock.backends.base import (
+    Acquired,
+    AttemptResult,
+    Busy,
+    LockInfo,
+    Renewal,
+    RenewedAsOf,
+    renew_each,
+)
 from fencelock.backends.etcd import gateway
 from fencelock.backends.etcd.http import Gateway, LeaseNotFound
 from fencelock.backends.etcd.options import etcd_options
@@ -49,6 +58,7 @@ class AsyncEtcdBackend:
     """The asyncio etcd backend; the sync one runs it on a shared loop."""
 
     supports_fair = True  # the queue is FIFO by create revision, fair or not
+    renews_in_batches = True  # answered from the session's keepalive, one loop trip
 
     def outlives_client(self, renewed: bool) -> bool:
         """An unrenewed lease has an etcd lease of its own, which closing the client
@@ -195,6 +205,9 @@ class AsyncEtcdBackend:
         reply = await self.call("kv/range", gateway.range_request(self.queue(name), first=True))
         kvs = gateway.key_values(reply)
         return kvs[0] if kvs else None
+
+    async def renew_many(self, renewals: Sequence[Renewal]) -> list[bool | RenewedAsOf]:
+        return await renew_each(self.renew, renewals)
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
         held = self._held.get(owner)

@@ -13,10 +13,11 @@ otherwise sleeps until the holder's lease would expire). The statements are in
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from typing import Any
 
 from fencelock import forking
-from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
+from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo, Renewal
 from fencelock.backends.postgresql.connections import Connections
 from fencelock.backends.postgresql.line import Place
 from fencelock.backends.postgresql.listener import Listener
@@ -31,6 +32,7 @@ class AsyncPostgresBackend:
     """The asyncio PostgreSQL backend; the sync one runs it on a shared loop."""
 
     supports_fair = True
+    renews_in_batches = True
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""
@@ -69,6 +71,16 @@ class AsyncPostgresBackend:
             self.statements.renew, {"name": name, "owner": owner, "ttl": ttl}
         )
         return bool(rows)
+
+    async def renew_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        params = {
+            "names": [name for name, _, _ in renewals],
+            "owners": [owner for _, owner, _ in renewals],
+            "ttls": [ttl for _, _, ttl in renewals],
+        }
+        rows = await self.connections.fetchall(self.statements.renew_many, params)
+        renewed = {(name, owner) for name, owner in rows}
+        return [(name, owner) in renewed for name, owner, _ in renewals]
 
     async def inspect(self, name: str) -> LockInfo | None:
         rows = await self.connections.fetchall(self.statements.inspect, {"name": name})

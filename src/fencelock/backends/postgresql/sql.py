@@ -210,6 +210,19 @@ class Statements:
         )
 
     @property
+    def renew_many(self) -> str:
+        """The renewer's batch, in one statement: the leases still held by their owners
+        are extended, each by its TTL; returns their names and owners."""
+        return (
+            f"UPDATE {self.table} AS l"
+            f"\nSET expires_at = clock_timestamp() + make_interval(secs => r.ttl)"
+            f"\nFROM unnest(%(names)s::text[], %(owners)s::text[], %(ttls)s::float8[])"
+            f"\n AS r(name, owner, ttl)"
+            f"\nWHERE l.name = r.name AND l.owner = r.owner AND l.expires_at > clock_timestamp()"
+            f"\nRETURNING l.name, l.owner"
+        )
+
+    @property
     def release(self) -> str:
         """Free the lease if ``owner`` still holds it, and announce it to the waiters.
 
@@ -264,6 +277,7 @@ def review(schema: str = "public") -> str:
             ),
             ("a waiter that gives up leaves the line", statements.leave),
             ("renew", statements.renew),
+            ("renew many leases at once (the renewer's batch)", statements.renew_many),
             ("release, announced to the head of the line", statements.release),
             ("inspect", statements.inspect),
             ("list", statements.list),

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 
 from fencelock import clock, forking
 from fencelock.aio import stop
-from fencelock.backends.base import AttemptResult, LockInfo
+from fencelock.backends.base import AttemptResult, LockInfo, Renewal
 from fencelock.backends.redis import talks
 from fencelock.backends.redis.attempt import (
     UNDO_RETRY,
@@ -72,6 +73,9 @@ class AsyncRedisBackend(RedisServer):
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool:
         return await self._talk(talks.renew(LockKeys.of(name), owner, ttl))
+
+    async def renew_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return await self._talk(talks.renew_many(renewals))
 
     async def inspect(self, name: str) -> LockInfo | None:
         return await self._talk(talks.inspect(name))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 
@@ -37,6 +38,7 @@ WAITER_REFRESH = WAITER_LIVENESS / 3
 ACQUIRE = Script(lua("acquire"))
 FREE = Script(lua("free"))
 RENEW = Script(lua("renew"))
+RENEW_MANY = Script(lua("renew_many"))
 INSPECT = Script(lua("inspect"))
 Command = tuple[Script | None, bytes]  # a script and its packed call, or a plain command
 
@@ -67,6 +69,12 @@ def leave_command(keys: LockKeys, owner: str, channel: str) -> Command:
 
 def renew_command(keys: LockKeys, owner: str, ttl: float) -> Command:
     return RENEW, RENEW.call((keys.lock,), [owner, ms(ttl)])
+
+
+def renew_many_command(renewals: Sequence[tuple[str, str, float]]) -> Command:
+    keys = tuple(LockKeys.of(name).lock for name, _, _ in renewals)
+    owners = [owner for _, owner, _ in renewals]
+    return RENEW_MANY, RENEW_MANY.call(keys, [*owners, *(ms(ttl) for _, _, ttl in renewals)])
 
 
 def inspect_command(keys: LockKeys) -> Command:

@@ -16,6 +16,7 @@ class RedisServer:
     """One Redis server as a backend sees it (no connection: the drivers make those)."""
 
     supports_fair = True
+    renews_in_batches = True
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""

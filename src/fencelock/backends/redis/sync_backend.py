@@ -10,9 +10,10 @@ scripts travel pre-packed on connections of their own (:mod:`.wire`).
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 from fencelock import clock, forking
-from fencelock.backends.base import AttemptResult, LockInfo
+from fencelock.backends.base import AttemptResult, LockInfo, Renewal
 from fencelock.backends.redis import talks
 from fencelock.backends.redis.attempt import (
     UNDO_RETRY,
@@ -72,6 +73,9 @@ class RedisBackend(RedisServer):
 
     def renew(self, name: str, owner: str, ttl: float) -> bool:
         return self._talk(talks.renew(LockKeys.of(name), owner, ttl))
+
+    def renew_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        return self._talk(talks.renew_many(renewals))
 
     def inspect(self, name: str) -> LockInfo | None:
         return self._talk(talks.inspect(name))

@@ -10,12 +10,12 @@ and what the replies mean, in both colours alike.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Generic, TypeVar
 
 from redis.exceptions import NoScriptError, ResponseError
 
-from fencelock.backends.base import Acquired, AttemptResult, LockInfo
+from fencelock.backends.base import Acquired, AttemptResult, LockInfo, Renewal
 from fencelock.backends.redis.errors import not_replicated
 from fencelock.backends.redis.options import RedisOptions
 from fencelock.backends.redis.resp import RawReply, pack
@@ -29,6 +29,7 @@ from fencelock.backends.redis.scripts import (
     name_of,
     release_command,
     renew_command,
+    renew_many_command,
 )
 
 T = TypeVar("T")
@@ -62,6 +63,20 @@ def release(keys: LockKeys, owner: str) -> Talk[bool]:
 def renew(keys: LockKeys, owner: str, ttl: float) -> Talk[bool]:
     """Compare-and-extend to ``ttl``; False if ``owner`` no longer holds the lease."""
     return bool((yield (renew_command(keys, owner, ttl))) == 1)
+
+
+def renew_many(renewals: Sequence[Renewal]) -> Talk[list[bool]]:
+    """Compare-and-extend each, in one script; one by one if the server is a cluster
+    node, which refuses a script whose keys lie in several slots (CROSSSLOT)."""
+    try:
+        replies = yield (renew_many_command(renewals))
+    except ResponseError as exc:
+        if "CROSSSLOT" not in str(exc):
+            raise
+        replies = []
+        for name, owner, ttl in renewals:
+            replies.append((yield (renew_command(LockKeys.of(name), owner, ttl))))
+    return [reply == 1 for reply in replies]
 
 
 def leave(keys: LockKeys, owner: str, channel: str) -> Talk[None]:

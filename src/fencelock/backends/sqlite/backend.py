@@ -24,11 +24,11 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from fencelock import clock, forking
-from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
+from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo, Renewal
 from fencelock.backends.sqlite.doorbell import Doorbell, Ringer
 from fencelock.engine.handoff import (
     Waiter,
@@ -207,6 +207,7 @@ class SQLiteBackend:
     """Leases in an SQLite file shared by the processes of one host."""
 
     supports_fair = True
+    renews_in_batches = True
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""
@@ -393,9 +394,13 @@ class SQLiteBackend:
         return released == 1
 
     def renew(self, name: str, owner: str, ttl: float) -> bool:
+        return self.renew_many([(name, owner, ttl)])[0]
+
+    def renew_many(self, renewals: Sequence[Renewal]) -> list[bool]:
+        """Compare-and-extend each, all in one transaction."""
         with self._transaction() as conn:
             now = clock.now()
-            return (
+            return [
                 conn.execute(
                     f"UPDATE fencelock_leases SET expires_at = :expires_at "
                     f"WHERE name = :name AND owner = :owner AND {_LIVE}",
@@ -408,7 +413,8 @@ class SQLiteBackend:
                     },
                 ).rowcount
                 == 1
-            )
+                for name, owner, ttl in renewals
+            ]
 
     def inspect(self, name: str) -> LockInfo | None:
         with self._mutex, self._translated():

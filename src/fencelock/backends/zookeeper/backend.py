@@ -21,6 +21,7 @@ import asyncio
 import builtins
 import contextlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,8 +34,10 @@ from fencelock.backends.base import (
     Busy,
     LockInfo,
     PermitsInUse,
+    Renewal,
     RenewedAsOf,
     Share,
+    renew_each,
 )
 from fencelock.backends.zookeeper import keep as keeping
 from fencelock.backends.zookeeper import latch as latches
@@ -83,6 +86,7 @@ class AsyncZooKeeperBackend:
     """The asyncio ZooKeeper backend; the sync one runs it on a shared loop."""
 
     supports_fair = True  # the queue is FIFO by sequence number, fair or not
+    renews_in_batches = True  # answered from the session's heartbeat, one loop trip
     native_shares = True  # readers, writers and permits queue in one line
     native_latches = True  # in a persistent node (a lease's node ends with its session)
     native_keeps = True  # a name kept after its lease, by a mark the server times
@@ -266,6 +270,9 @@ class AsyncZooKeeperBackend:
         self._every.discard(session)
         with contextlib.suppress(FencelockError):
             await session.stop(None)
+
+    async def renew_many(self, renewals: Sequence[Renewal]) -> list[bool | RenewedAsOf]:
+        return await renew_each(self.renew, renewals)
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
         held = self._held.get(owner)
