@@ -71,12 +71,12 @@ def test_the_schedule_gives_the_first_live_deadline() -> None:
     schedule.put(a, 5.0)
     schedule.put(b, 3.0)
     schedule.put(c, 4.0)
-    schedule.put(b, 6.0)  # rescheduled: its entry at 3.0 is stale
+    schedule.put(b, 7.0)  # rescheduled: its entry at 3.0 is stale
     schedule.forget(c)
     assert schedule.next_due() == 5.0
-    assert schedule.pop_due(4.9) is None
-    assert schedule.pop_due(5.0) is a
-    assert schedule.wake_at(5.0) == 6.0
+    assert schedule.pop_batch(4.9) == []
+    assert schedule.pop_batch(5.0) == [a]  # b, due at 7.0, is not within 5% of its TTL
+    assert schedule.wake_at(5.0) == 7.0
     b.state = LeaseState.LOST
     assert schedule.next_due() is None
     assert schedule.wake_at(7.0) == 7.0 + renewal.IDLE_TICK
@@ -112,11 +112,40 @@ def check_one_entry_each(puts: list[tuple[int, float, bool]]) -> None:
             schedule.put(leases[index], due)
             expected[index] = due
     popped = []
-    while (lease := schedule.pop_due(math.inf)) is not None:
-        popped.append(lease)
+    while batch := schedule.pop_batch(math.inf, limit=7):
+        popped += batch
     assert sorted(leases.index(lease) for lease in popped) == sorted(expected)
     dues = [expected[leases.index(lease)] for lease in popped]
     assert dues == sorted(dues)
+
+
+@given(
+    dues=st.lists(st.floats(0, 100), max_size=60),
+    now=st.floats(0, 100),
+    limit=st.integers(1, 80),
+)
+def test_a_batch_is_every_lease_due_and_those_due_soon_after(
+    dues: list[float], now: float, limit: int
+) -> None:
+    """Once one lease is due, the batch takes, first due first, every lease due within
+    5% of its TTL (30 s: 1.5 s) after ``now``, up to ``limit``; the rest stay."""
+    leases = [FakeLease() for _ in dues]
+    schedule: renewal.Schedule[FakeLease] = renewal.Schedule()
+    for lease, due in zip(leases, dues, strict=True):
+        schedule.put(lease, due)
+    batch = schedule.pop_batch(now, limit)
+    by_due = sorted(range(len(dues)), key=lambda i: dues[i])
+    if not dues or dues[by_due[0]] > now:
+        assert batch == []
+        return
+    window = now + renewal.COALESCE_FRACTION * 30.0
+    expected = [i for i in by_due if dues[i] <= window][:limit]
+    assert sorted(leases.index(lease) for lease in batch) == sorted(expected)
+    assert [dues[leases.index(lease)] for lease in batch] == sorted(dues[i] for i in expected)
+    rest = []
+    while more := schedule.pop_batch(math.inf):
+        rest += more
+    assert len(rest) + len(batch) == len(dues) and not set(rest) & set(batch)
 
 
 def test_a_renewal_granted_as_of_a_shared_keepalive_follows_that_keepalive() -> None:

@@ -176,15 +176,6 @@ class Schedule(Generic[R]):
                 del self._latest[lease]
         return heap[0][0] if heap else None
 
-    def pop_due(self, now: float) -> R | None:
-        """The lease whose deadline is first, if it has come by ``now``."""
-        due = self.next_due()
-        if due is None or due > now:
-            return None
-        lease = heapq.heappop(self._heap)[2]
-        del self._latest[lease]
-        return lease
-
     def pop_batch(self, now: float, limit: int = BATCH_LIMIT) -> list[R]:
         """The leases due by ``now``, and with them those due within
         :data:`COALESCE_FRACTION` of their TTL from ``now``; at most ``limit``, the
