@@ -49,9 +49,7 @@ def _redlock(tmp: Path, servers: Callable[[str], list[str]]) -> BackendCase:
 
 
 def _etcd(tmp: Path, servers: Callable[[str], list[str]]) -> BackendCase:
-    return BackendCase(
-        servers("etcd")[0], cross_process=True, persistent=True, records_since=False
-    )
+    return BackendCase(servers("etcd")[0], cross_process=True, persistent=True, records_since=False)
 
 
 def _zookeeper(tmp: Path, servers: Callable[[str], list[str]]) -> BackendCase:

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fencelock import holder
-from fencelock.holder import Holder, holder_of, new_identity, owner_value
+from fencelock.holder import Holder, holder_of, new_identity
 from fencelock.primitives.lock import new_owner
 
 
