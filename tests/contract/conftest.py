@@ -53,9 +53,7 @@ def _etcd(tmp: Path, servers: Callable[[str], list[str]]) -> BackendCase:
 
 
 def _zookeeper(tmp: Path, servers: Callable[[str], list[str]]) -> BackendCase:
-    return BackendCase(
-        servers("zookeeper")[0], cross_process=True, persistent=True, records_since=False
-    )
+    return BackendCase(servers("zookeeper")[0], cross_process=True, persistent=True)
 
 
 def _postgresql(tmp: Path, servers: Callable[[str], list[str]]) -> BackendCase:

@@ -229,6 +229,26 @@ def test_inspect_and_list_say_who_holds_it_and_since_when(
     lease.release()
 
 
+def test_since_is_when_a_waiter_was_granted_not_when_it_asked(
+    backend: BackendCase, client: fencelock.Client, name: str
+) -> None:
+    if not backend.records_since:
+        pytest.skip("this backend records no grant time (docs/operations.md)")
+    first = client.lock(name).acquire()
+    got: list[fencelock.Lease] = []
+    waiter = threading.Thread(target=lambda: got.append(client.lock(name).acquire(timeout=30)))
+    waiter.start()
+    wait_for_waiters(client, name)
+    time.sleep(0.5)
+    released_at = time.time()
+    first.release()
+    waiter.join(30)
+    info = client.inspect(name)
+    assert info is not None and info.owner == got[0].owner and info.since is not None
+    assert released_at - 0.25 <= info.since <= time.time() + 0.5  # the grant, not the ask
+    got[0].release()
+
+
 def test_leaving_with_after_loss_raises(client: fencelock.Client, name: str) -> None:
     with pytest.raises(fencelock.LeaseLost), client.lock(name, ttl=0.2, renew=False) as lease:
         time.sleep(0.3)

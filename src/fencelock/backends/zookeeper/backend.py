@@ -71,9 +71,17 @@ class _Head:
     token: int
     timeout: float | None  # the holder's session timeout: how long it lasts unheard
     waiters: int
+    since: float  # its node's last write (the server's clock): when it was granted
 
     def info(self, name: str) -> LockInfo:
-        return LockInfo(name, self.entry.owner, self.token, self.timeout, self.waiters)
+        return LockInfo(name, self.entry.owner, self.token, self.timeout, self.waiters, self.since)
+
+
+def granted_at(stat: Any) -> float:
+    """When a contender's lease was granted, from its node's stat: the node is created
+    holding the lease when nobody is ahead of it, and written again (its data unchanged)
+    when it is granted after a wait, so its last write is the grant (server's clock)."""
+    return int(stat.mtime) / 1000
 
 
 def session_timeout(ttl: float) -> int:
@@ -262,7 +270,8 @@ class AsyncZooKeeperBackend:
                 data, stat = await session.call(session.client.get_async(f"{queue}/{entry.node}"))
             except kz.NoNodeError:  # it went while we looked: the next one holds
                 continue
-            return _Head(entry, int(stat.czxid), line.recorded_timeout(data), len(contenders) - 1)
+            timeout, waiters = line.recorded_timeout(data), len(contenders) - 1
+            return _Head(entry, int(stat.czxid), timeout, waiters, granted_at(stat))
         return None
 
     async def _end_own(self, session: ZkSession) -> None:
@@ -400,7 +409,10 @@ class AsyncZooKeeperBackend:
             except kz.NoNodeError:
                 continue
             part = line.part_name(name, entry)
-            infos.append(LockInfo(part, entry.owner, int(stat.czxid), line.recorded_timeout(data)))
+            timeout = line.recorded_timeout(data)
+            infos.append(
+                LockInfo(part, entry.owner, int(stat.czxid), timeout, None, granted_at(stat))
+            )
         return infos
 
     async def close(self) -> None:
@@ -483,7 +495,12 @@ class ZooKeeperAttempt:
             else:
                 self._predecessor = f"{self._queue}/{waiting_for[-1].node}"
             return Busy(notified=True)
+        return self._granted(session, path, sent, waited=listing is None)
+
+    def _granted(self, session: ZkSession, path: str, sent: float, waited: bool) -> Acquired:
         self._acquired = True
+        if waited:  # its node written again (not awaited): the write's time is the grant's
+            session.client.set_async(path, line.node_data(self._owner, session.negotiated))
         self._backend.hold(
             self._owner,
             _Held(self._name, path, self._token, session, not self._shared, self._share is None),
