@@ -576,15 +576,20 @@ class ZooKeeperAttempt:
         if session is None or predecessor is None:
             return
         self._predecessor = None
+        deadline = clock.now() + timeout
         with session.watching() as watch:
             if predecessor == self._queue:  # the whole line: wait unless it changed already
                 listing = session.client.get_children_async(predecessor, watch=watch.callback)
-                still = sorted(await session.call(listing)) == sorted(self._seen or [])
-            else:
+                if sorted(await session.call(listing)) == sorted(self._seen or []):
+                    await watch.fired(timeout)
+                return
+            while True:  # watching the predecessor: its write when it is granted is no news
                 found = session.client.exists_async(predecessor, watch=watch.callback)
-                still = bool(await session.call(found))
-            if still:
-                await watch.fired(timeout)
+                if not await session.call(found):
+                    return
+                await watch.fired(max(deadline - clock.now(), 0.0))
+                if not watch.only_written() or clock.now() >= deadline:
+                    return
 
     async def close(self) -> None:
         """After success the node is the lock and stays; a waiter's node goes, even one
