@@ -17,6 +17,7 @@ from typing import Generic, TypeVar
 
 import pytest
 
+import fencelock
 from fencelock.testing import RedisServer, ServerPool, require_binary
 
 T = TypeVar("T")
@@ -146,3 +147,19 @@ def slow_refresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     scripts._acquire_partial.cache_clear()
     yield
     scripts._acquire_partial.cache_clear()
+
+
+def kept_or_lost_never_twice(lease: fencelock.Lease, other: fencelock.Client) -> None:
+    """After a failover and a TTL: the lease was either kept (renewed on the new master:
+    nobody else gets it until it is released) or reported lost; never held twice, and
+    the next holder's token is greater."""
+    time.sleep(lease.ttl)  # a TTL: the lease renews against the new master, or is lost
+    if lease.lost:
+        after = other.lock(lease.name).acquire(timeout=10)
+    else:
+        with pytest.raises(fencelock.LockTimeout):  # not held twice
+            other.lock(lease.name).acquire(timeout=1)
+        lease.release()
+        after = other.lock(lease.name).acquire(timeout=10)
+    assert after.token > lease.token
+    after.release()
