@@ -24,13 +24,12 @@ routing is written once.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import redis
 
-from fencelock import forking
+from fencelock import clock, forking
 from fencelock.backends.base import Attempt, AttemptResult, LockInfo
 from fencelock.backends.redis.errors import DRIVER_ERRORS, SlotMoved, translate
 from fencelock.backends.redis.options import RedisOptions, cluster_seeds, redis_options
@@ -92,7 +91,7 @@ class RedisClusterBackend:
                     ) from exc
                 failures.append(str(translate(exc, options.where, options.tls)))
                 continue
-            self._learnt_at, self._stale = time.monotonic(), False
+            self._learnt_at, self._stale = clock.now(), False
             return SlotMap.from_reply(reply)
         raise BackendUnavailable(
             f"no node of the Redis Cluster answered ({self.url}): " + "; ".join(failures)
@@ -103,11 +102,11 @@ class RedisClusterBackend:
         self._map = self._learn()
 
     def _relearn_if_stale(self) -> None:
-        if self._stale and time.monotonic() - self._learnt_at >= RELEARN_AT_MOST_EVERY:
+        if self._stale and clock.now() - self._learnt_at >= RELEARN_AT_MOST_EVERY:
             try:
                 self.relearn()
             except BackendUnavailable:
-                self._learnt_at = time.monotonic()  # keep the old map; try again later
+                self._learnt_at = clock.now()  # keep the old map; try again later
 
     def address_for(self, name: str) -> Address:
         """The master serving lock ``name``'s slot now."""
