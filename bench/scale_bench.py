@@ -82,7 +82,9 @@ def run(url: str, held: int, window: float) -> dict[str, object]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--backends", default="sqlite,redis,postgresql,etcd,zookeeper")
+    parser.add_argument(
+        "--backends", default="sqlite,redis,redis-cluster,postgresql,etcd,zookeeper"
+    )
     args = parser.parse_args()
     sizes = (100, 1000) if args.quick else (100, 1000, 10_000)
     window = 12.0 if args.quick else 21.0  # two renewal rounds (every TTL/3 = 10 s)
@@ -98,6 +100,8 @@ def main() -> None:
             urls = {"sqlite": f"sqlite:///{tmp}/scale.db"}
             if "redis" in wanted:
                 urls["redis"] = pool.start("redis").url
+            if "redis-cluster" in wanted:
+                urls["redis-cluster"] = f"redis+cluster://{pool.redis_cluster(3)[0].address}"
             if "postgresql" in wanted:
                 urls["postgresql"] = pool.postgresql().url
             if "etcd" in wanted:

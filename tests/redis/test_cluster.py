@@ -133,3 +133,25 @@ def test_a_failover_keeps_the_lease_or_reports_it_lost(servers: ServerPool, name
             assert time.monotonic() < deadline, "no replica took the slot over"
             time.sleep(0.2)
         kept_or_lost_never_twice(lease, other)
+
+
+def test_many_leases_renew_in_one_pipeline_a_master_even_after_a_script_flush(
+    servers: ServerPool, name: str
+) -> None:
+    nodes = servers.redis_cluster(3)
+    with fencelock.connect(_url(nodes)) as client:
+        leases = [client.lock(f"{name}/{i}", ttl=30).acquire() for i in range(24)]
+        stranger = client.lock(f"{name}/x", ttl=30).acquire()
+        stranger.release()
+        for node in nodes:
+            assert (
+                node.cli("SCRIPT", "FLUSH") == "OK"
+            )  # NOSCRIPT in the pipeline: loaded, sent again
+        cluster: Any = client._backend
+        renewals = [(lease.name, lease.owner, 60.0) for lease in leases]
+        renewals.append((stranger.name, stranger.owner, 60.0))  # released: not renewed
+        assert cluster.renew_many(renewals) == [True] * 24 + [False]
+        for lease in leases:
+            home = _owner_of(nodes, slot_of(lease.name))
+            assert int(home.cli("PTTL", LockKeys.of(lease.name).lock)) > 30_000
+            lease.release()

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, cast
 
 from fencelock.engine.outcomes import Acquired, AttemptResult, Busy, RenewedAsOf
-from fencelock.errors import ConfigError
+from fencelock.errors import ConfigError, FencelockError
 from fencelock.holder import Holder, holder_of
 
 __all__ = [
@@ -256,18 +256,20 @@ def async_keeping(backend: AsyncBackend) -> AsyncKeepingBackend | None:
 
 
 Renewal = tuple[str, str, float]  # a lease's name, owner and the TTL to renew it to
+RenewOutcome = bool | RenewedAsOf | FencelockError
 
 
 class BatchRenewingBackend(Backend, Protocol):
     """A backend that renews many leases in one request (``renews_in_batches = True``)."""
 
-    def renew_many(self, renewals: Sequence[Renewal]) -> list[bool | RenewedAsOf]:
-        """:meth:`Backend.renew` of each, in one request: an outcome each, in order.
-        A failure of the request raises, for all of them."""
+    def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
+        """:meth:`Backend.renew` of each, in one request: an outcome each, in order (the
+        error that left one unknown, where the request was split across servers). A
+        failure of the request raises, for all of them."""
 
 
 class AsyncBatchRenewingBackend(AsyncBackend, Protocol):
-    async def renew_many(self, renewals: Sequence[Renewal]) -> list[bool | RenewedAsOf]: ...
+    async def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]: ...
 
 
 async def renew_each(

@@ -23,6 +23,7 @@ from fencelock.backends.base import (
     LockInfo,
     Renewal,
     RenewedAsOf,
+    RenewOutcome,
     Share,
     async_batch_renewing,
     async_keeping,
@@ -342,7 +343,7 @@ class SharedLoopBackend:
         inner = self._backend()
         return self._loop.run(inner.renew(name, owner, ttl))
 
-    def renew_many(self, renewals: Sequence[Renewal]) -> list[bool | RenewedAsOf]:
+    def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
         inner = async_batch_renewing(self._backend())
         assert inner is not None, "asked only where renews_in_batches"
         return self._loop.run(inner.renew_many(renewals))

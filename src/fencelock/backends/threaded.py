@@ -28,6 +28,7 @@ from fencelock.backends.base import (
     LockInfo,
     Renewal,
     RenewedAsOf,
+    RenewOutcome,
     batch_renewing,
 )
 from fencelock.errors import FencelockError
@@ -164,7 +165,7 @@ class ThreadedAsyncBackend:
             self._pools.ops, functools.partial(self.sync.renew, name, owner, ttl)
         )
 
-    async def renew_many(self, renewals: Sequence[Renewal]) -> list[bool | RenewedAsOf]:
+    async def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
         batching = batch_renewing(self.sync)
         assert batching is not None, "asked only where renews_in_batches"
         return await self._pools.run(

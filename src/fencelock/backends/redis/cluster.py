@@ -24,19 +24,19 @@ routing is written once.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import redis
 
 from fencelock import clock, forking
-from fencelock.backends.base import Attempt, AttemptResult, LockInfo
+from fencelock.backends.base import Attempt, AttemptResult, LockInfo, Renewal, RenewOutcome
 from fencelock.backends.redis.errors import DRIVER_ERRORS, SlotMoved, translate
 from fencelock.backends.redis.options import RedisOptions, cluster_seeds, redis_options
 from fencelock.backends.redis.slots import Address, SlotMap, slot_of
 from fencelock.backends.redis.sync_backend import RedisBackend
 from fencelock.engine.urls import ParsedURL
-from fencelock.errors import BackendUnavailable, ConfigError
+from fencelock.errors import BackendUnavailable, ConfigError, FencelockError
 
 T = TypeVar("T")
 
@@ -49,6 +49,7 @@ class RedisClusterBackend:
     """Leases on a Redis Cluster (sync; asyncio through the thread adapter)."""
 
     supports_fair = True
+    renews_in_batches = True  # a pipeline per master
 
     def outlives_client(self, renewed: bool) -> bool:
         return True
@@ -162,6 +163,33 @@ class RedisClusterBackend:
 
     def renew(self, name: str, owner: str, ttl: float) -> bool:
         return self.routed(name, lambda _, node: node.renew(name, owner, ttl))
+
+    def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
+        """Each master's leases in one pipeline of single-key scripts (a script of many
+        keys would span slots); one that moved, or whose master did not answer, is
+        renewed on its own, routed as any call (its error is its outcome)."""
+        by_master: dict[Address, list[int]] = {}
+        for i, (name, _, _) in enumerate(renewals):
+            by_master.setdefault(self.address_for(name), []).append(i)
+        outcomes: list[RenewOutcome | None] = [None] * len(renewals)
+        for address, indices in by_master.items():
+            try:
+                replies = self._node(address).renew_pipelined([renewals[i] for i in indices])
+            except BackendUnavailable:
+                self._stale = True
+                continue
+            for i, reply in zip(indices, replies, strict=True):
+                outcomes[i] = None if isinstance(reply, FencelockError) else reply
+        return [
+            outcome if outcome is not None else self._renew_alone(*renewals[i])
+            for i, outcome in enumerate(outcomes)
+        ]
+
+    def _renew_alone(self, name: str, owner: str, ttl: float) -> RenewOutcome:
+        try:
+            return self.renew(name, owner, ttl)
+        except FencelockError as exc:
+            return exc
 
     def inspect(self, name: str) -> LockInfo | None:
         return self.routed(name, lambda _, node: node.inspect(name))

@@ -12,6 +12,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from redis.exceptions import ResponseError
+
 from fencelock import clock, forking
 from fencelock.backends.base import AttemptResult, LockInfo, Renewal
 from fencelock.backends.redis import talks
@@ -26,10 +28,11 @@ from fencelock.backends.redis.attempt import (
 from fencelock.backends.redis.errors import DRIVER_ERRORS, translate
 from fencelock.backends.redis.listener import WakeListener
 from fencelock.backends.redis.options import RedisOptions, redis_client
-from fencelock.backends.redis.scripts import Command, LockKeys, scan_pattern
+from fencelock.backends.redis.scripts import Command, LockKeys, renew_command, scan_pattern
 from fencelock.backends.redis.server import RedisServer, Undoing
 from fencelock.backends.redis.wire import Wire
 from fencelock.engine.urls import ParsedURL
+from fencelock.errors import FencelockError
 
 
 class RedisBackend(RedisServer):
@@ -76,6 +79,21 @@ class RedisBackend(RedisServer):
 
     def renew_many(self, renewals: Sequence[Renewal]) -> list[bool]:
         return self._talk(talks.renew_many(renewals))
+
+    def renew_pipelined(self, renewals: Sequence[Renewal]) -> list[bool | FencelockError]:
+        """Compare-and-extend each by its own script call, all sent at once (a cluster
+        node runs a script on one slot only); an error reply (MOVED) is that one's."""
+        commands = [renew_command(LockKeys.of(n), owner, ttl) for n, owner, ttl in renewals]
+        try:
+            replies = self.wire.pipeline(commands)
+        except DRIVER_ERRORS as exc:
+            raise translate(exc, self.where, self.options.tls) from exc
+        return [
+            translate(reply, self.where, self.options.tls)
+            if isinstance(reply, ResponseError)
+            else reply == 1
+            for reply in replies
+        ]
 
     def inspect(self, name: str) -> LockInfo | None:
         return self._talk(talks.inspect(name))

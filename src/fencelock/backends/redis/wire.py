@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 import redis
 import redis.asyncio
-from redis.exceptions import ResponseError
+from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fencelock.aio import within
 from fencelock.backends.redis.resp import RawReply
+from fencelock.backends.redis.scripts import Command
 from fencelock.backends.redis.talks import Talk, Talking
 from fencelock.errors import FencelockError
 
@@ -100,6 +101,34 @@ class Wire:
         self._checkin(conn)
         return talking.result
 
+    def pipeline(self, commands: Sequence[Command]) -> list[RawReply]:
+        """Every command sent at once on one connection, then every reply read (an error
+        reply as its ``ResponseError``, not raised); commands of a script the server does
+        not know are sent once more after loading it."""
+        conn = self._checkout()
+        try:
+            if not conn.is_connected:
+                conn.connect()
+            replies = _all_at_once(conn, commands)
+            unknown = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+            if unknown:
+                for script in {commands[i][0] for i in unknown}:
+                    if script is not None:
+                        loaded = _all_at_once(conn, [(None, script.load_command)])[0]
+                        if isinstance(loaded, ResponseError):
+                            raise loaded
+                again = _all_at_once(conn, [commands[i] for i in unknown])
+                for i, reply in zip(unknown, again, strict=True):
+                    replies[i] = reply
+        except (ResponseError, FencelockError):
+            self._checkin(conn)
+            raise
+        except BaseException:
+            conn.disconnect()
+            raise
+        self._checkin(conn)
+        return replies
+
     def _checkout(self) -> Connection:
         try:
             conn, idle_since = self._idle.pop()
@@ -116,6 +145,11 @@ class Wire:
         while self._idle:
             conn, _since = self._idle.pop()
             conn.disconnect()
+
+
+def _all_at_once(conn: Connection, commands: Sequence[Command]) -> list[RawReply]:
+    conn.send_packed_command([packed for _, packed in commands], check_health=False)
+    return [_reply(conn) for _ in commands]
 
 
 def _reply(conn: Connection) -> RawReply:
