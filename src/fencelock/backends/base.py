@@ -274,10 +274,18 @@ class AsyncBatchRenewingBackend(AsyncBackend, Protocol):
 
 async def renew_each(
     renew: Callable[[str, str, float], Awaitable[bool | RenewedAsOf]], renewals: Sequence[Renewal]
-) -> list[bool | RenewedAsOf]:
-    """``renew_many`` for a backend whose renewals mostly answer from its session (etcd,
-    ZooKeeper): all at once on its loop, one trip there for the batch."""
-    return list(await asyncio.gather(*(renew(name, owner, ttl) for name, owner, ttl in renewals)))
+) -> list[RenewOutcome]:
+    """``renew_many`` for a backend whose renewals are each their own (etcd and ZooKeeper
+    answer from the session; Redlock, MySQL and the advisory mode send one apiece): all at
+    once on its loop, one trip there for the batch, requests pipelined where the
+    connections allow. One lease's fencelock error is its own outcome."""
+    done = await asyncio.gather(
+        *(renew(name, owner, ttl) for name, owner, ttl in renewals), return_exceptions=True
+    )
+    for outcome in done:
+        if isinstance(outcome, BaseException) and not isinstance(outcome, FencelockError):
+            raise outcome
+    return cast(list[RenewOutcome], done)
 
 
 def batch_renewing(backend: Backend) -> BatchRenewingBackend | None:

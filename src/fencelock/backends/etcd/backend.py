@@ -25,6 +25,7 @@ from fencelock.backends.base import (
     LockInfo,
     Renewal,
     RenewedAsOf,
+    RenewOutcome,
     renew_each,
 )
 from fencelock.backends.etcd import gateway
@@ -206,7 +207,7 @@ class AsyncEtcdBackend:
         kvs = gateway.key_values(reply)
         return kvs[0] if kvs else None
 
-    async def renew_many(self, renewals: Sequence[Renewal]) -> list[bool | RenewedAsOf]:
+    async def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
         return await renew_each(self.renew, renewals)
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:

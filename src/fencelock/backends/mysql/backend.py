@@ -15,12 +15,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import aiomysql
 
 from fencelock import forking
-from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
+from fencelock.backends.base import (
+    Acquired,
+    AttemptResult,
+    Busy,
+    LockInfo,
+    Renewal,
+    RenewOutcome,
+    renew_each,
+)
 from fencelock.backends.mysql.connections import Connections, discard, lost
 from fencelock.backends.mysql.options import mysql_options
 from fencelock.backends.mysql.sql import lock_name
@@ -40,6 +49,7 @@ class AsyncMySQLBackend:
     """The asyncio MySQL backend; the sync one runs it on a shared loop."""
 
     supports_fair = False  # GET_LOCK's waiters are woken in the server's order
+    renews_in_batches = True  # each on its own connection, all in one loop trip
     native_keeps = True  # a name kept after its lock: a row of the keeps table
 
     def outlives_client(self, renewed: bool) -> bool:
@@ -135,6 +145,9 @@ class AsyncMySQLBackend:
         ended = bool(conn.affected_rows())
         await self.connections.checkin(conn)
         return ended
+
+    async def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
+        return await renew_each(self.renew, renewals)
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool:
         held = self._held.get(owner)

@@ -15,13 +15,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
 from fencelock import forking
-from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
+from fencelock.backends.base import (
+    Acquired,
+    AttemptResult,
+    Busy,
+    LockInfo,
+    Renewal,
+    RenewOutcome,
+    renew_each,
+)
 from fencelock.backends.postgresql.advisory_sql import AdvisoryStatements, advisory_key
 from fencelock.backends.postgresql.backend import info_from_row, release_mark
 from fencelock.backends.postgresql.connections import Connections
@@ -49,6 +58,7 @@ class AsyncAdvisoryBackend:
     """The asyncio advisory-lock backend; the sync one runs it on a shared loop."""
 
     supports_fair = True
+    renews_in_batches = True  # each on its own session, all in one loop trip
     native_keeps = True  # a name kept after its lock: a row of the lease table
     keeps_announced = True  # a keep ended early wakes the name's waiters (NOTIFY)
 
@@ -149,6 +159,9 @@ class AsyncAdvisoryBackend:
         except Exception as exc:
             raise self._failed(exc) from exc
         return await self.release(name, owner) and bool(kept)
+
+    async def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
+        return await renew_each(self.renew, renewals)
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool:
         """Whether the session still holds the lock; it is kept for at least ``ttl`` of

@@ -25,7 +25,14 @@ import redis.asyncio
 
 from fencelock import clock, forking
 from fencelock.aio import within
-from fencelock.backends.base import Acquired, AttemptResult, LockInfo
+from fencelock.backends.base import (
+    Acquired,
+    AttemptResult,
+    LockInfo,
+    Renewal,
+    RenewOutcome,
+    renew_each,
+)
 from fencelock.backends.redis.errors import translated
 from fencelock.backends.redis.options import RedisOptions, redis_options
 from fencelock.backends.redis.resp import RawReply, Script
@@ -142,6 +149,7 @@ class AsyncRedlockBackend:
     """Leases on a quorum of independent Redis masters."""
 
     supports_fair = False
+    renews_in_batches = True  # each on its own, pipelined on the nodes' connections
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""
@@ -308,6 +316,9 @@ class AsyncRedlockBackend:
             f"nodes did not answer, so fewer than a quorum of {self._quorum} did ({reasons}); "
             "the lease's keys left on them expire by their TTL"
         )
+
+    async def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
+        return await renew_each(self.renew, renewals)
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool:
         """Compare-and-extend on every node; True if :func:`plan.decide_extend` says it held.

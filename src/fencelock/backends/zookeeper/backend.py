@@ -36,6 +36,7 @@ from fencelock.backends.base import (
     PermitsInUse,
     Renewal,
     RenewedAsOf,
+    RenewOutcome,
     Share,
     renew_each,
 )
@@ -280,7 +281,7 @@ class AsyncZooKeeperBackend:
         with contextlib.suppress(FencelockError):
             await session.stop(None)
 
-    async def renew_many(self, renewals: Sequence[Renewal]) -> list[bool | RenewedAsOf]:
+    async def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
         return await renew_each(self.renew, renewals)
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
