@@ -17,8 +17,8 @@ from fencelock.backends.base import Renewal
 from tests.contract.conftest import BackendCase
 
 LEASES = 30
-TTL = 2.0  # renewed every ~0.67 s
-HELD_FOR = 3.0  # about four rounds
+TTL = 3.0  # renewed every ~1 s
+HELD_FOR = 4.0  # about four rounds
 
 
 class Count:
