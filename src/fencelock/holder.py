@@ -23,6 +23,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+from fencelock.errors import ConfigError
+
 __all__ = ["Holder", "holder_of", "new_identity", "owner_value", "set_label"]
 
 COMMAND_BYTES = 80
@@ -67,6 +69,8 @@ def set_label(label: str | None) -> None:
     """Name this process in the leases it takes from now on (instead of its command
     line), as ``status``, ``list`` and ``top`` show it; None: the command line again.
     The ``FENCELOCK_LABEL`` environment variable sets it at start."""
+    if label is not None and not isinstance(label, str):
+        raise ConfigError(f"holder label must be a string or None, got {label!r}")
     _this.label = label or None
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 import fencelock
+from fencelock import clock
 from fencelock.backends.base import Renewal
 from tests.contract.conftest import BackendCase
 
@@ -106,3 +108,43 @@ def test_async_many_leases_are_renewed_together_and_all_kept(
         check(count, getattr(client._backend, "renews_in_batches", False))
 
     asyncio.run(main())
+
+
+def test_batches_meet_extends_and_releases_and_trust_stays_within_the_grant(
+    backend: BackendCase, name: str
+) -> None:
+    """While the renewer renews leases together, another thread extends some of them and
+    releases and takes again others: no lease is lost, a released one is not renewed
+    back to life, and no lease is trusted longer than the server keeps it."""
+    with fencelock.connect(backend.url) as client:
+        leases = [client.lock(f"{name}-{i}", ttl=TTL).acquire() for i in range(LEASES)]
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def meddle() -> None:
+            try:
+                while not stop.is_set():
+                    for i in range(0, LEASES, 3):
+                        leases[i].extend(TTL)
+                    i = LEASES - 1
+                    leases[i].release()
+                    leases[i] = client.lock(f"{name}-{i}", ttl=TTL).acquire()
+                    time.sleep(0.05)
+            except BaseException as exc:  # the test fails on it, below
+                errors.append(exc)
+
+        meddler = threading.Thread(target=meddle)
+        meddler.start()
+        time.sleep(HELD_FOR)
+        stop.set()
+        meddler.join(30)
+        assert not errors and not [lease for lease in leases if lease.lost]
+        for lease in leases:
+            started = clock.now()
+            trusted = lease.remaining()
+            info = client.inspect(lease.name)
+            assert info is not None and info.owner == lease.owner
+            if info.remaining is not None:  # the server's own count, read after ours
+                whole = 1.0 if backend.url.startswith("etcd") else 0.05  # etcd: whole seconds
+                assert trusted - (clock.now() - started) <= info.remaining + whole
+            lease.release()

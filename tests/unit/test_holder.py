@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import fencelock
 from fencelock import holder
 from fencelock.holder import Holder, holder_of, new_identity
 from fencelock.primitives.lock import new_owner
@@ -29,6 +31,28 @@ def test_a_label_replaces_the_command_line_until_unset() -> None:
         holder.set_label(None)
     unlabelled = holder_of(new_owner())
     assert unlabelled is not None and unlabelled.command != "nightly-billing"
+
+
+def test_a_label_that_is_not_text_is_refused_in_one_line() -> None:
+    with pytest.raises(fencelock.ConfigError, match="holder label must be a string"):
+        holder.set_label(42)  # type: ignore[arg-type]
+    assert holder_of(new_owner()) is not None  # and nothing changed
+
+
+def test_a_forked_child_describes_itself_with_its_own_pid() -> None:
+    parent = new_owner()
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its first owner value after fork
+        os.write(writer, new_owner().encode())
+        os._exit(0)
+    os.close(writer)
+    child = os.read(reader, 1024).decode()
+    os.waitpid(pid, 0)
+    os.close(reader)
+    found_parent, found_child = holder_of(parent), holder_of(child)
+    assert found_parent is not None and found_child is not None
+    assert (found_parent.pid, found_child.pid) == (os.getpid(), pid)
 
 
 def test_long_commands_are_shortened_and_the_value_fits_the_sql_columns() -> None:

@@ -15,7 +15,7 @@ LIBRARY_RANKS = {
     "errors": 0,
     "clock": 0,
     "aio": 0,
-    "holder": 0,
+    "holder": 1,
     "engine": 1,
     "forking": 1,
     "metrics": 2,
