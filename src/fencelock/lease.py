@@ -602,7 +602,6 @@ async def arenew_together(leases: Sequence[AsyncLease]) -> dict[AsyncLease, Outc
 class _Batch:
     """One request renewing many leases: each live lease's part, and what came back."""
 
-    leases: Sequence[LeaseBase]
     requests: list[tuple[LeaseBase, _Request]]
     outcomes: Sequence[Outcome] = ()
     settled: dict[Any, Outcome] = field(default_factory=dict)
@@ -619,7 +618,7 @@ def _batch(leases: Sequence[LeaseBase]) -> Iterator[_Batch]:
     as :meth:`LeaseBase._request` settles one; a lease not live is not sent (False)."""
     started = clock.now()
     live = [(lease, _Request(lease.ttl, True, started)) for lease in leases if is_live(lease.state)]
-    batch = _Batch(leases, live)
+    batch = _Batch(live)
     try:
         yield batch
     except FencelockError as exc:

@@ -28,13 +28,17 @@ async def _app_client() -> AsyncIterator[httpx.AsyncClient]:
             yield client
 
 
+async def _until_locked(url: str, name: str) -> None:
+    async with fencelock.aconnect(url) as watcher:
+        while not await watcher.locked(name):
+            await asyncio.sleep(0.01)
+
+
 def test_one_payment_per_order_at_a_time(url: str) -> None:
     async def main() -> None:
         async for http in _app_client():
             slow = asyncio.create_task(http.post("/orders/7/pay", params={"seconds": 2}))
-            async with fencelock.aconnect(url) as watcher:
-                while not await watcher.locked("orders/7"):
-                    await asyncio.sleep(0.01)
+            await _until_locked(url, "orders/7")
             busy = await http.post("/orders/7/pay")
             assert busy.status_code == 409 and "being paid" in busy.json()["detail"]
             other = await http.post("/orders/8/pay")  # another order: free
