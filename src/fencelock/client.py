@@ -11,9 +11,8 @@ from types import TracebackType
 from typing import Generic, TypeVar
 from urllib.parse import urlencode
 
-from fencelock.backends import open_async_backend, open_backend
+from fencelock.backends import open_async_backend, open_backend, url_of
 from fencelock.backends.base import AsyncBackend, Backend, LockInfo
-from fencelock.backends.redis.handoff import is_redis_object, url_from_redis
 from fencelock.engine.names import validate_name, validate_prefix
 from fencelock.engine.timing import validate_ttl
 from fencelock.errors import ConfigError, FencelockError
@@ -51,10 +50,7 @@ def _check_fair(supported: bool, fair: bool, url: str) -> None:
 
 def _resolve_url(url: object, options: dict[str, object]) -> str:
     """The URL (of a redis-py object, too) with ``options`` added to its query."""
-    if url is None:
-        url = default_url()
-    elif is_redis_object(url):
-        url = url_from_redis(url)
+    url = default_url() if url is None else url_of(url)
     if not isinstance(url, str):
         raise ConfigError(
             f"backend URL must be a str or a redis-py client, not {type(url).__name__}"

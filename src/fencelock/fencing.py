@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from typing import Any, Protocol
+from typing import Protocol
 
 from fencelock.errors import BackendUnavailable, StaleToken
 from fencelock.metrics import REGISTRY
@@ -155,19 +155,9 @@ class RedisGuard(_Rejections):
     """
 
     def __init__(self, url: str) -> None:
-        import redis
+        from fencelock.backends import open_redis_fence
 
-        from fencelock.backends.redis.errors import translated
-        from fencelock.backends.redis.options import redis_options
-        from fencelock.backends.redis.scripts import lua
-        from fencelock.engine.urls import parse_url
-
-        self._options = redis_options(parse_url(url))
-        self._translated = translated
-        # The driver boundary: redis-py's replies are untyped (its commands return a
-        # union with Awaitable), so its client is Any here, as in the Redis backends.
-        self._redis: Any = redis.Redis(**self._options.client_kwargs())
-        self._script = self._redis.register_script(lua("fence"))
+        self._fence = open_redis_fence(url)
 
     @staticmethod
     def fence_key(key: str) -> str:
@@ -188,18 +178,14 @@ class RedisGuard(_Rejections):
     def _run(
         self, key: str, token: int, allow_equal: bool, extra_keys: list[str], value: str = ""
     ) -> None:
-        with self._translated(self._options.where, self._options.tls):
-            accepted, last = self._script(
-                keys=[self.fence_key(key), *extra_keys],
-                args=[str(token), "1" if allow_equal else "0", value],
-            )
-        if int(accepted) != 1:
-            raise self._reject(key, token, int(last))
+        accepted, last = self._fence.check(
+            self.fence_key(key), token, allow_equal, extra_keys, value
+        )
+        if not accepted:
+            raise self._reject(key, token, last)
 
     def last(self, key: str) -> int | None:
-        with self._translated(self._options.where, self._options.tls):
-            value = self._redis.get(self.fence_key(key))
-        return None if value is None else int(value)
+        return self._fence.last(self.fence_key(key))
 
     def close(self) -> None:
-        self._redis.close()
+        self._fence.close()

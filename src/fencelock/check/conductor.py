@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fencelock import clock
+from fencelock.backends import sqlite_file
 from fencelock.check.history import Op, Recorder
 from fencelock.check.nemesis import Nemesis, build
 from fencelock.check.options import CheckOptions
@@ -246,9 +247,7 @@ class Conductor:
 def _frozen_databases(setup: Setup) -> list[Path]:
     """The SQLite files no client may be frozen writing to: the resource, the lock database."""
     databases = [setup.resource]
-    parsed = parse_url(setup.url)
-    if parsed.scheme == "sqlite":
-        from fencelock.backends.sqlite.backend import database_path
-
-        databases.append(Path(database_path(parsed)))
+    lock_file = sqlite_file(setup.url)
+    if lock_file is not None:
+        databases.append(Path(lock_file))
     return databases

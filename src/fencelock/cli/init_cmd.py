@@ -5,18 +5,9 @@ from __future__ import annotations
 import click
 
 import fencelock
+from fencelock.backends import review_sql
 from fencelock.cli import errors_as_exit_codes, url_option
-from fencelock.engine.urls import parse_url
 from fencelock.errors import ConfigError
-
-SQL_SCHEMES = {
-    "postgresql",
-    "postgres",
-    "postgresql+advisory",
-    "postgres+advisory",
-    "mysql",
-    "mariadb",
-}
 
 
 @click.command()
@@ -37,23 +28,9 @@ def init(url: str | None, show_sql: bool) -> None:
 
 
 def _sql(url: str | None) -> str:
-    parsed = parse_url(url or "")
-    if parsed.scheme not in SQL_SCHEMES:
-        raise ConfigError(
-            f"{parsed.redacted!r} keeps no SQL schema: --sql is for postgresql:// and mysql://"
-        )
-    if parsed.scheme in {"mysql", "mariadb"}:
-        from fencelock.backends.mysql import sql as mysql_sql
-        from fencelock.backends.mysql.options import mysql_options
-
-        return mysql_sql.review(mysql_options(parsed).database)
-    from fencelock.backends.postgresql import advisory_sql, sql
-    from fencelock.backends.postgresql.options import postgres_options
-
-    schema = postgres_options(parsed).schema
-    if parsed.scheme.endswith("+advisory"):
-        return advisory_sql.review(schema)
-    return sql.review(schema)
+    if not url:
+        raise ConfigError("--sql needs --url (or $FENCELOCK_URL): postgresql:// or mysql://")
+    return review_sql(url)
 
 
 def register(group: click.Group) -> None:

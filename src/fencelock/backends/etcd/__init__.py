@@ -7,16 +7,25 @@ face runs it on one shared event loop (:mod:`fencelock.backends.shared_loop`).
 
 from __future__ import annotations
 
-from fencelock.backends.etcd.backend import AsyncEtcdBackend
-from fencelock.backends.etcd.options import etcd_options
-from fencelock.backends.shared_loop import SharedLoopBackend
+from typing import TYPE_CHECKING
+
 from fencelock.engine.urls import ParsedURL
+
+if TYPE_CHECKING:  # the registry imports this package on a plain install: no driver here
+    from fencelock.backends.etcd.backend import AsyncEtcdBackend
+    from fencelock.backends.shared_loop import SharedLoopBackend
 
 
 def open_sync(parsed: ParsedURL) -> SharedLoopBackend:
+    from fencelock.backends.etcd.backend import AsyncEtcdBackend
+    from fencelock.backends.etcd.options import etcd_options
+    from fencelock.backends.shared_loop import SharedLoopBackend
+
     etcd_options(parsed)  # fail fast on bad input, in the caller's thread
     return SharedLoopBackend(lambda: AsyncEtcdBackend(parsed))
 
 
 def open_async(parsed: ParsedURL) -> AsyncEtcdBackend:
+    from fencelock.backends.etcd.backend import AsyncEtcdBackend
+
     return AsyncEtcdBackend(parsed)

@@ -6,16 +6,33 @@ Written for asyncio; the blocking face runs it on one shared event loop
 
 from __future__ import annotations
 
-from fencelock.backends.mysql.backend import AsyncMySQLBackend
-from fencelock.backends.mysql.options import mysql_options
-from fencelock.backends.shared_loop import SharedLoopBackend
+from typing import TYPE_CHECKING
+
 from fencelock.engine.urls import ParsedURL
+
+if TYPE_CHECKING:  # the registry imports this package on a plain install: no driver here
+    from fencelock.backends.mysql.backend import AsyncMySQLBackend
+    from fencelock.backends.shared_loop import SharedLoopBackend
 
 
 def open_sync(parsed: ParsedURL) -> SharedLoopBackend:
+    from fencelock.backends.mysql.backend import AsyncMySQLBackend
+    from fencelock.backends.mysql.options import mysql_options
+    from fencelock.backends.shared_loop import SharedLoopBackend
+
     mysql_options(parsed)  # fail fast on bad input, in the caller's thread
     return SharedLoopBackend(lambda: AsyncMySQLBackend(parsed))
 
 
 def open_async(parsed: ParsedURL) -> AsyncMySQLBackend:
+    from fencelock.backends.mysql.backend import AsyncMySQLBackend
+
     return AsyncMySQLBackend(parsed)
+
+
+def review_sql(parsed: ParsedURL) -> str:
+    """Every statement the backend runs, for review (needs no driver)."""
+    from fencelock.backends.mysql import sql
+    from fencelock.backends.mysql.options import mysql_options
+
+    return sql.review(mysql_options(parsed).database)

@@ -6,15 +6,24 @@ one shared event loop (:mod:`fencelock.backends.shared_loop`).
 
 from __future__ import annotations
 
-from fencelock.backends.redlock.backend import AsyncRedlockBackend, node_options
-from fencelock.backends.shared_loop import SharedLoopBackend
+from typing import TYPE_CHECKING
+
 from fencelock.engine.urls import ParsedURL
+
+if TYPE_CHECKING:  # the registry imports this package on a plain install: no driver here
+    from fencelock.backends.redlock.backend import AsyncRedlockBackend
+    from fencelock.backends.shared_loop import SharedLoopBackend
 
 
 def open_sync(parsed: ParsedURL) -> SharedLoopBackend:
+    from fencelock.backends.redlock.backend import AsyncRedlockBackend, node_options
+    from fencelock.backends.shared_loop import SharedLoopBackend
+
     node_options(parsed)  # fail fast on bad input, in the caller's thread
     return SharedLoopBackend(lambda: AsyncRedlockBackend(parsed))
 
 
 def open_async(parsed: ParsedURL) -> AsyncRedlockBackend:
+    from fencelock.backends.redlock.backend import AsyncRedlockBackend
+
     return AsyncRedlockBackend(parsed)

@@ -7,16 +7,25 @@ one shared event loop (:mod:`fencelock.backends.shared_loop`).
 
 from __future__ import annotations
 
-from fencelock.backends.shared_loop import SharedLoopBackend
-from fencelock.backends.zookeeper.backend import AsyncZooKeeperBackend
-from fencelock.backends.zookeeper.options import zookeeper_options
+from typing import TYPE_CHECKING
+
 from fencelock.engine.urls import ParsedURL
+
+if TYPE_CHECKING:  # the registry imports this package on a plain install: no driver here
+    from fencelock.backends.shared_loop import SharedLoopBackend
+    from fencelock.backends.zookeeper.backend import AsyncZooKeeperBackend
 
 
 def open_sync(parsed: ParsedURL) -> SharedLoopBackend:
+    from fencelock.backends.shared_loop import SharedLoopBackend
+    from fencelock.backends.zookeeper.backend import AsyncZooKeeperBackend
+    from fencelock.backends.zookeeper.options import zookeeper_options
+
     zookeeper_options(parsed)  # fail fast on bad input, in the caller's thread
     return SharedLoopBackend(lambda: AsyncZooKeeperBackend(parsed))
 
 
 def open_async(parsed: ParsedURL) -> AsyncZooKeeperBackend:
+    from fencelock.backends.zookeeper.backend import AsyncZooKeeperBackend
+
     return AsyncZooKeeperBackend(parsed)
