@@ -8,7 +8,9 @@ with fencelock.connect() as client:
         lease.check()     # raises LeaseLost if the lease can no longer be trusted
 """
 
+import importlib
 import logging
+from typing import TYPE_CHECKING
 
 from fencelock.backends.base import LockInfo
 from fencelock.client import AsyncClient, Client, aconnect, connect, default_url
@@ -25,18 +27,57 @@ from fencelock.errors import (
 )
 from fencelock.lease import AsyncLease, Lease
 from fencelock.once import SKIPPED, once
-from fencelock.primitives.election import (
-    AsyncElection,
-    AsyncLeadership,
-    Election,
-    Leader,
-    Leadership,
-)
-from fencelock.primitives.latch import AsyncLatch, Latch
 from fencelock.primitives.lock import AsyncLock, Lock
-from fencelock.primitives.multi import AsyncMultiLease, AsyncMultiLock, MultiLease, MultiLock
-from fencelock.primitives.rwlock import AsyncRWLease, AsyncRWLock, RWLease, RWLock
-from fencelock.primitives.semaphore import AsyncPermit, AsyncSemaphore, Permit, Semaphore
+
+# The rest of the family is imported on first use (PEP 562): most programs take plain locks.
+_LAZY = {
+    "AsyncElection": "election",
+    "AsyncLeadership": "election",
+    "Election": "election",
+    "Leader": "election",
+    "Leadership": "election",
+    "AsyncLatch": "latch",
+    "Latch": "latch",
+    "AsyncMultiLease": "multi",
+    "AsyncMultiLock": "multi",
+    "MultiLease": "multi",
+    "MultiLock": "multi",
+    "AsyncRWLease": "rwlock",
+    "AsyncRWLock": "rwlock",
+    "RWLease": "rwlock",
+    "RWLock": "rwlock",
+    "AsyncPermit": "semaphore",
+    "AsyncSemaphore": "semaphore",
+    "Permit": "semaphore",
+    "Semaphore": "semaphore",
+}
+
+if TYPE_CHECKING:
+    from fencelock.primitives.election import (
+        AsyncElection,
+        AsyncLeadership,
+        Election,
+        Leader,
+        Leadership,
+    )
+    from fencelock.primitives.latch import AsyncLatch, Latch
+    from fencelock.primitives.multi import AsyncMultiLease, AsyncMultiLock, MultiLease, MultiLock
+    from fencelock.primitives.rwlock import AsyncRWLease, AsyncRWLock, RWLease, RWLock
+    from fencelock.primitives.semaphore import AsyncPermit, AsyncSemaphore, Permit, Semaphore
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fencelock' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"fencelock.primitives.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 

@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 from urllib.parse import urlencode
 
 from fencelock.backends import open_async_backend, open_backend, url_of
@@ -18,13 +18,15 @@ from fencelock.engine.timing import validate_ttl
 from fencelock.errors import ConfigError, FencelockError
 from fencelock.holdings import Holdings
 from fencelock.lease import AsyncLease, Lease, LeaseBase, Tracker
-from fencelock.primitives.election import AsyncElection, Election
-from fencelock.primitives.latch import AsyncLatch, Latch
 from fencelock.primitives.lock import AsyncLock, Lock
-from fencelock.primitives.multi import AsyncMultiLock, MultiLock
-from fencelock.primitives.rwlock import AsyncRWLock, RWLock
-from fencelock.primitives.semaphore import AsyncSemaphore, Semaphore
 from fencelock.renewer import AsyncRenewer, Renewer
+
+if TYPE_CHECKING:  # the rest of the family is imported when first asked for
+    from fencelock.primitives.election import AsyncElection, Election
+    from fencelock.primitives.latch import AsyncLatch, Latch
+    from fencelock.primitives.multi import AsyncMultiLock, MultiLock
+    from fencelock.primitives.rwlock import AsyncRWLock, RWLock
+    from fencelock.primitives.semaphore import AsyncSemaphore, Semaphore
 
 log = logging.getLogger("fencelock")
 B = TypeVar("B", Backend, AsyncBackend)
@@ -155,6 +157,8 @@ class Client(_ClientBase[Backend, Lease]):
         """Several names locked all or nothing, taken in sorted order so that two
         multi-locks over overlapping names never deadlock. Each name has its own lease
         and token (``multi.tokens``); losing one loses the whole multi-lease."""
+        from fencelock.primitives.multi import MultiLock
+
         return MultiLock(self, names, validate_ttl(ttl), renew, timeout)
 
     def rw_lock(
@@ -162,6 +166,8 @@ class Client(_ClientBase[Backend, Lease]):
     ) -> RWLock:
         """A read-write lock on ``name``: ``with rw.read():`` shared, ``with rw.write():``
         alone; a waiting writer is not starved by new readers; a token per hold."""
+        from fencelock.primitives.rwlock import RWLock
+
         return RWLock(self, name, validate_ttl(ttl), timeout)
 
     def semaphore(
@@ -174,17 +180,23 @@ class Client(_ClientBase[Backend, Lease]):
     ) -> Semaphore:
         """A semaphore of ``permits`` permits on ``name``; each permit is a lease with its
         own renewal and token, so a crashed holder's permit comes back after its TTL."""
+        from fencelock.primitives.semaphore import Semaphore
+
         return Semaphore(self, name, permits, validate_ttl(ttl), timeout)
 
     def latch(self, name: str) -> Latch:
         """A count-down latch on ``name``: ``try_set_count(n)``, ``count_down()``,
         ``wait()``; its count lives on the server (not on backends where a lease ends
         with its client: :class:`ConfigError` there)."""
+        from fencelock.primitives.latch import Latch
+
         return Latch(self, name)
 
     def election(self, name: str, *, ttl: float = DEFAULT_TTL) -> Election:
         """A leader election on ``name``: ``campaign()`` to lead (the term is the
         leader's fencing token), ``leader()`` and ``observe()`` to follow it."""
+        from fencelock.primitives.election import Election
+
         return Election(self, name, ttl)
 
     def inspect(self, name: str) -> LockInfo | None:
@@ -262,12 +274,16 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
         timeout: float | None = None,
     ) -> AsyncMultiLock:
         """Several names locked all or nothing; as :meth:`Client.multi_lock`."""
+        from fencelock.primitives.multi import AsyncMultiLock
+
         return AsyncMultiLock(self, names, validate_ttl(ttl), renew, timeout)
 
     def rw_lock(
         self, name: str, *, ttl: float = DEFAULT_TTL, timeout: float | None = None
     ) -> AsyncRWLock:
         """A read-write lock on ``name``; as :meth:`Client.rw_lock`."""
+        from fencelock.primitives.rwlock import AsyncRWLock
+
         return AsyncRWLock(self, name, validate_ttl(ttl), timeout)
 
     def semaphore(
@@ -279,14 +295,20 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
         timeout: float | None = None,
     ) -> AsyncSemaphore:
         """A semaphore of ``permits`` permits on ``name``; as :meth:`Client.semaphore`."""
+        from fencelock.primitives.semaphore import AsyncSemaphore
+
         return AsyncSemaphore(self, name, permits, validate_ttl(ttl), timeout)
 
     def latch(self, name: str) -> AsyncLatch:
         """A count-down latch on ``name``; as :meth:`Client.latch`."""
+        from fencelock.primitives.latch import AsyncLatch
+
         return AsyncLatch(self, name)
 
     def election(self, name: str, *, ttl: float = DEFAULT_TTL) -> AsyncElection:
         """A leader election on ``name``; as :meth:`Client.election`."""
+        from fencelock.primitives.election import AsyncElection
+
         return AsyncElection(self, name, ttl)
 
     async def inspect(self, name: str) -> LockInfo | None:

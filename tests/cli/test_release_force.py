@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pty
 import subprocess
 import time
 
@@ -25,16 +27,9 @@ def test_force_release_evicts_the_holder_and_its_command_stops(env: dict[str, st
     )
     try:
         _wait_held(env, "jobs/stuck")
-        refused = subprocess.run(
-            [FENCELOCK, "release", "--force", "jobs/stuck"],
-            env=env,
-            input="n\n",
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-        )
+        refused = _answered_on_a_terminal(env, "n", "release", "--force", "jobs/stuck")
         assert refused.returncode == 1 and "Evict this holder?" in refused.stderr
+        assert "jobs/stuck: not evicted" in refused.stderr
         assert "held by" in fencelock_cmd(env, "status", "jobs/stuck").stdout  # untouched
         done = fencelock_cmd(env, "release", "--force", "--yes", "jobs/stuck")
         assert done.returncode == 0, done.stderr
@@ -54,3 +49,24 @@ def test_release_needs_force_and_a_free_name_is_left_alone(env: dict[str, str]) 
     assert plain.returncode == 64 and "--force" in plain.stderr
     free = fencelock_cmd(env, "release", "--force", "-y", "jobs/free")
     assert free.returncode == 0 and "nothing to release" in free.stdout
+
+
+def _answered_on_a_terminal(
+    env: dict[str, str], answer: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """``fencelock ARGS`` with a terminal as its standard input, ``answer`` typed there."""
+    leader, follower = pty.openpty()
+    try:
+        os.write(leader, (answer + "\n").encode())
+        return subprocess.run(
+            [FENCELOCK, *args],
+            env=env,
+            stdin=follower,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+    finally:
+        os.close(leader)
+        os.close(follower)

@@ -124,7 +124,7 @@ def test_cmd_keeps_its_own_dashes(env: dict[str, str], args: list[str], stdout: 
 )
 def test_usage_errors_in_cli_words(env: dict[str, str], args: list[str], message: str) -> None:
     done = fencelock_cmd(env, "run", *args)
-    assert done.returncode == 2, done.stderr
+    assert done.returncode == 64, done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr
 

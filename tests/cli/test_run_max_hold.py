@@ -36,5 +36,5 @@ def test_a_command_that_ends_in_time_keeps_its_own_exit_status(env: dict[str, st
 
 def test_max_hold_must_be_positive(env: dict[str, str]) -> None:
     done = fencelock_cmd(env, "run", "--max-hold", "0", "jobs/mh3", "--", "true")
-    assert done.returncode == 2, done.stderr  # a usage error, as `run --wait -1`
+    assert done.returncode == 64, done.stderr  # a usage error, as `run --wait -1`
     assert "max-hold" in done.stderr and "Traceback" not in done.stderr

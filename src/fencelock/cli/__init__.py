@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -10,6 +12,7 @@ from typing import NoReturn, TypeVar
 
 import click
 
+import fencelock
 from fencelock.cli import exitcodes
 from fencelock.errors import (
     BackendUnavailable,
@@ -82,29 +85,78 @@ url_option = click.option(
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="fencelock")
-def cli() -> None:
+# name -> (module of fencelock.cli, the command in it, the line `fencelock --help` shows).
+# A command's module (and what it needs: rich, the check harness) loads only when it runs.
+_COMMANDS = {
+    "check": ("check_cmd", "check", "Attack a lock setup: pauses, kills, restarts; a verdict."),
+    "demo": ("demo", "demo", "Sell seats with paused workers: locks alone vs locks and fencing."),
+    "elect": ("elect_cmd", "elect", "Run COMMAND only while leader of NAME (or --observe)."),
+    "init": ("init_cmd", "init", "Create the backend's tables, or print their SQL (--sql)."),
+    "list": ("inspect_cmds", "list_locks", "List held locks whose names start with PREFIX."),
+    "release": ("inspect_cmds", "release", "End the lease on NAME held by another process."),
+    "run": ("run_cmd", "run", "Hold lock NAME while COMMAND runs."),
+    "stats": ("stats_cmd", "stats", "The five metrics of processes serving them."),
+    "status": ("inspect_cmds", "status", "Who holds lock NAME, its token and remaining TTL."),
+    "top": ("top_cmd", "top", "A live view of the locks under PREFIX."),
+}
+
+
+class _Commands(click.Group):
+    """The commands of :data:`_COMMANDS`, each imported when it is asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = _COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module, attribute, summary = entry
+        command: click.Command = getattr(
+            importlib.import_module(f"fencelock.cli.{module}"), attribute
+        )
+        command.short_help = summary
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, summary) for name, (_, _, summary) in sorted(_COMMANDS.items())]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(fencelock.__version__, prog_name="fencelock")
+@click.option(
+    "-v", "--verbose", is_flag=True, help="Show the drivers' own log lines (kazoo, asyncio...)."
+)
+def cli(verbose: bool) -> None:
     """Distributed locks with fencing tokens."""
+    quiet_logs(verbose)
+
+
+def quiet_logs(verbose: bool) -> None:
+    """The CLI reports what matters itself, one line each: the library's log and the
+    drivers' (kazoo's connection states, asyncio's) stay quiet unless ``--verbose``."""
+    logging.getLogger("fencelock").addHandler(logging.NullHandler())
+    logging.getLogger("fencelock").propagate = False
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+    else:  # a handler on the root logger keeps logging's last resort (stderr) unused
+        logging.getLogger().addHandler(logging.NullHandler())
 
 
 def main() -> None:
-    """Entry point of the ``fencelock`` command."""
-    from fencelock.cli import (
-        check_cmd,
-        demo,
-        elect_cmd,
-        init_cmd,
-        inspect_cmds,
-        run_cmd,
-        stats_cmd,
-        top_cmd,
-    )
-
-    commands = (run_cmd, elect_cmd, inspect_cmds, init_cmd, demo, check_cmd, stats_cmd, top_cmd)
-    for module in commands:
-        module.register(cli)
-    # The CLI reports losses itself, one line each; keep the library's log quiet.
-    logging.getLogger("fencelock").addHandler(logging.NullHandler())
-    logging.getLogger("fencelock").propagate = False
-    cli(prog_name="fencelock")
+    """Entry point of the ``fencelock`` command: every usage error exits 64 (EX_USAGE),
+    the parser's own included."""
+    try:
+        code = cli.main(prog_name="fencelock", standalone_mode=False)
+    except click.UsageError as exc:
+        exc.show()
+        sys.exit(exitcodes.USAGE)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.Abort:  # Ctrl-C at a prompt, or standard input closed under one
+        click.echo("", err=True)
+        sys.exit(exitcodes.SIGNALLED + signal.SIGINT)
+    sys.exit(code if isinstance(code, int) else exitcodes.OK)

@@ -161,8 +161,3 @@ def _report(run: CheckRun, as_json: bool) -> None:
     if run.kept:
         where = run.directory / "report.html"
         out.print(f"Report: [bold]{where}[/]", highlight=False, soft_wrap=True)
-
-
-def register(group: click.Group) -> None:
-    """Add the ``check`` command to ``group``."""
-    group.add_command(check)

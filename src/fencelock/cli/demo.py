@@ -184,8 +184,3 @@ def _report(result: DemoResult, as_json: bool) -> None:
         highlight=False,
         soft_wrap=True,  # keep the path on one line, to copy it
     )
-
-
-def register(group: click.Group) -> None:
-    """Add the ``demo`` command to ``group``."""
-    group.add_command(demo)

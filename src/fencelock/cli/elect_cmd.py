@@ -153,7 +153,3 @@ def elect(
 def observe_leader(client: Client, name: str, as_json: bool, interval: float | None) -> None:
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how an observation ends
         observe(client, name, as_json, interval)
-
-
-def register(group: click.Group) -> None:
-    group.add_command(elect)

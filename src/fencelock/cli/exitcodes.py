@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 OK = 0
+DECLINED = 1  # you answered no at `release --force`'s question
 USAGE = 64  # bad URL, option or lock name (EX_USAGE)
 UNAVAILABLE = 69  # backend unreachable or refused us (EX_UNAVAILABLE)
 INTERNAL = 70  # a bug in fencelock (EX_SOFTWARE)

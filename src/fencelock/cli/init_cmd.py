@@ -31,7 +31,3 @@ def _sql(url: str | None) -> str:
     if not url:
         raise ConfigError("--sql needs --url (or $FENCELOCK_URL): postgresql:// or mysql://")
     return review_sql(url)
-
-
-def register(group: click.Group) -> None:
-    group.add_command(init)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
@@ -110,13 +111,19 @@ def release(url: str | None, force: bool, yes: bool, name: str) -> None:
             "holder; --force evicts whoever holds NAME",
             exitcodes.USAGE,
         )
+    if not yes and not sys.stdin.isatty():
+        fail(
+            "release --force asks before evicting, and there is no terminal: add --yes",
+            exitcodes.USAGE,
+        )
     with errors_as_exit_codes(), fencelock.connect(url) as client:
         info = client.inspect(name)
         if info is None or not info.held:
             click.echo(f"{name}: not held; nothing to release")
             return
-        if not yes:
-            click.confirm(f"{describe(info)}\nEvict this holder?", abort=True, err=True)
+        if not yes and not _confirmed(describe(info)):
+            click.echo(f"{name}: not evicted", err=True)
+            sys.exit(exitcodes.DECLINED)
         evicted = client.evict(name)
         if evicted is None:
             click.echo(f"{name}: its holder let go meanwhile; nothing evicted")
@@ -131,7 +138,5 @@ def release(url: str | None, force: bool, yes: bool, name: str) -> None:
     )
 
 
-def register(group: click.Group) -> None:
-    group.add_command(status)
-    group.add_command(list_locks)
-    group.add_command(release)
+def _confirmed(holder: str) -> bool:
+    return click.confirm(f"{holder}\nEvict this holder?", err=True)

@@ -294,13 +294,15 @@ def run(
     """
     if (no_wait or once) and wait is not None:
         fail("--wait excludes --no-wait and --once", exitcodes.USAGE)
+    if no_wait and once:
+        fail(
+            "--once excludes --no-wait: --once already tries once, and exits 0 when busy "
+            "(--no-wait exits 75)",
+            exitcodes.USAGE,
+        )
     relay = SignalRelay()
     wanted = LeaseWanted(ttl, max_hold, once, at_least)
     client, lease = _acquire(url, name, wanted, 0 if (no_wait or once) else wait, relay)
     code = run_locked(lease, command, grace, relay, at_least)
     client.close()
     sys.exit(code)
-
-
-def register(group: click.Group) -> None:
-    group.add_command(run)

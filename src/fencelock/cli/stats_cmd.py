@@ -120,7 +120,3 @@ def stats(urls: tuple[str, ...], as_json: bool) -> None:
         click.echo("no fencelock metrics at those addresses yet (no lock taken there)")
         return
     show(found)
-
-
-def register(group: click.Group) -> None:
-    group.add_command(stats)

@@ -116,7 +116,3 @@ def top(
                     live.update(frame(client), refresh=True)
         finally:
             client.close()
-
-
-def register(group: click.Group) -> None:
-    group.add_command(top)

@@ -9,12 +9,14 @@ text format (``serve(port)`` answers scrapes), and the optional exporters hand t
 
 from __future__ import annotations
 
-import http.server
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from fencelock import forking
-from fencelock.metrics import exposition
 from fencelock.metrics.registry import PrefixMetrics, Registry
+
+if TYPE_CHECKING:
+    from http.server import HTTPServer
 
 REGISTRY = Registry()
 forking.register(REGISTRY)
@@ -38,7 +40,9 @@ def reset() -> None:
     REGISTRY.reset()
 
 
-def serve(port: int = 0, host: str = "127.0.0.1") -> http.server.HTTPServer:
+def serve(port: int = 0, host: str = "127.0.0.1") -> HTTPServer:
     """Answer Prometheus scrapes of this process's metrics at ``http://host:port/metrics``
     (``port=0``: a free one, in the returned server's ``server_port``)."""
-    return exposition.serve(REGISTRY, port, host)
+    from fencelock.metrics import scrapes
+
+    return scrapes.serve(REGISTRY, port, host)

@@ -5,14 +5,11 @@ the scrapes of many processes.
 
 from __future__ import annotations
 
-import http.server
 import math
 import re
-import threading
 from collections.abc import Iterable
 
-from fencelock.errors import ConfigError
-from fencelock.metrics.registry import BUCKETS, Histogram, PrefixMetrics, Registry
+from fencelock.metrics.registry import BUCKETS, Histogram, PrefixMetrics
 
 # (field of PrefixMetrics, metric name without "_total", help): the counters, and the
 # histograms, as both this text format and the prometheus_client collector name them.
@@ -138,31 +135,3 @@ def _add(
             histogram.count += int(value)
         elif part == "bucket":
             buckets.setdefault((target.prefix, field), []).append(value)
-
-
-class _Scrapes(http.server.BaseHTTPRequestHandler):
-    registry: Registry
-
-    def do_GET(self) -> None:
-        body = render(self.registry.snapshot().values()).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass  # a scrape every few seconds is no news
-
-
-def serve(registry: Registry, port: int, host: str = "127.0.0.1") -> http.server.HTTPServer:
-    """Answer scrapes of ``registry`` at ``http://host:port/metrics`` on a daemon thread;
-    the server returned (``shutdown()`` stops it; its ``server_port`` says the port)."""
-    handler = type("Scrapes", (_Scrapes,), {"registry": registry})
-    try:
-        server = http.server.ThreadingHTTPServer((host, port), handler)
-    except (OSError, OverflowError, TypeError) as exc:
-        raise ConfigError(f"metrics: cannot serve scrapes on {host}:{port}: {exc}") from exc
-    thread = threading.Thread(target=server.serve_forever, name="fencelock-metrics", daemon=True)
-    thread.start()
-    return server
