@@ -275,3 +275,18 @@ def test_bad_arguments_are_config_errors(
 def test_bad_names_are_config_errors(client: fencelock.Client, bad: str) -> None:
     with pytest.raises(fencelock.ConfigError):
         client.lock(bad)
+
+
+def test_the_common_connection_options_are_taken_everywhere(
+    backend: BackendCase, name: str
+) -> None:
+    """Code written for one $FENCELOCK_URL runs on another: ``timeout`` and
+    ``connect_timeout`` are options of every scheme (in seconds)."""
+    url = re.sub(r"[?&]timeout=[^&]*", "", backend.url)  # redlock's own, given twice below
+    with (
+        fencelock.connect(url, timeout=5, connect_timeout=5) as client,
+        client.lock(name, ttl=5) as lease,
+    ):
+        assert lease.token > 0
+    with pytest.raises(fencelock.ConfigError, match="timeout"):
+        fencelock.connect(url, timeout=0)

@@ -29,7 +29,12 @@ from fencelock.engine.handoff import (
     oldest_live,
     starvation_bound,
 )
-from fencelock.engine.urls import ParsedURL, reject_unknown_options
+from fencelock.engine.urls import (
+    COMMON_OPTIONS,
+    ParsedURL,
+    number_option,
+    reject_unknown_options,
+)
 from fencelock.errors import ConfigError
 
 
@@ -143,7 +148,9 @@ class MemoryBackend:
         return True  # the store is the process's, not the client's
 
     def __init__(self, parsed: ParsedURL) -> None:
-        reject_unknown_options(parsed, set())
+        reject_unknown_options(parsed, COMMON_OPTIONS)
+        for option in COMMON_OPTIONS:  # checked, then ignored: nothing here waits on I/O
+            number_option(parsed, option, 1.0)
         if parsed.hosts and len(parsed.hosts) > 1:
             raise ConfigError(f"memory:// takes one store name, got {parsed.redacted!r}")
         self.url = parsed.redacted

@@ -5,6 +5,7 @@ A password reaches no message: every message that shows a URL shows :func:`redac
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -159,7 +160,13 @@ def _parse_query(query: str, shown: str) -> dict[str, str]:
     return options
 
 
-def reject_unknown_options(parsed: ParsedURL, known: set[str]) -> None:
+# Options every scheme takes, with one meaning (seconds): ``timeout`` bounds one request
+# to the server, ``connect_timeout`` bounds opening a connection. A portable program can
+# pass them whatever $FENCELOCK_URL names; memory:// accepts and ignores them.
+COMMON_OPTIONS = frozenset({"timeout", "connect_timeout"})
+
+
+def reject_unknown_options(parsed: ParsedURL, known: AbstractSet[str]) -> None:
     """Raise ConfigError if the URL carries an option this backend does not take."""
     unknown = sorted(set(parsed.options) - known)
     if unknown:

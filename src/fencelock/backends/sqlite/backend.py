@@ -38,7 +38,12 @@ from fencelock.engine.handoff import (
     oldest_live,
     starvation_bound,
 )
-from fencelock.engine.urls import ParsedURL, number_option, reject_unknown_options
+from fencelock.engine.urls import (
+    COMMON_OPTIONS,
+    ParsedURL,
+    number_option,
+    reject_unknown_options,
+)
 from fencelock.errors import BackendUnavailable, ConfigError
 
 _SCHEMA = """
@@ -214,17 +219,22 @@ class SQLiteBackend:
         return True
 
     def __init__(self, parsed: ParsedURL) -> None:
-        reject_unknown_options(parsed, {"busy_timeout"})
+        reject_unknown_options(parsed, COMMON_OPTIONS | {"busy_timeout"})
         self.url = parsed.redacted
         self.path = database_path(parsed)
-        self._busy_timeout = number_option(parsed, "busy_timeout", 10.0)
+        # timeout: how long one statement waits for the file's write lock (busy_timeout
+        # is its older name); connect_timeout: how long opening the file may take.
+        self._busy_timeout = number_option(
+            parsed, "timeout", number_option(parsed, "busy_timeout", 10.0)
+        )
+        self._connect_timeout = number_option(parsed, "connect_timeout", self._busy_timeout)
         self._boot = _boot_id()
         self._mutex = threading.RLock()
         self._ringer = Ringer()
         # Names this client last saw waiters on: an attempt on one brings its doorbell
         # to its first try, saving the second transaction of a try that has to queue.
         self.contended: set[str] = set()
-        self._conn: sqlite3.Connection | None = self._open(self._busy_timeout)
+        self._conn: sqlite3.Connection | None = self._open()
         self._closed = False
         forking.register(self)
 
@@ -242,17 +252,20 @@ class SQLiteBackend:
     def _db(self) -> sqlite3.Connection:
         """This process's connection (call with the mutex held)."""
         if self._conn is None:
-            self._conn = self._open(self._busy_timeout)
+            self._conn = self._open()
         return self._conn
 
-    def _open(self, busy_timeout: float) -> sqlite3.Connection:
-        deadline = time.monotonic() + busy_timeout
+    def _open(self) -> sqlite3.Connection:
+        deadline = time.monotonic() + self._connect_timeout
         while True:
             try:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
                 _create(self.path)
                 conn = sqlite3.connect(
-                    self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+                    self.path,
+                    timeout=self._busy_timeout,
+                    isolation_level=None,
+                    check_same_thread=False,
                 )
             except (OSError, sqlite3.Error) as exc:
                 raise self._cannot_open(exc) from exc
