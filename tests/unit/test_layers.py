@@ -99,3 +99,39 @@ def test_the_rule_sees_an_upward_import() -> None:
     assert not allowed("backends", "client")
     assert not allowed("check", "demo")
     assert allowed("cli", "check")
+
+
+# Backend families: only the registry (fencelock.backends) imports one, when its scheme is
+# used, so a plain install never imports a driver. redlock runs on the redis family's wire
+# and scripts, with the same driver and extra.
+FAMILIES = {"redis", "redlock", "etcd", "zookeeper", "postgresql", "mysql", "sqlite", "memory"}
+FAMILY_MAY_IMPORT = {"redlock": {"redis"}}
+
+
+def family_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] == ["fencelock", "backends"] and len(parts) > 2 and parts[2] in FAMILIES:
+        return parts[2]
+    return None
+
+
+def test_only_the_registry_imports_a_backend_family() -> None:
+    registry = ROOT / "backends" / "__init__.py"
+    wrong = []
+    for path in sorted(ROOT.rglob("*.py")):
+        relative = path.relative_to(ROOT)
+        module = ".".join(("fencelock", *relative.with_suffix("").parts))
+        own = family_of(module)
+        allowed_families = {own} | FAMILY_MAY_IMPORT.get(own or "", set())
+        for target in imports(path):
+            family = family_of(target)
+            if path != registry and family is not None and family not in allowed_families:
+                wrong.append(f"{relative} imports {target}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_family_rule_sees_a_family() -> None:
+    assert family_of("fencelock.backends.redis.handoff") == "redis"
+    assert family_of("fencelock.backends.memory") == "memory"
+    assert family_of("fencelock.backends.base") is None
+    assert "fencelock.backends.redis" in set(imports(ROOT / "backends" / "__init__.py"))

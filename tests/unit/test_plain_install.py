@@ -1,0 +1,55 @@
+"""``import fencelock`` with every optional driver blocked (as on a plain install) still
+takes locks on SQLite, loads the CLI, the guards and the metrics, and says which extra
+a scheme needs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+OPTIONAL_DRIVERS = [
+    "redis",
+    "hiredis",
+    "kazoo",
+    "psycopg",
+    "psycopg_binary",
+    "aiomysql",
+    "pymysql",
+    "prometheus_client",
+    "opentelemetry",
+]
+
+
+BLOCKED_RUN = """
+import os, sys, tempfile
+for name in {drivers!r}:
+    sys.modules[name] = None  # an import of it raises ModuleNotFoundError
+import fencelock
+import fencelock.cli, fencelock.fencing, fencelock.metrics, fencelock.check.conductor
+path = os.path.join(tempfile.mkdtemp(), "locks.db")
+with fencelock.connect("sqlite:///" + path) as client:
+    with client.lock("layers/plain") as lease:
+        print("token", lease.token)
+    print("semaphore", client.semaphore("layers/s", permits=2).acquire().token > 0)
+try:
+    fencelock.connect("redis://127.0.0.1:9/0")
+except fencelock.ConfigError as exc:
+    print(exc)
+loaded = sorted(n for n in {drivers!r} if sys.modules.get(n) is not None)
+print("loaded", loaded)
+"""
+
+
+def test_a_lock_on_sqlite_with_every_optional_driver_blocked() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCKED_RUN.format(drivers=OPTIONAL_DRIVERS)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "token 1" and lines[1] == "semaphore True"
+    assert "pip install 'fencelock[redis]'" in lines[2]
+    assert lines[3] == "loaded []"
