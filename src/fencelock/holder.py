@@ -1,4 +1,4 @@
-"""Who holds a lease: the holder's host, PID, process start and command (or a label).
+"""Who holds a lease: the holder's host, PID, process start and program (or a label).
 
 The description travels inside the owner value, after its 40 random hex digits and a
 dot, so every backend stores it with the lease in the same atomic write that takes
@@ -7,9 +7,14 @@ Base32 (lower case, no padding) keeps the value to letters and digits, safe in a
 ZooKeeper node name, a Redis waiter id and an ASCII SQL column. An owner value
 without a dot (an older client's) simply has no holder.
 
-Only the first :data:`COMMAND_BYTES` bytes of the command are kept. The description
-is made once per process (again in a forked child: its PID is new) and again after
-:func:`set_label`.
+The lock store is read by others (every host, every user that can list locks), so the
+program is recorded without its arguments, which carry passwords and tokens: the
+executable's name, and for an interpreter the script or module it runs (``python3
+report.py``, ``python3 -m celery``); ``fencelock run`` and ``elect`` record their
+command's program the same way (:func:`set_program`). Anything more only through a
+label (``FENCELOCK_LABEL``, :func:`set_label`), with a URL's password masked there too.
+Only the first :data:`COMMAND_BYTES` bytes are kept. The description is made once per
+process (again in a forked child: its PID is new) and again after :func:`set_label`.
 """
 
 from __future__ import annotations
@@ -17,26 +22,41 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import re
 import secrets
 import socket
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fencelock.errors import ConfigError
 
-__all__ = ["Holder", "holder_of", "new_identity", "owner_value", "set_label"]
+__all__ = [
+    "Holder",
+    "holder_of",
+    "new_identity",
+    "owner_value",
+    "program_of",
+    "set_label",
+    "set_program",
+]
 
 COMMAND_BYTES = 80
 HOST_BYTES = 64
 _SEPARATOR = "\x1f"  # between the fields, before encoding
+# Programs that run a script named among their arguments (versions allowed: python3.11)
+_INTERPRETER = re.compile(r"(python|pypy|node|ruby|perl|php|bash|sh|dash|zsh)[0-9.]*")
+_VALUED = {"-W", "-X", "-Q"}  # Python's options that take a separate value
+_PASSWORD_IN_URL = re.compile(r"([a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s]*@", re.IGNORECASE)
 
 
 class _ThisProcess:
     """The label, and the encoded description with the PID and label it was made for."""
 
     label: str | None = os.environ.get("FENCELOCK_LABEL") or None
-    made_for: tuple[int, str | None] | None = None
+    program: str | None = None  # set by `fencelock run`: its command's program
+    made_for: tuple[int, str | None, str | None] | None = None
     encoded = ""
 
 
@@ -50,7 +70,7 @@ class Holder:
     host: str
     pid: int
     started: float | None  # the process's start, Unix time (None where unknown)
-    command: str  # the label the application set, else its command line (shortened)
+    command: str  # the label the application set, else its program (no arguments)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -66,19 +86,62 @@ class Holder:
 
 
 def set_label(label: str | None) -> None:
-    """Name this process in the leases it takes from now on (instead of its command
-    line), as ``status``, ``list`` and ``top`` show it; None: the command line again.
-    The ``FENCELOCK_LABEL`` environment variable sets it at start."""
+    """Name this process in the leases it takes from now on (instead of its program),
+    as ``status``, ``list`` and ``top`` show it; None: the program again. The
+    ``FENCELOCK_LABEL`` environment variable sets it at start. Every lock reader sees
+    it: a URL's password in it is recorded as ``***``."""
     if label is not None and not isinstance(label, str):
         raise ConfigError(f"holder label must be a string or None, got {label!r}")
     _this.label = label or None
 
 
+def set_program(argv: Sequence[str] | None) -> None:
+    """Record the program of ``argv`` (see :func:`program_of`) instead of this process's
+    own, as ``fencelock run NAME -- CMD`` does for CMD; None: this process's again."""
+    _this.program = program_of(argv) if argv else None
+
+
+def program_of(argv: Sequence[str]) -> str:
+    """What identifies a command without its arguments: ``["python3", "job.py",
+    "--token=x"]`` is ``python3 job.py``; ``["python3", "-m", "celery", "worker"]`` is
+    ``python3 -m celery``; ``["/usr/bin/rsync", "-a", "src", "dst"]`` is ``rsync``."""
+    if not argv:
+        return os.path.basename(sys.executable) or "python"
+    program = os.path.basename(argv[0]) or argv[0]
+    if not _INTERPRETER.fullmatch(program):
+        return program
+    runs = _script_of(argv[1:])
+    return f"{program} {runs}" if runs else program
+
+
+def _script_of(args: Sequence[str]) -> str:
+    """What an interpreter's arguments say it runs: a script's name, ``-m module``, ``-c``."""
+    at = 0
+    while at < len(args):
+        arg, following = args[at], args[at + 1] if at + 1 < len(args) else ""
+        if arg == "-c":
+            return "-c"
+        if arg == "-m":
+            return f"-m {os.path.basename(following)}".rstrip()
+        if arg == "--":
+            return os.path.basename(following)
+        if not arg.startswith("-"):
+            return os.path.basename(arg)
+        at += 2 if arg in _VALUED else 1
+    return ""
+
+
+def masked(text: str) -> str:
+    """``text`` with the password of every URL in it replaced by ``***``."""
+    return _PASSWORD_IN_URL.sub(r"\1***@", text)
+
+
 def owner_value(identity: str) -> str:
     """``identity`` (the random part) with this process's description after it."""
-    pid, label = os.getpid(), _this.label
-    if _this.made_for != (pid, label):
-        _this.encoded, _this.made_for = _encode(_this_process(pid, label)), (pid, label)
+    pid, label, program = os.getpid(), _this.label, _this.program
+    if _this.made_for != (pid, label, program):
+        _this.encoded = _encode(_this_process(pid, label, program))
+        _this.made_for = (pid, label, program)
     return f"{identity}.{_this.encoded}"
 
 
@@ -111,8 +174,11 @@ def _encode(holder: Holder) -> str:
     return base64.b32encode(text.encode()).decode().rstrip("=").lower()
 
 
-def _this_process(pid: int, label: str | None) -> Holder:
-    command = label if label is not None else " ".join(sys.argv) or sys.executable
+def _this_process(pid: int, label: str | None, program: str | None) -> Holder:
+    if label is not None:
+        command = masked(label)
+    else:
+        command = program or program_of(getattr(sys, "orig_argv", None) or sys.argv)
     return Holder(
         _shortened(socket.gethostname(), HOST_BYTES),
         pid,

@@ -6,6 +6,7 @@ import os
 import pty
 import subprocess
 import time
+from pathlib import Path
 
 from fencelock import clock
 from tests.cli.conftest import FENCELOCK, fencelock_cmd
@@ -70,3 +71,36 @@ def _answered_on_a_terminal(
     finally:
         os.close(leader)
         os.close(follower)
+
+
+def test_a_queued_waiter_takes_the_evicted_lock_and_the_output_says_so(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    token_file = tmp_path / "token"
+    holder = subprocess.Popen(
+        [FENCELOCK, "run", "--ttl", "30", "jobs/queued", "--", "sleep", "60"],
+        env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    waiter = None
+    try:
+        _wait_held(env, "jobs/queued")
+        waiter = subprocess.Popen(
+            [FENCELOCK, "run", "--wait", "60", "jobs/queued", "--",
+             "sh", "-c", f'echo "$FENCELOCK_TOKEN" > {token_file}; sleep 1'],
+            env=env, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = clock.now() + 30
+        while "1 waiting" not in fencelock_cmd(env, "status", "jobs/queued").stdout:
+            assert clock.now() < deadline, "the waiter never queued"
+            time.sleep(0.05)
+        done = fencelock_cmd(env, "release", "--force", "--yes", "jobs/queued")
+        assert done.returncode == 0, done.stderr
+        assert "evicted" in done.stdout and "now held by" in done.stdout, done.stdout
+        printed = int(done.stdout.rsplit("(token ", 1)[1].rstrip(")\n"))
+        assert waiter.wait(timeout=60) == 0
+        assert int(token_file.read_text()) == printed == 2
+    finally:
+        holder.kill()
+        holder.communicate()
+        if waiter is not None and waiter.poll() is None:
+            waiter.kill()

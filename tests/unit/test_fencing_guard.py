@@ -50,3 +50,15 @@ def test_allow_equal_lets_one_lease_write_twice(make: object, tmp_path: Path) ->
     with pytest.raises(StaleToken):
         guard.accept("k", 2, allow_equal=True)
     assert guard.last("k") == 3
+
+
+def test_a_rejection_is_counted_by_prefix_as_docs_fencing_says() -> None:
+    from fencelock import metrics
+
+    metrics.reset()
+    guard = MemoryGuard()
+    guard.accept("show/42", 5)
+    with pytest.raises(StaleToken):
+        guard.accept("show/42", 3)
+    assert guard.rejections == 1
+    assert metrics.snapshot()["show"].fencing_rejections == 1

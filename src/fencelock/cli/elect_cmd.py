@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import click
 
 import fencelock
+from fencelock import holder
 from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
 from fencelock.cli.run_cmd import (
     RunCommand,
@@ -138,6 +139,7 @@ def elect(
         fail("--observe runs no command", exitcodes.USAGE)
     if not observe and not command:
         fail("a command to run while leader is missing: elect NAME -- CMD", exitcodes.USAGE)
+    holder.set_program(command)  # the lock store shows CMD's program, never its arguments
     with errors_as_exit_codes():
         client = fencelock.connect(url)
     try:

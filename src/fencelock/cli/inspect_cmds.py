@@ -132,10 +132,15 @@ def release(url: str | None, force: bool, yes: bool, name: str) -> None:
         if bumped is not None:
             bumped.release()
         after = client.inspect(name)
+    click.echo(f"{name}: evicted {who(evicted)} (token {evicted.token}); {_after(after, evicted)}")
+
+
+def _after(after: LockInfo | None, evicted: LockInfo) -> str:
+    """What NAME is now: a waiter took it with that token, or the next token is greater."""
+    if after is not None and after.held and after.owner != evicted.owner:
+        return f"now held by {who(after)} (token {after.token})"
     last = after.token if after is not None else evicted.token
-    click.echo(
-        f"{name}: evicted {who(evicted)} (token {evicted.token}); the last token is now {last}"
-    )
+    return f"the last token is now {last}; the next holder's will be greater"
 
 
 def _confirmed(holder: str) -> bool:

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import click
 
 import fencelock
-from fencelock import clock
+from fencelock import clock, holder
 from fencelock.backends.base import leaves_names_taken
 from fencelock.cli import Duration, errors_as_exit_codes, exitcodes, fail, url_option
 from fencelock.cli.process_group import ProcessGroup, Watchdog, spawn
@@ -300,6 +300,7 @@ def run(
             "(--no-wait exits 75)",
             exitcodes.USAGE,
         )
+    holder.set_program(command)  # the lock store shows CMD's program, never its arguments
     relay = SignalRelay()
     wanted = LeaseWanted(ttl, max_hold, once, at_least)
     client, lease = _acquire(url, name, wanted, 0 if (no_wait or once) else wait, relay)
