@@ -1,6 +1,6 @@
 # The two commands a newcomer runs: `make demo` and `make test`.
 # Each installs everything it needs first (a virtual environment in .venv).
-.PHONY: demo test lint typecheck servers bench docs install install-test clean
+.PHONY: demo test quick lint typecheck servers bench docs install install-test clean
 
 VENV := .venv
 BIN := $(VENV)/bin
@@ -28,6 +28,11 @@ servers:
 # loaded 2-core machine is the condition every test must pass under anyway.
 test: lint typecheck servers
 	$(BIN)/pytest -q -n 2 tests
+
+# The edit-test loop: lint, types, the pure engine tests, the embedded backend and the
+# command itself (a few servers at most); a few minutes, not the whole suite.
+quick: lint typecheck servers
+	$(BIN)/pytest -q -n 2 tests/unit tests/sqlite tests/cli
 
 # The docs site, into site/ (strict: a broken link fails it).
 docs: install-test
