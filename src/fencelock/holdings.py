@@ -20,8 +20,23 @@ from fencelock.lease import LeaseBase, Tracker
 L = TypeVar("L", bound=LeaseBase)
 
 
-# Who holds a lease: the thread (sync client) or the asyncio task that took it.
-this_thread: Callable[[], object] = threading.get_ident
+class _ThreadMark:
+    """One per thread, made on its first lock: unlike ``threading.get_ident()``, which
+    Python hands to the next thread once this one ends, it is never anyone else's."""
+
+
+_marks = threading.local()
+
+
+def this_thread() -> object:
+    """Who holds a lease taken by the sync client: the thread that took it."""
+    mark = getattr(_marks, "mark", None)
+    if mark is None:
+        mark = _marks.mark = _ThreadMark()
+    return mark
+
+
+# Who holds a lease taken by the asyncio client: the task (an object nobody else reuses).
 this_task: Callable[[], object] = asyncio.current_task
 
 
