@@ -64,11 +64,16 @@ class Holdings(Generic[L]):
         if reentrant and live[0].reentrant:
             live[0]._enter_again()
             return live[0]
+        who = "task" if isinstance(holder, asyncio.Task) else "thread"
+        advice = (
+            "it was taken without reentrant=True, so it cannot be taken again until it is "
+            "released; take both with reentrant=True to nest them"
+            if reentrant
+            else "a lock made with reentrant=True can be taken again by the same holder"
+        )
         raise AlreadyHeld(
-            f"lock {name!r} is already held by this "
-            f"{'task' if isinstance(holder, asyncio.Task) else 'thread'} through this "
-            "client, and a second acquire would wait for itself (a lock made with "
-            "reentrant=True can be taken again by the same holder)"
+            f"lock {name!r} is already held by this {who} through this client, and a "
+            f"second acquire would wait for itself ({advice})"
         )
 
     def held_by(self, name: str, holder: object) -> list[L]:

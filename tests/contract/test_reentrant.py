@@ -64,9 +64,11 @@ def test_other_threads_still_wait(client: fencelock.Client, name: str) -> None:
 def test_a_plain_lock_held_by_the_thread_is_not_re_entered(
     client: fencelock.Client, name: str
 ) -> None:
-    with client.lock(name), pytest.raises(fencelock.AlreadyHeld, match="reentrant=True"):
+    asked_reentrant = "taken without reentrant=True, so it cannot be taken again"
+    with client.lock(name), pytest.raises(fencelock.AlreadyHeld, match=asked_reentrant):
         client.lock(name, reentrant=True).acquire(timeout=5)
-    with client.lock(name, reentrant=True), pytest.raises(fencelock.AlreadyHeld):
+    advice = "a lock made with reentrant=True can be taken again"
+    with client.lock(name, reentrant=True), pytest.raises(fencelock.AlreadyHeld, match=advice):
         client.lock(name).acquire(timeout=5)
 
 
