@@ -10,7 +10,7 @@ with fencelock.connect() as client:
 
 import importlib
 import logging
-from typing import TYPE_CHECKING
+import typing
 
 from fencelock.backends.base import LockInfo
 from fencelock.client import AsyncClient, Client, aconnect, connect, default_url
@@ -52,7 +52,7 @@ _LAZY = {
     "Semaphore": "semaphore",
 }
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from fencelock.primitives.election import (
         AsyncElection,
         AsyncLeadership,
