@@ -30,6 +30,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fencelock.engine.urls import redact
 from fencelock.errors import ConfigError
 
 __all__ = [
@@ -48,7 +49,6 @@ _SEPARATOR = "\x1f"  # between the fields, before encoding
 # Programs that run a script named among their arguments (versions allowed: python3.11)
 _INTERPRETER = re.compile(r"(python|pypy|node|ruby|perl|php|bash|sh|dash|zsh)[0-9.]*")
 _VALUED = {"-W", "-X", "-Q"}  # Python's options that take a separate value
-_PASSWORD_IN_URL = re.compile(r"([a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s]*@", re.IGNORECASE)
 
 
 class _ThisProcess:
@@ -132,8 +132,9 @@ def _script_of(args: Sequence[str]) -> str:
 
 
 def masked(text: str) -> str:
-    """``text`` with the password of every URL in it replaced by ``***``."""
-    return _PASSWORD_IN_URL.sub(r"\1***@", text)
+    """``text`` with the password of every URL in it replaced by ``***`` (by the one
+    redaction URLs get everywhere, word by word)."""
+    return re.sub(r"\S+", lambda word: redact(word.group()), text)
 
 
 def owner_value(identity: str) -> str:

@@ -62,3 +62,11 @@ def test_a_rejection_is_counted_by_prefix_as_docs_fencing_says() -> None:
         guard.accept("show/42", 3)
     assert guard.rejections == 1
     assert metrics.snapshot()["show"].fencing_rejections == 1
+
+
+def test_a_redis_guard_on_a_url_that_is_not_redis_is_one_config_error() -> None:
+    from fencelock.errors import ConfigError
+    from fencelock.fencing import RedisGuard
+
+    with pytest.raises(ConfigError, match="a RedisGuard needs a redis:// URL"):
+        RedisGuard("postgresql://app:secret@db/prod")

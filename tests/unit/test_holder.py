@@ -90,3 +90,38 @@ def test_descriptions_read_back_as_written(
 ) -> None:
     written = Holder(host.replace("\x1f", " "), pid, started, command.replace("\x1f", " "))
     assert holder_of(f"{'0' * 40}.{holder._encode(written)}") == written
+
+
+@pytest.mark.parametrize(
+    ("argv", "program"),
+    [
+        (
+            ["python3", "job.py", "--token=abc123SECRET", "--db-password", "hunter2"],
+            "python3 job.py",
+        ),
+        (["/usr/bin/python3.11", "-X", "dev", "/srv/app/report.py", "pw"], "python3.11 report.py"),
+        (["python3", "-m", "celery", "-A", "app", "worker"], "python3 -m celery"),
+        (["python3", "-c", "print('secret')"], "python3 -c"),
+        (["sh", "-c", "curl -u user:secret https://x"], "sh -c"),
+        (["/usr/bin/rsync", "-a", "--password-file=/p", "src", "dst"], "rsync"),
+        (["python3", "--", "job.py", "--token=x"], "python3 job.py"),
+        (["python3"], "python3"),
+    ],
+)
+def test_a_program_is_recorded_without_its_arguments(argv: list[str], program: str) -> None:
+    assert holder.program_of(argv) == program
+
+
+def test_set_program_names_a_commands_program_and_a_label_masks_url_passwords() -> None:
+    try:
+        holder.set_program(["python3", "job.py", "--token=abc123SECRET"])
+        ran = holder_of(new_owner())
+        assert ran is not None and ran.command == "python3 job.py"
+        holder.set_label("billing via postgresql://app:TopS3cretPW@db/prod")
+        labelled = holder_of(new_owner())
+        assert labelled is not None
+        assert labelled.command == "billing via postgresql://app:***@db/prod"
+    finally:
+        holder.set_label(None)
+        holder.set_program(None)
+    assert "abc123SECRET" not in repr(holder_of(new_owner()))
