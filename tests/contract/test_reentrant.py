@@ -102,29 +102,31 @@ def test_re_entry_is_per_task(backend: BackendCase, name: str) -> None:
     asyncio.run(main())
 
 
-def test_a_thread_that_ended_holding_it_lets_no_new_thread_in(
-    client: fencelock.Client, name: str
-) -> None:
-    """Python reuses a dead thread's ident for the next thread: ownership must not."""
+def test_a_thread_that_ended_holding_it_lets_no_new_thread_in(name: str) -> None:
+    """Python reuses a dead thread's ident for the next thread: ownership must not.
+
+    Client logic, the same on every backend: run on memory://, where no backend thread
+    starts beside the test's own to take the freed ident first."""
     taken: list[int] = []
-
-    def take_and_exit() -> None:
-        client.lock(name, ttl=10, reentrant=True).acquire()  # never released by the thread
-        taken.append(threading.get_ident())
-
-    first = threading.Thread(target=take_and_exit)
-    first.start()
-    first.join()
     outcome: dict[int, object] = {}
+    with fencelock.connect("memory://") as client:
 
-    def try_again() -> None:
-        outcome[threading.get_ident()] = client.lock(name, ttl=10, reentrant=True).try_acquire()
+        def take_and_exit() -> None:
+            client.lock(name, ttl=10, reentrant=True).acquire()  # never released by the thread
+            taken.append(threading.get_ident())
 
-    for _ in range(50):  # until a new thread gets the dead one's ident (at once, on Linux)
-        second = threading.Thread(target=try_again)
-        second.start()
-        second.join()
-        if taken[0] in outcome:
-            break
+        def try_again() -> None:
+            lock = client.lock(name, ttl=10, reentrant=True)
+            outcome[threading.get_ident()] = lock.try_acquire()
+
+        first = threading.Thread(target=take_and_exit)
+        first.start()
+        first.join()
+        for _ in range(200):  # until a new thread gets the dead one's ident (at once, on Linux)
+            second = threading.Thread(target=try_again)
+            second.start()
+            second.join()
+            if taken[0] in outcome:
+                break
     assert taken[0] in outcome, "no thread reused the ident; nothing was tested"
     assert outcome[taken[0]] is None  # the lease of the thread that ended is not this one's
