@@ -85,14 +85,14 @@ def _start_long_run(report: Path) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # servers and clients start slowly on a loaded machine
     while time.monotonic() < deadline:  # until clients are writing
         history = report / "history-0.jsonl"
         if history.is_file() and history.stat().st_size > 2000:
             return proc
         time.sleep(0.1)
     proc.kill()
-    pytest.fail("the run did not start within 30 s")
+    pytest.fail("the run did not start within 90 s")
 
 
 def _wait_gone(text: str, limit: float) -> list[str]:
