@@ -54,7 +54,7 @@ from typing import Protocol
 import fencelock
 from fencelock import clock
 from fencelock.check.history import Op, Recorder, Result
-from fencelock.errors import FencelockError, LeaseLost, LockTimeout, StaleToken
+from fencelock.errors import BackendUnavailable, FencelockError, LeaseLost, LockTimeout, StaleToken
 from fencelock.fencing import sqlite_fence
 from fencelock.toolkit import resources
 
@@ -63,6 +63,7 @@ SEMAPHORE_PERMITS = 2  # the semaphore workload's pool: 2 holders at most
 REGISTER_KEY = "register"
 SEATS_KEY = "seats"
 BUSY_TIMEOUT_MS = 30_000
+START_PATIENCE = 60.0  # seconds a client waits for an unreachable server before it gives up
 # How often a client extends its lease (to 0.5-2x its TTL) between read and write, so
 # the harness races extend() against the renewer.
 EXTEND_CHANCE = 0.3
@@ -489,6 +490,26 @@ def _taken(client: fencelock.Client, spec: ClientSpec) -> Taken:
     return ByLock(client.lock(spec.lock_name, ttl=spec.ttl, renew=True))
 
 
+def _connect(spec: ClientSpec) -> fencelock.Client:
+    """A client of ``spec.url``, retried while the server is unreachable.
+
+    A replacement client may start while a nemesis has the server down (paused,
+    restarting, cut off): it waits for the server as a user's waiter would, for at
+    most ``START_PATIENCE`` plus the longest outage a nemesis makes (a few TTLs).
+    A wrong URL or password fails at once.
+    """
+    give_up = clock.now() + START_PATIENCE + 4 * spec.ttl
+    pause = 0.05
+    while True:
+        try:
+            return fencelock.connect(spec.url)
+        except BackendUnavailable:
+            if clock.now() + pause > give_up:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
+
+
 def _exit_when_orphaned() -> None:
     """The runner holds our stdin open; when it is gone, so are we."""
     with contextlib.suppress(OSError, ValueError):
@@ -509,7 +530,7 @@ def main() -> int:
     out = Channel(spec)
     db = connect_resource(spec.resource)
     try:
-        with fencelock.connect(spec.url) as client:
+        with _connect(spec) as client:
             taken = _taken(client, spec)
             out.say("ready")
             go = sys.stdin.readline().split()
