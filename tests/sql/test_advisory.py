@@ -1,12 +1,11 @@
-"""postgresql+advisory:// beyond the contract: a killed session is a lost lease at
-once, two names on one key are reported, a pooler in transaction mode is refused, and
+"""postgresql+advisory:// beyond the contract (a killed session: test_revoked_sessions.py):
+two names on one key are reported, a pooler in transaction mode is refused, and
 one session never stacks a lock twice."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import pytest
 
@@ -14,8 +13,6 @@ import fencelock
 from fencelock.backends.postgresql.advisory_sql import advisory_key
 from fencelock.errors import ConfigError
 from fencelock.testing import PgBouncerServer, PostgreSQLServer, ServerPool
-
-PROMPTLY = 10.0  # generous: well under a renewal interval of 20 s
 
 
 def advisory(url: str) -> str:
@@ -32,43 +29,6 @@ def holder_pid(server: PostgreSQLServer, name: str) -> int:
     )
     assert len(rows) == 1, rows
     return int(rows[0][0])
-
-
-def test_a_terminated_session_is_a_lost_lease_at_the_next_renewal(
-    postgres: PostgreSQLServer, name: str
-) -> None:
-    """pg_terminate_backend frees the lock on the server at once; a blocking client
-    (whose loop runs only during its calls) knows at its next renewal (every 1 s)."""
-    with fencelock.connect(advisory(postgres.url)) as client:
-        lease = client.lock(name, ttl=3).acquire()
-        postgres.sql("SELECT pg_terminate_backend(%s)", (holder_pid(postgres, name),))
-        assert lease.lost_event.wait(PROMPTLY), "the holder never noticed its session ended"
-        with fencelock.connect(advisory(postgres.url)) as other:
-            successor = other.lock(name).acquire(timeout=10)
-            assert successor.token > lease.token
-            successor.release()
-
-
-def test_an_asyncio_holder_sees_its_session_end_at_once(
-    postgres: PostgreSQLServer, name: str
-) -> None:
-    """An asyncio client watches its sessions' sockets between statements: the loss is
-    seen when the server closes the connection, long before the renewal (TTL 60 s,
-    renewed every 20 s)."""
-
-    async def main() -> None:
-        async with fencelock.aconnect(advisory(postgres.url)) as client:
-            lease = await client.lock(name, ttl=60).acquire()
-            started = time.monotonic()
-            await asyncio.to_thread(
-                postgres.sql, "SELECT pg_terminate_backend(%s)", (holder_pid(postgres, name),)
-            )
-            while not lease.lost:
-                assert time.monotonic() - started < PROMPTLY, "the loss was not seen at once"
-                await asyncio.sleep(0.01)
-            assert "another owner" in (lease.lost_reason or "")
-
-    asyncio.run(main())
 
 
 def test_a_session_the_server_ended_leaves_nothing_watching_its_socket(

@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Generic, TypeVar
 
 from fencelock import forking
+from fencelock.backends import idle_watch
 from fencelock.backends.base import (
     AsyncAttempt,
     AsyncBackend,
@@ -43,7 +44,8 @@ class SharedLoop:
     thread that calls meanwhile hands its coroutine to the running loop and waits,
     and takes the loop over if the runner leaves first. Between calls nothing runs:
     replies that arrive meanwhile wait in their sockets, and timers that fell due
-    fire at the start of the next call.
+    fire at the start of the next call, except on the sockets a backend asked to have
+    watched (:mod:`~fencelock.backends.idle_watch`): news on one runs the loop at once.
     """
 
     def __init__(self) -> None:
@@ -51,6 +53,11 @@ class SharedLoop:
         self.loop.set_exception_handler(_quiet_when_abandoned)
         self._baton = threading.Lock()
         self._changed = threading.Condition()
+        self._watchman = idle_watch.attach(self.loop, self._turn)
+
+    def _turn(self) -> None:
+        """Run the loop for a moment: what arrived on a watched socket is read now."""
+        self.run(_one_turn())
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the loop; block until it is done and return (or raise) its outcome."""
@@ -123,6 +130,8 @@ class SharedLoop:
 
     def stop(self) -> None:
         """Close the loop, once no thread runs it (waiting up to :data:`STOP_WAIT`)."""
+        if self._watchman is not None:
+            self._watchman.stop()
         if self._baton.acquire(timeout=STOP_WAIT):
             try:
                 self.loop.close()
@@ -150,6 +159,10 @@ def _refused(coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop) ->
     if loop.is_closed():
         return BackendUnavailable("the client was closed")
     return RuntimeError("fencelock: the shared event loop refused a call")  # pragma: no cover
+
+
+async def _one_turn() -> None:
+    """Nothing: :func:`_after_pending_io` around it gives the loop its one pass."""
 
 
 async def _after_pending_io(coro: Coroutine[Any, Any, T]) -> T:

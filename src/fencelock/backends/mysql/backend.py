@@ -33,6 +33,7 @@ from fencelock.backends.base import (
 from fencelock.backends.mysql.connections import Connections, discard, lost
 from fencelock.backends.mysql.options import mysql_options
 from fencelock.backends.mysql.sql import lock_name
+from fencelock.backends.mysql.watch import WatchedConnection
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import ConfigError
 
@@ -61,11 +62,11 @@ class AsyncMySQLBackend:
         self.url = parsed.redacted
         self.connections = Connections(self.options, self.url)
         self.statements = self.connections.statements
-        self._held: dict[str, tuple[aiomysql.Connection, str]] = {}  # owner -> conn, lock
+        self._held: dict[str, tuple[WatchedConnection, str]] = {}  # owner -> conn, lock
         forking.register(self)
 
     def _reset_after_fork(self) -> None:
-        forking.abandon([conn for conn, _ in self._held.values()])
+        forking.abandon([held.conn for held, _ in self._held.values()])
         self._held = {}
         self.connections.forget()
 
@@ -85,14 +86,17 @@ class AsyncMySQLBackend:
             )
         return MySQLAttempt(self, name, owner, ttl)
 
-    def hold(self, owner: str, conn: aiomysql.Connection, lock: str) -> None:
-        self._held[owner] = (conn, lock)
+    def hold(self, owner: str, conn: aiomysql.Connection, lock: str) -> WatchedConnection:
+        held = self._held[owner] = (WatchedConnection(conn, self.url), lock)
+        return held[0]
 
     async def release(self, name: str, owner: str) -> bool:
         held = self._held.pop(owner, None)
         if held is None:
             return await self._evict(name, owner)
-        conn, lock = held
+        watched, lock = held
+        watched.done()
+        conn = watched.conn
         try:
             sets = await self.connections.run(
                 conn, self.statements.release, {"lock": lock}, self.options.timeout
@@ -114,7 +118,9 @@ class AsyncMySQLBackend:
         held = self._held.pop(owner, None)
         if held is None:
             return False
-        conn, lock = held
+        watched, lock = held
+        watched.done()
+        conn = watched.conn
         params = {"lock": lock, "owner": owner, "micros": max(1, round(seconds * 1e6))}
         try:
             sets = await self.connections.run(
@@ -153,13 +159,15 @@ class AsyncMySQLBackend:
         held = self._held.get(owner)
         if held is None:
             return False
-        conn, lock = held
+        watched, lock = held
+        conn = watched.conn
         params = {"idle": idle_limit(ttl), "ttl": ttl, "lock": lock, "owner": owner}
         try:
             await self.connections.run(conn, self.statements.renew, params, self.options.timeout)
         except Exception as exc:
             if lost(exc):
                 self._held.pop(owner, None)
+                watched.done()
                 return False
             raise
         conn.fencelock_idle_limit = params["idle"]
@@ -184,8 +192,9 @@ class AsyncMySQLBackend:
 
     async def close(self) -> None:
         held, self._held = self._held, {}
-        for conn, _ in held.values():
-            await discard(conn)  # the server lets go of its lock
+        for watched, _ in held.values():
+            watched.done()
+            await discard(watched.conn)  # the server lets go of its lock
         await self.connections.close()
 
 
@@ -275,8 +284,8 @@ class MySQLAttempt:
             )
         assert owner == self._owner, "the token row changed while our lock was held"
         self._granted = True
-        backend.hold(self._owner, conn, self._lock)
-        return Acquired(int(token))
+        watched = backend.hold(self._owner, conn, self._lock)
+        return Acquired(int(token), session=watched.news)
 
     async def wait(self, timeout: float) -> None:
         """Inside ``GET_LOCK`` until the server gives us the lock, or ``timeout``; a

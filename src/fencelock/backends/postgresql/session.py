@@ -2,7 +2,8 @@
 
 Session advisory locks belong to the server process of one connection: they end
 when it ends, so the connection *is* the lease's session. Statements on it run one at
-a time; between them the client watches its socket, so a connection the server
+a time; between them the client watches its socket (the blocking client too, through
+:mod:`~fencelock.backends.idle_watch`), so a connection the server
 closed (``pg_terminate_backend``, a restart, ``idle_session_timeout``) ends the
 session at once and every lease held in it is lost, not discovered at the next
 renewal. ``idle_session_timeout`` is the TTL: a client that goes silent (paused,
@@ -18,6 +19,7 @@ from typing import Any
 import psycopg
 
 from fencelock import forking
+from fencelock.backends import idle_watch
 from fencelock.backends.postgresql.connections import Connections
 from fencelock.engine.session import Session
 from fencelock.errors import BackendUnavailable
@@ -96,11 +98,13 @@ class LockSession:
             return
         fd = self.conn.pgconn.socket
         self._loop.add_reader(fd, self._readable)
+        idle_watch.watch(self._loop, fd)
         self._fd = fd
 
     def _unwatch(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
+            idle_watch.unwatch(self._loop, fd)
             self._loop.remove_reader(fd)
 
     def _readable(self) -> None:
