@@ -85,6 +85,14 @@ def test_three_way_overlap_is_reported_pairwise() -> None:
     result = check(hist(acq(1, 1, 0.0), acq(2, 2, 1.0), acq(3, 3, 2.0), final(0, 4.0)))
     assert [(o.process_a, o.process_b) for o in result.overlaps] == [(1, 2), (1, 3), (2, 3)]
     assert result.total_overlap_seconds == pytest.approx(3.0 + 2.0 + 2.0)
+    assert result.longest_overlap_seconds == pytest.approx(3.0)
+    assert result.to_dict()["longest_overlap_seconds"] == pytest.approx(3.0)
+    assert "the longest 3.00s" in "\n".join(result.summary_lines())
+
+
+def test_no_overlap_is_a_longest_overlap_of_zero() -> None:
+    result = check(hist(acq(1, 1, 0.0), rel(1, 1, 1.0), acq(2, 2, 1.0), rel(2, 2, 2.0)))
+    assert result.longest_overlap_seconds == 0.0
 
 
 def test_lost_notice_ends_the_belief() -> None:

@@ -281,6 +281,11 @@ class CheckResult:
         """Sum of the pairwise overlaps' durations."""
         return sum(o.duration for o in self.overlaps)
 
+    @property
+    def longest_overlap_seconds(self) -> float:
+        """The longest time two clients both believed they held the lock (0 if never)."""
+        return max((o.duration for o in self.overlaps), default=0.0)
+
     def violating_writes(self) -> list[Op]:
         """Accepted writes that broke the rules: token-order violations and repeat sales."""
         bad = [v.op for v in self.token_violations]
@@ -315,7 +320,8 @@ class CheckResult:
             harmless = " (harmless: no stale write got through)" if self.ok else ""
             lines.append(
                 f"{self.overlap_count} overlapping lease pair{_s(self.overlap_count)}, "
-                f"{seconds(self.total_overlap_seconds)} in total{harmless}"
+                f"{seconds(self.total_overlap_seconds)} in total, the longest "
+                f"{seconds(self.longest_overlap_seconds)}{harmless}"
             )
         else:
             lines.append("no overlapping leases")
@@ -340,6 +346,7 @@ class CheckResult:
             "leases": len(self.leases),
             "overlap_count": self.overlap_count,
             "total_overlap_seconds": self.total_overlap_seconds,
+            "longest_overlap_seconds": self.longest_overlap_seconds,
             "overlaps": [o.to_dict() for o in self.overlaps],
             "token_violations": [v.to_dict() for v in self.token_violations],
             "invariant": self.invariant.to_dict(),

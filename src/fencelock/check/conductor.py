@@ -18,6 +18,7 @@ from fencelock.check.nemesis import Nemesis, build
 from fencelock.check.options import CheckOptions
 from fencelock.check.progress import Observer, Stats
 from fencelock.check.servers import ProxyHub, Reaper, ServerSet, proxied_url
+from fencelock.check.sessions import end_session
 from fencelock.check.supervisor import ClientProcess, HarnessError, Supervisor
 from fencelock.check.workloads import ClientSpec, final_read, take_out
 from fencelock.engine.urls import parse_url
@@ -233,6 +234,10 @@ class Conductor:
         node.start()
         if node.pid is not None:
             self.setup.reaper.watch(node.pid)
+
+    def end_session(self, client: int, token: int | None) -> str:
+        assert self.servers is not None
+        return end_session(self.servers, self.setup.lock_name, token)
 
     def record(self, op: Op) -> None:
         self.recorder.record(op)

@@ -15,6 +15,12 @@ client, or -1 for a server fault) whose start and end are the fault window.
   replacement client with a new id.
 * ``server``: SIGSTOP, or SIGKILL and restart empty after 1.5-3 x TTL, a lock
   server (harness-started servers only; for Redlock at most a minority).
+* ``session``: end a holder's session from the server's side at that moment (MySQL
+  ``KILL``, ``pg_terminate_backend``, an etcd lease revoked; on backends whose lease is
+  not a connection, every client connection is dropped): :mod:`.sessions`.
+* ``restart``: SIGKILL a lock server (a minority of Redlock's, one member of a
+  cluster) while a client holds, and start it again at once, on its data where it
+  keeps any (Redis keeps none).
 * ``clock``: step a lock server's wall clock forward by 2 x TTL with
   libfaketime (Redis expires keys by the wall clock); for Redlock a majority of
   nodes steps at once (a shared bad time source: the only way a step can let a
@@ -33,12 +39,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from fencelock import clock
 from fencelock.check.history import Op
 from fencelock.check.servers import CONSENSUS, ServerSet
 from fencelock.testing.process import ServerProcess
 
-NEMESES = ("pause", "kill", "server", "clock", "partition")
-SERVER_NEMESES = ("server", "clock")
+NEMESES = ("pause", "kill", "server", "session", "restart", "clock", "partition")
+SERVER_NEMESES = ("server", "session", "restart", "clock")
 NETWORK_NEMESES = ("partition",)
 OVERTAKE_CAP = 12.0  # the longest a pause waits for another client's write, in TTLs
 
@@ -69,6 +76,9 @@ class Harness(Protocol):
 
     def restart(self, node: ServerProcess) -> None:
         """Start ``node`` again (empty) on its port."""
+
+    def end_session(self, client: int, token: int | None) -> str:
+        """End ``client``'s session holding ``token`` from the server's side; what was done."""
 
     def record(self, op: Op) -> None:
         """Add a runner op to the history."""
@@ -257,6 +267,56 @@ class ServerFault(Nemesis):
                 node.resume()
 
 
+class SessionEnd(Nemesis):
+    """End a holder's session from the server's side, mid-critical-section."""
+
+    name = "session"
+    gap = (1.0, 3.0)
+
+    def strike(self, h: Harness, now: float, client: int, token: int | None) -> bool:
+        done = h.end_session(client, token)
+        detail = f"end the session of client {client} (token {token}): {done}"
+        h.record(Op(client, "nemesis", now, now, "info", token, detail=detail))
+        h.note(detail)
+        self.faults += 1
+        self.next_at = now + self._draw(self.gap)
+        return True
+
+    def heal(self, h: Harness, active: _Active) -> None:
+        return None
+
+
+class FastRestart(ServerFault):
+    """SIGKILL a lock server while a client holds, and start it again at once."""
+
+    name = "restart"
+    aims_at_holder = True
+    gap = (2.0, 4.0)
+
+    def strike(self, h: Harness, now: float, client: int, token: int | None) -> bool:
+        assert h.servers is not None
+        nodes = self._victims(h.servers.nodes)
+        for node in nodes:
+            h.kill_server(node)
+        for node in nodes:
+            h.restart(node)
+        end = clock.now()
+        how = "empty" if h.servers.kind in ("redis", "redlock") else "on its data"
+        names = ",".join(n.name for n in nodes)
+        detail = (
+            f"restart server {names} while client {client} held token {token}: SIGKILL, "
+            f"started again at once ({how}; up after {end - now:.2f}s)"
+        )
+        h.record(Op(-1, "nemesis", now, end, "info", token, detail=detail))
+        h.note(detail)
+        self.faults += 1
+        self.next_at = end + self._draw(self.gap)
+        return True
+
+    def heal(self, h: Harness, active: _Active) -> None:
+        return None
+
+
 class ClockJump(Nemesis):
     """Step lock servers' wall clocks forward by 2 x TTL; strikes while a client holds."""
 
@@ -293,6 +353,8 @@ _KINDS: dict[str, type[Nemesis]] = {
     "pause": Pause,
     "kill": Kill,
     "server": ServerFault,
+    "session": SessionEnd,
+    "restart": FastRestart,
     "clock": ClockJump,
     "partition": Partition,
 }

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from fencelock.check.nemesis import NEMESES, NETWORK_NEMESES, SERVER_NEMESES
 from fencelock.check.servers import DATABASES, NODES
+from fencelock.check.sessions import NO_SESSION_NEMESIS
 from fencelock.check.workloads import WORKLOADS
 from fencelock.engine.urls import parse_url
 from fencelock.errors import ConfigError
@@ -77,6 +78,8 @@ def _validate_backend(options: CheckOptions) -> None:
             "sessions by a monotonic clock, which a wall-clock step does not move "
             "(docs/safety.md)"
         )
+    if "session" in options.nemeses and options.servers in NO_SESSION_NEMESIS:
+        raise ConfigError(f"the session nemesis: {NO_SESSION_NEMESIS[options.servers]}")
     scheme = _scheme(options)
     if scheme == "memory":
         raise ConfigError(

@@ -92,7 +92,8 @@ def _verdict_html(result: CheckResult) -> str:
     n, stale = result.overlap_count, result.counts.stale_writes
     overlaps = (
         f"{n} overlapping lease pair{'' if n == 1 else 's'} "
-        f"({seconds(result.total_overlap_seconds)} in total)"
+        f"({seconds(result.total_overlap_seconds)} in total, "
+        f"the longest {seconds(result.longest_overlap_seconds)})"
         if n
         else "no overlapping leases"
     )

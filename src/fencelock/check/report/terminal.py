@@ -27,7 +27,8 @@ def terminal_table(result: CheckResult, history: History) -> Table:
     table.add_row("token order", "[green]ok[/]" if not n else f"[red]{n} violations[/]")
     table.add_row(
         "overlaps",
-        f"{result.overlap_count} pairs ({seconds(result.total_overlap_seconds)} in total)",
+        f"{result.overlap_count} pairs ({seconds(result.total_overlap_seconds)} in total, "
+        f"the longest {seconds(result.longest_overlap_seconds)})",
     )
     for label, value in count_rows(result):
         table.add_row(label, str(value))
