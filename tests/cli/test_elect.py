@@ -66,7 +66,7 @@ def test_a_paused_leader_stops_its_command_and_campaigns_again(
 ) -> None:
     terms = tmp_path / "terms"
     leader = subprocess.Popen(
-        [FENCELOCK, "elect", "--ttl", "0.5", "--grace", "1", "svc/c", "--",
+        [FENCELOCK, "elect", "--ttl", "0.5", "--grace", "0.2", "svc/c", "--",
          "sh", "-c", f'echo "$FENCELOCK_TOKEN" >> {terms}; exec sleep 60'],
         env=env, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -71,7 +71,7 @@ def test_paused_run_loses_lease_and_stops_its_command(env: dict[str, str], tmp_p
     survived, sleeper, shell = tmp_path / "survived", tmp_path / "sleeper.pid", tmp_path / "sh.pid"
     child = f"echo $$ > {shell}; sleep 30 & echo $! > {sleeper}; sleep 4; touch {survived}"
     runner = subprocess.Popen(
-        [FENCELOCK, "run", "--ttl", "0.5", "--grace", "0.5", "jobs/c", "--", "sh", "-c", child],
+        [FENCELOCK, "run", "--ttl", "0.5", "--grace", "0.2", "jobs/c", "--", "sh", "-c", child],
         env=env,
         stderr=subprocess.PIPE,
         text=True,

@@ -136,7 +136,7 @@ def test_redis_dying_under_a_run_is_one_line_and_exit_76(
     url = ("--url", redis.url)
     child = f"echo $$ > {pid_file}; exec sleep 300"
     with runner(
-        env, "run", *url, "--ttl", "1", "--grace", "1", "r/a", "--", "sh", "-c", child
+        env, "run", *url, "--ttl", "1", "--grace", "0.4", "r/a", "--", "sh", "-c", child
     ) as proc:
         pgid = read_pid(pid_file)
         try:
@@ -145,24 +145,31 @@ def test_redis_dying_under_a_run_is_one_line_and_exit_76(
         finally:
             kill_group(pgid)
     assert proc.returncode == 76, stderr
-    assert "lost while the command ran" in one_line(stderr)
+    # stopped inside the lease, before its safe time ran out
+    assert "could not be renewed in time" in one_line(stderr)
 
 
-def test_grace_ends_with_sigkill_for_a_command_that_ignores_sigterm(
+def test_a_lost_lease_sigkills_a_command_that_ignores_sigterm_at_once(
     env: dict[str, str], tmp_path: Path
 ) -> None:
+    """Another holder may have the lock already: no grace, whatever --grace says."""
     pid_file = tmp_path / "pid"
     child = f"trap '' TERM; echo $$ > {pid_file}; while :; do sleep 0.1; done"
-    args = ("run", "--ttl", "0.5", "--grace", "1", "j/grace", "--", "sh", "-c", child)
+    grace = 4.0
+    args = ("run", "--ttl", "10", "--grace", str(grace), "j/grace", "--", "sh", "-c", child)
     with runner(env, *args) as proc:
         pgid = read_pid(pid_file)
         try:
             lose_lease(env, proc, "j/grace")
+            resumed = time.monotonic()
             _, stderr = proc.communicate(timeout=DEADLINE)
+            took = time.monotonic() - resumed
         finally:
             kill_group(pgid)
     assert proc.returncode == 76, stderr
+    assert "lost" in stderr
     assert not running(pgid)
+    assert took < grace - 1, f"the command got a grace after the loss: {took:.2f}s"
 
 
 @pytest.mark.parametrize("ignores_term", [False, True])
@@ -176,7 +183,8 @@ def test_what_cmd_left_in_its_group_is_stopped_before_the_release(
     child = f"sh {writer} & while [ ! -s {pid_file} ]; do sleep 0.01; done"
     # The grace is long for a writer that obeys SIGTERM: the run must not wait it out.
     grace = "1" if ignores_term else str(DEADLINE * 2)
-    with runner(env, "run", "--grace", grace, "j/left", "--", "sh", "-c", child) as proc:
+    args = ("--ttl", str(DEADLINE * 5), "--grace", grace)  # the grace fits in the lease
+    with runner(env, "run", *args, "j/left", "--", "sh", "-c", child) as proc:
         grandchild = read_pid(pid_file)
         try:
             _, stderr = proc.communicate(timeout=DEADLINE)

@@ -14,6 +14,7 @@ from fencelock import holder
 from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
 from fencelock.cli.run_cmd import (
     RunCommand,
+    default_grace,
     exit_status,
     grace_option,
     release_quietly,
@@ -56,14 +57,16 @@ def lead(
     while True:
         leadership = _campaign(election, value, relay)
         click.echo(f"fencelock: leading {name!r} (term {leadership.term})", err=True)
-        returncode = run_supervised(leadership.lease, command, grace, relay)
-        if not leadership.lost:
+        stopped = run_supervised(leadership.lease, command, grace, relay)
+        if stopped.for_lease is None and not leadership.lost:
             with errors_as_exit_codes():
                 leadership.resign()
-            return exit_status(returncode)
+            return exit_status(stopped.returncode)
+        why = stopped.for_lease or f"lost ({leadership.lease.lost_reason})"
+        why = why.replace(" while the command ran", "")
         click.echo(
-            f"fencelock: leadership of {name!r} (term {leadership.term}) lost "
-            f"({leadership.lease.lost_reason}); the command was stopped",
+            f"fencelock: leadership of {name!r} (term {leadership.term}) {why}; "
+            "the command was stopped",
             err=True,
         )
         with contextlib.suppress(FencelockError):
@@ -121,7 +124,7 @@ def elect(
     url: str | None,
     ttl: float,
     value: str | None,
-    grace: float,
+    grace: float | None,
     observe: bool,
     as_json: bool,
     interval: float | None,
@@ -139,6 +142,7 @@ def elect(
         fail("--observe runs no command", exitcodes.USAGE)
     if not observe and not command:
         fail("a command to run while leader is missing: elect NAME -- CMD", exitcodes.USAGE)
+    stop_grace = default_grace(grace, ttl)
     holder.set_program(command)  # the lock store shows CMD's program, never its arguments
     with errors_as_exit_codes():
         client = fencelock.connect(url)
@@ -146,7 +150,7 @@ def elect(
         if observe:
             observe_leader(client, name, as_json, interval)
             return
-        code = lead(client, name, value, ttl, command, grace)
+        code = lead(client, name, value, ttl, command, stop_grace)
     finally:
         client.close()
     sys.exit(code)

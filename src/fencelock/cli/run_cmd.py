@@ -20,6 +20,7 @@ from fencelock.cli import Duration, errors_as_exit_codes, exitcodes, fail, url_o
 from fencelock.cli.process_group import ProcessGroup, Watchdog, spawn
 from fencelock.cli.run_signals import Interrupted, SignalRelay, Wakeup
 from fencelock.client import Client
+from fencelock.engine.lease_state import LeaseState
 from fencelock.engine.once import OnceTerms
 from fencelock.errors import FencelockError, LockTimeout
 from fencelock.lease import Lease
@@ -108,39 +109,101 @@ def _start(command: Sequence[str], lease: Lease, relay: SignalRelay) -> Popen[by
         fail(f"cannot run {command[0]!r}: {exc.strerror}", 127 if exc.errno == 2 else 126)
 
 
+# CMD is SIGKILLed this long before its lease's safe time ends (at most a tenth of the
+# TTL): the signal's delivery and the group's teardown happen inside the lease.
+KILL_MARGIN = 0.2
+GRACE_SHARE = 3  # the default grace: a third of the TTL
+
+
+def kill_margin(ttl: float) -> float:
+    return min(KILL_MARGIN, ttl / 10)
+
+
+def grace_limit(ttl: float) -> float:
+    """The longest grace that fits: stopping starts at most half the TTL before the safe
+    time ends, and a renewal is due when two thirds are left (a sixth for it to land)."""
+    return max(ttl / 2 - kill_margin(ttl), 0.0)
+
+
+def default_grace(grace: float | None, ttl: float) -> float:
+    """``--grace``, checked against ``--ttl``: CMD is stopped inside its lease, so the
+    grace must fit in it with room for a renewal; a third of the TTL when not given."""
+    if grace is None:
+        return min(ttl / GRACE_SHARE, grace_limit(ttl))
+    if grace > grace_limit(ttl):
+        fail(
+            f"--grace {grace:g} does not fit in --ttl {ttl:g}: the command is stopped inside "
+            f"its lease, so the grace can be at most {grace_limit(ttl):g}s (half the TTL, "
+            "less the time a SIGKILL takes); lower --grace or raise --ttl",
+            exitcodes.USAGE,
+        )
+    return grace
+
+
+class Stopped(NamedTuple):
+    """How CMD ended: its return code, and why fencelock stopped it for the lease (None:
+    it ended by itself, or by a signal sent to fencelock)."""
+
+    returncode: int
+    for_lease: str | None
+
+
 def _nap(returncode: int | None, group: ProcessGroup, lease: Lease) -> float | None:
     """How long the main loop may sleep before it must look again."""
     naps = [group.until_kill()]
     if returncode is not None:
         naps.append(_GROUP_POLL)
-    elif not lease.lost:
-        # Wake when the lease's safe time ends, even if the renewer is stuck.
-        naps.append(lease.remaining() + 0.001)
+    elif not lease.lost and not group.terminated:
+        # Wake when the stop must begin, even if the renewer is stuck.
+        naps.append(max(lease.remaining() - group.grace - kill_margin(lease.ttl), 0.0) + 0.001)
     return min((nap for nap in naps if nap is not None), default=None)
+
+
+def _at_risk(lease: Lease) -> str:
+    left = f"{lease.remaining():.2f}s of its safe time left"
+    if lease.state is LeaseState.AT_RISK:
+        return f"could not be renewed in time ({left})"
+    if lease.max_hold is not None:
+        return f"reaches its max_hold ({lease.max_hold:g}s) ({left})"
+    return f"could not be kept ({left})"
 
 
 def supervise(
     proc: Popen[bytes], group: ProcessGroup, lease: Lease, relay: SignalRelay, wakeup: Wakeup
-) -> int:
+) -> Stopped:
     """Run until CMD has exited and nothing of its group runs any more.
 
-    Forwards signals, stops the group (SIGTERM, then SIGKILL after the grace) when
-    the lease is lost or once CMD has exited, and returns CMD's exit status.
+    Forwards signals. The group dies inside the lease: once the lease's safe time left
+    is down to the grace (renewals failing, or ``max_hold`` near) it gets SIGTERM, and
+    SIGKILL :func:`kill_margin` before the safe time ends; a lost lease (another holder
+    may have it already) SIGKILLs it at once. What CMD left running after it exited
+    gets SIGTERM, then SIGKILL after the grace.
     """
+    why: str | None = None
     while True:
         relay.forward(group)
         returncode = proc.poll()
         if returncode is not None and group.settled():
-            return returncode
-        if returncode is not None or lease.lost:
+            return Stopped(returncode, why)
+        margin = kill_margin(lease.ttl)
+        if lease.lost:
+            why = why or f"lost while the command ran ({lease.lost_reason})"
+            group.kill_by(clock.now())
+        elif returncode is None and lease.remaining() <= group.grace + margin:
+            why = why or _at_risk(lease)
+            group.terminate()
+            group.kill_by(lease.trusted_until - margin)
+        elif returncode is not None:
             group.terminate()
         group.kill_if_due()
         wakeup.sleep(_nap(returncode, group, lease))
 
 
-def run_supervised(lease: Lease, command: Sequence[str], grace: float, relay: SignalRelay) -> int:
-    """Run CMD under ``lease`` until it has exited (stopped if the lease is lost); its
-    return code. The caller looks at ``lease.lost`` and releases."""
+def run_supervised(
+    lease: Lease, command: Sequence[str], grace: float, relay: SignalRelay
+) -> Stopped:
+    """Run CMD under ``lease`` until it has exited (stopped inside the lease if the lease
+    cannot be kept); how it ended. The caller releases."""
     wakeup = Wakeup()
     lease.on_lost(lambda _lease: wakeup.wake())
     watchdog = Watchdog()
@@ -155,17 +218,16 @@ def run_supervised(lease: Lease, command: Sequence[str], grace: float, relay: Si
 def run_locked(
     lease: Lease, command: Sequence[str], grace: float, relay: SignalRelay, at_least: float = 0.0
 ) -> int:
-    """Run CMD under ``lease``; CMD's exit status, or LEASE_LOST if the lease was lost.
-    The name stays taken ``at_least`` seconds from the start (``--at-least``)."""
+    """Run CMD under ``lease``; CMD's exit status, or LEASE_LOST if it was stopped for the
+    lease. The name stays taken ``at_least`` seconds from the start (``--at-least``)."""
     started = clock.now()
-    returncode = run_supervised(lease, command, grace, relay)
-    if lease.lost:
-        reason = lease.lost_reason
-        # Release whatever the cause of the loss: a dead server raises BackendUnavailable.
+    stopped = run_supervised(lease, command, grace, relay)
+    if stopped.for_lease is not None:
+        # Release whatever the cause: a dead server raises BackendUnavailable.
         release_quietly(lease)
         fail(
-            f"lease on {lease.name!r} (token {lease.token}) lost while the command ran "
-            f"({reason}); the command was stopped",
+            f"lease on {lease.name!r} (token {lease.token}) {stopped.for_lease}; "
+            "the command was stopped",
             exitcodes.LEASE_LOST,
         )
     keep = OnceTerms(math.inf, at_least).keep_for(clock.now() - started)
@@ -174,7 +236,7 @@ def run_locked(
             lease.release()
         else:
             lease.expire_in(keep)
-    return exit_status(returncode)
+    return exit_status(stopped.returncode)
 
 
 class RunCommand(click.Command):
@@ -227,9 +289,10 @@ def _options_follow(args: Sequence[str], name_at: int) -> bool:
 grace_option = click.option(
     "--grace",
     type=click.FloatRange(min=0),
-    default=10.0,
-    show_default=True,
-    help="Seconds between SIGTERM and SIGKILL when CMD's process group is stopped.",
+    default=None,
+    metavar="SECONDS",
+    help="Seconds between SIGTERM and SIGKILL when CMD's process group is stopped "
+    "(default: a third of the TTL; at most half of it: CMD is stopped inside its lease).",
 )
 
 
@@ -278,7 +341,7 @@ def run(
     ttl: float,
     wait: float | None,
     no_wait: bool,
-    grace: float,
+    grace: float | None,
     max_hold: float | None,
     once: bool,
     at_least: float,
@@ -289,8 +352,9 @@ def run(
 
     COMMAND gets FENCELOCK_TOKEN and FENCELOCK_NAME in its environment. Exits
     with COMMAND's status; 75 if the lock was not acquired (0 with --once: skipped);
-    76 if the lease was lost while COMMAND ran (COMMAND and its process group are
-    then stopped), also when COMMAND outlived --max-hold.
+    76 if COMMAND was stopped for the lease: renewals failing (it is stopped inside
+    the lease, SIGKILLed before the lease's safe time ends), the lease lost (SIGKILLed
+    at once), or --max-hold reached.
     """
     if (no_wait or once) and wait is not None:
         fail("--wait excludes --no-wait and --once", exitcodes.USAGE)
@@ -300,10 +364,11 @@ def run(
             "(--no-wait exits 75)",
             exitcodes.USAGE,
         )
+    stop_grace = default_grace(grace, ttl)
     holder.set_program(command)  # the lock store shows CMD's program, never its arguments
     relay = SignalRelay()
     wanted = LeaseWanted(ttl, max_hold, once, at_least)
     client, lease = _acquire(url, name, wanted, 0 if (no_wait or once) else wait, relay)
-    code = run_locked(lease, command, grace, relay, at_least)
+    code = run_locked(lease, command, stop_grace, relay, at_least)
     client.close()
     sys.exit(code)
