@@ -130,9 +130,29 @@ class PostgreSQLServer(ServerProcess):
         shutil.rmtree(self.home, ignore_errors=True)
 
     def _signal(self, sig: signal.Signals) -> bool:
-        """To the postmaster's whole process group: its backends too."""
+        """To the postmaster and each of its children (the backends serving connections,
+        the background workers): each child calls ``setsid()``, so it is in no group of
+        the postmaster's. The postmaster first, so that it forks no new child meanwhile."""
         if not self.alive or self.proc is None:
             return False
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, sig)
+            os.kill(self.proc.pid, sig)
+        for child in _children(self.proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, sig)
         return True
+
+
+def _children(parent: int) -> list[int]:
+    """The PIDs whose parent is ``parent`` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rpartition(")")[2].split()[1]) == parent:
+            found.append(int(entry.name))
+    return found
