@@ -30,6 +30,8 @@ from fencelock.backends.base import (
     keeping,
     leaves_names_taken,
 )
+from fencelock.backends.bounds import bounded
+from fencelock.backends.shared_loop import release_within
 from fencelock.engine import timing, trust
 from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transition
 from fencelock.engine.outcomes import RenewedAsOf
@@ -459,7 +461,11 @@ class Lease(LeaseBase):
         if self._leave_nested():
             return
         with self._releasing(self._tracker) as release:
-            if release.send:
+            if release.send and release.lost_before:  # a courtesy: bounded
+                release.outcome = release_within(
+                    self._backend, self.name, self.owner, timing.REQUEST_BOUND
+                )
+            elif release.send:
                 release.outcome = self._backend.release(self.name, self.owner)
 
     def wait_lost(self, timeout: float | None = None) -> bool:
@@ -514,7 +520,13 @@ class AsyncLease(LeaseBase):
             return
         with self._releasing(self._tracker) as release:
             if release.send:
-                release.outcome = await self._backend.release(self.name, self.owner)
+                sent = self._backend.release(self.name, self.owner)
+                release.outcome = await bounded(
+                    timing.REQUEST_BOUND if release.lost_before else None,
+                    sent,
+                    self._backend.url,
+                    "a release",
+                )
 
     async def wait_lost(self, timeout: float | None = None) -> bool:
         """Wait until the lease is lost (True) or ``timeout`` passes (False)."""

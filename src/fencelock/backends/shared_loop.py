@@ -20,7 +20,9 @@ from fencelock.backends.base import (
     AsyncAttempt,
     AsyncBackend,
     AsyncNativeLatch,
+    Attempt,
     AttemptResult,
+    Backend,
     LockInfo,
     Renewal,
     RenewedAsOf,
@@ -31,6 +33,7 @@ from fencelock.backends.base import (
     async_latching,
     async_sharing,
 )
+from fencelock.backends.bounds import BoundedAttempt, bounded
 from fencelock.errors import BackendUnavailable, ConfigError
 
 T = TypeVar("T")
@@ -236,8 +239,15 @@ def _on_helper_thread(
 
 
 class SharedLoopAttempt:
-    def __init__(self, attempt: AsyncAttempt, loop: SharedLoop) -> None:
-        self._attempt, self._loop = attempt, loop
+    """An asyncio-native attempt behind the blocking protocol, cut off at its deadline
+    (:meth:`limit`) plus one request, as in asyncio (:mod:`~fencelock.backends.bounds`)."""
+
+    def __init__(self, attempt: AsyncAttempt, loop: SharedLoop, where: str) -> None:
+        self._attempt, self._loop = BoundedAttempt(attempt, where), loop
+
+    def limit(self, deadline: float | None) -> None:
+        """Cut every call off at ``deadline`` (a :func:`fencelock.clock.now` time)."""
+        self._attempt.deadline = deadline
 
     def try_acquire(self) -> AttemptResult:
         return self._loop.run(self._attempt.try_acquire())
@@ -247,7 +257,7 @@ class SharedLoopAttempt:
 
     def close(self) -> None:
         # An attempt that says it holds nothing (``idle``) needs no call into the loop.
-        if getattr(self._attempt, "idle", False):
+        if self._attempt.idle:
             return
         self._loop.run(self._attempt.close())
 
@@ -328,14 +338,16 @@ class SharedLoopBackend:
         self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
     ) -> SharedLoopAttempt:
         return SharedLoopAttempt(
-            self._backend().attempt(name, owner, ttl, fair, renewed), self._loop
+            self._backend().attempt(name, owner, ttl, fair, renewed), self._loop, self.url
         )
 
     def shared_attempt(self, name: str, owner: str, ttl: float, share: Share) -> SharedLoopAttempt:
         inner = async_sharing(self._backend())
         if inner is None:
             raise ConfigError(f"{self.url} has no native read/write or permit queue")
-        return SharedLoopAttempt(inner.shared_attempt(name, owner, ttl, share), self._loop)
+        return SharedLoopAttempt(
+            inner.shared_attempt(name, owner, ttl, share), self._loop, self.url
+        )
 
     def latch(self, name: str) -> SharedLoopLatch:
         if not self.native_latches:
@@ -351,6 +363,11 @@ class SharedLoopBackend:
     def release(self, name: str, owner: str) -> bool:
         inner = self._backend()
         return self._loop.run(inner.release(name, owner))
+
+    def release_within(self, name: str, owner: str, seconds: float) -> bool:
+        """:meth:`release`, cut off after ``seconds`` (BackendUnavailable)."""
+        inner = self._backend()
+        return self._loop.run(bounded(seconds, inner.release(name, owner), self.url, "a release"))
 
     def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
         inner = self._backend()
@@ -382,3 +399,19 @@ class SharedLoopBackend:
 async def _construct(make: Callable[[], AsyncBackend]) -> AsyncBackend:
     backend: AsyncBackend = make()
     return backend
+
+
+def release_within(backend: Backend, name: str, owner: str, seconds: float) -> bool:
+    """``backend.release``, cut off after ``seconds`` where the backend can be (behind the
+    shared loop); a blocking backend's own socket timeout bounds the rest."""
+    if isinstance(backend, SharedLoopBackend):
+        return backend.release_within(name, owner, seconds)
+    return backend.release(name, owner)
+
+
+def limited(attempt: Attempt, deadline: float | None) -> Attempt:
+    """``attempt``, cut off at ``deadline`` plus one request where it can be (behind the
+    shared loop); a blocking backend's own socket timeout bounds the rest."""
+    if isinstance(attempt, SharedLoopAttempt):
+        attempt.limit(deadline)
+    return attempt

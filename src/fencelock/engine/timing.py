@@ -48,3 +48,9 @@ def trusted_until(request_started: float, ttl: float) -> float:
     pause) counts against the lease, never in its favour.
     """
     return request_started + ttl - clock_drift(ttl)
+
+
+# A call with a timeout (an acquire, the release of a lease already lost) returns at
+# most this long after it, however the server behaves: a hung server gets this long
+# to answer the request in flight when the time is up (docs/guide.md).
+REQUEST_BOUND = 1.0

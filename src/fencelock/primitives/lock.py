@@ -24,6 +24,8 @@ from fencelock.backends.base import (
     async_sharing,
     sharing,
 )
+from fencelock.backends.bounds import alimited
+from fencelock.backends.shared_loop import limited
 from fencelock.engine.acquire import (
     AcquireFlow,
     GaveUp,
@@ -101,6 +103,12 @@ async def adrive(
     finally:
         if waiting and name is not None:
             REGISTRY.waiting(name, -1)
+
+
+def deadline_of(began: float, timeout: float | None) -> float | None:
+    """When an acquire begun at ``began`` with ``timeout`` must end (None: never)."""
+    checked = validate_timeout(timeout)
+    return None if checked is None else began + checked
 
 
 def _start_waiting(name: str | None) -> bool:
@@ -265,7 +273,7 @@ class Lock(_LockBase[Backend, Lease]):
         if again is not None:
             return again
         owner, flow, began = self._start(timeout)
-        attempt = self._attempt(owner)
+        attempt = limited(self._attempt(owner), deadline_of(began, timeout))
         try:
             outcome = drive(flow, attempt, self.name)
         finally:
@@ -337,7 +345,8 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
         if again is not None:
             return again
         owner, flow, began = self._start(timeout)
-        attempt = self._attempt(owner)
+        deadline = deadline_of(began, timeout)
+        attempt = alimited(self._attempt(owner), self._backend.url, deadline)
         try:
             outcome = await adrive(flow, attempt, self.name)
         finally:

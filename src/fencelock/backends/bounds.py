@@ -1,0 +1,84 @@
+"""Calls to a server that may hang, cut off at the caller's deadline plus one request.
+
+An acquire with a timeout returns within it plus :data:`~fencelock.engine.timing.
+REQUEST_BOUND`, and the release of a lease already lost waits no longer than that,
+whatever the server does (paused, partitioned, a cluster without a leader). The
+asyncio-native backends (every network backend but Redis's blocking face, whose bound
+is its socket timeout, and the local ones) are cut off here, in both colours: the
+blocking client runs them through :mod:`~fencelock.backends.shared_loop`, which uses
+the same :class:`BoundedAttempt`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable
+from typing import TypeVar
+
+from fencelock import clock
+from fencelock.aio import within
+from fencelock.backends.base import AsyncAttempt, AttemptResult
+from fencelock.engine.timing import REQUEST_BOUND
+from fencelock.errors import BackendUnavailable, FencelockError
+
+T = TypeVar("T")
+
+
+async def bounded(seconds: float | None, awaitable: Awaitable[T], where: str, what: str) -> T:
+    """``await awaitable``, cut off after ``seconds`` (None: not cut off) with a
+    :class:`BackendUnavailable` naming ``where`` and ``what`` was waited for."""
+    if seconds is None:
+        return await awaitable
+    try:
+        return await within(seconds, awaitable)
+    except TimeoutError as exc:
+        raise BackendUnavailable(
+            f"{where} did not answer {what} within {seconds:.3g}s (the call's time, plus "
+            f"{REQUEST_BOUND:g}s for the request in flight)"
+        ) from exc
+
+
+class BoundedAttempt:
+    """An :class:`AsyncAttempt` whose calls end by ``deadline`` (a :func:`fencelock.clock.now`
+    time; None: no deadline) plus :data:`REQUEST_BOUND`. Once cut off, its close gets
+    that long too, and gives up quietly: what it leaves (a waiter's entry) expires."""
+
+    def __init__(self, attempt: AsyncAttempt, where: str, deadline: float | None = None) -> None:
+        self._attempt, self._where, self.deadline = attempt, where, deadline
+        self._cut_off = False
+
+    @property
+    def idle(self) -> bool:
+        """Whether the attempt holds nothing on the server (its close sends nothing)."""
+        return bool(getattr(self._attempt, "idle", False))
+
+    def _bound(self) -> float | None:
+        if self.deadline is None:
+            return None
+        return max(self.deadline - clock.now(), 0.0) + REQUEST_BOUND
+
+    async def try_acquire(self) -> AttemptResult:
+        try:
+            return await bounded(self._bound(), self._attempt.try_acquire(), self._where, "a try")
+        except BackendUnavailable:
+            self._cut_off = True
+            raise
+
+    async def wait(self, timeout: float) -> None:
+        try:
+            await bounded(self._bound(), self._attempt.wait(timeout), self._where, "a wait")
+        except BackendUnavailable:
+            self._cut_off = True
+            raise
+
+    async def close(self) -> None:
+        if not self._cut_off:
+            await self._attempt.close()
+            return
+        with contextlib.suppress(FencelockError, TimeoutError):
+            await within(REQUEST_BOUND, self._attempt.close())
+
+
+def alimited(attempt: AsyncAttempt, where: str, deadline: float | None) -> AsyncAttempt:
+    """``attempt``, cut off at ``deadline`` (None: as it is) plus one request."""
+    return attempt if deadline is None else BoundedAttempt(attempt, where, deadline)

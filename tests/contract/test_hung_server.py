@@ -1,0 +1,105 @@
+"""A hung server (SIGSTOP) never holds a caller past its timeout plus one request.
+
+``acquire(timeout=T)`` returns (LockTimeout or BackendUnavailable) within T plus
+:data:`~fencelock.engine.timing.REQUEST_BOUND`, and the release of a lease already lost
+waits no longer than that bound, on every server backend, in both colours. Measured
+before the bound: etcd 10-20 s, ZooKeeper 30 s, PostgreSQL 5 s, MariaDB 6 s for an
+``acquire(timeout=0)``; 10 s to release a lost lease on etcd and ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import fencelock
+from fencelock.engine.timing import REQUEST_BOUND
+from fencelock.testing import ServerPool
+from fencelock.testing.process import ServerProcess
+
+pytestmark = pytest.mark.timeout(240)
+
+TTL = 4.0  # ZooKeeper's shortest session here
+SLACK = 1.5  # a loaded 2-core machine's scheduling, on top of the promised bound
+KINDS = ["redis", "etcd", "zookeeper", "postgresql", "advisory", "mysql"]
+
+
+def _start(pool: ServerPool, kind: str) -> tuple[str, ServerProcess]:
+    if kind == "redis":
+        redis = pool.redis(name="hung-redis")
+        return f"{redis.url}?timeout={REQUEST_BOUND:g}", redis
+    if kind == "etcd":
+        (etcd,) = pool.etcd(name="hung-etcd")
+        return f"etcd://{etcd.address}", etcd
+    if kind == "zookeeper":
+        (zk,) = pool.zookeeper(name="hung-zk")
+        return f"zookeeper://{zk.address}", zk
+    if kind in ("postgresql", "advisory"):
+        pg = pool.postgresql(name=f"hung-{kind}")
+        scheme = "postgresql+advisory://" if kind == "advisory" else "postgresql://"
+        return pg.url.replace("postgresql://", scheme, 1), pg
+    maria = pool.mariadb(name="hung-mariadb")
+    return maria.url, maria
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def hung(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, ServerProcess]]:
+    with ServerPool.under(Path(tmp_path_factory.mktemp("hung"))) as pool:
+        yield _start(pool, request.param)
+
+
+def _within(bound: float, call: Callable[[], object]) -> None:
+    started = time.monotonic()
+    with contextlib.suppress(fencelock.FencelockError):
+        call()
+    took = time.monotonic() - started
+    assert took < bound + SLACK, f"returned after {took:.2f}s, bound {bound:g}s"
+
+
+def test_a_blocking_caller_keeps_its_timeout(hung: tuple[str, ServerProcess]) -> None:
+    url, server = hung
+    with fencelock.connect(url) as holder, fencelock.connect(url) as other:
+        lease = holder.lock("hung/held", ttl=TTL).acquire()
+        server.pause()
+        try:
+            _within(REQUEST_BOUND, lambda: other.lock("hung/a").acquire(timeout=0))
+            _within(1 + REQUEST_BOUND, lambda: other.lock("hung/b").acquire(timeout=1))
+            assert lease.lost_event.wait(3 * TTL), "a lease on a hung server was never lost"
+            _within(REQUEST_BOUND, lease.release)
+        finally:
+            server.resume()
+
+
+def test_an_asyncio_caller_keeps_its_timeout(hung: tuple[str, ServerProcess]) -> None:
+    url, server = hung
+
+    async def timed(bound: float, call: Callable[[], object]) -> None:
+        started = time.monotonic()
+        with contextlib.suppress(fencelock.FencelockError):
+            await call()  # type: ignore[misc]
+        took = time.monotonic() - started
+        assert took < bound + SLACK, f"returned after {took:.2f}s, bound {bound:g}s"
+
+    async def main() -> None:
+        async with fencelock.aconnect(url) as holder, fencelock.aconnect(url) as other:
+            lease = await holder.lock("hung/aheld", ttl=TTL).acquire()
+            server.pause()
+            try:
+                await timed(REQUEST_BOUND, lambda: other.lock("hung/c").acquire(timeout=0))
+                await timed(1 + REQUEST_BOUND, lambda: other.lock("hung/d").acquire(timeout=1))
+                deadline = time.monotonic() + 3 * TTL
+                while not lease.lost:
+                    assert time.monotonic() < deadline, "a lease on a hung server was never lost"
+                    await asyncio.sleep(0.05)
+                await timed(REQUEST_BOUND, lease.release)
+            finally:
+                server.resume()
+
+    asyncio.run(main())
