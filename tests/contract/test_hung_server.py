@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -75,6 +77,34 @@ def test_a_blocking_caller_keeps_its_timeout(hung: tuple[str, ServerProcess]) ->
             _within(REQUEST_BOUND, lease.release)
         finally:
             server.resume()
+
+
+def test_fencelock_run_on_a_hung_server_exits_soon_after_the_lease_ends(
+    hung: tuple[str, ServerProcess],
+) -> None:
+    """CMD is stopped inside the lease; the run's line and exit 76 follow the lease's
+    end within one request bound (they came 10-14 s later on etcd, ZooKeeper, MySQL)."""
+    url, server = hung
+    fencelock_cli = str(Path(sys.executable).parent / "fencelock")
+    args = [fencelock_cli, "run", "--url", url, "--ttl", str(TTL), "hung/run", "--", "sleep", "60"]
+    run = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(TTL / 2)  # renewed once
+        assert run.poll() is None, run.communicate()[1]
+        paused = time.monotonic()
+        server.pause()
+        try:
+            _, stderr = run.communicate(timeout=60)
+        finally:
+            server.resume()
+        took = time.monotonic() - paused
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 76, stderr
+    assert "the command was stopped" in stderr
+    assert took < TTL + 2 * REQUEST_BOUND + SLACK, f"exited {took:.2f}s after the pause"
 
 
 def test_an_asyncio_caller_keeps_its_timeout(hung: tuple[str, ServerProcess]) -> None:

@@ -11,9 +11,10 @@ the same :class:`BoundedAttempt`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from fencelock import clock
 from fencelock.aio import within
@@ -26,16 +27,34 @@ T = TypeVar("T")
 
 async def bounded(seconds: float | None, awaitable: Awaitable[T], where: str, what: str) -> T:
     """``await awaitable``, cut off after ``seconds`` (None: not cut off) with a
-    :class:`BackendUnavailable` naming ``where`` and ``what`` was waited for."""
+    :class:`BackendUnavailable` naming ``where`` and ``what`` was waited for.
+
+    A cut-off request is cancelled and left to end in the background: a driver may take
+    its time over a cancellation (psycopg sends the server a cancel request, which a
+    hung server does not answer), and the caller's bound is not the driver's to stretch.
+    """
     if seconds is None:
         return await awaitable
+    task = asyncio.ensure_future(awaitable)
     try:
-        return await within(seconds, awaitable)
-    except TimeoutError as exc:
-        raise BackendUnavailable(
-            f"{where} did not answer {what} within {seconds:.3g}s (the call's time, plus "
-            f"{REQUEST_BOUND:g}s for the request in flight)"
-        ) from exc
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if done:
+        return task.result()
+    task.cancel()
+    task.add_done_callback(_ignore_outcome)
+    raise BackendUnavailable(
+        f"{where} did not answer {what} within {seconds:.3g}s (the call's time, plus "
+        f"{REQUEST_BOUND:g}s for the request in flight)"
+    )
+
+
+def _ignore_outcome(task: asyncio.Future[Any]) -> None:
+    """A cut-off request's end: nobody waits for it any more."""
+    if not task.cancelled():
+        task.exception()
 
 
 class BoundedAttempt:

@@ -373,10 +373,20 @@ class SharedLoopBackend:
         inner = self._backend()
         return self._loop.run(inner.renew(name, owner, ttl))
 
-    def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
+    def renew_many(
+        self, renewals: Sequence[Renewal], within: float | None = None
+    ) -> list[RenewOutcome]:
+        """Renew ``renewals`` in one trip; cut off after ``within`` seconds if given."""
         inner = async_batch_renewing(self._backend())
         assert inner is not None, "asked only where renews_in_batches"
-        return self._loop.run(inner.renew_many(renewals))
+        return self._loop.run(bounded(within, inner.renew_many(renewals), self.url, "renewals"))
+
+    def renew_within(self, name: str, owner: str, ttl: float, seconds: float) -> bool | RenewedAsOf:
+        """:meth:`renew`, cut off after ``seconds`` (BackendUnavailable)."""
+        inner = self._backend()
+        return self._loop.run(
+            bounded(seconds, inner.renew(name, owner, ttl), self.url, "a renewal")
+        )
 
     def inspect(self, name: str) -> LockInfo | None:
         inner = self._backend()
@@ -415,3 +425,14 @@ def limited(attempt: Attempt, deadline: float | None) -> Attempt:
     if isinstance(attempt, SharedLoopAttempt):
         attempt.limit(deadline)
     return attempt
+
+
+def renew_within(
+    backend: Backend, name: str, owner: str, ttl: float, seconds: float
+) -> bool | RenewedAsOf:
+    """``backend.renew``, cut off after ``seconds`` where it can be (a renewal answered
+    after the lease's trust ended is of no use, and a thread stuck on a hung server
+    would hold up the process's exit)."""
+    if isinstance(backend, SharedLoopBackend):
+        return backend.renew_within(name, owner, ttl, seconds)
+    return backend.renew(name, owner, ttl)

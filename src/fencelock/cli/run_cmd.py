@@ -165,7 +165,7 @@ def _at_risk(lease: Lease) -> str:
         return f"could not be renewed in time ({left})"
     if lease.max_hold is not None:
         return f"reaches its max_hold ({lease.max_hold:g}s) ({left})"
-    return f"could not be kept ({left})"
+    return f"was not renewed in time ({left})"
 
 
 def supervise(
@@ -223,7 +223,9 @@ def run_locked(
     started = clock.now()
     stopped = run_supervised(lease, command, grace, relay)
     if stopped.for_lease is not None:
-        # Release whatever the cause: a dead server raises BackendUnavailable.
+        # Stopped ahead of the lease's end: let it end (moments away, unless a renewal
+        # got through meanwhile), so that a release to a hung server is cut short.
+        lease.wait_lost(lease.remaining() + 0.05)
         release_quietly(lease)
         fail(
             f"lease on {lease.name!r} (token {lease.token}) {stopped.for_lease}; "
