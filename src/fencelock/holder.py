@@ -38,6 +38,7 @@ __all__ = [
     "holder_of",
     "new_identity",
     "owner_value",
+    "process_start",
     "program_of",
     "set_label",
     "set_program",
@@ -183,7 +184,7 @@ def _this_process(pid: int, label: str | None, program: str | None) -> Holder:
     return Holder(
         _shortened(socket.gethostname(), HOST_BYTES),
         pid,
-        _process_start(pid),
+        process_start(pid),
         _shortened(command, COMMAND_BYTES),
     )
 
@@ -192,7 +193,7 @@ def _shortened(text: str, limit: int) -> str:
     return text.replace(_SEPARATOR, " ").encode()[:limit].decode("utf-8", "ignore")
 
 
-def _process_start(pid: int) -> float | None:
+def process_start(pid: int) -> float | None:
     """The process's start time from /proc (Linux); None elsewhere."""
     try:
         with open(f"/proc/{pid}/stat") as stat:

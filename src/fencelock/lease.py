@@ -30,7 +30,7 @@ from fencelock.backends.base import (
     keeping,
     leaves_names_taken,
 )
-from fencelock.backends.bounds import bounded
+from fencelock.backends.bounds import abandoning
 from fencelock.backends.shared_loop import SharedLoopBackend, release_within, renew_within
 from fencelock.engine import timing, trust
 from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transition
@@ -447,6 +447,10 @@ class Lease(LeaseBase):
                     release.outcome = keeper.keep(self.name, self.owner, seconds)
             return
         self.extend(seconds)
+        leave = getattr(self._backend, "leave_to_ttl", None)  # sqlite: its process may exit
+        if leave is not None:
+            with contextlib.suppress(FencelockError):
+                leave(self.name, self.owner)
         self._left_to_expire(self._tracker)
 
     def release(self) -> None:
@@ -518,6 +522,10 @@ class AsyncLease(LeaseBase):
                     release.outcome = await keeper.keep(self.name, self.owner, seconds)
             return
         await self.extend(seconds)
+        leave = getattr(self._backend, "leave_to_ttl", None)  # sqlite: its process may exit
+        if leave is not None:
+            with contextlib.suppress(FencelockError):
+                await leave(self.name, self.owner)
         self._left_to_expire(self._tracker)
 
     async def release(self) -> None:
@@ -527,12 +535,10 @@ class AsyncLease(LeaseBase):
         with self._releasing(self._tracker) as release:
             if release.send:
                 sent = self._backend.release(self.name, self.owner)
-                release.outcome = await bounded(
-                    timing.REQUEST_BOUND if release.lost_before else None,
-                    sent,
-                    self._backend.url,
-                    "a release",
-                )
+                if release.lost_before:  # a courtesy: bounded
+                    url = self._backend.url
+                    sent = abandoning(timing.REQUEST_BOUND, sent, url, "a release")
+                release.outcome = await sent
 
     async def wait_lost(self, timeout: float | None = None) -> bool:
         """Wait until the lease is lost (True) or ``timeout`` passes (False)."""

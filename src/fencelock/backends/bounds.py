@@ -29,23 +29,40 @@ async def bounded(seconds: float | None, awaitable: Awaitable[T], where: str, wh
     """``await awaitable``, cut off after ``seconds`` (None: not cut off) with a
     :class:`BackendUnavailable` naming ``where`` and ``what`` was waited for.
 
-    A cut-off request is cancelled and left to end in the background: a driver may take
-    its time over a cancellation (psycopg sends the server a cancel request, which a
-    hung server does not answer), and the caller's bound is not the driver's to stretch.
+    The cut is a cancellation delivered inside ``awaitable``, where it would land
+    without the bound: an attempt's own clean-up (giving back a lease its try took as
+    it was cut off) runs as it does for any cancelled acquire.
     """
     if seconds is None:
         return await awaitable
+    try:
+        return await within(seconds, awaitable)
+    except TimeoutError as exc:
+        raise _no_answer(where, what, seconds) from exc
+
+
+async def abandoning(seconds: float, awaitable: Awaitable[T], where: str, what: str) -> T:
+    """:func:`bounded` for a request whose outcome nobody needs once it is late (a
+    renewal past the lease's trust, the release of a lease already lost): cut off, it
+    is cancelled and left to end in the background. A driver may take its time over a
+    cancellation (psycopg sends the server a cancel request, which a hung server does
+    not answer), and a thread of the blocking client must not wait for that."""
     task = asyncio.ensure_future(awaitable)
     try:
         done, _ = await asyncio.wait({task}, timeout=seconds)
     except asyncio.CancelledError:
         task.cancel()
+        await asyncio.wait({task})
         raise
     if done:
         return task.result()
     task.cancel()
     task.add_done_callback(_ignore_outcome)
-    raise BackendUnavailable(
+    raise _no_answer(where, what, seconds)
+
+
+def _no_answer(where: str, what: str, seconds: float) -> BackendUnavailable:
+    return BackendUnavailable(
         f"{where} did not answer {what} within {seconds:.3g}s (the call's time, plus "
         f"{REQUEST_BOUND:g}s for the request in flight)"
     )

@@ -33,7 +33,7 @@ from fencelock.backends.base import (
     async_latching,
     async_sharing,
 )
-from fencelock.backends.bounds import BoundedAttempt, bounded
+from fencelock.backends.bounds import BoundedAttempt, abandoning
 from fencelock.errors import BackendUnavailable, ConfigError
 
 T = TypeVar("T")
@@ -367,7 +367,9 @@ class SharedLoopBackend:
     def release_within(self, name: str, owner: str, seconds: float) -> bool:
         """:meth:`release`, cut off after ``seconds`` (BackendUnavailable)."""
         inner = self._backend()
-        return self._loop.run(bounded(seconds, inner.release(name, owner), self.url, "a release"))
+        return self._loop.run(
+            abandoning(seconds, inner.release(name, owner), self.url, "a release")
+        )
 
     def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
         inner = self._backend()
@@ -379,13 +381,13 @@ class SharedLoopBackend:
         """Renew ``renewals`` in one trip; cut off after ``within`` seconds if given."""
         inner = async_batch_renewing(self._backend())
         assert inner is not None, "asked only where renews_in_batches"
-        return self._loop.run(bounded(within, inner.renew_many(renewals), self.url, "renewals"))
+        return self._loop.run(_maybe_abandoning(within, inner.renew_many(renewals), self.url))
 
     def renew_within(self, name: str, owner: str, ttl: float, seconds: float) -> bool | RenewedAsOf:
         """:meth:`renew`, cut off after ``seconds`` (BackendUnavailable)."""
         inner = self._backend()
         return self._loop.run(
-            bounded(seconds, inner.renew(name, owner, ttl), self.url, "a renewal")
+            abandoning(seconds, inner.renew(name, owner, ttl), self.url, "a renewal")
         )
 
     def inspect(self, name: str) -> LockInfo | None:
@@ -436,3 +438,11 @@ def renew_within(
     if isinstance(backend, SharedLoopBackend):
         return backend.renew_within(name, owner, ttl, seconds)
     return backend.renew(name, owner, ttl)
+
+
+async def _maybe_abandoning(
+    seconds: float | None, renewing: Coroutine[Any, Any, list[RenewOutcome]], where: str
+) -> list[RenewOutcome]:
+    if seconds is None:
+        return await renewing
+    return await abandoning(seconds, renewing, where, "renewals")

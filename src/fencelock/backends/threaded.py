@@ -155,6 +155,12 @@ class ThreadedAsyncBackend:
             self.sync.attempt(name, owner, ttl, fair, renewed), self._pools, owner, release
         )
 
+    async def leave_to_ttl(self, name: str, owner: str) -> None:
+        """The wrapped backend's ``leave_to_ttl``, if it has one."""
+        leave = getattr(self.sync, "leave_to_ttl", None)
+        if leave is not None:
+            await self._pools.run(self._pools.ops, functools.partial(leave, name, owner))
+
     async def release(self, name: str, owner: str) -> bool:
         return await self._pools.run(
             self._pools.ops, functools.partial(self.sync.release, name, owner)

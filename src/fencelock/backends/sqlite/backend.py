@@ -29,6 +29,7 @@ from pathlib import Path
 
 from fencelock import clock, forking
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo, Renewal
+from fencelock.backends.sqlite import liveness
 from fencelock.backends.sqlite.doorbell import Doorbell, Ringer
 from fencelock.engine.handoff import (
     Waiter,
@@ -65,13 +66,14 @@ CREATE INDEX IF NOT EXISTS fencelock_queue_name ON fencelock_queue (name, seq);
 
 # Columns added since the tables were first made: ALTER TABLE adds them to older files.
 # The queue's came with the starvation bound; the lease's ``since`` (the Unix time of
-# its grant) with holder descriptions.
+# its grant) with holder descriptions; ``pidns`` (the PID namespace the lease was taken
+# in) with taking a crashed holder's lease at once (:mod:`.liveness`).
 _ADDED_COLUMNS = {
     "fencelock_queue": {
         "arrived": "REAL NOT NULL DEFAULT 0",
         "alive_until": "REAL NOT NULL DEFAULT 0",
     },
-    "fencelock_leases": {"since": "REAL"},
+    "fencelock_leases": {"since": "REAL", "pidns": "TEXT"},
 }
 
 _QUEUE = """
@@ -85,12 +87,12 @@ ON CONFLICT (address) DO UPDATE SET alive_until = excluded.alive_until
 """
 
 _TAKE = """
-INSERT INTO fencelock_leases (name, owner, token, expires_at, boot, since)
-VALUES (:name, :owner, 1, :expires_at, :boot, :since)
+INSERT INTO fencelock_leases (name, owner, token, expires_at, boot, since, pidns)
+VALUES (:name, :owner, 1, :expires_at, :boot, :since, :pidns)
 ON CONFLICT (name) DO UPDATE SET
-    owner = excluded.owner, token = token + 1,
-    expires_at = excluded.expires_at, boot = excluded.boot, since = excluded.since
-WHERE owner IS NULL OR boot != excluded.boot OR expires_at <= :now
+    owner = excluded.owner, token = token + 1, expires_at = excluded.expires_at,
+    boot = excluded.boot, since = excluded.since, pidns = excluded.pidns
+WHERE owner IS NULL OR boot != excluded.boot OR expires_at <= :now OR owner = :crashed
 RETURNING token
 """
 
@@ -174,10 +176,16 @@ class SQLiteAttempt:
     """One acquisition; its doorbell and queue entry exist only once it has had to wait."""
 
     def __init__(
-        self, backend: SQLiteBackend, name: str, owner: str, ttl: float, bound: float
+        self,
+        backend: SQLiteBackend,
+        name: str,
+        owner: str,
+        ttl: float,
+        bound: float,
+        renewed: bool = True,
     ) -> None:
         self._backend, self._name, self._owner, self._ttl = backend, name, owner, ttl
-        self._bound = bound
+        self._bound, self._renewed = bound, renewed
         self._doorbell: Doorbell | None = None
         self._queued = False
 
@@ -186,19 +194,30 @@ class SQLiteAttempt:
             self._doorbell = Doorbell()  # likely to wait: queue in the first transaction
         address = None if self._doorbell is None else self._doorbell.address
         take = self._backend.take
-        result = take(self._name, self._owner, self._ttl, address, self._bound)
+        result = take(self._name, self._owner, self._ttl, address, self._bound, self._renewed)
         if isinstance(result, Busy) and self._doorbell is None:
             # Queue a doorbell and look again in the same transaction, so that a
             # release between the two looks cannot go unnoticed.
             self._doorbell = Doorbell()
             address = self._doorbell.address
-            result = take(self._name, self._owner, self._ttl, address, self._bound)
+            result = take(self._name, self._owner, self._ttl, address, self._bound, self._renewed)
         self._queued = isinstance(result, Busy)
         return result
 
     def wait(self, timeout: float) -> None:
-        if self._doorbell is not None:
-            self._doorbell.wait(timeout)
+        """Until rung, the holder's process exits (a crash frees the lease at once), or
+        ``timeout``."""
+        if self._doorbell is None:
+            return
+        owner, namespace = self._backend.live_holder(self._name)
+        if liveness.crashed(owner, namespace):
+            return
+        exited = liveness.exit_notice(owner, namespace)
+        try:
+            self._doorbell.wait(timeout, exited)
+        finally:
+            if exited is not None:
+                os.close(exited)
 
     def close(self) -> None:
         if self._doorbell is not None:
@@ -229,6 +248,7 @@ class SQLiteBackend:
         )
         self._connect_timeout = number_option(parsed, "connect_timeout", self._busy_timeout)
         self._boot = _boot_id()
+        self._pidns = liveness.pid_namespace()
         self._mutex = threading.RLock()
         self._ringer = Ringer()
         # Names this client last saw waiters on: an attempt on one brings its doorbell
@@ -312,10 +332,16 @@ class SQLiteBackend:
     def attempt(
         self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
     ) -> SQLiteAttempt:
-        return SQLiteAttempt(self, name, owner, ttl, starvation_bound(fair))
+        return SQLiteAttempt(self, name, owner, ttl, starvation_bound(fair), renewed)
 
     def take(
-        self, name: str, owner: str, ttl: float, doorbell: bytes | None, bound: float
+        self,
+        name: str,
+        owner: str,
+        ttl: float,
+        doorbell: bytes | None,
+        bound: float,
+        renewed: bool = True,
     ) -> AttemptResult:
         """One transaction: take the lease if it is free and the queue lets ``doorbell``
         (None: not queued yet) have it; else queue ``doorbell`` and say how long to wait."""
@@ -326,7 +352,15 @@ class SQLiteBackend:
             if verdict.may_take:
                 params = {"name": name, "owner": owner, "expires_at": now + ttl}
                 params |= {"boot": self._boot, "now": now, "since": time.time()}
+                # A renewed lease lives as long as its process: recorded with the PID
+                # namespace, it is taken at once once that process is gone. One not
+                # renewed is meant to last its TTL, whoever exits (run-once's at_least).
+                params |= {"pidns": self._pidns if renewed else None, "crashed": None}
                 row = conn.execute(_TAKE, params).fetchone()
+                if row is None:  # held: by a process that still runs?
+                    params["crashed"] = self._crashed_holder(conn, name, now)
+                    if params["crashed"] is not None:
+                        row = conn.execute(_TAKE, params).fetchone()
                 if row is not None:
                     if doorbell is not None:
                         conn.execute("DELETE FROM fencelock_queue WHERE address = ?", (doorbell,))
@@ -350,6 +384,38 @@ class SQLiteBackend:
             with self._transaction() as conn:
                 _drop(conn, (address,))
             self._wake_next(name)
+
+    def _crashed_holder(self, conn: sqlite3.Connection, name: str, now: float) -> str | None:
+        """The owner of ``name``'s live lease if its process is known to be gone."""
+        row = conn.execute(
+            f"SELECT owner, pidns FROM fencelock_leases WHERE name = :name AND {_LIVE}",
+            {"name": name, "boot": self._boot, "now": now},
+        ).fetchone()
+        if row is None or not liveness.crashed(row[0], row[1]):
+            return None
+        return str(row[0])
+
+    def leave_to_ttl(self, name: str, owner: str) -> None:
+        """The holder leaves its lease to its TTL (``expire_in``): it may exit now, and
+        the lease stays taken until then."""
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE fencelock_leases SET pidns = NULL WHERE name = ? AND owner = ?",
+                (name, owner),
+            )
+
+    def live_holder(self, name: str) -> tuple[str | None, str | None]:
+        """The owner and PID namespace of ``name``'s live lease (Nones if it is free)."""
+        with self._mutex, self._translated():
+            row = (
+                self._db()
+                .execute(
+                    f"SELECT owner, pidns FROM fencelock_leases WHERE name = :name AND {_LIVE}",
+                    {"name": name, "boot": self._boot, "now": clock.now()},
+                )
+                .fetchone()
+            )
+        return (None, None) if row is None else (row[0], row[1])
 
     def _holder(self, conn: sqlite3.Connection, name: str, now: float) -> tuple[float | None, bool]:
         """The holder's remaining TTL (None: the lease is free), and whether the lease

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import select
 import socket
 import sys
 import tempfile
@@ -41,10 +42,16 @@ class Doorbell:
         which would reach the parent's), so a ring fails once that waiter is gone."""
         self._sock.close()
 
-    def wait(self, timeout: float) -> bool:
-        """True if rung before ``timeout`` seconds passed; drains extra rings."""
+    def wait(self, timeout: float, also: int | None = None) -> bool:
+        """True if rung before ``timeout`` seconds passed, or ``also`` (a file
+        descriptor: a holder's pidfd) became readable; drains extra rings."""
+        if also is not None:
+            with contextlib.suppress(OSError, ValueError):
+                ready, _, _ = select.select([self._sock.fileno(), also], [], [], max(timeout, 0.0))
+                if also in ready and self._sock.fileno() not in ready:
+                    return True
         try:
-            self._sock.settimeout(max(timeout, 0.0))
+            self._sock.settimeout(max(timeout, 0.0) if also is None else 0.0)
             self._sock.recv(16)
         except (TimeoutError, BlockingIOError):
             return False
