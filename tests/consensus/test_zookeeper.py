@@ -162,3 +162,13 @@ def test_an_unreachable_ensemble_is_one_clear_error() -> None:
         with pytest.raises(fencelock.BackendUnavailable, match="unreachable"):
             client.lock("x").acquire(timeout=1)
         assert time.monotonic() - started < 10
+
+
+def test_a_url_with_credentials_gets_its_session(zookeeper: ZooKeeperServer) -> None:
+    """kazoo says "connected" before it sends the credentials: the granted timeout used
+    to be read then (0 s), and every lock failed with a ConfigError."""
+    url = f"zookeeper://alice:s3cret@{zookeeper.address}"
+    with fencelock.connect(url) as client:
+        lease = client.lock("auth/credentials", ttl=5).acquire(timeout=10)
+        assert lease.token > 0
+        lease.release()

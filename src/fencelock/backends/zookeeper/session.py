@@ -30,7 +30,7 @@ from fencelock.backends.zookeeper.bridge import (
 )
 from fencelock.backends.zookeeper.options import ZooKeeperOptions
 from fencelock.engine.session import Session
-from fencelock.errors import ConfigError
+from fencelock.errors import BackendUnavailable, ConfigError
 
 # How soon a delete whose reply was lost is sent again.
 RETRY_DELETE = 0.5
@@ -86,6 +86,7 @@ class ZkSession:
             handler=LoopHandler(),
         )
         self.negotiated = 0.0
+        self._granted = threading.Event()  # set once the session's setup is complete
         self._capture_negotiated_timeout()
         self.news = Session(f"ZooKeeper session of {timeout}s")
         self.session_id: int | None = None
@@ -97,13 +98,17 @@ class ZkSession:
 
     def _capture_negotiated_timeout(self) -> None:
         """kazoo keeps the session timeout the server granted to itself: it reads
-        for two thirds of it. Learn it there (the one reach into kazoo's insides)."""
+        for two thirds of it. Learn it there (the one reach into kazoo's insides).
+
+        kazoo says "connected" (and ``start`` returns) before it sends the URL's
+        credentials, and only then returns the timeout: :meth:`start` waits for it."""
         handler: Any = self.client._connection
         connect = handler._connect
 
         def capturing(*args: Any) -> Any:
             read_timeout, connect_timeout = connect(*args)
             self.negotiated = read_timeout * 1.5 / 1000.0
+            self._granted.set()
             return read_timeout, connect_timeout
 
         handler._connect = capturing
@@ -117,6 +122,13 @@ class ZkSession:
         except Exception as exc:
             await self.stop()
             raise translated(exc, self.where) from exc
+        set_up = await asyncio.to_thread(self._granted.wait, self.options.connect_timeout)
+        if not set_up:
+            await self.stop()
+            raise BackendUnavailable(
+                f"{self.where}: the ZooKeeper session was not set up within "
+                f"{self.options.connect_timeout:g}s (were the URL's credentials refused?)"
+            )
         self.session_id = self.client.client_id[0] if self.client.client_id else None
         self.confirmed_at = sent
         self.client.add_listener(self._state_changed)
