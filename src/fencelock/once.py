@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Literal, TypeVar, cast
 
 from fencelock import clock
-from fencelock.backends.base import leaves_names_taken
+from fencelock.backends.base import AsyncBackend, Backend, leaves_names_taken
 from fencelock.client import AsyncClient, Client, aconnect, connect
 from fencelock.engine.names import validate_name
 from fencelock.engine.once import OnceTerms, once_terms
@@ -100,12 +100,26 @@ def _refuse_at_least_where_names_end_with_the_client(
         )
 
 
+# Where a lease ends with its client's session or connection, at_most is kept by a
+# renewed lease of this TTL that stops being renewed at at_most (max_hold): a session
+# as long as at_most (600 s, say) is more than ZooKeeper's servers grant.
+SESSION_TTL = 10.0
+
+
+def _at_most(backend: Backend | AsyncBackend, terms: OnceTerms) -> dict[str, Any]:
+    """The lock's settings for ``at_most``: a lease of that TTL, not renewed; where a
+    lease ends with its client, a renewed one held at most that long."""
+    if backend.outlives_client(False) or terms.at_most <= SESSION_TTL:
+        return {"ttl": terms.at_most, "renew": False}
+    return {"ttl": SESSION_TTL, "renew": True, "max_hold": terms.at_most}
+
+
 def run_once(client: Client, name: str, terms: OnceTerms, call: Callable[[], Any]) -> Any:
     """Run ``call`` if ``name`` is free; :data:`SKIPPED` (returned) if not."""
     _refuse_at_least_where_names_end_with_the_client(
         leaves_names_taken(client._backend, False), terms, client.url
     )
-    lease = client.lock(name, ttl=terms.at_most, renew=False).try_acquire()
+    lease = client.lock(name, **_at_most(client._backend, terms)).try_acquire()
     if lease is None:
         return SKIPPED
     started = clock.now()
@@ -122,7 +136,7 @@ async def arun_once(
     _refuse_at_least_where_names_end_with_the_client(
         leaves_names_taken(client._backend, False), terms, client.url
     )
-    lease = await client.lock(name, ttl=terms.at_most, renew=False).try_acquire()
+    lease = await client.lock(name, **_at_most(client._backend, terms)).try_acquire()
     if lease is None:
         return SKIPPED
     started = clock.now()

@@ -45,6 +45,20 @@ def test_a_run_once_job_runs_once_and_a_busy_one_is_skipped(
     assert calls == [21]
 
 
+def test_a_long_at_most_works_on_every_backend(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
+    """at_most=600, as the docs' examples use it: more than a ZooKeeper session can last
+    (where a lease ends with its client it is a renewed lease held at most that long)."""
+
+    @fencelock.once(name, at_most=600, client=client)
+    def job() -> bool:
+        return other.locked(name)
+
+    assert job() is True
+    assert not other.locked(name)
+
+
 def test_at_least_keeps_the_name_taken_after_a_fast_job(
     backend: BackendCase, client: fencelock.Client, other: fencelock.Client, name: str
 ) -> None:
