@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from fencelock.engine.acquire import (
     MAX_BACKOFF,
+    MAX_OUTAGE_BACKOFF,
     NOTICE_LIVENESS,
     GaveUp,
     Granted,
     Tried,
     TryAcquire,
+    Unreachable,
     Wait,
     Waited,
     acquire_flow,
 )
 from fencelock.engine.outcomes import Acquired, Busy
 from fencelock.engine.timing import clock_drift
+from fencelock.errors import BackendUnavailable
 
 busy = st.builds(Busy, st.one_of(st.none(), st.floats(0, 5)))
 results = st.lists(
@@ -108,3 +112,41 @@ def test_a_queued_waiter_still_gives_up_at_its_deadline(timeout: float) -> None:
 def test_a_grant_counts_the_tries_it_took(before: list[Busy]) -> None:
     outcome, _, _ = simulate(30, None, [*before, Acquired(7)])
     assert isinstance(outcome, Granted) and outcome.attempts == len(before) + 1
+
+
+# ---------------------------------------------------------------- outages
+
+
+def test_a_server_never_reached_is_said_at_once() -> None:
+    flow = acquire_flow(10.0, 60.0, 100.0, lambda: 0.5)
+    assert isinstance(next(flow), TryAcquire)
+    error = BackendUnavailable("nothing listens there")
+    with pytest.raises(BackendUnavailable, match="nothing listens"):
+        flow.send(Unreachable(error, 100.0, 100.1))
+
+
+def test_a_waiter_waits_through_an_outage_within_its_timeout() -> None:
+    flow = acquire_flow(10.0, 60.0, 100.0, lambda: 0.5)
+    next(flow)
+    assert isinstance(flow.send(Tried(Busy(notified=True), 100.0, 100.01)), Wait)
+    assert isinstance(flow.send(Waited(101.0)), TryAcquire)
+    down = BackendUnavailable("restarting")
+    pauses = []
+    for second in range(102, 110):  # eight failed tries: the server restarts
+        op = flow.send(Unreachable(down, float(second), second + 0.01))
+        assert isinstance(op, Wait)
+        pauses.append(op.timeout)
+        assert isinstance(flow.send(Waited(second + 0.5)), TryAcquire)
+    assert pauses == sorted(pauses) and max(pauses) <= MAX_OUTAGE_BACKOFF
+    with pytest.raises(StopIteration) as done:
+        flow.send(Tried(Acquired(7), 111.0, 111.01))
+    assert isinstance(done.value.value, Granted) and done.value.value.token == 7
+
+
+def test_an_outage_past_the_timeout_is_raised() -> None:
+    flow = acquire_flow(10.0, 2.0, 100.0, lambda: 0.5)
+    next(flow)
+    flow.send(Tried(Busy(notified=True), 100.0, 100.01))
+    flow.send(Waited(101.0))
+    with pytest.raises(BackendUnavailable):
+        flow.send(Unreachable(BackendUnavailable("down"), 101.0, 102.5))

@@ -18,6 +18,8 @@ from fencelock.engine.timing import trusted_until
 # When the holder's remaining TTL is unknown, waits back off between these bounds.
 MIN_BACKOFF = 0.005
 MAX_BACKOFF = 0.5
+# Retries through an outage back off up to this (a restart takes seconds).
+MAX_OUTAGE_BACKOFF = 1.0
 # Waiters woken by an expiry spread over this window so they do not all collide.
 EXPIRY_JITTER = 0.005
 # A queued waiter (``Busy(notified=True)``) looks again after this long without a
@@ -50,6 +52,15 @@ class Waited:
 
 
 @dataclass(frozen=True)
+class Unreachable:
+    """The try (or the wait) failed: the server could not be reached (``error``)."""
+
+    error: Exception
+    started: float
+    finished: float
+
+
+@dataclass(frozen=True)
 class Granted:
     token: int
     started: float
@@ -66,7 +77,7 @@ class GaveUp:
 
 
 Operation = TryAcquire | Wait
-Reply = Tried | Waited
+Reply = Tried | Waited | Unreachable
 AcquireFlow = Generator[Operation, Reply, Granted | GaveUp]
 
 
@@ -81,9 +92,22 @@ def acquire_flow(
     deadline = None if timeout is None else now + timeout
     backoff = MIN_BACKOFF
     attempts = 0
+    reached = False  # a try was answered: the server exists and takes us
     while True:
         tried = yield TryAcquire()
+        if isinstance(tried, Unreachable):
+            # An outage (a restart, a failover) while we wait: within the caller's time,
+            # keep waiting through it, with the one backoff. A server never reached
+            # (a wrong URL) is said at once.
+            remaining = None if deadline is None else deadline - tried.finished
+            if not reached or (remaining is not None and remaining <= 0):
+                raise tried.error
+            pause = backoff * (0.5 + random() / 2)
+            backoff = min(backoff * 2, MAX_OUTAGE_BACKOFF)
+            yield Wait(pause if remaining is None else min(pause, remaining))
+            continue
         assert isinstance(tried, Tried)
+        reached = True
         attempts += 1
         if isinstance(tried.result, Acquired):
             result = tried.result

@@ -6,10 +6,12 @@ driver only performs the operations the flow yields.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import random
 import secrets
+import time
 from collections.abc import Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -33,11 +35,12 @@ from fencelock.engine.acquire import (
     Reply,
     Tried,
     TryAcquire,
+    Unreachable,
     Waited,
     acquire_flow,
 )
 from fencelock.engine.timing import validate_timeout, validate_ttl
-from fencelock.errors import ConfigError, FencelockError, LockTimeout
+from fencelock.errors import BackendUnavailable, ConfigError, FencelockError, LockTimeout
 from fencelock.holder import owner_value
 from fencelock.holdings import this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseBase, LeaseTerms
@@ -68,10 +71,17 @@ def drive(flow: AcquireFlow, attempt: Attempt, name: str | None = None) -> Grant
             op = flow.send(reply) if reply is not None else next(flow)
             if isinstance(op, TryAcquire):
                 started = clock.now()
-                reply = Tried(attempt.try_acquire(), started, clock.now())
+                try:
+                    reply = Tried(attempt.try_acquire(), started, clock.now())
+                except BackendUnavailable as exc:
+                    reply = Unreachable(exc, started, clock.now())
             else:
                 waiting = waiting or _start_waiting(name)
-                attempt.wait(op.timeout)
+                waited = clock.now() + op.timeout
+                try:
+                    attempt.wait(op.timeout)
+                except BackendUnavailable:  # the next try says whether it lasts
+                    time.sleep(max(waited - clock.now(), 0.0))
                 reply = Waited(clock.now())
     except StopIteration as done:
         granted: Granted | GaveUp = done.value  # a generator's return value is untyped
@@ -92,10 +102,17 @@ async def adrive(
             op = flow.send(reply) if reply is not None else next(flow)
             if isinstance(op, TryAcquire):
                 started = clock.now()
-                reply = Tried(await attempt.try_acquire(), started, clock.now())
+                try:
+                    reply = Tried(await attempt.try_acquire(), started, clock.now())
+                except BackendUnavailable as exc:
+                    reply = Unreachable(exc, started, clock.now())
             else:
                 waiting = waiting or _start_waiting(name)
-                await attempt.wait(op.timeout)
+                waited = clock.now() + op.timeout
+                try:
+                    await attempt.wait(op.timeout)
+                except BackendUnavailable:  # the next try says whether it lasts
+                    await asyncio.sleep(max(waited - clock.now(), 0.0))
                 reply = Waited(clock.now())
     except StopIteration as done:
         granted: Granted | GaveUp = done.value  # a generator's return value is untyped

@@ -382,6 +382,10 @@ class EtcdAttempt:
                     watching.result()
                     return
                 await session.fresh()  # a waiter's key lives as long as its session
+        except (SessionEnded, LeaseNotFound):
+            # The session ended while we waited (its member paused, say): so did our
+            # place in the line. The next try queues again on a new session.
+            self._forget_session()
         finally:
             with contextlib.suppress(Exception):
                 await stop(watching)

@@ -15,14 +15,17 @@ from fencelock import clock
 from fencelock.backends.etcd import gateway
 from fencelock.backends.etcd.http import Gateway
 from fencelock.engine.session import Session
-from fencelock.errors import FencelockError
+from fencelock.errors import BackendUnavailable, FencelockError
 
 # A keepalive answered this long ago (as a fraction of the TTL) is fresh enough.
 FRESH_FRACTION = 1 / 3
 
 
-class SessionEnded(FencelockError):
-    """The etcd lease expired or was revoked: nothing held in it is held any more."""
+class SessionEnded(BackendUnavailable):
+    """The etcd lease expired or was revoked: nothing held in it is held any more.
+
+    A :class:`BackendUnavailable` (documented): an acquire re-queues on a new session
+    and raises it only if leases keep ending as they are granted."""
 
 
 class EtcdSession:
