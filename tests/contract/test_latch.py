@@ -12,7 +12,9 @@ import threading
 import pytest
 
 import fencelock
-from fencelock.backends.base import holds_latches
+from fencelock.backends.base import holds_latches, latching
+from fencelock.engine.latch import LatchNames
+from fencelock.engine.timing import MAX_TTL
 from tests.contract.conftest import BackendCase
 
 
@@ -137,3 +139,41 @@ def test_a_latch_made_before_fork_counts_down_in_the_child(
         assert latch.count_down() and latch.wait(timeout=5)
     finally:
         del _INHERITED["latch"]
+
+
+def _client_built(client: fencelock.Client) -> bool:
+    return _supported(client) and latching(client._backend) is None
+
+
+def test_a_count_down_that_died_between_its_two_steps_is_finished_by_the_next_call(
+    client: fencelock.Client, name: str
+) -> None:
+    """What a count-down killed after evicting the last count leaves: ``closed`` left
+    for a year and no count. It was wedged a year (count 0, wait False, set_count
+    False); the next call opens the latch, as the dead count-down would have."""
+    if not _client_built(client):
+        pytest.skip("no client-built latch here (a native one is one step on the server)")
+    names = LatchNames(name)
+    client.lock(names.closed, ttl=5, renew=False).acquire().expire_in(MAX_TTL)
+    latch = client.latch(name)
+    assert latch.count() == 0
+    assert latch.wait(timeout=0)
+    assert latch.try_set_count(2) and latch.count() == 2
+
+
+def test_an_arming_that_died_midway_is_rolled_back_by_the_next_call(
+    client: fencelock.Client, name: str
+) -> None:
+    """An armer killed after leaving some counts: its brief ``closed`` runs out and the
+    counts stay. It was wedged a year (set_count False); now they are evicted."""
+    if not _client_built(client):
+        pytest.skip("no client-built latch here (a native one is one step on the server)")
+    names = LatchNames(name)
+    for k in range(2):
+        client.lock(names.count(k), ttl=5, renew=False).acquire().expire_in(MAX_TTL)
+    latch = client.latch(name)
+    assert latch.count() == 0 and latch.wait(timeout=0)
+    assert latch.try_set_count(1)
+    assert latch.count() == 1
+    assert latch.count_down() and latch.wait(timeout=0)
+    assert not client.list(names.counts) or not any(i.held for i in client.list(names.counts))

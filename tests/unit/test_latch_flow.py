@@ -9,15 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fencelock.engine.latch import (
-    Arm,
     Await,
     Count,
     Evict,
     Held,
     LatchFlow,
     LatchNames,
+    Leave,
     Op,
     Reply,
+    Take,
     count_down_flow,
     set_count_flow,
     validate_count,
@@ -28,26 +29,31 @@ from fencelock.errors import ConfigError
 NAMES = LatchNames("jobs")
 
 
-def _answer(op: Op, held: set[str]) -> Reply | None:
-    """The model server's reply to ``op``; None: the op waits (a held name)."""
+def _answer(op: Op, held: dict[str, bool]) -> Reply | None:
+    """The model server's reply to ``op`` (``held``: name -> left to last); None: the
+    op waits (a held name)."""
     if isinstance(op, Count):
         return Reply(0.0, names=tuple(sorted(n for n in held if n.startswith(op.prefix))))
     if isinstance(op, Held):
-        return Reply(0.0, granted=op.name in held)
+        return Reply(0.0, granted=op.name in held, lasting=held.get(op.name, False))
     if isinstance(op, Evict):
         granted = op.name in held
-        held.discard(op.name)
+        held.pop(op.name, None)
         return Reply(0.0, granted=granted)
-    if isinstance(op, Arm):
+    if isinstance(op, Take):
         if op.name in held:
             return Reply(0.0, granted=False)
-        held.add(op.name)
+        held[op.name] = False
+        return Reply(0.0)
+    if isinstance(op, Leave):
+        if op.name in held:
+            held[op.name] = True
         return Reply(0.0)
     assert isinstance(op, Await)
     return None if op.name in held else Reply(0.0)
 
 
-def _finish(flow: LatchFlow, held: set[str]) -> bool:
+def _finish(flow: LatchFlow, held: dict[str, bool]) -> bool:
     reply: Reply | None = None
     try:
         while True:
@@ -59,12 +65,54 @@ def _finish(flow: LatchFlow, held: set[str]) -> bool:
         return result
 
 
+def _crash_after(flow: LatchFlow, steps: int, held: dict[str, bool]) -> None:
+    """Run ``flow`` for ``steps`` server replies, then its process dies: what it took
+    briefly runs out (its TTL), what it left to last stays."""
+    op = next(flow)
+    for _ in range(steps):
+        reply = _answer(op, held)
+        assert reply is not None
+        try:
+            op = flow.send(reply)
+        except StopIteration:
+            break
+    for name in [n for n, lasting in held.items() if not lasting]:
+        del held[name]
+
+
+def _consistent(held: dict[str, bool]) -> bool:
+    counts = [n for n in held if n.startswith(NAMES.counts)]
+    armed = held.get(NAMES.closed, False) and bool(counts)
+    opened = NAMES.closed not in held and not counts
+    return armed or opened
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 4), st.integers(0, 3), st.integers(0, 30), st.sampled_from(["down", "set"]))
+def test_a_crash_at_any_step_leaves_a_latch_the_next_call_can_use(
+    count: int, downs: int, crash_at: int, crashing: str
+) -> None:
+    held: dict[str, bool] = {}
+    assert _finish(set_count_flow(NAMES, count), held)
+    for _ in range(downs):
+        _finish(count_down_flow(NAMES), held)
+    flow = count_down_flow(NAMES) if crashing == "down" else set_count_flow(NAMES, count)
+    _crash_after(flow, crash_at, held)
+    # whatever the next call is, it sees (and leaves) an armed latch or an open one
+    for next_call in (count_down_flow(NAMES), set_count_flow(NAMES, 2)):
+        state = dict(held)
+        _finish(next_call, state)
+        assert _consistent(state), state
+    _finish(count_down_flow(NAMES), held)
+    assert _consistent(held), held
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.integers(1, 6), st.integers(0, 9), st.lists(st.integers(0, 20), max_size=200))
 def test_counts_go_down_once_each_and_the_last_opens(
     count: int, downs: int, choices: list[int]
 ) -> None:
-    held: set[str] = set()
+    held: dict[str, bool] = {}
     assert _finish(set_count_flow(NAMES, count), held)
     assert not _finish(set_count_flow(NAMES, count + 1), held)  # counting already
     flows: list[LatchFlow] = [count_down_flow(NAMES) for _ in range(downs)]

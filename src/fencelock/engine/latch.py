@@ -7,6 +7,14 @@ count lease; the one that evicts the last also evicts ``closed``. A waiter waits
 ``closed`` to be released as any waiter waits for a lock (notified, no polling), and
 gives it straight back. Only waiters ever take ``closed`` besides the armer, and
 nobody but the armer takes a count, so counting down never removes a waiter's hold.
+
+**Crash-safe at every step.** Arming takes ``closed`` *briefly* (a TTL that ends soon
+unless it is left for a year), then each count (left for a year at once), and leaves
+``closed`` for a year last: an armer that dies midway leaves a brief ``closed`` that
+runs out by itself. So every state a crash can leave is one a later call finishes or
+rolls back (:func:`_repair`, at the start of every flow): counts with no ``closed``
+(an arming that died) are evicted; a lasting ``closed`` with no count left (a count-down
+that died between its two evictions) is evicted, opening the latch as it would have.
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ from dataclasses import dataclass
 from fencelock.errors import ConfigError
 
 ARM_WAIT = 2.0  # seconds to wait for a waiter that holds ``closed`` for a moment
+BRIEF = 10.0  # the TTL of what arming takes before it is left for a year
+BRIEF_PER_COUNT = 0.1  # ``closed`` is taken briefly for this much more per count
 
 
 @dataclass(frozen=True)
@@ -43,11 +53,20 @@ class Count:
 
 
 @dataclass(frozen=True)
-class Arm:
-    """Take ``name`` within ``timeout`` and leave it on the server (no renewal)."""
+class Take:
+    """Take ``name`` within ``timeout`` for ``ttl`` seconds (no renewal): brief, until
+    it is left (:class:`Leave`). Granted if taken."""
 
     name: str
     timeout: float
+    ttl: float
+
+
+@dataclass(frozen=True)
+class Leave:
+    """Leave the lease taken on ``name`` to last a year; nothing if none was taken."""
+
+    name: str
 
 
 @dataclass(frozen=True)
@@ -59,7 +78,7 @@ class Evict:
 
 @dataclass(frozen=True)
 class Held:
-    """Whether ``name`` is held now."""
+    """Whether ``name`` is held now, and whether it was left to last (a year)."""
 
     name: str
 
@@ -78,9 +97,10 @@ class Reply:
     now: float
     granted: bool = True
     names: tuple[str, ...] = ()
+    lasting: bool = False  # for Held: held, and left to last
 
 
-Op = Count | Arm | Evict | Held | Await
+Op = Count | Take | Leave | Evict | Held | Await
 LatchFlow = Generator[Op, Reply, bool]
 
 
@@ -92,23 +112,42 @@ def validate_count(count: object) -> int:
     return count
 
 
+def _repair(names: LatchNames) -> Generator[Op, Reply, tuple[Reply, tuple[str, ...]]]:
+    """Finish or roll back what a crashed call left: ``closed``'s state and the counts."""
+    counts = (yield Count(names.counts)).names
+    closed = yield Held(names.closed)
+    if counts and not closed.granted:  # an arming that died: its brief ``closed`` ran out
+        for name in counts:
+            yield Evict(name)
+        counts = ()
+    elif closed.lasting and not counts:  # a count-down that died before it opened the latch
+        yield Evict(names.closed)
+        closed = Reply(closed.now, granted=False)
+    return closed, counts
+
+
 def set_count_flow(names: LatchNames, count: int) -> LatchFlow:
     """Arm the latch with ``count`` if it is open; False if it is counting already."""
-    reply = yield Count(names.counts)
-    if reply.names:
+    closed, counts = yield from _repair(names)
+    if closed.lasting and counts:
         return False
-    reply = yield Arm(names.closed, ARM_WAIT)
+    ttl = BRIEF + BRIEF_PER_COUNT * count
+    reply = yield Take(names.closed, ARM_WAIT, ttl)
     if not reply.granted:
-        return False  # another client armed it first
+        return False  # another client armed it first, or is arming it
     for k in range(count):
-        yield Arm(names.count(k), ARM_WAIT)  # held already: it counts all the same
+        yield Take(names.count(k), ARM_WAIT, BRIEF)
+        yield Leave(names.count(k))
+    yield Leave(names.closed)
     return True
 
 
 def count_down_flow(names: LatchNames) -> LatchFlow:
     """Take one count away; open the latch if it was the last. False if it was open."""
-    reply = yield Count(names.counts)
-    for name in reply.names:
+    closed, counts = yield from _repair(names)
+    if not closed.lasting:
+        return False  # open (or still being armed)
+    for name in counts:
         evicted = yield Evict(name)
         if evicted.granted:
             left = yield Count(names.counts)
@@ -120,9 +159,9 @@ def count_down_flow(names: LatchNames) -> LatchFlow:
 
 def wait_flow(names: LatchNames, timeout: float | None, now: float) -> LatchFlow:
     """True once the latch is open; False if ``timeout`` passed first."""
-    reply = yield Held(names.closed)
-    if not reply.granted:
+    closed, _ = yield from _repair(names)
+    if not closed.granted:
         return True
-    left = None if timeout is None else max(0.0, now + timeout - reply.now)
+    left = None if timeout is None else max(0.0, now + timeout - closed.now)
     reply = yield Await(names.closed, left)
     return reply.granted

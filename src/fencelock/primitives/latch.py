@@ -14,20 +14,22 @@ from typing import TYPE_CHECKING
 from fencelock import clock
 from fencelock.backends.base import (
     AsyncNativeLatch,
+    LockInfo,
     NativeLatch,
     async_latching,
     holds_latches,
     latching,
 )
 from fencelock.engine.latch import (
-    Arm,
-    Await,
     Count,
     Evict,
     Held,
     LatchFlow,
     LatchNames,
+    Leave,
+    Op,
     Reply,
+    Take,
     count_down_flow,
     set_count_flow,
     validate_count,
@@ -36,11 +38,12 @@ from fencelock.engine.latch import (
 from fencelock.engine.names import validate_name
 from fencelock.engine.timing import MAX_TTL, validate_timeout
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
+from fencelock.lease import AsyncLease, Lease
 
 if TYPE_CHECKING:
     from fencelock.client import AsyncClient, Client
 
-KEEP_TTL = 10.0  # the TTL a count lease is taken with before it is left for a year
+LASTING = 86_400.0  # a lease with more than this left was left to last (a year)
 BRIEF_TTL = 5.0  # a waiter's hold of ``closed``, given straight back
 
 
@@ -90,6 +93,8 @@ class Latch(_LatchBase):
         """The counts left (0: open)."""
         if self._native is not None:
             return self._native.count()
+        if not _held(clock.now(), self._client.inspect(self.names.closed)).lasting:
+            return 0  # open, being armed, or left by a crash: no count stands
         return len([i for i in self._client.list(self.names.counts) if i.held])
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -99,38 +104,46 @@ class Latch(_LatchBase):
         return self._run(wait_flow(self.names, validate_timeout(timeout), clock.now()))
 
     def _run(self, flow: LatchFlow) -> bool:
+        taken: dict[str, Lease] = {}  # brief leases not left yet: given back if we fail
         reply: Reply | None = None
         try:
             while True:
                 op = flow.send(reply) if reply is not None else next(flow)
-                reply = Reply(clock.now(), *self._do(op))
+                reply = self._do(op, taken)
         except StopIteration as done:
             result: bool = done.value
             return result
+        finally:
+            for lease in taken.values():
+                with contextlib.suppress(FencelockError):
+                    lease.release()
 
-    def _do(self, op: object) -> tuple[bool, tuple[str, ...]]:
+    def _do(self, op: Op, taken: dict[str, Lease]) -> Reply:
         client = self._client
         if isinstance(op, Count):
-            return True, tuple(i.name for i in client.list(op.prefix) if i.held)
+            return Reply(clock.now(), names=tuple(i.name for i in client.list(op.prefix) if i.held))
         if isinstance(op, Held):
-            return client.locked(op.name), ()
+            return _held(clock.now(), client.inspect(op.name))
         if isinstance(op, Evict):
-            return client.evict(op.name) is not None, ()
-        if isinstance(op, Arm):
-            lease = client.lock(op.name, ttl=KEEP_TTL, renew=False)
+            return Reply(clock.now(), client.evict(op.name) is not None)
+        if isinstance(op, Take):
             try:
-                lease.acquire(op.timeout).expire_in(MAX_TTL)
+                taken[op.name] = client.lock(op.name, ttl=op.ttl, renew=False).acquire(op.timeout)
             except LockTimeout:
-                return False, ()
-            return True, ()
-        assert isinstance(op, Await)
+                return Reply(clock.now(), False)
+            return Reply(clock.now())
+        if isinstance(op, Leave):
+            lease = taken.pop(op.name, None)
+            if lease is not None:
+                lease.expire_in(MAX_TTL)
+            return Reply(clock.now())
         try:
             held = client.lock(op.name, ttl=BRIEF_TTL, renew=False).acquire(op.timeout)
         except LockTimeout:
-            return False, ()
+            return Reply(clock.now(), False)
         with contextlib.suppress(FencelockError):
             held.release()
-        return True, ()
+        return Reply(clock.now())
 
 
 class AsyncLatch(_LatchBase):
@@ -160,6 +173,8 @@ class AsyncLatch(_LatchBase):
         """The counts left (0: open)."""
         if self._native is not None:
             return await self._native.count()
+        if not _held(clock.now(), await self._client.inspect(self.names.closed)).lasting:
+            return 0  # open, being armed, or left by a crash: no count stands
         return len([i for i in await self._client.list(self.names.counts) if i.held])
 
     async def wait(self, timeout: float | None = None) -> bool:
@@ -169,35 +184,52 @@ class AsyncLatch(_LatchBase):
         return await self._run(wait_flow(self.names, validate_timeout(timeout), clock.now()))
 
     async def _run(self, flow: LatchFlow) -> bool:
+        taken: dict[str, AsyncLease] = {}  # brief leases not left yet: given back if we fail
         reply: Reply | None = None
         try:
             while True:
                 op = flow.send(reply) if reply is not None else next(flow)
-                reply = Reply(clock.now(), *await self._do(op))
+                reply = await self._do(op, taken)
         except StopIteration as done:
             result: bool = done.value
             return result
+        finally:
+            for lease in taken.values():
+                with contextlib.suppress(FencelockError):
+                    await lease.release()
 
-    async def _do(self, op: object) -> tuple[bool, tuple[str, ...]]:
+    async def _do(self, op: Op, taken: dict[str, AsyncLease]) -> Reply:
         client = self._client
         if isinstance(op, Count):
-            return True, tuple(i.name for i in await client.list(op.prefix) if i.held)
+            listed = await client.list(op.prefix)
+            return Reply(clock.now(), names=tuple(i.name for i in listed if i.held))
         if isinstance(op, Held):
-            return await client.locked(op.name), ()
+            return _held(clock.now(), await client.inspect(op.name))
         if isinstance(op, Evict):
-            return await client.evict(op.name) is not None, ()
-        if isinstance(op, Arm):
-            lease = client.lock(op.name, ttl=KEEP_TTL, renew=False)
+            return Reply(clock.now(), await client.evict(op.name) is not None)
+        if isinstance(op, Take):
+            lock = client.lock(op.name, ttl=op.ttl, renew=False)
             try:
-                await (await lease.acquire(op.timeout)).expire_in(MAX_TTL)
+                taken[op.name] = await lock.acquire(op.timeout)
             except LockTimeout:
-                return False, ()
-            return True, ()
-        assert isinstance(op, Await)
+                return Reply(clock.now(), False)
+            return Reply(clock.now())
+        if isinstance(op, Leave):
+            lease = taken.pop(op.name, None)
+            if lease is not None:
+                await lease.expire_in(MAX_TTL)
+            return Reply(clock.now())
         try:
             held = await client.lock(op.name, ttl=BRIEF_TTL, renew=False).acquire(op.timeout)
         except LockTimeout:
-            return False, ()
+            return Reply(clock.now(), False)
         with contextlib.suppress(FencelockError):
             await held.release()
-        return True, ()
+        return Reply(clock.now())
+
+
+def _held(now: float, info: LockInfo | None) -> Reply:
+    """Whether the name is held, and left to last (a year, not a brief TTL)."""
+    held = info is not None and info.held
+    lasting = held and info is not None and (info.remaining or 0.0) > LASTING
+    return Reply(now, held, lasting=lasting)
