@@ -162,6 +162,17 @@ class Nemesis:
     def heal(self, h: Harness, active: _Active) -> None:
         raise NotImplementedError
 
+    def _struck(
+        self, h: Harness, process: int, start: float, end: float, token: int | None, detail: str
+    ) -> bool:
+        """A fault over at once (nothing to heal): recorded, told, counted; the next
+        one scheduled."""
+        h.record(Op(process, "nemesis", start, end, "info", token, detail=detail))
+        h.note(detail)
+        self.faults += 1
+        self.next_at = end + self._draw(self.gap)
+        return True
+
     def _begin(self, h: Harness, active: _Active) -> None:
         self.active = active
         self.faults += 1
@@ -202,11 +213,7 @@ class Kill(Nemesis):
     def strike(self, h: Harness, now: float, client: int, token: int | None) -> bool:
         new = h.crash(client, token, f"killed by the kill nemesis holding token {token}")
         detail = f"kill client {client} (token {token}): SIGKILL; replaced by client {new}"
-        h.record(Op(client, "nemesis", now, now, "info", token, detail=detail))
-        h.note(detail)
-        self.faults += 1
-        self.next_at = now + self._draw(self.gap)
-        return True
+        return self._struck(h, client, now, now, token, detail)
 
     def heal(self, h: Harness, active: _Active) -> None:
         return None
@@ -276,11 +283,7 @@ class SessionEnd(Nemesis):
     def strike(self, h: Harness, now: float, client: int, token: int | None) -> bool:
         done = h.end_session(client, token)
         detail = f"end the session of client {client} (token {token}): {done}"
-        h.record(Op(client, "nemesis", now, now, "info", token, detail=detail))
-        h.note(detail)
-        self.faults += 1
-        self.next_at = now + self._draw(self.gap)
-        return True
+        return self._struck(h, client, now, now, token, detail)
 
     def heal(self, h: Harness, active: _Active) -> None:
         return None
@@ -307,11 +310,7 @@ class FastRestart(ServerFault):
             f"restart server {names} while client {client} held token {token}: SIGKILL, "
             f"started again at once ({how}; up after {end - now:.2f}s)"
         )
-        h.record(Op(-1, "nemesis", now, end, "info", token, detail=detail))
-        h.note(detail)
-        self.faults += 1
-        self.next_at = end + self._draw(self.gap)
-        return True
+        return self._struck(h, -1, now, end, token, detail)
 
     def heal(self, h: Harness, active: _Active) -> None:
         return None
@@ -339,11 +338,7 @@ class ClockJump(Nemesis):
             f"clock of server {names} stepped +{seconds:.2f}s (total +{max(totals):.2f}s) "
             f"while client {client} held token {token}"
         )
-        h.record(Op(-1, "nemesis", now, now, "info", token, detail=detail))
-        h.note(detail)
-        self.faults += 1
-        self.next_at = now + self._draw(self.gap)
-        return True
+        return self._struck(h, -1, now, now, token, detail)
 
     def heal(self, h: Harness, active: _Active) -> None:
         return None
