@@ -26,6 +26,9 @@ from fencelock.testing.process import ServerProcess
 from tests.cli.conftest import FENCELOCK
 
 DEADLINE = 60.0
+# MariaDB hands the lock to the waiter as it kills the holder's connection: the holder
+# hears of it milliseconds later (2-3 ms measured), more on a loaded machine.
+REVOKED_WINDOW = 0.1
 NAME = "jobs/inside"
 STUBBORN = """
 import signal, sys, time
@@ -84,11 +87,14 @@ def _pids_writing(log: Path) -> list[int]:
     return found
 
 
-def _assert_one_at_a_time(first: Path, second: Path) -> None:
+def _assert_one_at_a_time(first: Path, second: Path, window: float = 0.0) -> None:
+    """The first CMD's last heartbeat came before the second CMD started (less
+    ``window``: where the server hands the lock over as it revokes it, the holder
+    hears of it a few milliseconds later; docs/backends.md)."""
     beats, starts = _times(first, "beat"), _times(second, "start")
     assert beats and starts
     overlap = beats[-1] - starts[0]
-    assert overlap < 0, f"the first CMD ran {overlap:.3f}s beside the second"
+    assert overlap < window, f"the first CMD ran {overlap:.3f}s beside the second"
 
 
 def _paused_server_case(url: str, server: ServerProcess, ttl: float, tmp_path: Path) -> None:
@@ -135,4 +141,4 @@ def test_a_killed_mysql_connection_stops_the_command_at_once(tmp_path: Path) -> 
                 _wait_for(lambda: holder.poll() is not None, "the first run ended")
                 time.sleep(0.2)
     assert holder.returncode == 76
-    _assert_one_at_a_time(first, second)
+    _assert_one_at_a_time(first, second, window=REVOKED_WINDOW)
