@@ -75,8 +75,10 @@ class Watchman:
 
     def add(self, fd: int) -> None:
         with self._guard:
-            if self._stopped or fd in self._fds:
+            if self._stopped:
                 return
+            # registered again even if known: a number closed unannounced and reused
+            # names a new socket, which epoll has not seen
             epoll = self._start()
             try:
                 epoll.register(fd, _EVENTS)
