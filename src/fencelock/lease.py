@@ -31,7 +31,7 @@ from fencelock.backends.base import (
     leaves_names_taken,
 )
 from fencelock.backends.bounds import abandoning
-from fencelock.backends.shared_loop import SharedLoopBackend, release_within, renew_within
+from fencelock.backends.shared_loop import release_within
 from fencelock.engine import timing, trust
 from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transition
 from fencelock.engine.outcomes import RenewedAsOf
@@ -481,14 +481,8 @@ class Lease(LeaseBase):
         """Renew (``ttl=None``: by the lease's TTL) or extend: one request at a time."""
         with self._one_request, self._request(ttl) as request:
             if request.live:
-                request.outcome = renew_within(
-                    self._backend, self.name, self.owner, request.ttl, self._renewal_bound()
-                )
+                request.outcome = self._backend.renew(self.name, self.owner, request.ttl)
         return request.outcome
-
-    def _renewal_bound(self) -> float:
-        """How long a renewal may wait on the server: the trust left, and one request."""
-        return max(self.trusted_until - clock.now(), 0.0) + timing.REQUEST_BOUND
 
 
 class AsyncLease(LeaseBase):
@@ -586,11 +580,7 @@ def renew_together(leases: Sequence[Lease]) -> dict[Lease, Outcome]:
     try:
         with _batch(taken) as batch:
             if batch.requests:
-                bound = max(lease._renewal_bound() for lease in taken)
-                if isinstance(backend, SharedLoopBackend):
-                    batch.outcomes = backend.renew_many(batch.renewals, bound)
-                else:
-                    batch.outcomes = backend.renew_many(batch.renewals)
+                batch.outcomes = backend.renew_many(batch.renewals)
     finally:
         for lease in taken:
             lease._one_request.release()

@@ -34,6 +34,7 @@ from fencelock.backends.base import (
     async_sharing,
 )
 from fencelock.backends.bounds import BoundedAttempt, abandoning
+from fencelock.engine.timing import REQUEST_BOUND
 from fencelock.errors import BackendUnavailable, ConfigError
 
 T = TypeVar("T")
@@ -372,23 +373,20 @@ class SharedLoopBackend:
         )
 
     def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
+        """Renew for ``ttl``; cut off ``ttl`` + one request later: its answer would come
+        after the lease's trust ended, and a thread stuck on a hung server would hold up
+        the process's exit."""
         inner = self._backend()
-        return self._loop.run(inner.renew(name, owner, ttl))
+        renewing = inner.renew(name, owner, ttl)
+        return self._loop.run(abandoning(ttl + REQUEST_BOUND, renewing, self.url, "a renewal"))
 
-    def renew_many(
-        self, renewals: Sequence[Renewal], within: float | None = None
-    ) -> list[RenewOutcome]:
-        """Renew ``renewals`` in one trip; cut off after ``within`` seconds if given."""
+    def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
+        """Renew ``renewals`` in one trip; cut off as :meth:`renew`."""
         inner = async_batch_renewing(self._backend())
         assert inner is not None, "asked only where renews_in_batches"
-        return self._loop.run(_maybe_abandoning(within, inner.renew_many(renewals), self.url))
-
-    def renew_within(self, name: str, owner: str, ttl: float, seconds: float) -> bool | RenewedAsOf:
-        """:meth:`renew`, cut off after ``seconds`` (BackendUnavailable)."""
-        inner = self._backend()
-        return self._loop.run(
-            abandoning(seconds, inner.renew(name, owner, ttl), self.url, "a renewal")
-        )
+        bound = max((ttl for _, _, ttl in renewals), default=0.0) + REQUEST_BOUND
+        renewing = inner.renew_many(renewals)
+        return self._loop.run(abandoning(bound, renewing, self.url, "renewals"))
 
     def inspect(self, name: str) -> LockInfo | None:
         inner = self._backend()
@@ -427,22 +425,3 @@ def limited(attempt: Attempt, deadline: float | None) -> Attempt:
     if isinstance(attempt, SharedLoopAttempt):
         attempt.limit(deadline)
     return attempt
-
-
-def renew_within(
-    backend: Backend, name: str, owner: str, ttl: float, seconds: float
-) -> bool | RenewedAsOf:
-    """``backend.renew``, cut off after ``seconds`` where it can be (a renewal answered
-    after the lease's trust ended is of no use, and a thread stuck on a hung server
-    would hold up the process's exit)."""
-    if isinstance(backend, SharedLoopBackend):
-        return backend.renew_within(name, owner, ttl, seconds)
-    return backend.renew(name, owner, ttl)
-
-
-async def _maybe_abandoning(
-    seconds: float | None, renewing: Coroutine[Any, Any, list[RenewOutcome]], where: str
-) -> list[RenewOutcome]:
-    if seconds is None:
-        return await renewing
-    return await abandoning(seconds, renewing, where, "renewals")
