@@ -13,15 +13,18 @@ import asyncio
 import contextlib
 import math
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from fencelock import clock, forking
 from fencelock.aio import stop, within
 from fencelock.backends.base import async_batch_renewing, batch_renewing
 from fencelock.engine import renewal as plan
 from fencelock.lease import AsyncLease, Lease, LeaseBase, arenew_together, renew_together
+
+R = TypeVar("R")
 
 L = TypeVar("L", bound=LeaseBase)
 
@@ -31,6 +34,29 @@ def _carry_out(lease: LeaseBase, step: plan.Next) -> float | None:
     if step.lost_because is not None:
         lease._expired(step.lost_because)
     return step.due
+
+
+class DaemonCalls:
+    """Each call on a daemon thread of its own (a renewal round now and then).
+
+    Not a ``ThreadPoolExecutor``: Python joins its workers at exit, so a renewal stuck on
+    a hung server held up the process's end (``fencelock run`` exited 10-14 s after its
+    line). A daemon thread does not; its call is cut off by the backend's bound anyway.
+    """
+
+    def submit(self, call: Callable[..., R], *args: Any) -> Future[R]:
+        future: Future[R] = Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(call(*args))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name="fencelock-renew", daemon=True).start()
+        return future
 
 
 class _Round(Generic[L]):
@@ -97,7 +123,7 @@ class Renewer(_RenewerBase[Lease]):
         self._thread: threading.Thread | None = None
         self._closed = False
         # Renew calls run here so a call stuck on a hung server can be abandoned.
-        self._calls = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fencelock-renew")
+        self._calls = DaemonCalls()
         forking.register(self)
 
     def _reset_after_fork(self) -> None:
@@ -106,7 +132,7 @@ class Renewer(_RenewerBase[Lease]):
         self._wake = threading.Condition()
         self._thread = None
         # The parent's pool has no threads here; work queued on it would never run.
-        self._calls = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fencelock-renew")
+        self._calls = DaemonCalls()
 
     def track(self, lease: Lease) -> None:
         with self._wake:
@@ -129,7 +155,6 @@ class Renewer(_RenewerBase[Lease]):
             self._wake.notify()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
-        self._calls.shutdown(wait=False, cancel_futures=True)
 
     def _run(self) -> None:
         with self._wake:
