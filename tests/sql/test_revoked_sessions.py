@@ -11,6 +11,7 @@ believed held after :data:`PROMPTLY` is the bug (measured: docs/backends.md,
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -147,3 +148,30 @@ def test_a_released_lease_is_not_reported_lost_when_its_connection_ends_later(
         revocable.end_session(name)
         assert again.lost_event.wait(PROMPTLY)
         assert not lease.lost and lease.released
+
+
+def test_a_forked_child_hears_its_own_session_end_at_once(revocable: Revocable, name: str) -> None:
+    """The watchman is the parent's (a thread and an epoll set): a child forked while it
+    runs gets one of its own with its first lease, and the parent's lease is untouched."""
+    with fencelock.connect(revocable.url) as client:
+        parents = client.lock(f"{name}/parent", ttl=TTL).acquire()  # the watchman runs
+        ready_r, ready_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 if it hears of its loss at once
+            code = 1
+            try:
+                lease = client.lock(name, ttl=TTL).acquire(timeout=30)
+                os.write(ready_w, b"x")
+                code = 0 if lease.lost_event.wait(PROMPTLY) else 2
+            finally:
+                os._exit(code)
+        os.close(ready_w)
+        try:
+            assert os.read(ready_r, 1) == b"x", "the child took no lease"
+            revocable.end_session(name)
+        finally:
+            _, status = os.waitpid(pid, 0)
+            os.close(ready_r)
+        assert os.waitstatus_to_exitcode(status) == 0, "the child missed its session's end"
+        assert not parents.lost
+        parents.release()
