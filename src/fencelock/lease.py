@@ -30,7 +30,7 @@ from fencelock.backends.base import (
     keeping,
     leaves_names_taken,
 )
-from fencelock.backends.bounds import abandoning
+from fencelock.backends.bounds import abandoning, request_bound_of
 from fencelock.backends.shared_loop import release_within
 from fencelock.engine import timing, trust
 from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transition
@@ -466,9 +466,8 @@ class Lease(LeaseBase):
             return
         with self._releasing(self._tracker) as release:
             if release.send and release.lost_before:  # a courtesy: bounded
-                release.outcome = release_within(
-                    self._backend, self.name, self.owner, timing.REQUEST_BOUND
-                )
+                bound = request_bound_of(self._backend)
+                release.outcome = release_within(self._backend, self.name, self.owner, bound)
             elif release.send:
                 release.outcome = self._backend.release(self.name, self.owner)
 
@@ -531,7 +530,8 @@ class AsyncLease(LeaseBase):
                 sent = self._backend.release(self.name, self.owner)
                 if release.lost_before:  # a courtesy: bounded
                     url = self._backend.url
-                    sent = abandoning(timing.REQUEST_BOUND, sent, url, "a release")
+                    bound = request_bound_of(self._backend)
+                    sent = abandoning(bound, sent, url, "a release", bound)
                 release.outcome = await sent
 
     async def wait_lost(self, timeout: float | None = None) -> bool:

@@ -133,3 +133,47 @@ def test_an_asyncio_caller_keeps_its_timeout(hung: tuple[str, ServerProcess]) ->
                 server.resume()
 
     asyncio.run(main())
+
+
+def test_the_urls_request_bound_sets_how_long_past_the_timeout(
+    hung: tuple[str, ServerProcess],
+) -> None:
+    """``?request_bound=S`` gives the request in flight S seconds, in both colours, and
+    the error names the option (a loaded machine's user can lengthen it)."""
+    url, server = hung
+    if url.startswith("redis"):
+        pytest.skip("Redis answers first through its own socket timeout (the URL's timeout)")
+    longer = REQUEST_BOUND + 2
+    url = f"{url}{'&' if '?' in url else '?'}request_bound={longer:g}"
+
+    def timed(call: Callable[[], object]) -> tuple[float, str]:
+        started = time.monotonic()
+        with pytest.raises(fencelock.BackendUnavailable) as raised:
+            call()
+        return time.monotonic() - started, str(raised.value)
+
+    async def in_asyncio() -> tuple[float, str]:
+        async with fencelock.aconnect(url) as client:
+            await client.lock("hung/warm").acquire(timeout=5)  # connected before the pause
+            server.pause()
+            started = time.monotonic()
+            with pytest.raises(fencelock.BackendUnavailable) as raised:
+                await client.lock("hung/f").acquire(timeout=0)
+            return time.monotonic() - started, str(raised.value)
+
+    with fencelock.connect(url) as client:
+        client.lock("hung/warm2").acquire(timeout=5)
+        server.pause()
+        try:
+            blocking = timed(lambda: client.lock("hung/e").acquire(timeout=0))
+        finally:
+            server.resume()
+    try:
+        asynchronous = asyncio.run(in_asyncio())
+    finally:
+        server.resume()
+    for took, message in (blocking, asynchronous):
+        assert longer <= took < longer + SLACK, (
+            f"returned after {took:.2f}s ({blocking[0]:.2f}, {asynchronous[0]:.2f})"
+        )
+        assert f"plus {longer:g}s for the request in flight: the URL's request_bound" in message

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from fencelock.backends.base import AsyncBackend, Backend
-from fencelock.engine.urls import ParsedURL, parse_url
+from fencelock.engine.urls import ParsedURL, parse_url, take_request_bound
 from fencelock.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -89,17 +89,19 @@ def _driver_needed(parsed: ParsedURL) -> Iterator[None]:
 
 def open_backend(url: str) -> Backend:
     """The blocking backend for ``url``."""
-    parsed = parse_url(url)
+    parsed, bound = take_request_bound(parse_url(url))
     with _driver_needed(parsed):
         backend: Backend = _family(parsed).open_sync(parsed)
+    setattr(backend, "request_bound", bound)  # noqa: B010 - read by bounds.request_bound_of
     return backend
 
 
 def open_async_backend(url: str) -> AsyncBackend:
     """The asyncio backend for ``url``."""
-    parsed = parse_url(url)
+    parsed, bound = take_request_bound(parse_url(url))
     with _driver_needed(parsed):
         backend: AsyncBackend = _family(parsed).open_async(parsed)
+    setattr(backend, "request_bound", bound)  # noqa: B010 - read by bounds.request_bound_of
     return backend
 
 
@@ -117,7 +119,7 @@ def url_of(target: object) -> object:
 
 def review_sql(url: str) -> str:
     """Every SQL statement the backend at ``url`` runs, for review (no driver, no connection)."""
-    parsed = parse_url(url)
+    parsed, _ = take_request_bound(parse_url(url))
     family = _FAMILIES.get(parsed.scheme)
     if family not in _SQL_FAMILIES:
         raise ConfigError(
@@ -130,7 +132,7 @@ def review_sql(url: str) -> str:
 
 def sqlite_file(url: str) -> str | None:
     """The database file of an ``sqlite://`` URL, else None."""
-    parsed = parse_url(url)
+    parsed, _ = take_request_bound(parse_url(url))
     if _FAMILIES.get(parsed.scheme) != "sqlite":
         return None
     path: str = _family(parsed).database_path(parsed)
@@ -139,7 +141,7 @@ def sqlite_file(url: str) -> str | None:
 
 def open_redis_fence(url: str) -> RedisFence:
     """The Redis half of :class:`fencelock.fencing.RedisGuard` (needs ``fencelock[redis]``)."""
-    parsed = parse_url(url)
+    parsed, _ = take_request_bound(parse_url(url))
     if _FAMILIES.get(parsed.scheme) != "redis":
         raise ConfigError(f"a RedisGuard needs a redis:// URL, not {parsed.redacted!r}")
     with _driver_needed(parsed):

@@ -1,8 +1,9 @@
 """Calls to a server that may hang, cut off at the caller's deadline plus one request.
 
-An acquire with a timeout returns within it plus :data:`~fencelock.engine.timing.
-REQUEST_BOUND`, and the release of a lease already lost waits no longer than that,
-whatever the server does (paused, partitioned, a cluster without a leader). The
+An acquire with a timeout returns within it plus one request's time (the URL's
+``request_bound`` option, :data:`~fencelock.engine.timing.REQUEST_BOUND` by default),
+and the release of a lease already lost waits no longer than that, whatever the
+server does (paused, partitioned, a cluster without a leader). The
 asyncio-native backends (every network backend but Redis's blocking face, whose bound
 is its socket timeout, and the local ones) are cut off here, in both colours: the
 blocking client runs them through :mod:`~fencelock.backends.shared_loop`, which uses
@@ -12,21 +13,18 @@ the same :class:`BoundedAttempt`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from fencelock import clock
-from fencelock.aio import within
 from fencelock.backends.base import AsyncAttempt, AttemptResult
 from fencelock.engine.timing import REQUEST_BOUND
-from fencelock.errors import BackendUnavailable, FencelockError
+from fencelock.errors import BackendUnavailable
 
 T = TypeVar("T")
 
-# Past the bound, a backend's own timeout of the same length gets this long to speak
-# first: its error says more (which node, which statement) than a cut-off can.
-BACKEND_FIRST = 0.25
+# Requests cut off or left to finish in the background (see _leave_running).
+_LEFT_RUNNING: set[asyncio.Future[Any]] = set()
 _KINDS = {
     "redis": "Redis",
     "rediss": "Redis",
@@ -48,28 +46,41 @@ def _server(where: str) -> str:
     return f"{kind} at {where}" if kind else where
 
 
-async def bounded(seconds: float | None, awaitable: Awaitable[T], where: str, what: str) -> T:
-    """``await awaitable``, cut off after ``seconds`` (None: not cut off) with a
-    :class:`BackendUnavailable` naming ``where`` and ``what`` was waited for.
+def request_bound_of(backend: object) -> float:
+    """The request bound of ``backend``: its URL's ``request_bound`` option, else
+    :data:`~fencelock.engine.timing.REQUEST_BOUND`."""
+    bound = getattr(backend, "request_bound", REQUEST_BOUND)
+    return float(bound)
 
-    The cut is a cancellation delivered inside ``awaitable``, where it would land
-    without the bound: an attempt's own clean-up (giving back a lease its try took as
-    it was cut off) runs as it does for any cancelled acquire.
+
+async def bounded(
+    seconds: float | None,
+    awaitable: Awaitable[T],
+    where: str,
+    what: str,
+    bound: float = REQUEST_BOUND,
+) -> T:
+    """``await awaitable``, cut off after ``seconds`` (None: not cut off) with a
+    :class:`BackendUnavailable` naming ``where`` and ``what`` was waited for
+    (``seconds`` is the caller's time left plus ``bound``, which the message names).
+
+    Cut off, ``awaitable`` is cancelled and left to end in the background: its own
+    clean-up (giving back a lease a try took as it was cut off) runs as for any
+    cancelled call, but the caller does not wait for it. A driver may take its time
+    over a cancellation (psycopg sends the server a cancel request, which a hung server
+    does not answer: 10 s), and neither a caller's timeout nor a thread of the blocking
+    client may wait for that.
     """
     if seconds is None:
         return await awaitable
-    try:
-        return await within(seconds + BACKEND_FIRST, awaitable)
-    except TimeoutError as exc:
-        raise _no_answer(where, what, seconds) from exc
+    return await abandoning(seconds, awaitable, where, what, bound)
 
 
-async def abandoning(seconds: float, awaitable: Awaitable[T], where: str, what: str) -> T:
-    """:func:`bounded` for a request whose outcome nobody needs once it is late (a
-    renewal past the lease's trust, the release of a lease already lost): cut off, it
-    is cancelled and left to end in the background. A driver may take its time over a
-    cancellation (psycopg sends the server a cancel request, which a hung server does
-    not answer), and a thread of the blocking client must not wait for that."""
+async def abandoning(
+    seconds: float, awaitable: Awaitable[T], where: str, what: str, bound: float = REQUEST_BOUND
+) -> T:
+    """:func:`bounded` with a time always set: a renewal past the lease's trust, the
+    release of a lease already lost, a try past the caller's timeout."""
     task = asyncio.ensure_future(awaitable)
     try:
         done, _ = await asyncio.wait({task}, timeout=seconds)
@@ -80,14 +91,22 @@ async def abandoning(seconds: float, awaitable: Awaitable[T], where: str, what: 
     if done:
         return task.result()
     task.cancel()
+    _leave_running(task)
+    raise _no_answer(where, what, seconds, bound)
+
+
+def _leave_running(task: asyncio.Future[Any]) -> None:
+    """Let ``task`` end in the background, quietly: kept here until it does, as asyncio
+    holds a task only weakly."""
+    _LEFT_RUNNING.add(task)
+    task.add_done_callback(_LEFT_RUNNING.discard)
     task.add_done_callback(_ignore_outcome)
-    raise _no_answer(where, what, seconds)
 
 
-def _no_answer(where: str, what: str, seconds: float) -> BackendUnavailable:
+def _no_answer(where: str, what: str, seconds: float, bound: float) -> BackendUnavailable:
     return BackendUnavailable(
         f"{_server(where)} did not answer {what} within {seconds:.3g}s (the call's time, plus "
-        f"{REQUEST_BOUND:g}s for the request in flight)"
+        f"{bound:g}s for the request in flight: the URL's request_bound option)"
     )
 
 
@@ -99,11 +118,20 @@ def _ignore_outcome(task: asyncio.Future[Any]) -> None:
 
 class BoundedAttempt:
     """An :class:`AsyncAttempt` whose calls end by ``deadline`` (a :func:`fencelock.clock.now`
-    time; None: no deadline) plus :data:`REQUEST_BOUND`. Once cut off, its close gets
-    that long too, and gives up quietly: what it leaves (a waiter's entry) expires."""
+    time; None: no deadline) plus ``bound`` (one request's time). Once cut off, its close
+    takes none of the caller's time past that: it is sent, and goes on in the background
+    (a server merely slow still hears it; what a hung one keeps, a waiter's entry, expires
+    with its session)."""
 
-    def __init__(self, attempt: AsyncAttempt, where: str, deadline: float | None = None) -> None:
+    def __init__(
+        self,
+        attempt: AsyncAttempt,
+        where: str,
+        deadline: float | None = None,
+        bound: float = REQUEST_BOUND,
+    ) -> None:
         self._attempt, self._where, self.deadline = attempt, where, deadline
+        self._request_bound = bound
         self._cut_off = False
 
     @property
@@ -114,18 +142,20 @@ class BoundedAttempt:
     def _bound(self) -> float | None:
         if self.deadline is None:
             return None
-        return max(self.deadline - clock.now(), 0.0) + REQUEST_BOUND
+        return max(self.deadline - clock.now(), 0.0) + self._request_bound
 
     async def try_acquire(self) -> AttemptResult:
+        trying = self._attempt.try_acquire()
         try:
-            return await bounded(self._bound(), self._attempt.try_acquire(), self._where, "a try")
+            return await bounded(self._bound(), trying, self._where, "a try", self._request_bound)
         except BackendUnavailable:
             self._cut_off = True
             raise
 
     async def wait(self, timeout: float) -> None:
         try:
-            await bounded(self._bound(), self._attempt.wait(timeout), self._where, "a wait")
+            waiting = self._attempt.wait(timeout)
+            await bounded(self._bound(), waiting, self._where, "a wait", self._request_bound)
         except BackendUnavailable:
             self._cut_off = True
             raise
@@ -134,10 +164,13 @@ class BoundedAttempt:
         if not self._cut_off:
             await self._attempt.close()
             return
-        with contextlib.suppress(FencelockError, TimeoutError):
-            await within(REQUEST_BOUND, self._attempt.close())
+        closing = asyncio.ensure_future(self._attempt.close())
+        _leave_running(closing)
+        await asyncio.wait({closing}, timeout=0)  # sent; the caller's time is already up
 
 
-def alimited(attempt: AsyncAttempt, where: str, deadline: float | None) -> AsyncAttempt:
-    """``attempt``, cut off at ``deadline`` (None: as it is) plus one request."""
-    return attempt if deadline is None else BoundedAttempt(attempt, where, deadline)
+def alimited(
+    attempt: AsyncAttempt, where: str, deadline: float | None, bound: float = REQUEST_BOUND
+) -> AsyncAttempt:
+    """``attempt``, cut off at ``deadline`` (None: as it is) plus ``bound``."""
+    return attempt if deadline is None else BoundedAttempt(attempt, where, deadline, bound)

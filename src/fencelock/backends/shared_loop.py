@@ -33,8 +33,7 @@ from fencelock.backends.base import (
     async_latching,
     async_sharing,
 )
-from fencelock.backends.bounds import BoundedAttempt, abandoning
-from fencelock.engine.timing import REQUEST_BOUND
+from fencelock.backends.bounds import BoundedAttempt, abandoning, request_bound_of
 from fencelock.errors import BackendUnavailable, ConfigError
 
 T = TypeVar("T")
@@ -243,8 +242,8 @@ class SharedLoopAttempt:
     """An asyncio-native attempt behind the blocking protocol, cut off at its deadline
     (:meth:`limit`) plus one request, as in asyncio (:mod:`~fencelock.backends.bounds`)."""
 
-    def __init__(self, attempt: AsyncAttempt, loop: SharedLoop, where: str) -> None:
-        self._attempt, self._loop = BoundedAttempt(attempt, where), loop
+    def __init__(self, attempt: AsyncAttempt, loop: SharedLoop, where: str, bound: float) -> None:
+        self._attempt, self._loop = BoundedAttempt(attempt, where, bound=bound), loop
 
     def limit(self, deadline: float | None) -> None:
         """Cut every call off at ``deadline`` (a :func:`fencelock.clock.now` time)."""
@@ -339,7 +338,10 @@ class SharedLoopBackend:
         self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
     ) -> SharedLoopAttempt:
         return SharedLoopAttempt(
-            self._backend().attempt(name, owner, ttl, fair, renewed), self._loop, self.url
+            self._backend().attempt(name, owner, ttl, fair, renewed),
+            self._loop,
+            self.url,
+            request_bound_of(self),
         )
 
     def shared_attempt(self, name: str, owner: str, ttl: float, share: Share) -> SharedLoopAttempt:
@@ -347,7 +349,10 @@ class SharedLoopBackend:
         if inner is None:
             raise ConfigError(f"{self.url} has no native read/write or permit queue")
         return SharedLoopAttempt(
-            inner.shared_attempt(name, owner, ttl, share), self._loop, self.url
+            inner.shared_attempt(name, owner, ttl, share),
+            self._loop,
+            self.url,
+            request_bound_of(self),
         )
 
     def latch(self, name: str) -> SharedLoopLatch:
@@ -369,7 +374,7 @@ class SharedLoopBackend:
         """:meth:`release`, cut off after ``seconds`` (BackendUnavailable)."""
         inner = self._backend()
         return self._loop.run(
-            abandoning(seconds, inner.release(name, owner), self.url, "a release")
+            abandoning(seconds, inner.release(name, owner), self.url, "a release", seconds)
         )
 
     def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
@@ -378,15 +383,18 @@ class SharedLoopBackend:
         the process's exit."""
         inner = self._backend()
         renewing = inner.renew(name, owner, ttl)
-        return self._loop.run(abandoning(ttl + REQUEST_BOUND, renewing, self.url, "a renewal"))
+        bound = request_bound_of(self)
+        cut_off = abandoning(ttl + bound, renewing, self.url, "a renewal", bound)
+        return self._loop.run(cut_off)
 
     def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
         """Renew ``renewals`` in one trip; cut off as :meth:`renew`."""
         inner = async_batch_renewing(self._backend())
         assert inner is not None, "asked only where renews_in_batches"
-        bound = max((ttl for _, _, ttl in renewals), default=0.0) + REQUEST_BOUND
+        bound = request_bound_of(self)
+        longest = max((ttl for _, _, ttl in renewals), default=0.0)
         renewing = inner.renew_many(renewals)
-        return self._loop.run(abandoning(bound, renewing, self.url, "renewals"))
+        return self._loop.run(abandoning(longest + bound, renewing, self.url, "renewals", bound))
 
     def inspect(self, name: str) -> LockInfo | None:
         inner = self._backend()

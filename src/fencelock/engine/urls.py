@@ -6,9 +6,10 @@ A password reaches no message: every message that shows a URL shows :func:`redac
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from fencelock.engine.timing import REQUEST_BOUND
 from fencelock.errors import ConfigError
 
 
@@ -164,6 +165,16 @@ def _parse_query(query: str, shown: str) -> dict[str, str]:
 # to the server, ``connect_timeout`` bounds opening a connection. A portable program can
 # pass them whatever $FENCELOCK_URL names; memory:// accepts and ignores them.
 COMMON_OPTIONS = frozenset({"timeout", "connect_timeout"})
+
+
+def take_request_bound(parsed: ParsedURL) -> tuple[ParsedURL, float]:
+    """``parsed`` without its ``request_bound`` option, and that option's value in
+    seconds (default :data:`~fencelock.engine.timing.REQUEST_BOUND`): how long past a
+    call's timeout a request in flight may take. Every scheme takes it; the registry
+    reads it, so no family needs to."""
+    bound = number_option(parsed, "request_bound", REQUEST_BOUND)
+    options = {key: value for key, value in parsed.options.items() if key != "request_bound"}
+    return replace(parsed, options=options), bound
 
 
 def reject_unknown_options(parsed: ParsedURL, known: AbstractSet[str]) -> None:

@@ -26,7 +26,7 @@ from fencelock.backends.base import (
     async_sharing,
     sharing,
 )
-from fencelock.backends.bounds import alimited
+from fencelock.backends.bounds import alimited, request_bound_of
 from fencelock.backends.shared_loop import limited
 from fencelock.engine.acquire import (
     AcquireFlow,
@@ -363,7 +363,8 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
             return again
         owner, flow, began = self._start(timeout)
         deadline = deadline_of(began, timeout)
-        attempt = alimited(self._attempt(owner), self._backend.url, deadline)
+        bound = request_bound_of(self._backend)
+        attempt = alimited(self._attempt(owner), self._backend.url, deadline, bound)
         try:
             outcome = await adrive(flow, attempt, self.name)
         finally:
