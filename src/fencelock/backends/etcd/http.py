@@ -1,9 +1,12 @@
 """Talking to etcd's JSON gateway: endpoints in turn, credentials, errors.
 
 The one place where a connection or etcd failure becomes a fencelock error. A request
-moves on to the next endpoint only when it was never sent (the connection failed)
-or the member said it has no leader; a request whose answer was lost is not sent
-again here (its outcome is unknown: the caller decides).
+moves on to the next endpoint when it was never sent (the connection failed) or the
+member said it has no leader; a request whose answer was lost is not sent again here
+(its outcome is unknown: the caller decides), unless the caller says it may be: a
+``patient`` call (a keepalive, a read) that a member leaves unanswered that long is
+sent to the next member at once, so a paused or partitioned member in use does not
+hold a lease's renewal past its safe time.
 """
 
 from __future__ import annotations
@@ -78,13 +81,15 @@ class Gateway:
                 f"API fencelock uses; it needs etcd {'.'.join(map(str, MIN_VERSION))} or later"
             )
 
-    async def call(self, path: str, body: Body) -> Reply:
-        """POST ``body`` to ``/v3/<path>``; the reply, or a fencelock error."""
+    async def call(self, path: str, body: Body, patience: float | None = None) -> Reply:
+        """POST ``body`` to ``/v3/<path>``; the reply, or a fencelock error. With
+        ``patience`` (seconds; only for a request that may be sent twice), a member that
+        has not answered in that long is given up for the next one."""
         deadline = clock.now() + self.options.timeout
         pause = 0.05
         while True:
             try:
-                return await self._authorized("POST", f"/v3/{path}", body)
+                return await self._authorized("POST", f"/v3/{path}", body, patience)
             except LeaseNotFound:
                 raise
             except EtcdRefused as refused:
@@ -113,14 +118,16 @@ class Gateway:
         finally:
             await replies.aclose()
 
-    async def _authorized(self, method: str, path: str, body: Body | None) -> Reply:
+    async def _authorized(
+        self, method: str, path: str, body: Body | None, patience: float | None
+    ) -> Reply:
         try:
-            return await self._send(method, path, body, await self._headers())
+            return await self._send(method, path, body, await self._headers(), patience)
         except EtcdRefused as refused:
             if self.options.username is None or "token" not in refused.message:
                 raise
             self._token = None  # expired token: sign in again, once
-            return await self._send(method, path, body, await self._headers())
+            return await self._send(method, path, body, await self._headers(), patience)
 
     async def _headers(self) -> dict[str, str]:
         if self.options.username is None:
@@ -135,16 +142,23 @@ class Gateway:
         return {"Authorization": self._token}
 
     async def _send(
-        self, method: str, path: str, body: Body | None, headers: dict[str, str] | None = None
+        self,
+        method: str,
+        path: str,
+        body: Body | None,
+        headers: dict[str, str] | None = None,
+        patience: float | None = None,
     ) -> Reply:
-        """Send to the current endpoint, moving on while connections fail."""
+        """Send to the current endpoint, moving on while connections fail (and, with
+        ``patience``, while members leave it unanswered that long)."""
         endpoints = self.options.endpoints
         failure: BaseException | None = None
+        timeout = self.options.timeout if patience is None else patience
         for step in range(len(endpoints)):
             index = (self._current + step) % len(endpoints)
             try:
                 status, content = await self._exchange(
-                    method, endpoints[index], path, body, headers or {}
+                    method, endpoints[index], path, body, headers or {}, timeout
                 )
             except NotSent as exc:
                 failure = exc
@@ -152,6 +166,9 @@ class Gateway:
             except Unanswered as exc:
                 if isinstance(exc.__cause__, TimeoutError):  # a stalled member: the next
                     self._current = (index + 1) % len(endpoints)  # request goes elsewhere
+                    if patience is not None:
+                        failure = exc
+                        continue
                 raise self._unavailable(endpoints[index], exc) from exc
             self._current = index
             if status != 200:
@@ -171,11 +188,11 @@ class Gateway:
         path: str,
         body: Body | None,
         headers: dict[str, str],
+        timeout: float,
     ) -> tuple[int, bytes]:
         """One request on the wire; NotSent or Unanswered on failure."""
         encoded = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
-        wire = self._wire()
-        return await wire.send(method, endpoint, path, encoded, headers, self.options.timeout)
+        return await self._wire().send(method, endpoint, path, encoded, headers, timeout)
 
     def _unavailable(self, where: str, exc: BaseException) -> BackendUnavailable:
         chain = _causes(exc)

@@ -19,6 +19,11 @@ from fencelock.errors import BackendUnavailable, FencelockError
 
 # A keepalive answered this long ago (as a fraction of the TTL) is fresh enough.
 FRESH_FRACTION = 1 / 3
+# A member that leaves a keepalive or a listing unanswered this long (a fraction of the
+# TTL, at least MIN_PATIENCE) is passed over for the next: a paused member in use would
+# otherwise hold the renewal past the lease's safe time (10 s, the request timeout).
+PATIENCE_FRACTION = 1 / 6
+MIN_PATIENCE = 0.25
 
 
 class SessionEnded(BackendUnavailable):
@@ -87,7 +92,7 @@ class EtcdSession:
     async def _list_keys(self) -> None:
         sent = clock.now()
         reply = await self._gateway.call(
-            "lease/timetolive", {"ID": str(self.lease_id), "keys": True}
+            "lease/timetolive", {"ID": str(self.lease_id), "keys": True}, self._patience()
         )
         self._keys = frozenset(gateway.unb64(key) for key in reply.get("keys", []))
         self._keys_read_at = sent
@@ -95,7 +100,9 @@ class EtcdSession:
     async def _send_keepalive(self) -> float:
         sent = clock.now()
         try:
-            reply = await self._gateway.call("lease/keepalive", {"ID": str(self.lease_id)})
+            reply = await self._gateway.call(
+                "lease/keepalive", {"ID": str(self.lease_id)}, self._patience()
+            )
         except FencelockError as exc:
             self.news.suspend(f"etcd keepalive of lease {self.lease_id:x} failed: {exc}")
             raise
@@ -104,6 +111,9 @@ class EtcdSession:
             raise SessionEnded(str(self.news.ended_because))
         self.confirmed_at = max(self.confirmed_at, sent)
         return sent
+
+    def _patience(self) -> float:
+        return max(self.ttl * PATIENCE_FRACTION, MIN_PATIENCE)
 
     def end(self, why: str) -> None:
         self.news.end(f"etcd lease {self.lease_id:x} {why}")
