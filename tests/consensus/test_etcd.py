@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import fencelock
+from fencelock.backends.etcd import gateway
 from fencelock.testing import EtcdServer, ServerPool
 
 
@@ -148,4 +149,36 @@ def test_many_leases_cost_one_keepalive_and_one_listing_per_third_of_their_ttl(
         assert 2 <= len(sent) <= 16, sent
         assert set(sent) <= {"lease/keepalive", "lease/timetolive"}
         for lease in leases:
+            lease.release()
+
+
+def _send_the_release_first(client: fencelock.Client, lease: fencelock.Lease) -> None:
+    """Land the delete ``lease.release()`` will send, as a first send whose reply a
+    leader change lost would have: the release then sends it again."""
+    shared = client._backend
+    inner = shared._backend()  # type: ignore[attr-defined]
+    held = inner._held[lease.owner]
+    record = inner.release_record(lease.name, held.revision, lease.owner)
+    delete = gateway.delete_if_value_txn(held.key, lease.owner.encode(), record)
+    assert shared._loop.run(inner.call("kv/txn", delete))["succeeded"]  # type: ignore[attr-defined]
+
+
+def test_a_release_sent_again_after_it_landed_is_a_release(etcd: EtcdServer) -> None:
+    """Issue 23: after a leader kill a clean release was reported as a loss ("another
+    owner had it at release"): the first delete landed, the one sent again found the key
+    gone. A delete that finds its own release's record is a release."""
+    with fencelock.connect(etcd.url) as client:
+        lease = client.lock("resent/release").acquire()
+        _send_the_release_first(client, lease)
+        lease.release()  # no LeaseLost
+        assert lease.released and not lease.lost
+        info = client.inspect("resent/release")
+        assert info is not None and info.owner is None and info.token == lease.token
+
+
+def test_a_release_by_another_client_is_still_a_loss(etcd: EtcdServer) -> None:
+    with fencelock.connect(etcd.url) as client, fencelock.connect(etcd.url) as other:
+        lease = client.lock("resent/stolen").acquire()
+        assert other._backend.release(lease.name, lease.owner)  # an operator's release
+        with pytest.raises(fencelock.LeaseLost):
             lease.release()

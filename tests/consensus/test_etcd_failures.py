@@ -157,9 +157,10 @@ def test_a_member_in_use_that_dies_or_hangs_loses_no_lease_at_ttl_2(
     cluster: list[EtcdServer], fault: str
 ) -> None:
     """Issue 23: the member the clients use (a follower) SIGKILLed or SIGSTOPped with a
-    TTL-2 lease held and two waiters queued: the lease was lost 3 of 3 (a keepalive on
-    a paused member waited out the 10 s request timeout). A keepalive a member leaves
-    unanswered for a sixth of the TTL now goes to the next member."""
+    TTL-2 lease held and two waiters queued. Killed, the lease was lost 3 of 3 (fixed
+    with waiting through outages); paused, a keepalive waited out the 10 s request
+    timeout and the lease was lost. A keepalive a member leaves unanswered for a sixth
+    of the TTL now goes to the next member."""
     leader = _leader(cluster)
     in_use = next(m for m in cluster if m is not leader)
     order = [in_use] + [m for m in cluster if m is not in_use]

@@ -145,7 +145,7 @@ class AsyncEtcdBackend:
         held = self._held.pop(owner, None)
         if held is None or held.name != name:
             return await self._release_elsewhere(name, owner)
-        record = (RECORDS + self.queue(name), str(held.revision).encode())
+        record = self.release_record(name, held.revision, owner)
         delete = gateway.delete_if_value_txn(held.key, owner.encode(), record)
         try:
             reply = await self.call("kv/txn", delete)
@@ -164,7 +164,15 @@ class AsyncEtcdBackend:
         if held.own_session:  # its lease is being released: no news for it
             with contextlib.suppress(FencelockError):
                 await held.session.revoke(None)
-        return bool(reply.get("succeeded"))
+        return bool(reply.get("succeeded")) or gateway.recorded(reply, record)
+
+    def release_record(self, name: str, revision: int, owner: str | None) -> tuple[bytes, bytes]:
+        """The record a release writes: the lock's last token (what ``inspect`` shows once
+        nobody holds it), and who gave it back. A delete sent again (its first reply lost
+        to a leader change) that finds its key gone and this record finds its own
+        release, not a loss; a release by another client (``owner`` None) differs."""
+        by = b"" if owner is None else b" " + owner.encode()
+        return RECORDS + self.queue(name), str(revision).encode() + by
 
     def _delete_eventually(self, session: EtcdSession, delete: gateway.Body, key: bytes) -> None:
         """Send a release whose reply was lost again until it is answered (or its etcd
@@ -196,7 +204,7 @@ class AsyncEtcdBackend:
         head = await self._head(name)
         if head is None or head.value != owner.encode():
             return False
-        record = (RECORDS + self.queue(name), str(head.create_revision).encode())
+        record = self.release_record(name, head.create_revision, None)
         reply = await self.call(
             "kv/txn", gateway.delete_if_value_txn(head.key, owner.encode(), record)
         )
@@ -254,7 +262,7 @@ class AsyncEtcdBackend:
         last = gateway.key_values(records)
         if not last:
             return None
-        return LockInfo(name, None, int(last[0].value or b"0"), None, 0)
+        return LockInfo(name, None, int(last[0].value.split(b" ", 1)[0] or b"0"), None, 0)
 
     async def _info(self, name: str, head: gateway.KeyValue, waiters: int) -> LockInfo:
         owner = head.value.decode() or head.key.rsplit(b"/", 1)[-1].decode()  # etcdctl's: ""

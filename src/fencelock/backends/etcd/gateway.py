@@ -142,14 +142,26 @@ def move_txn(key: bytes, create_revision: int, value: bytes, lease: int) -> Body
 
 
 def delete_if_value_txn(key: bytes, value: bytes, record: tuple[bytes, bytes] | None) -> Body:
-    """Delete ``key`` if it still holds ``value`` (and then write ``record``)."""
+    """Delete ``key`` if it still holds ``value`` (and then write ``record``); if it does
+    not, read ``record``'s key (:func:`recorded`)."""
     success: list[Body] = [{"request_delete_range": {"key": b64(key)}}]
+    failure: list[Body] = []
     if record is not None:
         success.append({"request_put": {"key": b64(record[0]), "value": b64(record[1])}})
+        failure.append({"request_range": {"key": b64(record[0])}})
     return {
         "compare": [{"key": b64(key), "target": "VALUE", "result": "EQUAL", "value": b64(value)}],
         "success": success,
+        "failure": failure,
     }
+
+
+def recorded(delete_reply: Reply, record: tuple[bytes, bytes]) -> bool:
+    """Whether a :func:`delete_if_value_txn` that found its key gone found ``record``
+    written: the same delete, sent before, landed (its reply was lost)."""
+    responses = delete_reply.get("responses", [])
+    kvs = key_values(responses[0].get("response_range", {})) if responses else []
+    return bool(kvs) and kvs[0].value == record[1]
 
 
 def watch_create(key: bytes, start_revision: int) -> Body:
