@@ -42,6 +42,37 @@ else:  # pragma: no cover - Python 3.10
         return future.result()
 
 
+if sys.version_info >= (3, 11):
+
+    async def insisting(seconds: float, awaitable: Awaitable[T]) -> T:
+        """:func:`within`, cut off in place, and cancelled once more if its clean-up
+        from the first cancellation goes on past :data:`RECANCEL_AFTER`: a driver may
+        take its time over a cancellation (psycopg asks the server to cancel the query
+        and waits up to 10 s for a hung one) and gives up on a second."""
+        task = asyncio.current_task()
+        assert task is not None, "awaited in a task"
+        already = task.cancelling()
+        again: list[bool] = []
+
+        def cancel_again() -> None:
+            again.append(True)
+            task.cancel()
+
+        handle = asyncio.get_running_loop().call_later(seconds + RECANCEL_AFTER, cancel_again)
+        try:
+            async with asyncio.timeout(seconds):
+                return await awaitable
+        except asyncio.CancelledError:
+            if again and task.uncancel() <= already:  # ours, both: the time is up
+                raise TimeoutError from None
+            raise
+        finally:
+            handle.cancel()
+
+else:  # pragma: no cover - Python 3.10
+    insisting = within
+
+
 async def stop(task: asyncio.Future[Any] | None) -> None:
     """Cancel ``task`` and wait until it has ended, cancelling again while it goes on;
     an exception it ended with other than its cancellation is raised here."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import socket
 from collections.abc import Iterator
 
@@ -216,7 +217,8 @@ def test_a_hung_quorum_raises_within_about_the_timeout(fresh_five: list[RedisSer
             for server in fresh_five[:3]:
                 server.resume()
     assert isinstance(attempt.error, fencelock.BackendUnavailable), attempt.outcome()
-    assert "did not answer within 1s" in str(attempt.error), str(attempt.error)
+    # Redlock's node timeout and the request bound are both 1 s: either may say so
+    assert re.search(r"did not answer (a try )?within 1s", str(attempt.error)), attempt.error
     # one timeout, with 1.5 s for a loaded machine: not a wait per step or per node
     assert attempt.elapsed is not None and attempt.elapsed < 2.5, attempt.outcome()
 

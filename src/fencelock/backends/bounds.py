@@ -17,6 +17,7 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from fencelock import clock
+from fencelock.aio import insisting
 from fencelock.backends.base import AsyncAttempt, AttemptResult
 from fencelock.engine.timing import REQUEST_BOUND
 from fencelock.errors import BackendUnavailable
@@ -64,23 +65,27 @@ async def bounded(
     :class:`BackendUnavailable` naming ``where`` and ``what`` was waited for
     (``seconds`` is the caller's time left plus ``bound``, which the message names).
 
-    Cut off, ``awaitable`` is cancelled and left to end in the background: its own
-    clean-up (giving back a lease a try took as it was cut off) runs as for any
-    cancelled call, but the caller does not wait for it. A driver may take its time
-    over a cancellation (psycopg sends the server a cancel request, which a hung server
-    does not answer: 10 s), and neither a caller's timeout nor a thread of the blocking
-    client may wait for that.
+    The cut is a cancellation delivered inside ``awaitable``, where it would land
+    without the bound: an attempt's own clean-up (giving back a lease its try took as
+    it was cut off) runs as it does for any cancelled acquire, and a lease granted
+    as the caller is cancelled is never dropped between two tasks. A clean-up that
+    waits on the hung server is cancelled again (:func:`~fencelock.aio.insisting`).
     """
     if seconds is None:
         return await awaitable
-    return await abandoning(seconds, awaitable, where, what, bound)
+    try:
+        return await insisting(seconds, awaitable)
+    except TimeoutError as exc:
+        raise _no_answer(where, what, seconds, bound) from exc
 
 
 async def abandoning(
     seconds: float, awaitable: Awaitable[T], where: str, what: str, bound: float = REQUEST_BOUND
 ) -> T:
-    """:func:`bounded` with a time always set: a renewal past the lease's trust, the
-    release of a lease already lost, a try past the caller's timeout."""
+    """:func:`bounded` for a request whose outcome nobody needs once it is late (a
+    renewal past the lease's trust, the release of a lease already lost): cut off, it
+    is cancelled and left to end in the background, in a task of its own, as a thread
+    of the blocking client must not wait for a driver's clean-up."""
     task = asyncio.ensure_future(awaitable)
     try:
         done, _ = await asyncio.wait({task}, timeout=seconds)
