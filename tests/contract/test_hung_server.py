@@ -34,7 +34,7 @@ KINDS = ["redis", "etcd", "zookeeper", "postgresql", "advisory", "mysql"]
 def _start(pool: ServerPool, kind: str) -> tuple[str, ServerProcess]:
     if kind == "redis":
         redis = pool.redis(name="hung-redis")
-        return f"{redis.url}?timeout={REQUEST_BOUND:g}", redis
+        return f"{redis.url}?timeout=5", redis  # a socket timeout the call must cut short
     if kind == "etcd":
         (etcd,) = pool.etcd(name="hung-etcd")
         return f"etcd://{etcd.address}", etcd

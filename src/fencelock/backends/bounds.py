@@ -13,7 +13,9 @@ the same :class:`BoundedAttempt`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+import contextlib
+from collections.abc import Awaitable, Iterator
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from fencelock import clock
@@ -45,6 +47,28 @@ def _server(where: str) -> str:
     scheme = where.split("://", 1)[0].split("+", 1)[0].lower()
     kind = _KINDS.get(scheme)
     return f"{kind} at {where}" if kind else where
+
+
+# When the blocking call under way must end (a clock.now() time), for a driver whose
+# socket timeouts are its only bound (the blocking Redis client): per thread and task.
+_CALL_ENDS: ContextVar[float | None] = ContextVar("fencelock_call_ends", default=None)
+
+
+@contextlib.contextmanager
+def call_ends_at(when: float | None) -> Iterator[None]:
+    """Within: a blocking driver's request waits no later than ``when`` (None: as its
+    own socket timeout says), read by :func:`time_left`."""
+    token = _CALL_ENDS.set(when)
+    try:
+        yield
+    finally:
+        _CALL_ENDS.reset(token)
+
+
+def time_left() -> float | None:
+    """Seconds until the call under way must end (None: no end set; may be <= 0)."""
+    when = _CALL_ENDS.get()
+    return None if when is None else when - clock.now()
 
 
 def request_bound_of(backend: object) -> float:

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Generic, TypeVar
 
-from fencelock import forking
+from fencelock import clock, forking
 from fencelock.backends import idle_watch
 from fencelock.backends.base import (
     AsyncAttempt,
@@ -33,7 +33,12 @@ from fencelock.backends.base import (
     async_latching,
     async_sharing,
 )
-from fencelock.backends.bounds import BoundedAttempt, abandoning, request_bound_of
+from fencelock.backends.bounds import (
+    BoundedAttempt,
+    abandoning,
+    call_ends_at,
+    request_bound_of,
+)
 from fencelock.errors import BackendUnavailable, ConfigError
 
 T = TypeVar("T")
@@ -420,11 +425,12 @@ async def _construct(make: Callable[[], AsyncBackend]) -> AsyncBackend:
 
 
 def release_within(backend: Backend, name: str, owner: str, seconds: float) -> bool:
-    """``backend.release``, cut off after ``seconds`` where the backend can be (behind the
-    shared loop); a blocking backend's own socket timeout bounds the rest."""
+    """``backend.release``, cut off after ``seconds``: behind the shared loop, or by a
+    blocking driver's socket timeout cut to that (Redis's)."""
     if isinstance(backend, SharedLoopBackend):
         return backend.release_within(name, owner, seconds)
-    return backend.release(name, owner)
+    with call_ends_at(clock.now() + seconds):
+        return backend.release(name, owner)
 
 
 def limited(attempt: Attempt, deadline: float | None) -> Attempt:

@@ -26,7 +26,7 @@ from fencelock.backends.base import (
     async_sharing,
     sharing,
 )
-from fencelock.backends.bounds import alimited, request_bound_of
+from fencelock.backends.bounds import alimited, call_ends_at, request_bound_of
 from fencelock.backends.shared_loop import limited
 from fencelock.engine.acquire import (
     AcquireFlow,
@@ -290,9 +290,12 @@ class Lock(_LockBase[Backend, Lease]):
         if again is not None:
             return again
         owner, flow, began = self._start(timeout)
-        attempt = limited(self._attempt(owner), deadline_of(began, timeout))
+        deadline = deadline_of(began, timeout)
+        attempt = limited(self._attempt(owner), deadline)
+        ends = None if deadline is None else deadline + request_bound_of(self._backend)
         try:
-            outcome = drive(flow, attempt, self.name)
+            with call_ends_at(ends):  # a blocking driver's sockets end with the call
+                outcome = drive(flow, attempt, self.name)
         finally:
             attempt.close()
         terms = self._terms(owner, outcome, began)

@@ -17,6 +17,7 @@ import redis.asyncio.client
 import redis.client
 
 from fencelock.aio import stop, within
+from fencelock.backends.bounds import time_left
 from fencelock.backends.redis.errors import subscribing
 from fencelock.backends.redis.wakeups import Subscription, Wakeups, new_channel
 
@@ -51,7 +52,11 @@ class WakeListener:
         with self._guard:
             if self._pubsub is None:
                 self._start()
-        deadline = time.monotonic() + self._state.timeout
+        patience = self._state.timeout
+        call_left = time_left()  # an acquire's time, plus one request, cuts it shorter
+        if call_left is not None:
+            patience = min(patience, max(call_left, 0.0))
+        deadline = time.monotonic() + patience
         with self._changed:
             while (left := self._state.time_left(deadline, time.monotonic())) is not None:
                 self._changed.wait(left)

@@ -15,8 +15,9 @@ here only run it, blocking or with asyncio.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import redis
@@ -25,6 +26,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fencelock.aio import within
+from fencelock.backends.bounds import time_left
 from fencelock.backends.redis.resp import RawReply
 from fencelock.backends.redis.scripts import Command
 from fencelock.backends.redis.talks import Talk, Talking
@@ -35,6 +37,9 @@ T = TypeVar("T")
 # An idle connection older than this is polled before use: a server or proxy that
 # closed it meanwhile is noticed before a command is sent, not after.
 STALE_AFTER = 5.0
+# A call whose time is up still gets this long on the socket: its request is sent, and
+# a server that answers at once is heard.
+MIN_SOCKET_WAIT = 0.01
 
 
 class Connection(Protocol):
@@ -83,15 +88,18 @@ class Wire:
         self._idle: list[tuple[Connection, float]] = []
 
     def talk(self, talk: Talk[T]) -> T:
-        """Run ``talk`` on one connection; its result, or the error that ended it."""
+        """Run ``talk`` on one connection; its result, or the error that ended it. An
+        acquire with a timeout waits on the socket no longer than its call may last
+        (:func:`fencelock.backends.bounds.time_left`), if that is shorter."""
         conn = self._checkout()
         try:
-            if not conn.is_connected:  # connect() itself: a Sentinel's asks for the master
-                conn.connect()
             talking = Talking(talk)
-            while talking.command is not None:
-                conn.send_packed_command((talking.command,), check_health=False)
-                talking.answer(_reply(conn))
+            with _no_later_than_the_call(conn):
+                if not conn.is_connected:  # connect() itself: a Sentinel's asks for the master
+                    conn.connect()
+                while talking.command is not None:
+                    conn.send_packed_command((talking.command,), check_health=False)
+                    talking.answer(_reply(conn))
         except (ResponseError, FencelockError):
             self._checkin(conn)
             raise
@@ -145,6 +153,33 @@ class Wire:
         while self._idle:
             conn, _since = self._idle.pop()
             conn.disconnect()
+
+
+@contextlib.contextmanager
+def _no_later_than_the_call(conn: Connection) -> Iterator[None]:
+    """The connection's timeouts (connecting, its handshake, each read) cut to the time
+    left of the call under way, and given back after."""
+    left = time_left()
+    own: float | None = getattr(conn, "socket_timeout", None)
+    if left is None or (own is not None and own <= left):
+        yield
+        return
+    cut = max(left, MIN_SOCKET_WAIT)
+    own_connect: float | None = getattr(conn, "socket_connect_timeout", None)
+    _set_timeouts(conn, cut, cut if own_connect is None else min(own_connect, cut))
+    try:
+        yield
+    finally:
+        _set_timeouts(conn, own, own_connect)
+
+
+def _set_timeouts(conn: Connection, timeout: float | None, connect: float | None) -> None:
+    """redis-py reads these when it connects; a connected socket is told at once."""
+    setattr(conn, "socket_timeout", timeout)  # noqa: B010 - not in the Connection protocol
+    setattr(conn, "socket_connect_timeout", connect)  # noqa: B010
+    sock: Any = getattr(conn, "_sock", None)  # redis-py's socket, once connected
+    if sock is not None:
+        sock.settimeout(timeout)
 
 
 def _all_at_once(conn: Connection, commands: Sequence[Command]) -> list[RawReply]:
