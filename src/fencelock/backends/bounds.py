@@ -4,10 +4,10 @@ An acquire with a timeout returns within it plus one request's time (the URL's
 ``request_bound`` option, :data:`~fencelock.engine.timing.REQUEST_BOUND` by default),
 and the release of a lease already lost waits no longer than that, whatever the
 server does (paused, partitioned, a cluster without a leader). The
-asyncio-native backends (every network backend but Redis's blocking face, whose bound
-is its socket timeout, and the local ones) are cut off here, in both colours: the
-blocking client runs them through :mod:`~fencelock.backends.shared_loop`, which uses
-the same :class:`BoundedAttempt`.
+asyncio-native backends are cut off here, in both colours: the blocking client runs
+them through :mod:`~fencelock.backends.shared_loop`, which uses the same
+:class:`BoundedAttempt`. A blocking driver (Redis's) reads :func:`time_left` and cuts
+its socket timeouts to it.
 """
 
 from __future__ import annotations
