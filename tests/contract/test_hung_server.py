@@ -143,7 +143,7 @@ def test_the_urls_request_bound_sets_how_long_past_the_timeout(
     url, server = hung
     if url.startswith("redis"):
         pytest.skip("Redis answers first through its own socket timeout (the URL's timeout)")
-    longer = REQUEST_BOUND + 2
+    longer = REQUEST_BOUND + 1
     url = f"{url}{'&' if '?' in url else '?'}request_bound={longer:g}"
 
     def timed(call: Callable[[], object]) -> tuple[float, str]:

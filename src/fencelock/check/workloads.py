@@ -54,6 +54,7 @@ from typing import Protocol
 import fencelock
 from fencelock import clock
 from fencelock.check.history import Op, Recorder, Result
+from fencelock.engine.backoff import Backoff
 from fencelock.errors import BackendUnavailable, FencelockError, LeaseLost, LockTimeout, StaleToken
 from fencelock.fencing import sqlite_fence
 from fencelock.toolkit import resources
@@ -64,6 +65,7 @@ REGISTER_KEY = "register"
 SEATS_KEY = "seats"
 BUSY_TIMEOUT_MS = 30_000
 START_PATIENCE = 60.0  # seconds a client waits for an unreachable server before it gives up
+CONNECT_RETRY = Backoff(0.05, 1.0, spread=0.5)  # between its tries
 # How often a client extends its lease (to 0.5-2x its TTL) between read and write, so
 # the harness races extend() against the renewer.
 EXTEND_CHANCE = 0.3
@@ -499,15 +501,15 @@ def _connect(spec: ClientSpec) -> fencelock.Client:
     A wrong URL or password fails at once.
     """
     give_up = clock.now() + START_PATIENCE + 4 * spec.ttl
-    pause = 0.05
+    pauses = CONNECT_RETRY.waits(random.random)
     while True:
         try:
             return fencelock.connect(spec.url)
         except BackendUnavailable:
+            pause = next(pauses)
             if clock.now() + pause > give_up:
                 raise
         time.sleep(pause)
-        pause = min(pause * 2, 1.0)
 
 
 def _exit_when_orphaned() -> None:

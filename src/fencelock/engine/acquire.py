@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
+from fencelock.engine.backoff import Backoff
 from fencelock.engine.outcomes import Acquired, AttemptResult, Busy
 from fencelock.engine.session import Session
 from fencelock.engine.timing import trusted_until
@@ -20,6 +21,9 @@ MIN_BACKOFF = 0.005
 MAX_BACKOFF = 0.5
 # Retries through an outage back off up to this (a restart takes seconds).
 MAX_OUTAGE_BACKOFF = 1.0
+# Both with equal jitter: a wait is never under half its window (these retries poll).
+BUSY = Backoff(MIN_BACKOFF, MAX_BACKOFF, spread=0.5)
+OUTAGE = Backoff(MIN_BACKOFF, MAX_OUTAGE_BACKOFF, spread=0.5)
 # Waiters woken by an expiry spread over this window so they do not all collide.
 EXPIRY_JITTER = 0.005
 # A queued waiter (``Busy(notified=True)``) looks again after this long without a
@@ -90,7 +94,7 @@ def acquire_flow(
     ``random`` returns floats in [0, 1) and spreads retries (jitter).
     """
     deadline = None if timeout is None else now + timeout
-    backoff = MIN_BACKOFF
+    retry = 0  # the backoff's step: reset when a notice or the holder's TTL says when
     attempts = 0
     reached = False  # a try was answered: the server exists and takes us
     while True:
@@ -102,8 +106,7 @@ def acquire_flow(
             remaining = None if deadline is None else deadline - tried.finished
             if not reached or (remaining is not None and remaining <= 0):
                 raise tried.error
-            pause = backoff * (0.5 + random() / 2)
-            backoff = min(backoff * 2, MAX_OUTAGE_BACKOFF)
+            pause, retry = OUTAGE.delay(retry, random), retry + 1
             yield Wait(pause if remaining is None else min(pause, remaining))
             continue
         assert isinstance(tried, Tried)
@@ -119,22 +122,22 @@ def acquire_flow(
         remaining = None if deadline is None else deadline - tried.finished
         if remaining is not None and remaining <= 0:
             return GaveUp(tried.finished - now, attempts)
-        pause, backoff = next_wait(tried.result, backoff, random)
+        pause, retry = next_wait(tried.result, retry, random)
         if remaining is not None:
             pause = min(pause, remaining)
         yield Wait(pause)
 
 
-def next_wait(busy: Busy, backoff: float, random: Callable[[], float]) -> tuple[float, float]:
-    """How long to wait after ``busy``, and the backoff to use next time.
+def next_wait(busy: Busy, retry: int, random: Callable[[], float]) -> tuple[float, int]:
+    """How long to wait after ``busy`` (at step ``retry`` of the backoff), and the step
+    to use next time.
 
     A queued waiter waits for its notice; with a known holder TTL we wait exactly
-    until it runs out (a release wakes us earlier); without one, exponential
-    backoff with full jitter.
+    until it runs out (a release wakes us earlier); without one, the :data:`BUSY`
+    backoff (equal jitter).
     """
     if busy.notified:
-        return NOTICE_LIVENESS, MIN_BACKOFF
+        return NOTICE_LIVENESS, 0
     if busy.retry_after is not None:
-        return max(busy.retry_after, 0.0) + EXPIRY_JITTER * random(), MIN_BACKOFF
-    pause = backoff * (0.5 + random() / 2)
-    return pause, min(backoff * 2, MAX_BACKOFF)
+        return max(busy.retry_after, 0.0) + EXPIRY_JITTER * random(), 0
+    return BUSY.delay(retry, random), retry + 1

@@ -1,6 +1,7 @@
 """How an optimistic update retries: a bounded number of attempts, and between them a
-wait drawn from a window that doubles each time, up to a cap ("full jitter"), so that
-writers who collided once do not collide again in lockstep."""
+wait drawn from a window that doubles each time, up to a cap ("full jitter", the one
+schedule of :mod:`fencelock.engine.backoff`), so that writers who collided once do not
+collide again in lockstep."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fencelock.engine.backoff import Backoff
 from fencelock.errors import ConfigError
 
 
@@ -38,5 +40,4 @@ class RetryPolicy:
 
     def delay(self, retry: int, random: Callable[[], float]) -> float:
         """The wait before retry number ``retry``; ``random`` returns floats in [0, 1)."""
-        window = self.max_delay if retry >= 64 else min(self.max_delay, self.base_delay * 2**retry)
-        return random() * window
+        return Backoff(self.base_delay, self.max_delay, spread=1.0).delay(retry, random)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,13 +33,14 @@ from fencelock.backends.etcd import gateway
 from fencelock.backends.etcd.http import Gateway, LeaseNotFound
 from fencelock.backends.etcd.options import etcd_options
 from fencelock.backends.etcd.session import FRESH_FRACTION, EtcdSession, SessionEnded
+from fencelock.engine.backoff import Backoff
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import FencelockError
 
 # Where the last token of a lock nobody holds is kept (apart from every lock's queue).
 RECORDS = b"\x00fencelock/last/"
-# How soon a release whose reply was lost is sent again (doubling up to 5 s).
-RETRY_DELETE = 0.5
+# How soon a release whose reply was lost is sent again (up to 0.5 s, doubling to 5 s).
+DELETE_RETRY = Backoff(0.5, 5.0, spread=0.5)
 
 
 @dataclass(frozen=True)
@@ -180,17 +182,17 @@ class AsyncEtcdBackend:
         ``key`` is free for this client's contenders again once that is settled."""
 
         async def again() -> None:
-            pause = RETRY_DELETE
+            pauses = DELETE_RETRY.waits(random.random)
             try:
                 while not session.ended:
-                    await asyncio.sleep(pause)
+                    await asyncio.sleep(next(pauses))
                     try:
                         await self.call("kv/txn", delete)
                         return
                     except LeaseNotFound:
                         return
                     except FencelockError:
-                        pause = min(pause * 2, 5.0)
+                        continue
             finally:
                 self.unclaim(key)
 

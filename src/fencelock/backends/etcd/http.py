@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
@@ -21,12 +22,15 @@ from fencelock import clock
 from fencelock.backends.etcd.gateway import Body, Reply
 from fencelock.backends.etcd.options import EtcdOptions
 from fencelock.backends.etcd.wire import NotSent, Unanswered, Wire
+from fencelock.engine.backoff import Backoff
 from fencelock.errors import BackendUnavailable, ConfigError, FencelockError
 
 # gRPC status codes etcd puts in its error replies
 UNAVAILABLE, UNAUTHENTICATED, INVALID_ARGUMENT, FAILED_PRECONDITION = 14, 16, 3, 9
 _TRANSIENT = ("no leader", "leader changed", "timed out", "too many requests")
 MIN_VERSION = (3, 4)
+# A request etcd refused for a passing reason (no leader yet) is sent again after these.
+TRANSIENT_RETRY = Backoff(0.05, 0.5, spread=0.5)
 
 
 class EtcdRefused(FencelockError):
@@ -86,7 +90,7 @@ class Gateway:
         ``patience`` (seconds; only for a request that may be sent twice), a member that
         has not answered in that long is given up for the next one."""
         deadline = clock.now() + self.options.timeout
-        pause = 0.05
+        pauses = TRANSIENT_RETRY.waits(random.random)
         while True:
             try:
                 return await self._authorized("POST", f"/v3/{path}", body, patience)
@@ -96,10 +100,10 @@ class Gateway:
                 transient = refused.code == UNAVAILABLE or any(
                     word in refused.message for word in _TRANSIENT
                 )
+                pause = next(pauses)
                 if not transient or clock.now() + pause > deadline:
                     raise self._translated(refused) from refused
             await asyncio.sleep(pause)
-            pause = min(pause * 2, 0.5)
             self._current = (self._current + 1) % len(self.options.endpoints)
 
     async def stream(self, path: str, body: Body) -> AsyncIterator[Reply]:
