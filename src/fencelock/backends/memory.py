@@ -153,6 +153,10 @@ class MemoryBackend:
             number_option(parsed, option, 1.0)
         if parsed.hosts and len(parsed.hosts) > 1:
             raise ConfigError(f"memory:// takes one store name, got {parsed.redacted!r}")
+        if parsed.username is not None or parsed.password is not None:
+            raise ConfigError(f"memory:// takes no user or password, got {parsed.redacted!r}")
+        if parsed.hosts and parsed.hosts[0][1] is not None:
+            raise ConfigError(f"memory:// takes a store name, not a port: {parsed.redacted!r}")
         self.url = parsed.redacted
         self._store = _STORES.get(parsed.hosts[0][0] if parsed.hosts else "")
         self._created_in = os.getpid()
