@@ -65,8 +65,11 @@ def test_kazoos_lock_and_fencelock_exclude_each_other(
         got = threading.Event()
         waiter = threading.Thread(target=lambda: again.acquire(timeout=30) and got.set())
         waiter.start()
-        time.sleep(0.5)
-        assert not got.is_set()
+        deadline = time.monotonic() + 30
+        while (queued := client.inspect("jobs/nightly")) is None or queued.waiters != 1:
+            assert time.monotonic() < deadline, f"kazoo's Lock never queued: {queued}"
+            time.sleep(0.01)
+        assert not got.is_set()  # in line behind fencelock's lease
         lease.release()
         waiter.join(30)
         assert got.is_set(), "kazoo's Lock never got the lock fencelock released"

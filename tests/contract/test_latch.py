@@ -104,9 +104,8 @@ def test_async_latch(backend: BackendCase, name: str) -> None:
                     client.latch(name)
                 return
             assert await client.latch(name).try_set_count(2)
+            assert not await other.latch(name).wait(timeout=0.3)  # it waited: not open
             waiting = asyncio.create_task(other.latch(name).wait(timeout=60))
-            await asyncio.sleep(0.1)
-            assert not waiting.done()
             await client.latch(name).count_down()
             await other.latch(name).count_down()
             assert await waiting

@@ -87,9 +87,9 @@ def test_async_semaphore(backend: BackendCase, name: str) -> None:
         ):
             async with client.semaphore(name, permits=1) as permit:
                 assert await other.semaphore(name, permits=1).try_acquire() is None
+                with pytest.raises(fencelock.LockTimeout):  # it waited: not let in
+                    await other.semaphore(name, permits=1).acquire(timeout=0.3)
                 waiting = asyncio.create_task(other.semaphore(name, permits=1).acquire(timeout=60))
-                await asyncio.sleep(0.2)
-                assert not waiting.done()
             second = await waiting
             assert second.token > permit.token
             await second.release()
