@@ -23,6 +23,12 @@ from urllib.parse import urlsplit
 from fencelock import clock, forking
 from fencelock.aio import within
 
+# What a reply that cannot be read raises: a connection that failed or ended early, a
+# reply that is not HTTP/1.1, a header block or chunk-size line over the reader's
+# 64 KiB limit (asyncio's LimitOverrunError). Each becomes Unanswered, then a
+# fencelock error naming the member.
+UNREADABLE = (OSError, EOFError, ValueError, asyncio.LimitOverrunError)
+
 # An idle connection older than this is closed rather than used: a server or proxy may
 # have dropped it meanwhile, and a request written into it would be answered by EOF.
 STALE_AFTER = 5.0
@@ -87,7 +93,7 @@ class Wire:
             status, reply, keep = await within(timeout, _read_reply(connection.reader))
         except BaseException as exc:
             _close(connection)
-            if isinstance(exc, (OSError, EOFError, ValueError, TimeoutError)):
+            if isinstance(exc, (*UNREADABLE, TimeoutError)):
                 raise Unanswered(str(exc) or type(exc).__name__) from exc
             raise  # cancelled: the connection is gone with the unread reply
         if keep and len(endpoint.idle) < MAX_IDLE:
@@ -109,7 +115,7 @@ class Wire:
             connection.writer.write(_request("POST", endpoint, path, body, headers))
             try:
                 status, chunked = await _read_head(connection.reader)
-            except (OSError, EOFError, ValueError) as exc:
+            except UNREADABLE as exc:
                 raise Unanswered(str(exc) or type(exc).__name__) from exc
             if status != 200 or not chunked:
                 yield status, await connection.reader.read()
@@ -119,7 +125,7 @@ class Wire:
             while True:
                 try:
                     chunk = await _read_chunk(connection.reader)
-                except (OSError, EOFError, ValueError) as exc:
+                except UNREADABLE as exc:
                     raise Unanswered(str(exc) or type(exc).__name__) from exc
                 if chunk is None:
                     return
