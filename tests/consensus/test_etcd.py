@@ -135,9 +135,11 @@ def test_many_leases_cost_one_keepalive_and_one_listing_per_third_of_their_ttl(
     sent: list[str] = []
     original = http.Gateway.call
 
-    async def counted(self: http.Gateway, path: str, body: dict[str, object]) -> object:
+    async def counted(
+        self: http.Gateway, path: str, body: dict[str, object], patience: float | None = None
+    ) -> object:
         sent.append(path)
-        return await original(self, path, body)
+        return await original(self, path, body, patience)
 
     monkeypatch.setattr(http.Gateway, "call", counted)
     with fencelock.connect(etcd.url) as client:
