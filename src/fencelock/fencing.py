@@ -34,6 +34,9 @@ __all__ = [
 
 
 class FencingGuard(Protocol):
+    """What a resource keeps to refuse a stale holder's writes: per key, the newest
+    token accepted; an older one raises :class:`StaleToken`."""
+
     def accept(self, key: str, token: int, *, allow_equal: bool = False) -> None:
         """Record ``token`` for ``key``, or raise StaleToken if it is not newer.
 
@@ -66,6 +69,7 @@ class MemoryGuard(_Rejections):
         self._guard = threading.Lock()
 
     def accept(self, key: str, token: int, *, allow_equal: bool = False) -> None:
+        """As :meth:`FencingGuard.accept`."""
         with self._guard:
             last = self._last.get(key)
             if last is not None and (token < last or (token == last and not allow_equal)):
@@ -73,6 +77,7 @@ class MemoryGuard(_Rejections):
             self._last[key] = token
 
     def last(self, key: str) -> int | None:
+        """The last token accepted for ``key``."""
         with self._guard:
             return self._last.get(key)
 
@@ -125,6 +130,7 @@ class SQLiteGuard(_Rejections):
         self._guard = threading.Lock()
 
     def accept(self, key: str, token: int, *, allow_equal: bool = False) -> None:
+        """As :meth:`FencingGuard.accept`, in a transaction of its own."""
         with self._guard:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
@@ -136,6 +142,7 @@ class SQLiteGuard(_Rejections):
             self._conn.execute("COMMIT")
 
     def last(self, key: str) -> int | None:
+        """The last token accepted for ``key``."""
         with self._guard:
             row = self._conn.execute(
                 "SELECT token FROM fencelock_fences WHERE key = ?", (key,)
@@ -143,6 +150,7 @@ class SQLiteGuard(_Rejections):
         return None if row is None else int(row[0])
 
     def close(self) -> None:
+        """Close the guard's database connection."""
         self._conn.close()
 
 
@@ -161,9 +169,11 @@ class RedisGuard(_Rejections):
 
     @staticmethod
     def fence_key(key: str) -> str:
+        """The Redis key that keeps ``key``'s last token (hash-tagged with ``key``)."""
         return f"fencelock-fence:{{{key}}}"
 
     def accept(self, key: str, token: int, *, allow_equal: bool = False) -> None:
+        """As :meth:`FencingGuard.accept`, in one Lua script on the server."""
         self._run(key, token, allow_equal, [])
 
     def write(
@@ -185,7 +195,9 @@ class RedisGuard(_Rejections):
             raise self._reject(key, token, last)
 
     def last(self, key: str) -> int | None:
+        """The last token accepted for ``key``."""
         return self._fence.last(self.fence_key(key))
 
     def close(self) -> None:
+        """Close the guard's connection."""
         self._fence.close()

@@ -51,9 +51,11 @@ L_contra = TypeVar("L_contra", bound="LeaseBase", contravariant=True)
 class Tracker(Protocol[L_contra]):
     """Where a lease reports itself: the client's renewer and its list of holdings."""
 
-    def track(self, lease: L_contra) -> None: ...
+    def track(self, lease: L_contra) -> None:
+        """Keep ``lease`` renewed and listed."""
 
-    def forget(self, lease: L_contra) -> None: ...
+    def forget(self, lease: L_contra) -> None:
+        """Stop renewing and listing ``lease`` (it was released or lost)."""
 
 
 @dataclass

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import importlib
 import types
+
+import pytest
 
 import fencelock
 
@@ -37,6 +40,37 @@ def test_every_public_member_has_a_docstring() -> None:
             missing.append(name)
         for member, value in _members(obj).items():
             function = value.fget if isinstance(value, property) else value
+            if not member.startswith("_") and callable(function) and not function.__doc__:
+                missing.append(f"{name}.{member}")
+    assert missing == []
+
+
+# The modules whose classes users get from the client (a semaphore, a leadership, a
+# guard) without importing them: every public class and method documents itself too.
+HANDED_OUT = [
+    "fencelock.client",
+    "fencelock.lease",
+    "fencelock.once",
+    "fencelock.fencing",
+    *(
+        f"fencelock.primitives.{name}"
+        for name in ("lock", "semaphore", "rwlock", "multi", "latch", "election", "blocks")
+    ),
+]
+
+
+@pytest.mark.parametrize("module_name", HANDED_OUT)
+def test_every_class_users_are_handed_documents_itself(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    missing = []
+    for name, cls in vars(module).items():
+        if name.startswith("_") or not isinstance(cls, type) or cls.__module__ != module_name:
+            continue
+        if not cls.__doc__:
+            missing.append(name)
+        for member, value in vars(cls).items():
+            function = value.fget if isinstance(value, property) else value
+            function = getattr(function, "__func__", function)  # static and class methods
             if not member.startswith("_") and callable(function) and not function.__doc__:
                 missing.append(f"{name}.{member}")
     assert missing == []

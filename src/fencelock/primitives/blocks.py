@@ -15,11 +15,17 @@ from fencelock.lease import LeaseBase
 
 
 class Releasable(Protocol):
-    def release(self) -> None: ...
+    """A hold that can be given back (sync API)."""
+
+    def release(self) -> None:
+        """Give the hold back."""
 
 
 class AsyncReleasable(Protocol):
-    async def release(self) -> None: ...
+    """A hold that can be given back (asyncio API)."""
+
+    async def release(self) -> None:
+        """Give the hold back."""
 
 
 H = TypeVar("H", bound=Releasable)
@@ -61,6 +67,7 @@ class HeldInBlocks(Generic[H]):
     _entered: dict[object, list[H]]
 
     def acquire(self, timeout: float | None = None) -> H:
+        """Take the hold within ``timeout`` (each primitive says how)."""
         raise NotImplementedError
 
     def __enter__(self) -> H:
@@ -91,6 +98,7 @@ class AsyncHeldInBlocks(Generic[A]):
     _entered: dict[object, list[A]]
 
     async def acquire(self, timeout: float | None = None) -> A:
+        """Take the hold within ``timeout`` (each primitive says how)."""
         raise NotImplementedError
 
     async def __aenter__(self) -> A:
