@@ -1,6 +1,6 @@
 # The two commands a newcomer runs: `make demo` and `make test`.
 # Each installs everything it needs first (a virtual environment in .venv).
-.PHONY: demo test quick lint typecheck servers bench docs install install-test clean
+.PHONY: demo test check quick lint typecheck servers bench docs install install-test clean
 
 VENV := .venv
 BIN := $(VENV)/bin
@@ -29,10 +29,12 @@ servers:
 test: lint typecheck servers
 	$(BIN)/pytest -q -n 2 tests
 
-# The edit-test loop: lint, types, the pure engine tests, the embedded backend and the
-# command itself (a few servers at most); a few minutes, not the whole suite.
-quick: lint typecheck servers
-	$(BIN)/pytest -q -n 2 tests/unit tests/sqlite tests/cli
+# The edit-test loop (about 3 minutes): lint, types, the pure engine tests and the
+# contract suite on memory://, sqlite:/// and redis:// only.
+check: lint typecheck servers
+	FENCELOCK_TEST_BACKENDS=memory,sqlite,redis $(BIN)/pytest -q -n 2 tests/unit tests/contract
+
+quick: check
 
 # The docs site, into site/ (strict: a broken link fails it).
 docs: install-test

@@ -23,12 +23,13 @@ import fencelock
 from fencelock.engine.timing import REQUEST_BOUND
 from fencelock.testing import ServerPool
 from fencelock.testing.process import ServerProcess
+from tests.contract.conftest import selected
 
 pytestmark = pytest.mark.timeout(240)
 
 TTL = 4.0  # ZooKeeper's shortest session here
 SLACK = 1.5  # a loaded 2-core machine's scheduling, on top of the promised bound
-KINDS = ["redis", "etcd", "zookeeper", "postgresql", "advisory", "mysql"]
+KINDS = selected(["redis", "etcd", "zookeeper", "postgresql", "advisory", "mysql"])
 
 
 def _start(pool: ServerPool, kind: str) -> tuple[str, ServerProcess]:

@@ -19,6 +19,7 @@ import pytest
 import fencelock
 from fencelock.testing import ServerPool
 from fencelock.testing.process import ServerProcess
+from tests.contract.conftest import selected
 
 pytestmark = pytest.mark.timeout(240)
 DEADLINE = 90.0
@@ -35,7 +36,7 @@ def _start(pool: ServerPool, kind: str) -> tuple[str, ServerProcess]:
     return f"etcd://{etcd.address}", etcd
 
 
-@pytest.fixture(params=["postgresql", "mysql", "etcd"])
+@pytest.fixture(params=selected(["postgresql", "mysql", "etcd"]))
 def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, ServerProcess]]:
     with ServerPool.under(tmp_path) as pool:
         yield _start(pool, request.param)

@@ -153,7 +153,8 @@ def _messages(url: str) -> list[str]:
     """
     messages = []
     try:
-        fencelock.connect(url).close()
+        with fencelock.connect(url) as client:
+            client.inspect("x")  # a first use: Redlock's blocking client connects here
     except fencelock.FencelockError as exc:
         messages.append(f"{exc} {exc.args!r}")
 
