@@ -307,6 +307,15 @@ class Rival:
             cursor.executemany(f"INSERT INTO {table}_heavy VALUES (%s)", [(x,) for x in range(200)])
             cursor.execute(f"UPDATE {table} SET n = 20 WHERE id = 1")
 
+    def wait_for_the_victim(self) -> None:
+        """Until a transaction waits for a row lock (the victim, for row 1): the order
+        the deadlock needs, seen, not slept for."""
+        deadline = time.monotonic() + 30
+        waiting = "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'"
+        while self.db.sql(waiting)[0][0] < 1:
+            assert time.monotonic() < deadline, "the victim never waited for row 1"
+            time.sleep(0.01)
+
     def take_row_2(self) -> None:
         """Wait for row 2 (the victim's), closing the cycle; then commit."""
         self.db.query(self.conn, f"UPDATE {self.table} SET n = 21 WHERE id = 2")
@@ -331,7 +340,7 @@ def test_a_deadlock_in_the_callers_transaction_is_transaction_lost(db: MariaDB, 
 
         thread = threading.Thread(target=update)
         thread.start()
-        thread.join(0.5)  # waiting for the rival's row 1
+        rival.wait_for_the_victim()
         rival.take_row_2()
         thread.join(30)
     assert len(errors) == 1 and isinstance(errors[0], TransactionLost), errors
@@ -350,7 +359,7 @@ def test_an_async_deadlock_in_the_callers_transaction_is_transaction_lost(
         update = asyncio.create_task(
             aoptimistic_update(victim, table, {"id": 1}, lambda r: {"n": 99})
         )
-        await asyncio.sleep(0.5)  # waiting for the rival's row 1
+        await asyncio.to_thread(rival.wait_for_the_victim)
         await asyncio.to_thread(rival.take_row_2)
         with pytest.raises(TransactionLost) as caught:
             await update
