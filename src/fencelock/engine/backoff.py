@@ -31,14 +31,7 @@ class Backoff:
     spread: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("first", "cap"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(f"{name} must be seconds, not {value!r}")
-            if not math.isfinite(value) or value < 0:
-                raise ConfigError(f"{name} must be finite and >= 0 seconds, got {value!r}")
-        if self.cap < self.first:
-            raise ConfigError(f"cap ({self.cap}) must not be below first ({self.first})")
+        check_window(("first", self.first), ("cap", self.cap))
         if not 0.0 <= self.spread <= 1.0:
             raise ConfigError(f"spread must be within [0, 1], got {self.spread!r}")
 
@@ -56,3 +49,15 @@ class Backoff:
         while True:
             yield self.delay(retry, random)
             retry += 1
+
+
+def check_window(first: tuple[str, object], cap: tuple[str, object]) -> None:
+    """Raise ConfigError unless both (name, value) pairs are seconds (finite, >= 0) and
+    the cap is not below the first: the check every schedule's settings pass."""
+    for name, value in (first, cap):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{name} must be seconds, not {value!r}")
+        if not math.isfinite(value) or value < 0:
+            raise ConfigError(f"{name} must be finite and >= 0 seconds, got {value!r}")
+    if cap[1] < first[1]:  # type: ignore[operator]
+        raise ConfigError(f"{cap[0]} ({cap[1]}) must not be below {first[0]} ({first[1]})")

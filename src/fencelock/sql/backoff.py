@@ -5,11 +5,10 @@ collide again in lockstep."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fencelock.engine.backoff import Backoff
+from fencelock.engine.backoff import Backoff, check_window
 from fencelock.errors import ConfigError
 
 
@@ -27,16 +26,7 @@ class RetryPolicy:
             raise ConfigError(f"attempts must be an int, not {self.attempts!r}")
         if self.attempts < 1:
             raise ConfigError(f"attempts must be at least 1, got {self.attempts}")
-        for name in ("base_delay", "max_delay"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ConfigError(f"{name} must be seconds, not {value!r}")
-            if not math.isfinite(value) or value < 0:
-                raise ConfigError(f"{name} must be finite and >= 0 seconds, got {value!r}")
-        if self.max_delay < self.base_delay:
-            raise ConfigError(
-                f"max_delay ({self.max_delay}) must not be below base_delay ({self.base_delay})"
-            )
+        check_window(("base_delay", self.base_delay), ("max_delay", self.max_delay))
 
     def delay(self, retry: int, random: Callable[[], float]) -> float:
         """The wait before retry number ``retry``; ``random`` returns floats in [0, 1)."""
