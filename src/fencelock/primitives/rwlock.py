@@ -32,7 +32,7 @@ Mode = Literal["read", "write"]
 def _blocked(name: str, mode: Mode, blocked: Blocked) -> LockTimeout:
     other = "a writer" if mode == "read" or blocked.name.endswith("/gate") else "a reader"
     return LockTimeout(
-        f"{mode} lock on {name!r} not acquired: {other} held it for {blocked.waited:.3f}s"
+        f"{mode} lock on {name!r} not acquired after {blocked.waited:.3f}s: {other} held it"
     )
 
 
