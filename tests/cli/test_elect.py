@@ -42,12 +42,15 @@ def test_a_killed_leader_is_replaced_with_a_greater_term(
     )  # fmt: skip
     try:
         old_term = int(_wait_for(first))
-        candidate = subprocess.Popen(
-            [FENCELOCK, "elect", "--ttl", "1", "svc/b", "--",
-             "sh", "-c", f'echo "$FENCELOCK_TOKEN" > {second}'],
-            env=env, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        time.sleep(0.3)
+        said = tmp_path / "candidate.err"
+        with said.open("w") as stderr:
+            candidate = subprocess.Popen(
+                [FENCELOCK, "elect", "--ttl", "1", "svc/b", "--",
+                 "sh", "-c", f'echo "$FENCELOCK_TOKEN" > {second}'],
+                env=env, stderr=stderr,
+            )  # fmt: skip
+        waiting = _wait_for(said)  # it tried, and waits: seen, not slept for
+        assert f"waiting to lead 'svc/b': term {old_term} leads" in waiting, waiting
         assert not second.exists()  # a candidate waits while the leader lives
         killed_at = clock.now()
         leader.kill()

@@ -23,7 +23,7 @@ from fencelock.cli.run_cmd import (
 )
 from fencelock.cli.run_signals import Interrupted, SignalRelay
 from fencelock.client import Client
-from fencelock.errors import FencelockError
+from fencelock.errors import FencelockError, LockTimeout
 from fencelock.primitives.election import Election, Leader, Leadership
 
 
@@ -33,7 +33,11 @@ def _campaign(election: Election, value: str | None, relay: SignalRelay) -> Lead
     leadership: Leadership | None = None
     try:
         with errors_as_exit_codes():
-            leadership = election.campaign(value)
+            try:
+                leadership = election.campaign(value, timeout=0)
+            except LockTimeout:
+                click.echo(f"fencelock: {_waiting(election)}", err=True)
+                leadership = election.campaign(value)
         relay.hold()
     except Interrupted as stop:
         if leadership is not None:
@@ -43,6 +47,16 @@ def _campaign(election: Election, value: str | None, relay: SignalRelay) -> Lead
             exitcodes.SIGNALLED + stop.signum,
         )
     return leadership
+
+
+def _waiting(election: Election) -> str:
+    """What a candidate says as it starts to wait: who leads, if anyone can tell."""
+    with contextlib.suppress(FencelockError):
+        leader = election.leader()
+        if leader is not None:
+            value = "" if leader.value is None else f" {leader.value!r}"
+            return f"waiting to lead {election.name!r}: term {leader.term}{value} leads"
+    return f"waiting to lead {election.name!r}"
 
 
 def lead(
