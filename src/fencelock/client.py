@@ -20,6 +20,7 @@ from fencelock.holdings import Holdings
 from fencelock.lease import AsyncLease, Lease, LeaseBase, Tracker
 from fencelock.primitives.lock import AsyncLock, Lock
 from fencelock.renewer import AsyncRenewer, Renewer
+from fencelock.seam import Seam
 
 if TYPE_CHECKING:  # the rest of the family is imported when first asked for
     from fencelock.primitives.election import AsyncElection, Election
@@ -96,6 +97,8 @@ class _ClientBase(Generic[B, L]):
     def __init__(self, backend: B, renewer: Tracker[L]) -> None:
         self._backend: B = backend
         self._holdings: Holdings[L] = Holdings(renewer)
+        self.seam: Seam[B, L] = Seam(backend, self._holdings)
+        """What primitives built on this client use of it (:mod:`fencelock.seam`)."""
 
     @property
     def url(self) -> str:

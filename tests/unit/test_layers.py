@@ -26,6 +26,7 @@ LIBRARY_RANKS = {
     "holdings": 5,
     "renewer": 5,
     "stopping": 5,
+    "seam": 6,
     "primitives": 6,
     "client": 7,
     "once": 8,

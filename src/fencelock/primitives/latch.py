@@ -72,10 +72,10 @@ class Latch(_LatchBase):
     def __init__(self, client: Client, name: str) -> None:
         super().__init__(name)
         self._client = client
-        keeper = latching(client._backend)
+        keeper = latching(client.seam.backend)
         self._native: NativeLatch | None = None if keeper is None else keeper.latch(self.name)
         if self._native is None:
-            _refuse(holds_latches(client._backend), self.name, client.url)
+            _refuse(holds_latches(client.seam.backend), self.name, client.url)
 
     def try_set_count(self, count: int) -> bool:
         """Arm the latch with ``count`` (>= 1); False if it is counting down already."""
@@ -152,10 +152,10 @@ class AsyncLatch(_LatchBase):
     def __init__(self, client: AsyncClient, name: str) -> None:
         super().__init__(name)
         self._client = client
-        keeper = async_latching(client._backend)
+        keeper = async_latching(client.seam.backend)
         self._native: AsyncNativeLatch | None = None if keeper is None else keeper.latch(self.name)
         if self._native is None:
-            _refuse(holds_latches(client._backend), self.name, client.url)
+            _refuse(holds_latches(client.seam.backend), self.name, client.url)
 
     async def try_set_count(self, count: int) -> bool:
         """Arm the latch; as :meth:`Latch.try_set_count`."""

@@ -177,14 +177,14 @@ class _LockBase(Generic[B, L]):
 
     @property
     def _backend(self) -> B:
-        return self._client._backend
+        return self._client.seam.backend
 
     def _reenter(self, holder: object) -> L | None:
         """``holder``'s lease on the name, taken again, if it holds one (re-entrant);
         raises :class:`AlreadyHeld` if it holds one it cannot take again."""
         if self._share is not None and self._share.kind != "write":
             return None  # every read or permit is an entry of its own, a holder's second too
-        return self._client._holdings.reenter(self.name, holder, self.reentrant)
+        return self._client.seam.holdings.reenter(self.name, holder, self.reentrant)
 
     def _start(self, timeout: float | None) -> tuple[str, AcquireFlow, float]:
         """Before an acquisition: the owner, the flow, and when it began."""
@@ -218,7 +218,7 @@ class _LockBase(Generic[B, L]):
 
     def _hold(self, lease: L, holder: object) -> L:
         """After an acquisition: ``holder`` holds ``lease``, and it is renewed."""
-        self._client._holdings.add(lease, holder)
+        self._client.seam.holdings.add(lease, holder)
         return lease
 
     def _entering(self, holder: object, lease: L, stopper: Stopper | None) -> L:
@@ -299,7 +299,7 @@ class Lock(_LockBase[Backend, Lease]):
         finally:
             attempt.close()
         terms = self._terms(owner, outcome, began)
-        return self._hold(Lease(self._backend, self._client._holdings, terms), holder)
+        return self._hold(Lease(self._backend, self._client.seam.holdings, terms), holder)
 
     def _attempt(self, owner: str) -> Attempt:
         if self._share is None:
@@ -373,7 +373,7 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
         finally:
             await attempt.close()
         terms = self._terms(owner, outcome, began)
-        return self._hold(AsyncLease(self._backend, self._client._holdings, terms), holder)
+        return self._hold(AsyncLease(self._backend, self._client.seam.holdings, terms), holder)
 
     def _attempt(self, owner: str) -> AsyncAttempt:
         if self._share is None:

@@ -119,8 +119,8 @@ class ReadWriteSide(_SideBase, HeldInBlocks[RWLease]):
 
     def acquire(self, timeout: float | None = None) -> RWLease:
         """Take a read or write hold; :class:`LockTimeout` (nothing held) after ``timeout``."""
-        holdings = self._client._holdings
-        if sharing(self._client._backend) is not None:
+        holdings = self._client.seam.holdings
+        if sharing(self._client.seam.backend) is not None:
             return self._acquire_natively(timeout)
         self._refuse_upgrade(holdings.holds_under(self.names.readers, this_thread()))
         flow, hands = self._flow(timeout), Hands(self._client, self.ttl)
@@ -146,7 +146,7 @@ class ReadWriteSide(_SideBase, HeldInBlocks[RWLease]):
     def _acquire_natively(self, timeout: float | None) -> RWLease:
         """One read or write entry in the backend's own line (ZooKeeper's nodes)."""
         self._refuse_waiting_for_itself(
-            self._client._holdings.held_by(self.names.line, this_thread())
+            self._client.seam.holdings.held_by(self.names.line, this_thread())
         )
         lock = Lock(self._client, self.names.line, self.ttl, True, share=self._share)
         started = clock.now()
@@ -169,8 +169,8 @@ class AsyncReadWriteSide(_SideBase, AsyncHeldInBlocks[AsyncRWLease]):
 
     async def acquire(self, timeout: float | None = None) -> AsyncRWLease:
         """Take a read or write hold; as :meth:`ReadWriteSide.acquire`."""
-        holdings = self._client._holdings
-        if async_sharing(self._client._backend) is not None:
+        holdings = self._client.seam.holdings
+        if async_sharing(self._client.seam.backend) is not None:
             return await self._acquire_natively(timeout)
         self._refuse_upgrade(holdings.holds_under(self.names.readers, this_task()))
         flow, hands = self._flow(timeout), AsyncHands(self._client, self.ttl)
@@ -196,7 +196,7 @@ class AsyncReadWriteSide(_SideBase, AsyncHeldInBlocks[AsyncRWLease]):
     async def _acquire_natively(self, timeout: float | None) -> AsyncRWLease:
         """As :meth:`ReadWriteSide._acquire_natively`."""
         self._refuse_waiting_for_itself(
-            self._client._holdings.held_by(self.names.line, this_task())
+            self._client.seam.holdings.held_by(self.names.line, this_task())
         )
         lock = AsyncLock(self._client, self.names.line, self.ttl, True, share=self._share)
         started = clock.now()

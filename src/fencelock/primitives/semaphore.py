@@ -140,7 +140,7 @@ class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
 
     def acquire(self, timeout: float | None = None) -> Permit:
         """Take a permit; :class:`LockTimeout` (nothing held) after ``timeout``."""
-        if sharing(self._client._backend) is not None:
+        if sharing(self._client.seam.backend) is not None:
             return self._acquire_natively(timeout)
         flow, hands = self._flow(timeout), Hands(self._client, self.ttl)
         bell: Lease | None = None
@@ -190,7 +190,7 @@ class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
         rung = self._await_bell(op.name, op.timeout)
         if rung and bell is not None:
             with contextlib.suppress(FencelockError):  # the ringer ended it: no news
-                bell._left_to_expire(self._client._holdings)
+                bell._left_to_expire(self._client.seam.holdings)
             bell = None
         return bell, Reply(clock.now(), granted=rung)
 
@@ -204,14 +204,14 @@ class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
 
     def _await_bell(self, bell: str, timeout: float | None) -> bool:
         owner = new_owner()
-        attempt = self._client._backend.attempt(bell, owner, self.ttl, renewed=False)
+        attempt = self._client.seam.backend.attempt(bell, owner, self.ttl, renewed=False)
         try:
             outcome = drive(acquire_flow(self.ttl, timeout, clock.now(), random.random), attempt)
         finally:
             attempt.close()
         if isinstance(outcome, Granted):
             with contextlib.suppress(FencelockError):
-                self._client._backend.release(bell, outcome.owner or owner)
+                self._client.seam.backend.release(bell, outcome.owner or owner)
             return True
         return False
 
@@ -239,7 +239,7 @@ class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
 
     async def acquire(self, timeout: float | None = None) -> AsyncPermit:
         """Take a permit; as :meth:`Semaphore.acquire`."""
-        if async_sharing(self._client._backend) is not None:
+        if async_sharing(self._client.seam.backend) is not None:
             return await self._acquire_natively(timeout)
         flow, hands = self._flow(timeout), AsyncHands(self._client, self.ttl)
         bell: AsyncLease | None = None
@@ -289,7 +289,7 @@ class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
         rung = await self._await_bell(op.name, op.timeout)
         if rung and bell is not None:
             with contextlib.suppress(FencelockError):
-                bell._left_to_expire(self._client._holdings)
+                bell._left_to_expire(self._client.seam.holdings)
             bell = None
         return bell, Reply(clock.now(), granted=rung)
 
@@ -303,7 +303,7 @@ class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
 
     async def _await_bell(self, bell: str, timeout: float | None) -> bool:
         owner = new_owner()
-        attempt = self._client._backend.attempt(bell, owner, self.ttl, renewed=False)
+        attempt = self._client.seam.backend.attempt(bell, owner, self.ttl, renewed=False)
         try:
             outcome = await adrive(
                 acquire_flow(self.ttl, timeout, clock.now(), random.random), attempt
@@ -312,7 +312,7 @@ class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
             await attempt.close()
         if isinstance(outcome, Granted):
             with contextlib.suppress(FencelockError):
-                await self._client._backend.release(bell, outcome.owner or owner)
+                await self._client.seam.backend.release(bell, outcome.owner or owner)
             return True
         return False
 

@@ -1,0 +1,28 @@
+"""The seam between a client and the primitives built on it (``client.seam``).
+
+A primitive uses the client's public methods (``lock``, ``list``, ``evict``…) and,
+through this seam only, the two things no public method gives: the backend the client
+talks to (its capabilities and attempts) and the holdings that track, renew and
+re-enter the leases taken through the client. No module but ``client.py`` reads a
+client's private attributes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from fencelock.backends.base import AsyncBackend, Backend
+from fencelock.holdings import Holdings
+from fencelock.lease import LeaseBase
+
+B = TypeVar("B", Backend, AsyncBackend)
+L = TypeVar("L", bound=LeaseBase)
+
+
+@dataclass(frozen=True)
+class Seam(Generic[B, L]):
+    """A client's backend and holdings, for the primitives built on it."""
+
+    backend: B
+    holdings: Holdings[L]
