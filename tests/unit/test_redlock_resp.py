@@ -82,3 +82,32 @@ def test_a_script_reply_is_a_list_of_int_and_bytes() -> None:
 def test_bytes_that_are_not_resp_raise() -> None:
     with pytest.raises(ProtocolError):
         ReplyParser().feed(b"HTTP/1.1 400 Bad Request\r\n")
+
+
+@given(st.binary(max_size=200), st.data())
+def test_any_bytes_parse_or_raise_protocol_error_only(wire: bytes, data: st.DataObject) -> None:
+    """Whatever a server (or not a server) sends, cut anywhere: replies, or ProtocolError,
+    never another exception (a ValueError from int() leaked before)."""
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=6)))
+    parser = ReplyParser()
+    try:
+        for start, end in zip([0, *cuts], [*cuts, len(wire)], strict=True):
+            parser.feed(wire[start:end])
+    except ProtocolError:
+        pass
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        b":12a\r\n",  # not a number
+        b"$ 3\r\nabc\r\n",  # int() would take the space
+        b"*1_0\r\n",  # and the underscore
+        b"$3\r\nabcXY",  # a bulk string not ended by CRLF
+        b"$999999999999\r\n",  # over Redis's 512 MiB
+        b"+" + b"x" * 70_000,  # a line over 64 KiB, no end in sight
+    ],
+)
+def test_what_no_redis_sends_is_a_protocol_error(wire: bytes) -> None:
+    with pytest.raises(ProtocolError):
+        ReplyParser().feed(wire)

@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _CRLF = b"\r\n"
+# Bounds a reply must keep (Redis's own: proto-max-bulk-len 512 MiB; its inline lines
+# are far shorter than 64 KiB): past them the bytes are not a Redis server's.
+MAX_LINE = 64 * 1024
+MAX_BULK = 512 * 1024 * 1024
 # A reply as a parser returns it: str, bytes, int, None, a list of these, or an error.
 # Its shape depends on the command sent, so it is Any at this driver boundary; the
 # code that sent the command reads it.
@@ -56,28 +60,51 @@ class ReplyParser:
 
 def _parse(buffer: bytes, pos: int) -> tuple[RawReply, int]:
     """The reply starting at ``pos`` and where the next one starts; _INCOMPLETE if cut."""
-    line_end = buffer.find(_CRLF, pos)
+    line_end = _line_end(buffer, pos)
     if line_end < 0:
         return _INCOMPLETE, pos
     kind, head = buffer[pos], buffer[pos + 1 : line_end]
     after = line_end + 2
     if kind == 0x3A:  # ':' integer
-        return int(head), after
+        return _number(head), after
     if kind == 0x24:  # '$' bulk string
-        length = int(head)
-        if length < 0:
-            return None, after
-        stop = after + length
-        if len(buffer) < stop + 2:
-            return _INCOMPLETE, pos
-        return buffer[after:stop], stop + 2
+        return _parse_bulk(buffer, pos, _number(head), after)
     if kind == 0x2A:  # '*' array
-        return _parse_array(buffer, pos, int(head), after)
+        return _parse_array(buffer, pos, _number(head), after)
     if kind == 0x2B:  # '+' simple string
         return head.decode(errors="replace"), after
     if kind == 0x2D:  # '-' error
         return ReplyError(head.decode(errors="replace")), after
     raise ProtocolError(f"not a RESP2 reply: {buffer[pos : pos + 32]!r}")
+
+
+def _line_end(buffer: bytes, pos: int) -> int:
+    """Where the line starting at ``pos`` ends (its CR); -1 if it has not all come."""
+    line_end = buffer.find(_CRLF, pos, pos + MAX_LINE + 2)
+    if line_end < 0 and len(buffer) - pos > MAX_LINE:
+        raise ProtocolError(f"a reply line over {MAX_LINE} bytes: {buffer[pos : pos + 32]!r}")
+    return line_end
+
+
+def _parse_bulk(buffer: bytes, pos: int, length: int, after: int) -> tuple[RawReply, int]:
+    if length > MAX_BULK:
+        raise ProtocolError(f"a bulk string of {length} bytes (at most {MAX_BULK})")
+    if length < 0:
+        return None, after
+    stop = after + length
+    if len(buffer) < stop + 2:
+        return _INCOMPLETE, pos
+    if buffer[stop : stop + 2] != _CRLF:
+        raise ProtocolError(f"a bulk string of {length} bytes not ended by CRLF")
+    return buffer[after:stop], stop + 2
+
+
+def _number(head: bytes) -> int:
+    """A reply's length or integer; ProtocolError if it is not one."""
+    digits = head[1:] if head[:1] == b"-" else head
+    if not digits.isdigit():  # int() alone would take " 7", "+7" and "1_0"
+        raise ProtocolError(f"not a RESP2 number: {head[:32]!r}")
+    return int(head)
 
 
 def _parse_array(buffer: bytes, pos: int, count: int, after: int) -> tuple[RawReply, int]:
