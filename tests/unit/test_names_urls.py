@@ -81,3 +81,16 @@ def test_a_bad_request_bound_is_a_config_error(text: str) -> None:
 def test_every_scheme_takes_a_request_bound(url: str) -> None:
     with fencelock.connect(f"{url}?request_bound=7") as client:
         assert request_bound_of(client._backend) == 7.0
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("memory://app:secret@store", "takes no user or password"),
+        ("memory://store:6379", "not a port"),
+    ],
+)
+def test_a_memory_url_with_credentials_or_a_port_is_refused(url: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as refused:
+        fencelock.connect(url)
+    assert "secret" not in str(refused.value)

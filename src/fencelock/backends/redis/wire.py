@@ -93,13 +93,12 @@ class Wire:
         (:func:`fencelock.backends.bounds.time_left`), if that is shorter."""
         conn = self._checkout()
         try:
-            talking = Talking(talk)
-            with _no_later_than_the_call(conn):
-                if not conn.is_connected:  # connect() itself: a Sentinel's asks for the master
-                    conn.connect()
-                while talking.command is not None:
-                    conn.send_packed_command((talking.command,), check_health=False)
-                    talking.answer(_reply(conn))
+            talking, left = Talking(talk), time_left()
+            if left is None:  # the usual call: no context manager on the hot path
+                _talk_on(conn, talking)
+            else:
+                with _no_later_than(conn, left):
+                    _talk_on(conn, talking)
         except (ResponseError, FencelockError):
             self._checkin(conn)
             raise
@@ -155,13 +154,21 @@ class Wire:
             conn.disconnect()
 
 
+def _talk_on(conn: Connection, talking: Talking[Any]) -> None:
+    """``talking``'s commands and replies on ``conn`` (connected first if need be)."""
+    if not conn.is_connected:  # connect() itself: a Sentinel's asks for the master
+        conn.connect()
+    while talking.command is not None:
+        conn.send_packed_command((talking.command,), check_health=False)
+        talking.answer(_reply(conn))
+
+
 @contextlib.contextmanager
-def _no_later_than_the_call(conn: Connection) -> Iterator[None]:
-    """The connection's timeouts (connecting, its handshake, each read) cut to the time
-    left of the call under way, and given back after."""
-    left = time_left()
+def _no_later_than(conn: Connection, left: float) -> Iterator[None]:
+    """The connection's timeouts (connecting, its handshake, each read) cut to ``left``,
+    the time left of the call under way, and given back after."""
     own: float | None = getattr(conn, "socket_timeout", None)
-    if left is None or (own is not None and own <= left):
+    if own is not None and own <= left:
         yield
         return
     cut = max(left, MIN_SOCKET_WAIT)
