@@ -18,7 +18,7 @@ from fencelock.engine.timing import validate_ttl
 from fencelock.errors import ConfigError, FencelockError
 from fencelock.holdings import Holdings
 from fencelock.lease import AsyncLease, Lease, LeaseBase, Tracker
-from fencelock.primitives.lock import AsyncLock, Lock
+from fencelock.primitives.lock import AsyncLock, Lock, is_held
 from fencelock.renewer import AsyncRenewer, Renewer
 from fencelock.seam import Seam
 
@@ -86,10 +86,6 @@ def _releasing_forgotten(lease: LeaseBase) -> Iterator[None]:
         log.warning("fencelock: releasing %r as the client closes: %s", lease.name, exc)
 
 
-def _is_held(info: LockInfo | None) -> bool:
-    return info is not None and info.held
-
-
 class _ClientBase(Generic[B, L]):
     """What both colours of client are: one backend, and the leases taken through it
     (which go to the client's renewer from there)."""
@@ -147,7 +143,7 @@ class Client(_ClientBase[Backend, Lease]):
         outermost release gives it back).
         """
         name, ttl = self._lock_args(name, ttl, fair)
-        return Lock(self, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant)
+        return Lock(self.seam, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant)
 
     def multi_lock(
         self,
@@ -221,7 +217,7 @@ class Client(_ClientBase[Backend, Lease]):
 
     def locked(self, name: str) -> bool:
         """Whether anyone (this client or another) holds ``name`` now."""
-        return _is_held(self.inspect(name))
+        return is_held(self.inspect(name))
 
     def close(self) -> None:
         """Release what is still held (logging each at WARNING), then close the backend."""
@@ -266,7 +262,9 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
         but ``stop_on_loss=True`` cancels the task running ``async with lock:`` the moment
         the lease is lost, and leaving the block then raises :class:`LeaseLost`."""
         name, ttl = self._lock_args(name, ttl, fair)
-        return AsyncLock(self, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant)
+        return AsyncLock(
+            self.seam, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant
+        )
 
     def multi_lock(
         self,
@@ -331,7 +329,7 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
 
     async def locked(self, name: str) -> bool:
         """Whether anyone (this client or another) holds ``name`` now."""
-        return _is_held(await self.inspect(name))
+        return is_held(await self.inspect(name))
 
     async def aclose(self) -> None:
         """Release what is still held (logging each at WARNING), then close the backend."""

@@ -21,7 +21,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from fencelock import clock
 from fencelock.backends.base import LockInfo
@@ -29,9 +29,7 @@ from fencelock.engine.names import MAX_NAME_LENGTH, validate_name
 from fencelock.engine.timing import validate_ttl
 from fencelock.errors import ConfigError, FencelockError
 from fencelock.lease import AsyncLease, Lease, LeaseBase
-
-if TYPE_CHECKING:
-    from fencelock.client import AsyncClient, Client
+from fencelock.primitives.client_like import AsyncClientLike, ClientLike
 
 L = TypeVar("L", bound=LeaseBase)
 
@@ -194,7 +192,7 @@ class AsyncLeadership(_LeadershipBase[AsyncLease]):
 class Election(_ElectionBase):
     """A named election (sync API): ``campaign``, ``leader``, ``observe``."""
 
-    def __init__(self, client: Client, name: str, ttl: float) -> None:
+    def __init__(self, client: ClientLike, name: str, ttl: float) -> None:
         super().__init__(name, ttl)
         self._client = client
 
@@ -237,7 +235,7 @@ class Election(_ElectionBase):
 class AsyncElection(_ElectionBase):
     """A named election for asyncio."""
 
-    def __init__(self, client: AsyncClient, name: str, ttl: float) -> None:
+    def __init__(self, client: AsyncClientLike, name: str, ttl: float) -> None:
         super().__init__(name, ttl)
         self._client = client
 

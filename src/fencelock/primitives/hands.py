@@ -9,21 +9,18 @@ the run fails.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
 
 from fencelock.backends.base import LockInfo
 from fencelock.engine.steps import Give, Take
 from fencelock.errors import FencelockError, LockTimeout
 from fencelock.lease import AsyncLease, Lease
-
-if TYPE_CHECKING:
-    from fencelock.client import AsyncClient, Client
+from fencelock.primitives.client_like import AsyncClientLike, ClientLike
 
 
 class Hands:
     """Takes and gives back leases for one flow run (sync API)."""
 
-    def __init__(self, client: Client, ttl: float, renew: bool = True) -> None:
+    def __init__(self, client: ClientLike, ttl: float, renew: bool = True) -> None:
         self.client, self.ttl, self.renew = client, ttl, renew
         self.taken: dict[str, Lease] = {}  # in the order taken
         self.tokens: dict[str, int] = {}  # the token of every take, given back or not
@@ -61,7 +58,7 @@ class Hands:
 class AsyncHands:
     """Takes and gives back leases for one flow run (asyncio API); as :class:`Hands`."""
 
-    def __init__(self, client: AsyncClient, ttl: float, renew: bool = True) -> None:
+    def __init__(self, client: AsyncClientLike, ttl: float, renew: bool = True) -> None:
         self.client, self.ttl, self.renew = client, ttl, renew
         self.taken: dict[str, AsyncLease] = {}
         self.tokens: dict[str, int] = {}

@@ -9,7 +9,6 @@ or a backend that keeps latches itself (ZooKeeper: a persistent node).
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
 
 from fencelock import clock
 from fencelock.backends.base import (
@@ -39,9 +38,7 @@ from fencelock.engine.names import validate_name
 from fencelock.engine.timing import MAX_TTL, validate_timeout
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease, Lease
-
-if TYPE_CHECKING:
-    from fencelock.client import AsyncClient, Client
+from fencelock.primitives.client_like import AsyncClientLike, ClientLike
 
 LASTING = 86_400.0  # a lease with more than this left was left to last (a year)
 BRIEF_TTL = 5.0  # a waiter's hold of ``closed``, given straight back
@@ -69,7 +66,7 @@ class _LatchBase:
 class Latch(_LatchBase):
     """A count-down latch (sync API)."""
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: ClientLike, name: str) -> None:
         super().__init__(name)
         self._client = client
         keeper = latching(client.seam.backend)
@@ -149,7 +146,7 @@ class Latch(_LatchBase):
 class AsyncLatch(_LatchBase):
     """A count-down latch (asyncio API)."""
 
-    def __init__(self, client: AsyncClient, name: str) -> None:
+    def __init__(self, client: AsyncClientLike, name: str) -> None:
         super().__init__(name)
         self._client = client
         keeper = async_latching(client.seam.backend)

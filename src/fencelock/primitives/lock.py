@@ -14,7 +14,7 @@ import secrets
 import time
 from collections.abc import Iterator
 from types import TracebackType
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from fencelock import clock
 from fencelock.backends.base import (
@@ -22,6 +22,7 @@ from fencelock.backends.base import (
     AsyncBackend,
     Attempt,
     Backend,
+    LockInfo,
     Share,
     async_sharing,
     sharing,
@@ -45,14 +46,17 @@ from fencelock.holder import owner_value
 from fencelock.holdings import this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseBase, LeaseTerms
 from fencelock.metrics import REGISTRY
+from fencelock.seam import Seam
 from fencelock.stopping import TaskStopper, ThreadStopper
-
-if TYPE_CHECKING:
-    from fencelock.client import AsyncClient, Client, _ClientBase
 
 B = TypeVar("B", Backend, AsyncBackend)
 Stopper = TaskStopper | ThreadStopper
 L = TypeVar("L", bound=LeaseBase)
+
+
+def is_held(info: LockInfo | None) -> bool:
+    """Whether ``info`` says the name is held now (None: never locked)."""
+    return info is not None and info.held
 
 
 def new_owner() -> str:
@@ -148,22 +152,20 @@ class _LockBase(Generic[B, L]):
     """What both colours of lock share: the settings, and the steps before and after
     the acquire flow is driven (the drivers only send and wait)."""
 
-    _client: _ClientBase[B, L]
-
     def __init__(
         self,
-        client: _ClientBase[B, L],
+        seam: Seam[B, L],
         name: str,
         ttl: float,
         renew: bool,
-        timeout: float | None,
-        fair: bool,
+        timeout: float | None = None,
+        fair: bool = False,
         max_hold: float | None = None,
         stop_on_loss: bool = False,
         reentrant: bool = False,
         share: Share | None = None,
     ) -> None:
-        self._client = client
+        self._seam: Seam[B, L] = seam
         self._share = share  # a native read-write lock's or semaphore's entry (see Share)
         self.name, self.ttl, self.renew, self.fair = name, ttl, renew, fair
         self.timeout = validate_timeout(timeout)
@@ -177,14 +179,14 @@ class _LockBase(Generic[B, L]):
 
     @property
     def _backend(self) -> B:
-        return self._client.seam.backend
+        return self._seam.backend
 
     def _reenter(self, holder: object) -> L | None:
         """``holder``'s lease on the name, taken again, if it holds one (re-entrant);
         raises :class:`AlreadyHeld` if it holds one it cannot take again."""
         if self._share is not None and self._share.kind != "write":
             return None  # every read or permit is an entry of its own, a holder's second too
-        return self._client.seam.holdings.reenter(self.name, holder, self.reentrant)
+        return self._seam.holdings.reenter(self.name, holder, self.reentrant)
 
     def _start(self, timeout: float | None) -> tuple[str, AcquireFlow, float]:
         """Before an acquisition: the owner, the flow, and when it began."""
@@ -218,7 +220,7 @@ class _LockBase(Generic[B, L]):
 
     def _hold(self, lease: L, holder: object) -> L:
         """After an acquisition: ``holder`` holds ``lease``, and it is renewed."""
-        self._client.seam.holdings.add(lease, holder)
+        self._seam.holdings.add(lease, holder)
         return lease
 
     def _entering(self, holder: object, lease: L, stopper: Stopper | None) -> L:
@@ -255,25 +257,6 @@ class Lock(_LockBase[Backend, Lease]):
     lease was lost while the block ran.
     """
 
-    _client: Client
-
-    def __init__(
-        self,
-        client: Client,
-        name: str,
-        ttl: float,
-        renew: bool,
-        timeout: float | None = None,
-        fair: bool = False,
-        max_hold: float | None = None,
-        stop_on_loss: bool = False,
-        reentrant: bool = False,
-        share: Share | None = None,
-    ) -> None:
-        super().__init__(
-            client, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant, share
-        )
-
     def acquire(self, timeout: float | None = None) -> Lease:
         """Take the lock and return its :class:`Lease`.
 
@@ -299,7 +282,7 @@ class Lock(_LockBase[Backend, Lease]):
         finally:
             attempt.close()
         terms = self._terms(owner, outcome, began)
-        return self._hold(Lease(self._backend, self._client.seam.holdings, terms), holder)
+        return self._hold(Lease(self._backend, self._seam.holdings, terms), holder)
 
     def _attempt(self, owner: str) -> Attempt:
         if self._share is None:
@@ -318,7 +301,7 @@ class Lock(_LockBase[Backend, Lease]):
 
     def locked(self) -> bool:
         """Whether anyone (this client or another) holds the lock now."""
-        return self._client.locked(self.name)
+        return is_held(self._backend.inspect(self.name))
 
     def __enter__(self) -> Lease:
         lease = self.acquire(self.timeout)
@@ -339,25 +322,6 @@ class Lock(_LockBase[Backend, Lease]):
 class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
     """A named lock for asyncio: ``async with lock as lease:``."""
 
-    _client: AsyncClient
-
-    def __init__(
-        self,
-        client: AsyncClient,
-        name: str,
-        ttl: float,
-        renew: bool,
-        timeout: float | None = None,
-        fair: bool = False,
-        max_hold: float | None = None,
-        stop_on_loss: bool = False,
-        reentrant: bool = False,
-        share: Share | None = None,
-    ) -> None:
-        super().__init__(
-            client, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant, share
-        )
-
     async def acquire(self, timeout: float | None = None) -> AsyncLease:
         """Take the lock; same contract as :meth:`Lock.acquire` (per task, not thread)."""
         holder = this_task()
@@ -373,7 +337,7 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
         finally:
             await attempt.close()
         terms = self._terms(owner, outcome, began)
-        return self._hold(AsyncLease(self._backend, self._client.seam.holdings, terms), holder)
+        return self._hold(AsyncLease(self._backend, self._seam.holdings, terms), holder)
 
     def _attempt(self, owner: str) -> AsyncAttempt:
         if self._share is None:
@@ -392,7 +356,7 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
 
     async def locked(self) -> bool:
         """Whether anyone (this client or another) holds the lock now."""
-        return await self._client.locked(self.name)
+        return is_held(await self._backend.inspect(self.name))
 
     async def __aenter__(self) -> AsyncLease:
         lease = await self.acquire(self.timeout)

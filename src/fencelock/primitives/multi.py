@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from fencelock import clock
 from fencelock.engine.multi import MultiFlow, Took, multi_acquire_flow, ordered
@@ -20,10 +20,8 @@ from fencelock.engine.timing import validate_timeout
 from fencelock.errors import LeaseLost, LockTimeout
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.blocks import AsyncHeldInBlocks, HeldInBlocks
+from fencelock.primitives.client_like import AsyncClientLike, ClientLike
 from fencelock.primitives.hands import AsyncHands, Hands
-
-if TYPE_CHECKING:
-    from fencelock.client import AsyncClient, Client
 
 L = TypeVar("L", bound=LeaseBase)
 M = TypeVar("M", bound="_MultiLeaseBase[Any]")
@@ -177,7 +175,7 @@ class MultiLock(_MultiLockBase, HeldInBlocks[MultiLease]):
 
     def __init__(
         self,
-        client: Client,
+        client: ClientLike,
         names: Iterable[str],
         ttl: float,
         renew: bool = True,
@@ -219,7 +217,7 @@ class AsyncMultiLock(_MultiLockBase, AsyncHeldInBlocks[AsyncMultiLease]):
 
     def __init__(
         self,
-        client: AsyncClient,
+        client: AsyncClientLike,
         names: Iterable[str],
         ttl: float,
         renew: bool = True,

@@ -7,7 +7,7 @@ leases they ask for. A read hold is a reader lease; a write hold is the gate's l
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from fencelock import clock
 from fencelock.backends.base import Share, async_sharing, sharing
@@ -19,11 +19,9 @@ from fencelock.errors import AlreadyHeld, LockTimeout
 from fencelock.holdings import this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.blocks import AsyncHeldInBlocks, GateHold, HeldInBlocks
+from fencelock.primitives.client_like import AsyncClientLike, ClientLike
 from fencelock.primitives.hands import AsyncHands, Hands
 from fencelock.primitives.lock import AsyncLock, Lock
-
-if TYPE_CHECKING:
-    from fencelock.client import AsyncClient, Client
 
 L = TypeVar("L", bound=LeaseBase)
 Mode = Literal["read", "write"]
@@ -112,7 +110,9 @@ class _SideBase:
 class ReadWriteSide(_SideBase, HeldInBlocks[RWLease]):
     """The read or the write side of a :class:`RWLock` (sync): ``with rw.read():``."""
 
-    def __init__(self, client: Client, name: str, mode: Mode, ttl: float, timeout: float | None):
+    def __init__(
+        self, client: ClientLike, name: str, mode: Mode, ttl: float, timeout: float | None
+    ):
         super().__init__(name, mode, ttl, timeout)
         self._client = client
         self._entered: dict[object, list[RWLease]] = {}
@@ -148,7 +148,7 @@ class ReadWriteSide(_SideBase, HeldInBlocks[RWLease]):
         self._refuse_waiting_for_itself(
             self._client.seam.holdings.held_by(self.names.line, this_thread())
         )
-        lock = Lock(self._client, self.names.line, self.ttl, True, share=self._share)
+        lock = Lock(self._client.seam, self.names.line, self.ttl, True, share=self._share)
         started = clock.now()
         try:
             lease = lock.acquire(validate_timeout(timeout))
@@ -161,7 +161,7 @@ class AsyncReadWriteSide(_SideBase, AsyncHeldInBlocks[AsyncRWLease]):
     """The read or the write side of an :class:`AsyncRWLock`: ``async with rw.read():``."""
 
     def __init__(
-        self, client: AsyncClient, name: str, mode: Mode, ttl: float, timeout: float | None
+        self, client: AsyncClientLike, name: str, mode: Mode, ttl: float, timeout: float | None
     ):
         super().__init__(name, mode, ttl, timeout)
         self._client = client
@@ -198,7 +198,7 @@ class AsyncReadWriteSide(_SideBase, AsyncHeldInBlocks[AsyncRWLease]):
         self._refuse_waiting_for_itself(
             self._client.seam.holdings.held_by(self.names.line, this_task())
         )
-        lock = AsyncLock(self._client, self.names.line, self.ttl, True, share=self._share)
+        lock = AsyncLock(self._client.seam, self.names.line, self.ttl, True, share=self._share)
         started = clock.now()
         try:
             lease = await lock.acquire(validate_timeout(timeout))
@@ -211,7 +211,7 @@ class RWLock:
     """A read-write lock (sync): ``with rw.read():`` many at once, ``with rw.write():``
     alone."""
 
-    def __init__(self, client: Client, name: str, ttl: float, timeout: float | None) -> None:
+    def __init__(self, client: ClientLike, name: str, ttl: float, timeout: float | None) -> None:
         self.name = validate_name(name)
         self._read = ReadWriteSide(client, self.name, "read", ttl, timeout)
         self._write = ReadWriteSide(client, self.name, "write", ttl, timeout)
@@ -231,7 +231,9 @@ class RWLock:
 class AsyncRWLock:
     """A read-write lock for asyncio: ``async with rw.read():``, ``async with rw.write():``."""
 
-    def __init__(self, client: AsyncClient, name: str, ttl: float, timeout: float | None) -> None:
+    def __init__(
+        self, client: AsyncClientLike, name: str, ttl: float, timeout: float | None
+    ) -> None:
         self.name = validate_name(name)
         self._read = AsyncReadWriteSide(client, self.name, "read", ttl, timeout)
         self._write = AsyncReadWriteSide(client, self.name, "write", ttl, timeout)

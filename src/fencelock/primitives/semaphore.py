@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from fencelock import clock
 from fencelock.backends.base import LockInfo, PermitsInUse, Share, async_sharing, sharing
@@ -33,11 +33,9 @@ from fencelock.engine.timing import validate_timeout
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.blocks import AsyncHeldInBlocks, GateHold, HeldInBlocks
+from fencelock.primitives.client_like import AsyncClientLike, ClientLike
 from fencelock.primitives.hands import AsyncHands, Hands
 from fencelock.primitives.lock import AsyncLock, Lock, adrive, drive, new_owner
-
-if TYPE_CHECKING:
-    from fencelock.client import AsyncClient, Client
 
 L = TypeVar("L", bound=LeaseBase)
 
@@ -62,7 +60,9 @@ def _failed(name: str, permits: int, outcome: Blocked | PermitMismatch) -> Fence
 class Permit(GateHold[Lease]):
     """A held permit (sync API)."""
 
-    def __init__(self, name: str, lease: Lease, token: int, client: Client, rings: bool) -> None:
+    def __init__(
+        self, name: str, lease: Lease, token: int, client: ClientLike, rings: bool
+    ) -> None:
         super().__init__(name, lease, token)
         self._client, self._rings = client, rings  # a native permit's waiters watch the line
 
@@ -81,7 +81,7 @@ class AsyncPermit(GateHold[AsyncLease]):
     """A held permit (asyncio API)."""
 
     def __init__(
-        self, name: str, lease: AsyncLease, token: int, client: AsyncClient, rings: bool
+        self, name: str, lease: AsyncLease, token: int, client: AsyncClientLike, rings: bool
     ) -> None:
         super().__init__(name, lease, token)
         self._client, self._rings = client, rings  # a native permit's waiters watch the line
@@ -132,7 +132,7 @@ class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
     """A semaphore of ``permits`` permits (sync API): ``with sem as permit:``."""
 
     def __init__(
-        self, client: Client, name: str, permits: int, ttl: float, timeout: float | None
+        self, client: ClientLike, name: str, permits: int, ttl: float, timeout: float | None
     ) -> None:
         super().__init__(name, permits, ttl, timeout)
         self._client = client
@@ -169,7 +169,7 @@ class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
 
     def _acquire_natively(self, timeout: float | None) -> Permit:
         """One permit entry in the backend's own queue (ZooKeeper's sequential nodes)."""
-        lock = Lock(self._client, self.names.line, self.ttl, True, share=self._share)
+        lock = Lock(self._client.seam, self.names.line, self.ttl, True, share=self._share)
         started = clock.now()
         try:
             lease = lock.acquire(validate_timeout(timeout))
@@ -231,7 +231,7 @@ class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
     """A semaphore of ``permits`` permits (asyncio API): ``async with sem as permit:``."""
 
     def __init__(
-        self, client: AsyncClient, name: str, permits: int, ttl: float, timeout: float | None
+        self, client: AsyncClientLike, name: str, permits: int, ttl: float, timeout: float | None
     ) -> None:
         super().__init__(name, permits, ttl, timeout)
         self._client = client
@@ -268,7 +268,7 @@ class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
 
     async def _acquire_natively(self, timeout: float | None) -> AsyncPermit:
         """One permit entry in the backend's own queue; as :meth:`Semaphore._acquire_natively`."""
-        lock = AsyncLock(self._client, self.names.line, self.ttl, True, share=self._share)
+        lock = AsyncLock(self._client.seam, self.names.line, self.ttl, True, share=self._share)
         started = clock.now()
         try:
             lease = await lock.acquire(validate_timeout(timeout))

@@ -13,19 +13,15 @@ import contextlib
 import enum
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from fencelock.backends.base import AttemptResult, Busy
 from fencelock.backends.redis import talks
 from fencelock.backends.redis.errors import unanswered
-from fencelock.backends.redis.scripts import LockKeys, acquire_command
+from fencelock.backends.redis.listener import AsyncWakeListener, WakeListener
+from fencelock.backends.redis.scripts import Command, LockKeys, acquire_command
 from fencelock.backends.wakeup import await_then_rearm, wait_then_rearm
 from fencelock.errors import BackendUnavailable, FencelockError
-
-if TYPE_CHECKING:
-    from fencelock.backends.redis.async_backend import AsyncRedisBackend
-    from fencelock.backends.redis.sync_backend import RedisBackend
-
 
 # Once a server that timed out answers again, wait this long before undoing what an
 # unanswered acquire may have taken: its buffered request runs first, then the undo.
@@ -83,6 +79,34 @@ class Leftovers:
         return undo
 
 
+class Acquirer(Protocol):
+    """What a sync attempt uses of its backend (:class:`RedisBackend` is one)."""
+
+    @property
+    def listener(self) -> WakeListener:
+        """The wake-up subscription of the backend's connection."""
+
+    def acquire(self, command: Command, keys: LockKeys, owner: str) -> AttemptResult:
+        """Run the acquire script once."""
+
+    def undo(self, attempt: RedisAttempt, what: Undo) -> None:
+        """Give back what a closing attempt may have left."""
+
+
+class AsyncAcquirer(Protocol):
+    """What an asyncio attempt uses of its backend (:class:`AsyncRedisBackend` is one)."""
+
+    @property
+    def listener(self) -> AsyncWakeListener:
+        """The wake-up subscription of the backend's connection."""
+
+    async def acquire(self, command: Command, keys: LockKeys, owner: str) -> AttemptResult:
+        """Run the acquire script once."""
+
+    async def undo(self, attempt: AsyncRedisAttempt, what: Undo) -> None:
+        """Give back what a closing attempt may have left."""
+
+
 class _AttemptBase(Leftovers):
     def __init__(self, channel: str, name: str, owner: str, ttl: float, fair: bool) -> None:
         self.owner, self.ttl = owner, ttl
@@ -91,9 +115,7 @@ class _AttemptBase(Leftovers):
 
 
 class RedisAttempt(_AttemptBase):
-    def __init__(
-        self, backend: RedisBackend, name: str, owner: str, ttl: float, fair: bool
-    ) -> None:
+    def __init__(self, backend: Acquirer, name: str, owner: str, ttl: float, fair: bool) -> None:
         super().__init__(backend.listener.channel, name, owner, ttl, fair)
         self._backend = backend
         self._event: threading.Event | None = None
@@ -125,7 +147,7 @@ class RedisAttempt(_AttemptBase):
 
 class AsyncRedisAttempt(_AttemptBase):
     def __init__(
-        self, backend: AsyncRedisBackend, name: str, owner: str, ttl: float, fair: bool
+        self, backend: AsyncAcquirer, name: str, owner: str, ttl: float, fair: bool
     ) -> None:
         super().__init__(backend.listener.channel, name, owner, ttl, fair)
         self._backend = backend

@@ -9,7 +9,7 @@ session's end, or its timeout); an absent node or a count of 0 is an open latch.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kazoo import exceptions as kz
 
@@ -17,7 +17,6 @@ from fencelock import clock
 from fencelock.backends.base import LockInfo
 
 if TYPE_CHECKING:
-    from fencelock.backends.zookeeper.backend import AsyncZooKeeperBackend
     from fencelock.backends.zookeeper.session import ZkSession
 
 SESSION = 30  # the shared session a latch's requests go through (as ``open()``'s)
@@ -45,10 +44,20 @@ def decode_count(data: bytes) -> int:
         return 0
 
 
+class Sessions(Protocol):
+    """What a latch uses of its backend (:class:`AsyncZooKeeperBackend` is one)."""
+
+    def queue(self, name: str) -> str:
+        """The path under which ``name``'s nodes live."""
+
+    async def session(self, timeout: int, shared: bool) -> ZkSession:
+        """A live session of ``timeout`` seconds."""
+
+
 class ZooKeeperLatch:
     """The latch on one name, over the backend's shared session."""
 
-    def __init__(self, backend: AsyncZooKeeperBackend, name: str) -> None:
+    def __init__(self, backend: Sessions, name: str) -> None:
         self._backend, self._path = backend, latch_path(backend.queue(name))
 
     async def _session(self) -> ZkSession:
