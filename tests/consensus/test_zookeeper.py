@@ -90,7 +90,7 @@ def test_the_token_is_the_holder_nodes_czxid(
 def test_a_session_the_server_ends_is_a_loss_at_once(zookeeper: ZooKeeperServer) -> None:
     with fencelock.connect(zookeeper.url) as client:
         lease = client.lock("expiring", ttl=20).acquire()
-        (session,) = client._backend._inner._sessions.values()  # type: ignore[attr-defined]
+        (session,) = client.seam.backend._inner._sessions.values()  # type: ignore[attr-defined]
         session_id, password = session.client.client_id
         # another connection with the same session id and password closes the session
         thief = KazooClient(hosts=zookeeper.address, client_id=(session_id, password))

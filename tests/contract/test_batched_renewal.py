@@ -85,13 +85,13 @@ def test_many_leases_are_renewed_together_and_all_kept(
     backend: BackendCase, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with fencelock.connect(backend.url) as client:
-        count = spy(client._backend, monkeypatch)
+        count = spy(client.seam.backend, monkeypatch)
         leases = [client.lock(f"{name}-{i}", ttl=TTL).acquire() for i in range(LEASES)]
         time.sleep(HELD_FOR)
         assert not [lease for lease in leases if lease.lost]
         for lease in leases:
             lease.release()
-    check(count, getattr(client._backend, "renews_in_batches", False))
+    check(count, getattr(client.seam.backend, "renews_in_batches", False))
 
 
 def test_async_many_leases_are_renewed_together_and_all_kept(
@@ -99,13 +99,13 @@ def test_async_many_leases_are_renewed_together_and_all_kept(
 ) -> None:
     async def main() -> None:
         async with fencelock.aconnect(backend.url) as client:
-            count = spy(client._backend, monkeypatch)
+            count = spy(client.seam.backend, monkeypatch)
             leases = [await client.lock(f"{name}-{i}", ttl=TTL).acquire() for i in range(LEASES)]
             await asyncio.sleep(HELD_FOR)
             assert not [lease for lease in leases if lease.lost]
             for lease in leases:
                 await lease.release()
-        check(count, getattr(client._backend, "renews_in_batches", False))
+        check(count, getattr(client.seam.backend, "renews_in_batches", False))
 
     asyncio.run(main())
 

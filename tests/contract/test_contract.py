@@ -64,8 +64,8 @@ def test_owners_are_unique_per_attempt(client: fencelock.Client, name: str) -> N
 
 def test_non_owner_cannot_release_or_renew(client: fencelock.Client, name: str) -> None:
     lease = client.lock(name).acquire()
-    assert client._backend.release(name, "f" * 40) is False
-    assert client._backend.renew(name, "f" * 40, 60) is False
+    assert client.seam.backend.release(name, "f" * 40) is False
+    assert client.seam.backend.renew(name, "f" * 40, 60) is False
     info = client.inspect(name)
     assert info is not None and info.owner == lease.owner and info.token == lease.token
     lease.release()

@@ -166,7 +166,7 @@ def _held_by_another_thread(locks: list[Any]) -> Iterator[None]:
 def _busy_locks(client: fencelock.Client) -> list[Any]:
     """Locks a parent thread may hold at fork time: the renewer's (the deadlock seen),
     and the backend's own (SQLite's connection mutex, Redlock's loop baton)."""
-    backend: Any = client._backend
+    backend: Any = client.seam.backend
     locks: list[Any] = [client._renewer._wake]
     if hasattr(backend, "_mutex"):
         locks.append(backend._mutex)

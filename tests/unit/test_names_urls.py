@@ -80,7 +80,7 @@ def test_a_bad_request_bound_is_a_config_error(text: str) -> None:
 @pytest.mark.parametrize("url", ["memory://x", "sqlite:///tmp/fencelock-bound.db"])
 def test_every_scheme_takes_a_request_bound(url: str) -> None:
     with fencelock.connect(f"{url}?request_bound=7") as client:
-        assert request_bound_of(client._backend) == 7.0
+        assert request_bound_of(client.seam.backend) == 7.0
 
 
 @pytest.mark.parametrize(
