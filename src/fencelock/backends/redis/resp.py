@@ -68,13 +68,13 @@ def _parse(buffer: bytes, pos: int) -> tuple[RawReply, int]:
     if kind == 0x3A:  # ':' integer
         return _number(head), after
     if kind == 0x24:  # '$' bulk string
-        return _parse_bulk(buffer, pos, _number(head), after)
+        return _parse_bulk(buffer, pos, _length(head), after)
     if kind == 0x2A:  # '*' array
-        return _parse_array(buffer, pos, _number(head), after)
+        return _parse_array(buffer, pos, _length(head), after)
     if kind == 0x2B:  # '+' simple string
-        return head.decode(errors="replace"), after
+        return _line_text(head), after
     if kind == 0x2D:  # '-' error
-        return ReplyError(head.decode(errors="replace")), after
+        return ReplyError(_line_text(head)), after
     raise ProtocolError(f"not a RESP2 reply: {buffer[pos : pos + 32]!r}")
 
 
@@ -84,6 +84,13 @@ def _line_end(buffer: bytes, pos: int) -> int:
     if line_end < 0 and len(buffer) - pos > MAX_LINE:
         raise ProtocolError(f"a reply line over {MAX_LINE} bytes: {buffer[pos : pos + 32]!r}")
     return line_end
+
+
+def _line_text(head: bytes) -> str:
+    """A simple string's or error's text; it holds no line feed (RESP's own rule)."""
+    if b"\n" in head:
+        raise ProtocolError(f"a line feed inside a reply line: {head[:32]!r}")
+    return head.decode(errors="replace")
 
 
 def _parse_bulk(buffer: bytes, pos: int, length: int, after: int) -> tuple[RawReply, int]:
@@ -105,6 +112,15 @@ def _number(head: bytes) -> int:
     if not digits.isdigit():  # int() alone would take " 7", "+7" and "1_0"
         raise ProtocolError(f"not a RESP2 number: {head[:32]!r}")
     return int(head)
+
+
+def _length(head: bytes) -> int:
+    """A bulk string's or array's length: -1 (null) or a count."""
+    if head == b"-1":
+        return -1
+    if head[:1] == b"-":
+        raise ProtocolError(f"a negative length other than -1: {head[:32]!r}")
+    return _number(head)
 
 
 def _parse_array(buffer: bytes, pos: int, count: int, after: int) -> tuple[RawReply, int]:
