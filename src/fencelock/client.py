@@ -7,7 +7,6 @@ import logging
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Generic, TypeVar
 from urllib.parse import urlencode
 
@@ -230,12 +229,7 @@ class Client(_ClientBase[Backend, Lease]):
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
@@ -348,12 +342,7 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
             raise
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Protocol
 
 
@@ -70,12 +69,7 @@ class RichProgress:
     def __enter__(self) -> RichProgress:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if self._progress.live.is_started:
             self._progress.stop()
 

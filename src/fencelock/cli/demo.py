@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import TracebackType
 
 import click
 from rich.console import Console
@@ -42,12 +41,7 @@ class RichReporter:
         self._progress.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._progress.stop()
 
     def round_started(self, spec: RoundSpec, seats: int) -> None:

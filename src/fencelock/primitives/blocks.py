@@ -6,7 +6,6 @@ raises, unless the block raised (which then stands)."""
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Generic, Protocol, TypeVar
 
 from fencelock.errors import FencelockError
@@ -75,12 +74,7 @@ class HeldInBlocks(Generic[H]):
         self._entered.setdefault(this_thread(), []).append(hold)
         return hold
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
         hold = _leave(self._entered, this_thread())
         if hold is None:
             return
@@ -106,12 +100,7 @@ class AsyncHeldInBlocks(Generic[A]):
         self._entered.setdefault(this_task(), []).append(hold)
         return hold
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
         hold = _leave(self._entered, this_task())
         if hold is None:
             return

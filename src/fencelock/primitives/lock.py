@@ -13,7 +13,6 @@ import random
 import secrets
 import time
 from collections.abc import Iterator
-from types import TracebackType
 from typing import Generic, TypeVar
 
 from fencelock import clock
@@ -308,12 +307,7 @@ class Lock(_LockBase[Backend, Lease]):
         stopper = ThreadStopper(lease) if self.stop_on_loss and lease.depth == 1 else None
         return self._entering(this_thread(), lease, stopper)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
         with self._leaving(this_thread(), exc) as lease:
             if lease is not None:
                 lease.release()
@@ -363,12 +357,7 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
         stopper = TaskStopper(lease) if self.stop_on_loss and lease.depth == 1 else None
         return self._entering(this_task(), lease, stopper)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
         with self._leaving(this_task(), exc) as lease:
             if lease is not None:
                 await lease.release()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 
 from fencelock.testing.etcd import EtcdServer
@@ -171,10 +170,5 @@ class ServerPool:
     def __enter__(self) -> ServerPool:
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop_all()
