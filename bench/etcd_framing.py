@@ -129,9 +129,8 @@ def main() -> None:
             cycle_cpu.append(cpu)
     best_ours, best_h11, best_cycle = min(ours_cpu), min(h11_cpu), min(cycle_cpu)
     extra = requests * (best_h11 - best_ours)
-    print(
-        f"framing, one request and reply: ours {best_ours * 1e6:.1f} us, h11 {best_h11 * 1e6:.1f} us CPU"
-    )
+    ours_us, h11_us = best_ours * 1e6, best_h11 * 1e6
+    print(f"framing, one request and reply: ours {ours_us:.1f} us, h11 {h11_us:.1f} us CPU")
     print(f"etcd lock cycle: {best_cycle * 1e6:.0f} us CPU, {requests:.2f} HTTP requests")
     print(f"h11 would add {extra * 1e6:.1f} us CPU a cycle: {100 * extra / best_cycle:.1f} % of it")
 
