@@ -16,7 +16,7 @@ is the gate. So:
 
 A writer waits for a reader by taking that reader's lease name (woken when it is
 released or expires, as any waiter is) and giving it straight back. The flows yield
-:class:`Take`, :class:`Give` and :class:`ListReaders`; the driver holds the leases.
+:class:`Take`, :class:`Give` and :class:`ListHeld`; the driver holds the leases.
 """
 
 from __future__ import annotations
@@ -24,27 +24,9 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from fencelock.engine.steps import Blocked, Give, Take
+from fencelock.engine.steps import Blocked, Give, ListHeld, Reply, Take
 
-
-@dataclass(frozen=True)
-class ListReaders:
-    """The names of the reader leases held now."""
-
-    prefix: str
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What an op came to: granted (a :class:`Take`), the names (a :class:`ListReaders`),
-    and the time after it."""
-
-    now: float
-    granted: bool = True
-    names: tuple[str, ...] = ()
-
-
-Op = Take | Give | ListReaders
+Op = Take | Give | ListHeld
 RWFlow = Generator[Op, Reply, Blocked | None]
 
 
@@ -86,7 +68,7 @@ def read_flow(names: RWNames, timeout: float | None, now: float) -> RWFlow:
     reply = yield Take(names.gate, _left(deadline, now))
     if not reply.granted:
         return Blocked(names.gate, reply.now - started)
-    reply = yield ListReaders(names.readers)
+    reply = yield ListHeld(names.readers)
     mine = names.reader(names.free_slot(reply.names))
     reply = yield Take(mine, 0)  # free: only the gate's holder takes a reader slot
     if not reply.granted:
@@ -103,7 +85,7 @@ def write_flow(names: RWNames, timeout: float | None, now: float) -> RWFlow:
     if not reply.granted:
         return Blocked(names.gate, reply.now - started)
     while True:
-        reply = yield ListReaders(names.readers)
+        reply = yield ListHeld(names.readers)
         if not reply.names:
             return None
         reader = reply.names[0]

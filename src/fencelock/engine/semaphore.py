@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from fencelock.engine.steps import Blocked, Give, Take
+from fencelock.engine.steps import AwaitRelease, Blocked, Give, Holding, ListHeld, Reply, Take
 
 # A wait for the bell also ends this long after the first held permit's TTL would.
 EXPIRY_MARGIN = 0.01
@@ -53,17 +53,10 @@ class SemaphoreNames:
     def permit(self, permits: int, slot: int) -> str:
         return f"{self.permits}{permits}/{slot}"
 
-    def free_slot(self, permits: int, held: tuple[Held, ...]) -> int | None:
+    def free_slot(self, permits: int, held: tuple[Holding, ...]) -> int | None:
         """The lowest slot of ``permits`` no held permit is in; None if all are taken."""
         taken = {p.name for p in held}
         return next((k for k in range(permits) if self.permit(permits, k) not in taken), None)
-
-
-@dataclass(frozen=True)
-class ListPermits:
-    """The permit leases held now, with what each has left."""
-
-    prefix: str
 
 
 @dataclass(frozen=True)
@@ -74,31 +67,10 @@ class Arm:
 
 
 @dataclass(frozen=True)
-class AwaitBell:
-    """Wait until the bell is let go (granted) or ``timeout`` passes (not granted)."""
-
-    name: str
-    timeout: float | None
-
-
-@dataclass(frozen=True)
 class Disarm:
     """Let the bell go if this flow still holds it."""
 
     name: str
-
-
-@dataclass(frozen=True)
-class Held:
-    name: str
-    remaining: float | None
-
-
-@dataclass(frozen=True)
-class Reply:
-    now: float
-    granted: bool = True
-    held: tuple[Held, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,11 +80,11 @@ class PermitMismatch:
     held_with: int
 
 
-Op = Take | Give | ListPermits | Arm | AwaitBell | Disarm
+Op = Take | Give | ListHeld | Arm | AwaitRelease | Disarm
 SemaphoreFlow = Generator[Op, Reply, Blocked | PermitMismatch | None]
 
 
-def counts_of(held: tuple[Held, ...], names: SemaphoreNames) -> set[int]:
+def counts_of(held: tuple[Holding, ...], names: SemaphoreNames) -> set[int]:
     """The permit counts the held permits were taken with."""
     counts = set()
     for permit in held:
@@ -122,7 +94,7 @@ def counts_of(held: tuple[Held, ...], names: SemaphoreNames) -> set[int]:
     return counts
 
 
-def wake_after(held: tuple[Held, ...]) -> float | None:
+def wake_after(held: tuple[Holding, ...]) -> float | None:
     """When the first held permit would expire by its TTL (None if none says)."""
     known = [p.remaining for p in held if p.remaining is not None]
     return min(known) + EXPIRY_MARGIN if known else None
@@ -144,7 +116,7 @@ def acquire_flow(
         return Blocked(names.gate, reply.now - started)
     armed = False
     while True:
-        reply = yield ListPermits(names.permits)
+        reply = yield ListHeld(names.permits)
         others = counts_of(reply.held, names) - {permits}
         if others:
             if armed:
@@ -167,5 +139,5 @@ def acquire_flow(
             yield Disarm(names.bell)
             yield Give(names.gate)
             return Blocked(names.permits, reply.now - started)
-        rung = yield AwaitBell(names.bell, _earliest(wake_after(reply.held), left))
+        rung = yield AwaitRelease(names.bell, _earliest(wake_after(reply.held), left))
         armed = not rung.granted  # a rung bell is let go; an unrung one is still ours

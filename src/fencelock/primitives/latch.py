@@ -21,7 +21,6 @@ from fencelock.backends.base import (
     latching,
 )
 from fencelock.engine.latch import (
-    Count,
     Evict,
     Held,
     LatchFlow,
@@ -36,9 +35,11 @@ from fencelock.engine.latch import (
     wait_flow,
 )
 from fencelock.engine.names import validate_name
+from fencelock.engine.steps import ListHeld
 from fencelock.engine.timing import MAX_TTL, validate_timeout
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease, Lease
+from fencelock.primitives.hands import holdings
 
 if TYPE_CHECKING:
     from fencelock.client import AsyncClient, Client
@@ -120,8 +121,8 @@ class Latch(_LatchBase):
 
     def _do(self, op: Op, taken: dict[str, Lease]) -> Reply:
         client = self._client
-        if isinstance(op, Count):
-            return Reply(clock.now(), names=tuple(i.name for i in client.list(op.prefix) if i.held))
+        if isinstance(op, ListHeld):
+            return Reply(clock.now(), held=holdings(client.list(op.prefix)))
         if isinstance(op, Held):
             return _held(clock.now(), client.inspect(op.name))
         if isinstance(op, Evict):
@@ -200,9 +201,8 @@ class AsyncLatch(_LatchBase):
 
     async def _do(self, op: Op, taken: dict[str, AsyncLease]) -> Reply:
         client = self._client
-        if isinstance(op, Count):
-            listed = await client.list(op.prefix)
-            return Reply(clock.now(), names=tuple(i.name for i in listed if i.held))
+        if isinstance(op, ListHeld):
+            return Reply(clock.now(), held=holdings(await client.list(op.prefix)))
         if isinstance(op, Held):
             return _held(clock.now(), await client.inspect(op.name))
         if isinstance(op, Evict):
