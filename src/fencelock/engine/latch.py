@@ -23,6 +23,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 
 from fencelock.engine import steps
+from fencelock.engine.deadline import deadline_after, time_left
 from fencelock.engine.steps import AwaitRelease, ListHeld
 from fencelock.errors import ConfigError
 
@@ -147,6 +148,5 @@ def wait_flow(names: LatchNames, timeout: float | None, now: float) -> LatchFlow
     closed, _ = yield from _repair(names)
     if not closed.granted:
         return True
-    left = None if timeout is None else max(0.0, now + timeout - closed.now)
-    reply = yield AwaitRelease(names.closed, left)
+    reply = yield AwaitRelease(names.closed, time_left(deadline_after(now, timeout), closed.now))
     return reply.granted

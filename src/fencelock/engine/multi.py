@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterable
 
+from fencelock.engine.deadline import deadline_after, time_left
 from fencelock.engine.names import validate_name
 from fencelock.engine.steps import Blocked, Reply, Take
 from fencelock.errors import ConfigError
@@ -31,10 +32,9 @@ def ordered(names: Iterable[str]) -> tuple[str, ...]:
 def multi_acquire_flow(names: tuple[str, ...], timeout: float | None, now: float) -> MultiFlow:
     """Take ``names`` in order within one ``timeout``; None when all are held."""
     started = now
-    deadline = None if timeout is None else now + timeout
+    deadline = deadline_after(now, timeout)
     for name in names:
-        left = None if deadline is None else max(0.0, deadline - now)
-        took = yield Take(name, left)
+        took = yield Take(name, time_left(deadline, now))
         now = took.now
         if not took.granted:
             return Blocked(name, now - started)

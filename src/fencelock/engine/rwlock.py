@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
+from fencelock.engine.deadline import deadline_after, time_left
 from fencelock.engine.steps import Blocked, Give, ListHeld, Reply, Take
 
 Op = Take | Give | ListHeld
@@ -58,14 +59,10 @@ class RWNames:
         return next(k for k in range(len(taken) + 1) if self.reader(k) not in taken)
 
 
-def _left(deadline: float | None, now: float) -> float | None:
-    return None if deadline is None else max(0.0, deadline - now)
-
-
 def read_flow(names: RWNames, timeout: float | None, now: float) -> RWFlow:
     """Take the gate, register as a reader, let the gate go. Holds: the reader lease."""
-    started, deadline = now, None if timeout is None else now + timeout
-    reply = yield Take(names.gate, _left(deadline, now))
+    started, deadline = now, deadline_after(now, timeout)
+    reply = yield Take(names.gate, time_left(deadline, now))
     if not reply.granted:
         return Blocked(names.gate, reply.now - started)
     reply = yield ListHeld(names.readers)
@@ -80,8 +77,8 @@ def read_flow(names: RWNames, timeout: float | None, now: float) -> RWFlow:
 
 def write_flow(names: RWNames, timeout: float | None, now: float) -> RWFlow:
     """Take the gate and keep it, then wait out every reader. Holds: the gate."""
-    started, deadline = now, None if timeout is None else now + timeout
-    reply = yield Take(names.gate, _left(deadline, now))
+    started, deadline = now, deadline_after(now, timeout)
+    reply = yield Take(names.gate, time_left(deadline, now))
     if not reply.granted:
         return Blocked(names.gate, reply.now - started)
     while True:
@@ -89,7 +86,7 @@ def write_flow(names: RWNames, timeout: float | None, now: float) -> RWFlow:
         if not reply.names:
             return None
         reader = reply.names[0]
-        reply = yield Take(reader, _left(deadline, reply.now))
+        reply = yield Take(reader, time_left(deadline, reply.now))
         if not reply.granted:
             yield Give(names.gate)
             return Blocked(reader, reply.now - started)

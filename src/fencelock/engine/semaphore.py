@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
+from fencelock.engine.deadline import deadline_after, time_left
 from fencelock.engine.steps import AwaitRelease, Blocked, Give, Holding, ListHeld, Reply, Take
 
 # A wait for the bell also ends this long after the first held permit's TTL would.
@@ -110,8 +111,8 @@ def acquire_flow(
 ) -> SemaphoreFlow:
     """Take one of ``permits`` permits within ``timeout``. Holds, when it returns None:
     one permit slot's lease."""
-    started, deadline = now, None if timeout is None else now + timeout
-    reply = yield Take(names.gate, None if deadline is None else max(0.0, deadline - now))
+    started, deadline = now, deadline_after(now, timeout)
+    reply = yield Take(names.gate, time_left(deadline, now))
     if not reply.granted:
         return Blocked(names.gate, reply.now - started)
     armed = False
@@ -134,7 +135,7 @@ def acquire_flow(
             yield Arm(names.bell)
             armed = True
             continue  # count again: a release may have come before the bell was armed
-        left = None if deadline is None else deadline - reply.now
+        left = time_left(deadline, reply.now)
         if left is not None and left <= 0:
             yield Disarm(names.bell)
             yield Give(names.gate)
