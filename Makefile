@@ -27,7 +27,7 @@ servers:
 # Two workers: most tests wait on servers, sleeps and subprocesses, not on the CPU, and a
 # loaded 2-core machine is the condition every test must pass under anyway.
 test: lint typecheck servers
-	$(BIN)/pytest -q -n 2 tests
+	$(BIN)/pytest -q -n 2 --durations=25 tests
 
 # The edit-test loop (about 3 minutes): lint, types, the pure engine tests and the
 # contract suite on memory://, sqlite:/// and redis:// only.

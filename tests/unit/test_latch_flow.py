@@ -9,8 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fencelock.engine.latch import (
-    Await,
-    Count,
     Evict,
     Held,
     LatchFlow,
@@ -24,6 +22,7 @@ from fencelock.engine.latch import (
     validate_count,
     wait_flow,
 )
+from fencelock.engine.steps import AwaitRelease, Holding, ListHeld
 from fencelock.errors import ConfigError
 
 NAMES = LatchNames("jobs")
@@ -32,8 +31,9 @@ NAMES = LatchNames("jobs")
 def _answer(op: Op, held: dict[str, bool]) -> Reply | None:
     """The model server's reply to ``op`` (``held``: name -> left to last); None: the
     op waits (a held name)."""
-    if isinstance(op, Count):
-        return Reply(0.0, names=tuple(sorted(n for n in held if n.startswith(op.prefix))))
+    if isinstance(op, ListHeld):
+        names = sorted(n for n in held if n.startswith(op.prefix))
+        return Reply(0.0, held=tuple(Holding(n, None) for n in names))
     if isinstance(op, Held):
         return Reply(0.0, granted=op.name in held, lasting=held.get(op.name, False))
     if isinstance(op, Evict):
@@ -49,7 +49,7 @@ def _answer(op: Op, held: dict[str, bool]) -> Reply | None:
         if op.name in held:
             held[op.name] = True
         return Reply(0.0)
-    assert isinstance(op, Await)
+    assert isinstance(op, AwaitRelease)
     return None if op.name in held else Reply(0.0)
 
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fencelock.engine.multi import Took, multi_acquire_flow, ordered
-from fencelock.engine.steps import Blocked, Take
+from fencelock.engine.multi import multi_acquire_flow, ordered
+from fencelock.engine.steps import Blocked, Reply, Take
 from fencelock.errors import ConfigError
 
 names = st.lists(st.from_regex(r"[a-z]{1,3}(/[a-z0-9]{1,3})?", fullmatch=True), max_size=8)
@@ -42,14 +42,14 @@ def _run(
 ) -> tuple[list[Take], Blocked | None]:
     """Drive the flow with each take costing ``costs[i]`` seconds and granted or not."""
     flow, now, asked = multi_acquire_flow(names, timeout, 100.0), 100.0, []
-    reply: Took | None = None
+    reply: Reply | None = None
     try:
         while True:
             take = flow.send(reply) if reply is not None else next(flow)
             i = len(asked)
             asked.append(take)
             now += costs[i]
-            reply = Took(granted[i], now)
+            reply = Reply(now, granted[i])
     except StopIteration as done:
         result: Blocked | None = done.value
         return asked, result

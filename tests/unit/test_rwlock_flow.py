@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fencelock.engine.rwlock import ListReaders, Op, Reply, RWFlow, RWNames, read_flow, write_flow
-from fencelock.engine.steps import Blocked, Give, Take
+from fencelock.engine.rwlock import Op, RWFlow, RWNames, read_flow, write_flow
+from fencelock.engine.steps import Blocked, Give, Holding, ListHeld, Reply, Take
 
 NAMES = RWNames("doc")
 
@@ -55,8 +55,9 @@ def _step(p: Process, server: Server, now: float) -> bool:
         assert server.held.pop(op.name) == p.pid
         reply = Reply(now)
     else:
-        assert isinstance(op, ListReaders)
-        reply = Reply(now, names=tuple(sorted(n for n in server.held if n.startswith(op.prefix))))
+        assert isinstance(op, ListHeld)
+        names = sorted(n for n in server.held if n.startswith(op.prefix))
+        reply = Reply(now, held=tuple(Holding(n, None) for n in names))
     try:
         p.op = p.flow.send(reply)
     except StopIteration as done:

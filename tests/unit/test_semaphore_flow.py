@@ -11,19 +11,15 @@ from hypothesis import strategies as st
 
 from fencelock.engine.semaphore import (
     Arm,
-    AwaitBell,
     Disarm,
-    Held,
-    ListPermits,
     Op,
     PermitMismatch,
-    Reply,
     SemaphoreFlow,
     SemaphoreNames,
     acquire_flow,
     wake_after,
 )
-from fencelock.engine.steps import Blocked, Give, Take
+from fencelock.engine.steps import AwaitRelease, Blocked, Give, Holding, ListHeld, Reply, Take
 
 NAMES = SemaphoreNames("pool")
 
@@ -55,9 +51,9 @@ def _answer(p: Proc, op: Op, server: Server) -> Reply | None:
     if isinstance(op, Give):
         assert held.pop(op.name) == p.pid
         return Reply(0.0)
-    if isinstance(op, ListPermits):
+    if isinstance(op, ListHeld):
         names = sorted(n for n in held if n.startswith(op.prefix))
-        return Reply(0.0, held=tuple(Held(n, None) for n in names))
+        return Reply(0.0, held=tuple(Holding(n, None) for n in names))
     if isinstance(op, Arm):
         held[op.name] = p.pid  # the gate holder evicts a stale bell
         return Reply(0.0)
@@ -65,7 +61,7 @@ def _answer(p: Proc, op: Op, server: Server) -> Reply | None:
         if held.get(op.name) == p.pid:
             del held[op.name]
         return Reply(0.0)
-    assert isinstance(op, AwaitBell)
+    assert isinstance(op, AwaitRelease)
     return None if op.name in held else Reply(0.0)
 
 
@@ -107,7 +103,7 @@ def _answer_would_go(p: Proc, server: Server) -> bool:
     op = p.op
     if isinstance(op, Take):
         return op.name not in server.held or op.timeout == 0
-    if isinstance(op, AwaitBell):
+    if isinstance(op, AwaitRelease):
         return op.name not in server.held
     return True
 
@@ -127,5 +123,5 @@ def test_a_mismatched_count_is_refused() -> None:
 
 
 def test_the_wait_ends_when_the_first_permit_would_expire() -> None:
-    assert wake_after((Held("a", 3.0), Held("b", 1.5), Held("c", None))) == 1.5 + 0.01
-    assert wake_after((Held("a", None),)) is None
+    assert wake_after((Holding("a", 3.0), Holding("b", 1.5), Holding("c", None))) == 1.5 + 0.01
+    assert wake_after((Holding("a", None),)) is None

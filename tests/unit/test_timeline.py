@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from fencelock.demo import timeline
-from fencelock.demo.model import Hold, Pause, Trace, Write
+from fencelock.demo.model import Hold, Pause, Trace, Wrote
 from fencelock.toolkit import labels, scale
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -31,10 +31,10 @@ def _trace(title: str = "Round 1: locks only") -> Trace:
         ),
         pauses=(Pause(2, 100.2, 101.4, token=2, seat=1),),
         writes=(
-            Write(1, 100.05, 0, 1, "sold"),
-            Write(1, 100.95, 1, 3, "sold"),
-            Write(2, 101.45, 1, 2, "double"),
-            Write(3, 101.15, 2, 4, "sold"),
+            Wrote(1, 0, 1, 100.05, "sold"),
+            Wrote(1, 1, 3, 100.95, "sold"),
+            Wrote(2, 1, 2, 101.45, "double"),
+            Wrote(3, 2, 4, 101.15, "sold"),
         ),
         stats=(("seats sold", 3), ("sold twice", 1)),
     )
@@ -82,7 +82,7 @@ def test_pauses_writes_and_links_are_marked() -> None:
 
 def test_rejected_write_is_marked_and_labelled() -> None:
     trace = _trace()
-    writes = (*trace.writes[:2], Write(2, 101.45, 1, 2, "rejected"), trace.writes[3])
+    writes = (*trace.writes[:2], Wrote(2, 1, 2, 101.45, "rejected"), trace.writes[3])
     svg = timeline.render_svg([dataclasses.replace(trace, writes=writes)])
     root = _parse(svg)
     assert len(_with_class(root, "rejected")) == 1
@@ -104,10 +104,10 @@ def test_panels_share_one_time_scale() -> None:
 
 
 def test_collided_with_finds_the_latest_earlier_accepted_sale_of_the_seat() -> None:
-    first = Write(1, 1.0, 5, 3, "sold")
-    rejected = Write(3, 1.5, 5, 2, "rejected")
-    later = Write(2, 3.0, 5, 4, "double")
-    stale = Write(4, 2.0, 5, 1, "rejected")
+    first = Wrote(1, 5, 3, 1.0, "sold")
+    rejected = Wrote(3, 5, 2, 1.5, "rejected")
+    later = Wrote(2, 5, 4, 3.0, "double")
+    stale = Wrote(4, 5, 1, 2.0, "rejected")
     writes = [first, rejected, stale, later]
     assert timeline.collided_with(stale, writes) is first
     assert timeline.collided_with(later, writes) is first
@@ -155,7 +155,7 @@ def test_labels_in_one_row_are_spread_apart() -> None:
 
 def test_callouts_near_the_right_edge_turn_left() -> None:
     trace = _trace()
-    late = Write(2, trace.end, 1, 2, "double")
+    late = Wrote(2, 1, 2, trace.end, "double")
     labels = timeline.top_labels(
         dataclasses.replace(trace, writes=(late,), pauses=()),
         scale.Scale(trace.start, trace.end - trace.start),

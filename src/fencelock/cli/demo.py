@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -13,6 +15,8 @@ from rich.table import Table
 from fencelock.cli import errors_as_exit_codes, exitcodes, fail
 from fencelock.demo import DemoError, DemoResult, Options, run_demo
 from fencelock.demo.model import RoundSpec
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 _NOTE_STYLE = {
     "pause": ("⏸", "bold magenta"),
@@ -104,40 +108,29 @@ def _verdict(result: DemoResult) -> str:
     )
 
 
+def _knob(
+    name: str,
+    kind: click.ParamType | type[int],  # type: ignore[type-arg]  # generic from click 8.4 on
+    help: str,
+) -> Callable[[F], F]:
+    """``--name``, its default the one :class:`Options` gives that field."""
+    default = getattr(_DEFAULTS, name)
+    return click.option(f"--{name}", type=kind, default=default, show_default=True, help=help)
+
+
+_DEFAULTS = Options()
+
+
 @click.command("demo")
-@click.option(
-    "--workers", type=click.IntRange(2, 64), default=4, show_default=True, help="Seller processes."
-)
-@click.option(
-    "--seats",
-    type=click.IntRange(1, 100_000),
-    default=24,
-    show_default=True,
-    help="Seats of the show.",
-)
-@click.option(
-    "--ttl",
-    type=click.FloatRange(0.05, 5.0),
-    default=0.6,
-    show_default=True,
-    help="Lease TTL in seconds.",
-)
-@click.option(
-    "--pauses",
-    type=click.IntRange(0, 1000),
-    default=3,
-    show_default=True,
-    help="SIGSTOP pauses injected per round.",
-)
-@click.option(
-    "--seed", type=int, default=7, show_default=True, help="Seed for where the pauses fall."
-)
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("fencelock-demo"),
-    show_default=True,
-    help="Directory for the databases and timeline.html.",
+@_knob("workers", click.IntRange(2, 64), "Seller processes.")
+@_knob("seats", click.IntRange(1, 100_000), "Seats of the show.")
+@_knob("ttl", click.FloatRange(0.05, 5.0), "Lease TTL in seconds.")
+@_knob("pauses", click.IntRange(0, 1000), "SIGSTOP pauses injected per round.")
+@_knob("seed", int, "Seed for where the pauses fall.")
+@_knob(
+    "out",
+    click.Path(file_okay=False, path_type=Path),
+    "Directory for the databases and timeline.html.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 def demo(

@@ -170,17 +170,6 @@ class Pause:
 
 
 @dataclass(frozen=True)
-class Write:
-    """One sale's transaction as the timeline marks it."""
-
-    worker: int
-    at: float
-    seat: int
-    token: int
-    outcome: Outcome
-
-
-@dataclass(frozen=True)
 class Trace:
     """Everything that happened in one round, in seconds of the shared clock."""
 
@@ -191,7 +180,7 @@ class Trace:
     note: str = ""
     holds: tuple[Hold, ...] = ()
     pauses: tuple[Pause, ...] = ()
-    writes: tuple[Write, ...] = ()
+    writes: tuple[Wrote, ...] = ()  # every sale, as its worker reported it
     stats: tuple[tuple[str, int], ...] = ()
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from fencelock.demo.model import Acquired, Hold, Pause, Released, Trace, Write, Wrote
+from fencelock.demo.model import Acquired, Hold, Pause, Released, Trace, Wrote
 
 # After a resume, the next pause comes at the 1st..3rd sale that finds nobody frozen.
 GAP = (1, 3)
@@ -41,7 +41,7 @@ class Recorder:
         self.workers = workers
         self.holds: list[Hold] = []
         self.pauses: list[Pause] = []
-        self.writes: list[Write] = []
+        self.writes: list[Wrote] = []
         self.leases_lost = 0
         self._open: dict[int, Acquired] = {}
 
@@ -51,7 +51,7 @@ class Recorder:
 
     def wrote(self, msg: Wrote) -> None:
         """A sale's transaction ended."""
-        self.writes.append(Write(msg.worker, msg.at, msg.seat, msg.token, msg.outcome))
+        self.writes.append(msg)
 
     def released(self, msg: Released) -> None:
         """A hold ends; counts the lease as lost if the worker noticed."""

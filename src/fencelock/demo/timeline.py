@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from html import escape
 
-from fencelock.demo.model import Hold, Pause, Trace, Write
+from fencelock.demo.model import Hold, Pause, Trace, Wrote
 from fencelock.toolkit import svg
 from fencelock.toolkit.labels import Label, label_text, spread
 from fencelock.toolkit.page import page
@@ -198,7 +198,7 @@ def _pause(pause: Pause, scale: Scale, rows_top: float) -> str:
     )
 
 
-def _write(write: Write, scale: Scale, rows_top: float) -> str:
+def _write(write: Wrote, scale: Scale, rows_top: float) -> str:
     x, y = scale.x(write.at), _row_y(write.worker, rows_top)
     tip = f"worker {write.worker}, token {write.token}: seat {write.seat} {write.outcome}"
     cls = f"write {write.outcome}"
@@ -207,7 +207,7 @@ def _write(write: Write, scale: Scale, rows_top: float) -> str:
     return PEN.cross_mark(cls, x, y, _colour(write), tip)
 
 
-def _colour(write: Write) -> str:
+def _colour(write: Wrote) -> str:
     return DOUBLE if write.outcome == "double" else REJECTED
 
 
@@ -221,7 +221,7 @@ def top_labels(trace: Trace, scale: Scale) -> list[Label]:
     return spread(labels)
 
 
-def _callout(write: Write, scale: Scale) -> Label:
+def _callout(write: Wrote, scale: Scale) -> Label:
     """Right of the marker, or left of it near the right edge."""
     text = (
         f"seat {write.seat} sold twice"
@@ -239,7 +239,7 @@ def _label(label: Label, rows_top: float) -> str:
     return label_text(label, _row_y(label.row, rows_top) - PAUSE_BOX / 2 - 4, 11)
 
 
-def collided_with(write: Write, writes: Sequence[Write]) -> Write | None:
+def collided_with(write: Wrote, writes: Sequence[Wrote]) -> Wrote | None:
     """The accepted sale of the same seat that a double or rejected write ran into."""
     if write.outcome == "sold":
         return None
@@ -249,7 +249,7 @@ def collided_with(write: Write, writes: Sequence[Write]) -> Write | None:
     return max(earlier, key=lambda w: w.at, default=None)
 
 
-def _link(write: Write, writes: Sequence[Write], scale: Scale, rows_top: float) -> str:
+def _link(write: Wrote, writes: Sequence[Wrote], scale: Scale, rows_top: float) -> str:
     other = collided_with(write, writes)
     if other is None:
         return ""

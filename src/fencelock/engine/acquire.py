@@ -12,6 +12,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 from fencelock.engine.backoff import Backoff
+from fencelock.engine.deadline import deadline_after, time_left
 from fencelock.engine.outcomes import Acquired, AttemptResult, Busy
 from fencelock.engine.session import Session
 from fencelock.engine.timing import trusted_until
@@ -93,7 +94,7 @@ def acquire_flow(
     ``timeout=None`` waits for as long as it takes; ``0`` tries exactly once.
     ``random`` returns floats in [0, 1) and spreads retries (jitter).
     """
-    deadline = None if timeout is None else now + timeout
+    deadline = deadline_after(now, timeout)
     retry = 0  # the backoff's step: reset when a notice or the holder's TTL says when
     attempts = 0
     reached = False  # a try was answered: the server exists and takes us
@@ -103,7 +104,7 @@ def acquire_flow(
             # An outage (a restart, a failover) while we wait: within the caller's time,
             # keep waiting through it, with the one backoff. A server never reached
             # (a wrong URL) is said at once.
-            remaining = None if deadline is None else deadline - tried.finished
+            remaining = time_left(deadline, tried.finished)
             if not reached or (remaining is not None and remaining <= 0):
                 raise tried.error
             pause, retry = OUTAGE.delay(retry, random), retry + 1
@@ -119,7 +120,7 @@ def acquire_flow(
             return Granted(
                 result.token, tried.started, granted_until, result.owner, result.session, attempts
             )
-        remaining = None if deadline is None else deadline - tried.finished
+        remaining = time_left(deadline, tried.finished)
         if remaining is not None and remaining <= 0:
             return GaveUp(tried.finished - now, attempts)
         pause, retry = next_wait(tried.result, retry, random)

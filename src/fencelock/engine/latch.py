@@ -22,6 +22,9 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
+from fencelock.engine import steps
+from fencelock.engine.deadline import deadline_after, time_left
+from fencelock.engine.steps import AwaitRelease, ListHeld
 from fencelock.errors import ConfigError
 
 ARM_WAIT = 2.0  # seconds to wait for a waiter that holds ``closed`` for a moment
@@ -43,13 +46,6 @@ class LatchNames:
 
     def count(self, k: int) -> str:
         return f"{self.counts}{k}"
-
-
-@dataclass(frozen=True)
-class Count:
-    """The count leases held now."""
-
-    prefix: str
 
 
 @dataclass(frozen=True)
@@ -84,23 +80,13 @@ class Held:
 
 
 @dataclass(frozen=True)
-class Await:
-    """Wait (at most ``timeout``; None: as long as it takes) for ``name`` to be let go;
-    take it and give it straight back. Granted if it was let go in time."""
+class Reply(steps.Reply):
+    """What a step came to; for :class:`Held`, also whether the name was left to last."""
 
-    name: str
-    timeout: float | None
+    lasting: bool = False
 
 
-@dataclass(frozen=True)
-class Reply:
-    now: float
-    granted: bool = True
-    names: tuple[str, ...] = ()
-    lasting: bool = False  # for Held: held, and left to last
-
-
-Op = Count | Take | Leave | Evict | Held | Await
+Op = ListHeld | Take | Leave | Evict | Held | AwaitRelease
 LatchFlow = Generator[Op, Reply, bool]
 
 
@@ -114,7 +100,7 @@ def validate_count(count: object) -> int:
 
 def _repair(names: LatchNames) -> Generator[Op, Reply, tuple[Reply, tuple[str, ...]]]:
     """Finish or roll back what a crashed call left: ``closed``'s state and the counts."""
-    counts = (yield Count(names.counts)).names
+    counts = (yield ListHeld(names.counts)).names
     closed = yield Held(names.closed)
     if counts and not closed.granted:  # an arming that died: its brief ``closed`` ran out
         for name in counts:
@@ -150,7 +136,7 @@ def count_down_flow(names: LatchNames) -> LatchFlow:
     for name in counts:
         evicted = yield Evict(name)
         if evicted.granted:
-            left = yield Count(names.counts)
+            left = yield ListHeld(names.counts)
             if not left.names:
                 yield Evict(names.closed)
             return True
@@ -162,6 +148,5 @@ def wait_flow(names: LatchNames, timeout: float | None, now: float) -> LatchFlow
     closed, _ = yield from _repair(names)
     if not closed.granted:
         return True
-    left = None if timeout is None else max(0.0, now + timeout - closed.now)
-    reply = yield Await(names.closed, left)
+    reply = yield AwaitRelease(names.closed, time_left(deadline_after(now, timeout), closed.now))
     return reply.granted

@@ -3,29 +3,20 @@
 Two multi-locks over overlapping names never deadlock because both take their names in
 the same order (sorted), so neither can hold a later name while waiting for an earlier
 one the other holds. The flow yields :class:`Take` for each name with the time left of
-the one deadline and receives :class:`Took`; when a name is not granted in time it
+the one deadline and receives a :class:`Reply`; when a name is not granted in time it
 returns :class:`Blocked`, and the driver gives back what it took (newest first).
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator, Iterable
-from dataclasses import dataclass
 
+from fencelock.engine.deadline import deadline_after, time_left
 from fencelock.engine.names import validate_name
-from fencelock.engine.steps import Blocked, Take
+from fencelock.engine.steps import Blocked, Reply, Take
 from fencelock.errors import ConfigError
 
-
-@dataclass(frozen=True)
-class Took:
-    """What a :class:`Take` came to: granted or not, and the time after it."""
-
-    granted: bool
-    now: float
-
-
-MultiFlow = Generator[Take, Took, Blocked | None]
+MultiFlow = Generator[Take, Reply, Blocked | None]
 
 
 def ordered(names: Iterable[str]) -> tuple[str, ...]:
@@ -41,10 +32,9 @@ def ordered(names: Iterable[str]) -> tuple[str, ...]:
 def multi_acquire_flow(names: tuple[str, ...], timeout: float | None, now: float) -> MultiFlow:
     """Take ``names`` in order within one ``timeout``; None when all are held."""
     started = now
-    deadline = None if timeout is None else now + timeout
+    deadline = deadline_after(now, timeout)
     for name in names:
-        left = None if deadline is None else max(0.0, deadline - now)
-        took = yield Take(name, left)
+        took = yield Take(name, time_left(deadline, now))
         now = took.now
         if not took.granted:
             return Blocked(name, now - started)

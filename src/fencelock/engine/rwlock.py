@@ -16,7 +16,7 @@ is the gate. So:
 
 A writer waits for a reader by taking that reader's lease name (woken when it is
 released or expires, as any waiter is) and giving it straight back. The flows yield
-:class:`Take`, :class:`Give` and :class:`ListReaders`; the driver holds the leases.
+:class:`Take`, :class:`Give` and :class:`ListHeld`; the driver holds the leases.
 """
 
 from __future__ import annotations
@@ -24,27 +24,10 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from fencelock.engine.steps import Blocked, Give, Take
+from fencelock.engine.deadline import deadline_after, time_left
+from fencelock.engine.steps import Blocked, Give, ListHeld, Reply, Take
 
-
-@dataclass(frozen=True)
-class ListReaders:
-    """The names of the reader leases held now."""
-
-    prefix: str
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What an op came to: granted (a :class:`Take`), the names (a :class:`ListReaders`),
-    and the time after it."""
-
-    now: float
-    granted: bool = True
-    names: tuple[str, ...] = ()
-
-
-Op = Take | Give | ListReaders
+Op = Take | Give | ListHeld
 RWFlow = Generator[Op, Reply, Blocked | None]
 
 
@@ -76,17 +59,13 @@ class RWNames:
         return next(k for k in range(len(taken) + 1) if self.reader(k) not in taken)
 
 
-def _left(deadline: float | None, now: float) -> float | None:
-    return None if deadline is None else max(0.0, deadline - now)
-
-
 def read_flow(names: RWNames, timeout: float | None, now: float) -> RWFlow:
     """Take the gate, register as a reader, let the gate go. Holds: the reader lease."""
-    started, deadline = now, None if timeout is None else now + timeout
-    reply = yield Take(names.gate, _left(deadline, now))
+    started, deadline = now, deadline_after(now, timeout)
+    reply = yield Take(names.gate, time_left(deadline, now))
     if not reply.granted:
         return Blocked(names.gate, reply.now - started)
-    reply = yield ListReaders(names.readers)
+    reply = yield ListHeld(names.readers)
     mine = names.reader(names.free_slot(reply.names))
     reply = yield Take(mine, 0)  # free: only the gate's holder takes a reader slot
     if not reply.granted:
@@ -98,16 +77,16 @@ def read_flow(names: RWNames, timeout: float | None, now: float) -> RWFlow:
 
 def write_flow(names: RWNames, timeout: float | None, now: float) -> RWFlow:
     """Take the gate and keep it, then wait out every reader. Holds: the gate."""
-    started, deadline = now, None if timeout is None else now + timeout
-    reply = yield Take(names.gate, _left(deadline, now))
+    started, deadline = now, deadline_after(now, timeout)
+    reply = yield Take(names.gate, time_left(deadline, now))
     if not reply.granted:
         return Blocked(names.gate, reply.now - started)
     while True:
-        reply = yield ListReaders(names.readers)
+        reply = yield ListHeld(names.readers)
         if not reply.names:
             return None
         reader = reply.names[0]
-        reply = yield Take(reader, _left(deadline, reply.now))
+        reply = yield Take(reader, time_left(deadline, reply.now))
         if not reply.granted:
             yield Give(names.gate)
             return Blocked(reader, reply.now - started)

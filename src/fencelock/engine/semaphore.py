@@ -23,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from fencelock.engine.steps import Blocked, Give, Take
+from fencelock.engine.deadline import deadline_after, time_left
+from fencelock.engine.steps import AwaitRelease, Blocked, Give, Holding, ListHeld, Reply, Take
 
 # A wait for the bell also ends this long after the first held permit's TTL would.
 EXPIRY_MARGIN = 0.01
@@ -53,17 +54,10 @@ class SemaphoreNames:
     def permit(self, permits: int, slot: int) -> str:
         return f"{self.permits}{permits}/{slot}"
 
-    def free_slot(self, permits: int, held: tuple[Held, ...]) -> int | None:
+    def free_slot(self, permits: int, held: tuple[Holding, ...]) -> int | None:
         """The lowest slot of ``permits`` no held permit is in; None if all are taken."""
         taken = {p.name for p in held}
         return next((k for k in range(permits) if self.permit(permits, k) not in taken), None)
-
-
-@dataclass(frozen=True)
-class ListPermits:
-    """The permit leases held now, with what each has left."""
-
-    prefix: str
 
 
 @dataclass(frozen=True)
@@ -74,31 +68,10 @@ class Arm:
 
 
 @dataclass(frozen=True)
-class AwaitBell:
-    """Wait until the bell is let go (granted) or ``timeout`` passes (not granted)."""
-
-    name: str
-    timeout: float | None
-
-
-@dataclass(frozen=True)
 class Disarm:
     """Let the bell go if this flow still holds it."""
 
     name: str
-
-
-@dataclass(frozen=True)
-class Held:
-    name: str
-    remaining: float | None
-
-
-@dataclass(frozen=True)
-class Reply:
-    now: float
-    granted: bool = True
-    held: tuple[Held, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,11 +81,11 @@ class PermitMismatch:
     held_with: int
 
 
-Op = Take | Give | ListPermits | Arm | AwaitBell | Disarm
+Op = Take | Give | ListHeld | Arm | AwaitRelease | Disarm
 SemaphoreFlow = Generator[Op, Reply, Blocked | PermitMismatch | None]
 
 
-def counts_of(held: tuple[Held, ...], names: SemaphoreNames) -> set[int]:
+def counts_of(held: tuple[Holding, ...], names: SemaphoreNames) -> set[int]:
     """The permit counts the held permits were taken with."""
     counts = set()
     for permit in held:
@@ -122,7 +95,7 @@ def counts_of(held: tuple[Held, ...], names: SemaphoreNames) -> set[int]:
     return counts
 
 
-def wake_after(held: tuple[Held, ...]) -> float | None:
+def wake_after(held: tuple[Holding, ...]) -> float | None:
     """When the first held permit would expire by its TTL (None if none says)."""
     known = [p.remaining for p in held if p.remaining is not None]
     return min(known) + EXPIRY_MARGIN if known else None
@@ -138,13 +111,13 @@ def acquire_flow(
 ) -> SemaphoreFlow:
     """Take one of ``permits`` permits within ``timeout``. Holds, when it returns None:
     one permit slot's lease."""
-    started, deadline = now, None if timeout is None else now + timeout
-    reply = yield Take(names.gate, None if deadline is None else max(0.0, deadline - now))
+    started, deadline = now, deadline_after(now, timeout)
+    reply = yield Take(names.gate, time_left(deadline, now))
     if not reply.granted:
         return Blocked(names.gate, reply.now - started)
     armed = False
     while True:
-        reply = yield ListPermits(names.permits)
+        reply = yield ListHeld(names.permits)
         others = counts_of(reply.held, names) - {permits}
         if others:
             if armed:
@@ -162,10 +135,10 @@ def acquire_flow(
             yield Arm(names.bell)
             armed = True
             continue  # count again: a release may have come before the bell was armed
-        left = None if deadline is None else deadline - reply.now
+        left = time_left(deadline, reply.now)
         if left is not None and left <= 0:
             yield Disarm(names.bell)
             yield Give(names.gate)
             return Blocked(names.permits, reply.now - started)
-        rung = yield AwaitBell(names.bell, _earliest(wake_after(reply.held), left))
+        rung = yield AwaitRelease(names.bell, _earliest(wake_after(reply.held), left))
         armed = not rung.granted  # a rung bell is let go; an unrung one is still ours

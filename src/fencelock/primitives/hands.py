@@ -9,12 +9,18 @@ the run fails.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 
 from fencelock.backends.base import LockInfo
-from fencelock.engine.steps import Give, Take
+from fencelock.engine.steps import Give, Holding, Take
 from fencelock.errors import FencelockError, LockTimeout
 from fencelock.lease import AsyncLease, Lease
 from fencelock.primitives.client_like import AsyncClientLike, ClientLike
+
+
+def holdings(infos: Iterable[LockInfo]) -> tuple[Holding, ...]:
+    """The held leases among ``infos``, as the reply to a ``ListHeld`` step lists them."""
+    return tuple(Holding(info.name, info.remaining) for info in infos if info.held)
 
 
 class Hands:
@@ -44,9 +50,9 @@ class Hands:
         self.give(op.name)
         return True
 
-    def held(self, prefix: str) -> list[LockInfo]:
+    def held(self, prefix: str) -> tuple[Holding, ...]:
         """The leases held under ``prefix`` now, by anyone."""
-        return [info for info in self.client.list(prefix) if info.held]
+        return holdings(self.client.list(prefix))
 
     def give_back_all(self) -> None:
         """Release what is still taken, newest first; a failure leaves it to its TTL."""
@@ -82,8 +88,8 @@ class AsyncHands:
         await self.give(op.name)
         return True
 
-    async def held(self, prefix: str) -> list[LockInfo]:
-        return [info for info in await self.client.list(prefix) if info.held]
+    async def held(self, prefix: str) -> tuple[Holding, ...]:
+        return holdings(await self.client.list(prefix))
 
     async def give_back_all(self) -> None:
         for name in reversed(list(self.taken)):

@@ -20,7 +20,6 @@ from fencelock.backends.base import (
     latching,
 )
 from fencelock.engine.latch import (
-    Count,
     Evict,
     Held,
     LatchFlow,
@@ -35,10 +34,12 @@ from fencelock.engine.latch import (
     wait_flow,
 )
 from fencelock.engine.names import validate_name
+from fencelock.engine.steps import ListHeld
 from fencelock.engine.timing import MAX_TTL, validate_timeout
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease, Lease
 from fencelock.primitives.client_like import AsyncClientLike, ClientLike
+from fencelock.primitives.hands import holdings
 
 LASTING = 86_400.0  # a lease with more than this left was left to last (a year)
 BRIEF_TTL = 5.0  # a waiter's hold of ``closed``, given straight back
@@ -117,8 +118,8 @@ class Latch(_LatchBase):
 
     def _do(self, op: Op, taken: dict[str, Lease]) -> Reply:
         client = self._client
-        if isinstance(op, Count):
-            return Reply(clock.now(), names=tuple(i.name for i in client.list(op.prefix) if i.held))
+        if isinstance(op, ListHeld):
+            return Reply(clock.now(), held=holdings(client.list(op.prefix)))
         if isinstance(op, Held):
             return _held(clock.now(), client.inspect(op.name))
         if isinstance(op, Evict):
@@ -197,9 +198,8 @@ class AsyncLatch(_LatchBase):
 
     async def _do(self, op: Op, taken: dict[str, AsyncLease]) -> Reply:
         client = self._client
-        if isinstance(op, Count):
-            listed = await client.list(op.prefix)
-            return Reply(clock.now(), names=tuple(i.name for i in listed if i.held))
+        if isinstance(op, ListHeld):
+            return Reply(clock.now(), held=holdings(await client.list(op.prefix)))
         if isinstance(op, Held):
             return _held(clock.now(), await client.inspect(op.name))
         if isinstance(op, Evict):

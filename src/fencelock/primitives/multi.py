@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 from fencelock import clock
-from fencelock.engine.multi import MultiFlow, Took, multi_acquire_flow, ordered
-from fencelock.engine.steps import Blocked, Take
+from fencelock.engine.multi import MultiFlow, multi_acquire_flow, ordered
+from fencelock.engine.steps import Blocked, Reply, Take
 from fencelock.engine.timing import validate_timeout
 from fencelock.errors import LeaseLost, LockTimeout
 from fencelock.lease import AsyncLease, Lease, LeaseBase
@@ -193,7 +193,7 @@ class MultiLock(_MultiLockBase, HeldInBlocks[MultiLease]):
             take: Take = next(flow)
             while True:
                 granted = hands.take(take.name, take.timeout)
-                take = flow.send(Took(granted, clock.now()))
+                take = flow.send(Reply(clock.now(), granted))
         except StopIteration as done:
             blocked: Blocked | None = done.value
         except BaseException:
@@ -234,7 +234,7 @@ class AsyncMultiLock(_MultiLockBase, AsyncHeldInBlocks[AsyncMultiLease]):
             take: Take = next(flow)
             while True:
                 granted = await hands.take(take.name, take.timeout)
-                take = flow.send(Took(granted, clock.now()))
+                take = flow.send(Reply(clock.now(), granted))
         except StopIteration as done:
             blocked: Blocked | None = done.value
         except BaseException:

@@ -12,8 +12,8 @@ from typing import Literal, TypeVar
 from fencelock import clock
 from fencelock.backends.base import Share, async_sharing, sharing
 from fencelock.engine.names import validate_name
-from fencelock.engine.rwlock import Reply, RWFlow, RWNames, read_flow, write_flow
-from fencelock.engine.steps import Blocked, Give, Take
+from fencelock.engine.rwlock import RWFlow, RWNames, read_flow, write_flow
+from fencelock.engine.steps import Blocked, Give, Reply, Take
 from fencelock.engine.timing import validate_timeout
 from fencelock.errors import AlreadyHeld, LockTimeout
 from fencelock.holdings import this_task, this_thread
@@ -131,8 +131,7 @@ class ReadWriteSide(_SideBase, HeldInBlocks[RWLease]):
                 if isinstance(op, (Take, Give)):
                     reply = Reply(clock.now(), granted=hands.step(op))
                 else:
-                    names = tuple(i.name for i in hands.held(op.prefix))
-                    reply = Reply(clock.now(), names=names)
+                    reply = Reply(clock.now(), held=hands.held(op.prefix))
         except StopIteration as done:
             blocked: Blocked | None = done.value
         except BaseException:
@@ -181,8 +180,7 @@ class AsyncReadWriteSide(_SideBase, AsyncHeldInBlocks[AsyncRWLease]):
                 if isinstance(op, (Take, Give)):
                     reply = Reply(clock.now(), granted=await hands.step(op))
                 else:
-                    names = tuple(i.name for i in await hands.held(op.prefix))
-                    reply = Reply(clock.now(), names=names)
+                    reply = Reply(clock.now(), held=await hands.held(op.prefix))
         except StopIteration as done:
             blocked: Blocked | None = done.value
         except BaseException:

@@ -12,29 +12,26 @@ import random
 from typing import TypeVar
 
 from fencelock import clock
-from fencelock.backends.base import LockInfo, PermitsInUse, Share, async_sharing, sharing
+from fencelock.backends.base import PermitsInUse, Share, async_sharing, sharing
 from fencelock.engine.acquire import Granted, acquire_flow
 from fencelock.engine.names import validate_name
 from fencelock.engine.semaphore import (
     Arm,
-    AwaitBell,
     Disarm,
-    Held,
     Op,
     PermitMismatch,
-    Reply,
     SemaphoreFlow,
     SemaphoreNames,
     counts_of,
 )
 from fencelock.engine.semaphore import acquire_flow as permit_flow
-from fencelock.engine.steps import Blocked, Give, Take
+from fencelock.engine.steps import AwaitRelease, Blocked, Give, Holding, Reply, Take
 from fencelock.engine.timing import validate_timeout
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.blocks import AsyncHeldInBlocks, GateHold, HeldInBlocks
 from fencelock.primitives.client_like import AsyncClientLike, ClientLike
-from fencelock.primitives.hands import AsyncHands, Hands
+from fencelock.primitives.hands import AsyncHands, Hands, holdings
 from fencelock.primitives.lock import AsyncLock, Lock, adrive, drive, new_owner
 
 L = TypeVar("L", bound=LeaseBase)
@@ -110,9 +107,6 @@ class _SemaphoreBase:
     def _flow(self, timeout: float | None) -> SemaphoreFlow:
         return permit_flow(self.names, self.permits, validate_timeout(timeout), clock.now())
 
-    def _held(self, infos: list[LockInfo]) -> tuple[Held, ...]:
-        return tuple(Held(i.name, i.remaining) for i in infos if i.held)
-
     @property
     def _share(self) -> Share:
         return Share("permit", self.permits)
@@ -122,7 +116,7 @@ class _SemaphoreBase:
             return _failed(self.name, self.permits, PermitMismatch(failed.held_with))
         return _failed(self.name, self.permits, Blocked(self.names.line, clock.now() - started))
 
-    def _available(self, held: tuple[Held, ...]) -> int:
+    def _available(self, held: tuple[Holding, ...]) -> int:
         if counts_of(held, self.names) - {self.permits}:
             return 0
         return max(0, self.permits - len(held))
@@ -148,12 +142,12 @@ class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
         try:
             while True:
                 op: Op = flow.send(reply) if reply is not None else next(flow)
-                if isinstance(op, (Arm, Disarm, AwaitBell)):
+                if isinstance(op, (Arm, Disarm, AwaitRelease)):
                     bell, reply = self._ring_op(op, bell)
                 elif isinstance(op, (Take, Give)):
                     reply = Reply(clock.now(), granted=hands.step(op))
                 else:
-                    reply = Reply(clock.now(), held=self._held(hands.held(op.prefix)))
+                    reply = Reply(clock.now(), held=hands.held(op.prefix))
         except StopIteration as done:
             outcome: Blocked | PermitMismatch | None = done.value
         except BaseException:
@@ -186,7 +180,7 @@ class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
                 with contextlib.suppress(FencelockError):
                     bell.release()
             return None, Reply(clock.now())
-        assert isinstance(op, AwaitBell)
+        assert isinstance(op, AwaitRelease)
         rung = self._await_bell(op.name, op.timeout)
         if rung and bell is not None:
             with contextlib.suppress(FencelockError):  # the ringer ended it: no news
@@ -224,7 +218,7 @@ class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
 
     def available(self) -> int:
         """Permits free now (0 if the name is in use with another count)."""
-        return self._available(self._held(self._client.list(self.names.permits)))
+        return self._available(holdings(self._client.list(self.names.permits)))
 
 
 class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
@@ -247,12 +241,12 @@ class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
         try:
             while True:
                 op: Op = flow.send(reply) if reply is not None else next(flow)
-                if isinstance(op, (Arm, Disarm, AwaitBell)):
+                if isinstance(op, (Arm, Disarm, AwaitRelease)):
                     bell, reply = await self._ring_op(op, bell)
                 elif isinstance(op, (Take, Give)):
                     reply = Reply(clock.now(), granted=await hands.step(op))
                 else:
-                    reply = Reply(clock.now(), held=self._held(await hands.held(op.prefix)))
+                    reply = Reply(clock.now(), held=await hands.held(op.prefix))
         except StopIteration as done:
             outcome: Blocked | PermitMismatch | None = done.value
         except BaseException:
@@ -285,7 +279,7 @@ class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
                 with contextlib.suppress(FencelockError):
                     await bell.release()
             return None, Reply(clock.now())
-        assert isinstance(op, AwaitBell)
+        assert isinstance(op, AwaitRelease)
         rung = await self._await_bell(op.name, op.timeout)
         if rung and bell is not None:
             with contextlib.suppress(FencelockError):
@@ -325,4 +319,4 @@ class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
 
     async def available(self) -> int:
         """Permits free now (0 if the name is in use with another count)."""
-        return self._available(self._held(await self._client.list(self.names.permits)))
+        return self._available(holdings(await self._client.list(self.names.permits)))
