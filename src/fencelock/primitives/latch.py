@@ -39,7 +39,7 @@ from fencelock.engine.timing import MAX_TTL, validate_timeout
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease, Lease
 from fencelock.primitives.client_like import AsyncClientLike, ClientLike
-from fencelock.primitives.hands import holdings
+from fencelock.primitives.flow_leases import arun_flow, holdings, run_flow
 
 LASTING = 86_400.0  # a lease with more than this left was left to last (a year)
 BRIEF_TTL = 5.0  # a waiter's hold of ``closed``, given straight back
@@ -103,14 +103,8 @@ class Latch(_LatchBase):
 
     def _run(self, flow: LatchFlow) -> bool:
         taken: dict[str, Lease] = {}  # brief leases not left yet: given back if we fail
-        reply: Reply | None = None
         try:
-            while True:
-                op = flow.send(reply) if reply is not None else next(flow)
-                reply = self._do(op, taken)
-        except StopIteration as done:
-            result: bool = done.value
-            return result
+            return run_flow(flow, lambda step: self._do(step, taken))
         finally:
             for lease in taken.values():
                 with contextlib.suppress(FencelockError):
@@ -183,14 +177,8 @@ class AsyncLatch(_LatchBase):
 
     async def _run(self, flow: LatchFlow) -> bool:
         taken: dict[str, AsyncLease] = {}  # brief leases not left yet: given back if we fail
-        reply: Reply | None = None
         try:
-            while True:
-                op = flow.send(reply) if reply is not None else next(flow)
-                reply = await self._do(op, taken)
-        except StopIteration as done:
-            result: bool = done.value
-            return result
+            return await arun_flow(flow, lambda step: self._do(step, taken))
         finally:
             for lease in taken.values():
                 with contextlib.suppress(FencelockError):

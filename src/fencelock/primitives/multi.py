@@ -15,13 +15,13 @@ from typing import Any, Generic, TypeVar
 
 from fencelock import clock
 from fencelock.engine.multi import MultiFlow, multi_acquire_flow, ordered
-from fencelock.engine.steps import Blocked, Reply, Take
+from fencelock.engine.steps import Blocked
 from fencelock.engine.timing import validate_timeout
 from fencelock.errors import LeaseLost, LockTimeout
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.blocks import AsyncHeldInBlocks, HeldInBlocks
 from fencelock.primitives.client_like import AsyncClientLike, ClientLike
-from fencelock.primitives.hands import AsyncHands, Hands
+from fencelock.primitives.flow_leases import AsyncFlowLeases, FlowLeases
 
 L = TypeVar("L", bound=LeaseBase)
 M = TypeVar("M", bound="_MultiLeaseBase[Any]")
@@ -188,21 +188,12 @@ class MultiLock(_MultiLockBase, HeldInBlocks[MultiLease]):
     def acquire(self, timeout: float | None = None) -> MultiLease:
         """Take every name, in order, within one ``timeout``; :class:`LockTimeout` (with
         nothing held) if one stays held by another owner."""
-        flow, hands = self._flow(timeout), Hands(self._client, self.ttl, self.renew)
-        try:
-            take: Take = next(flow)
-            while True:
-                granted = hands.take(take.name, take.timeout)
-                take = flow.send(Reply(clock.now(), granted))
-        except StopIteration as done:
-            blocked: Blocked | None = done.value
-        except BaseException:
-            hands.give_back_all()
-            raise
+        leases = FlowLeases(self._client, self.ttl, self.renew)
+        blocked = leases.run(self._flow(timeout))
         if blocked is not None:
-            hands.give_back_all()
+            leases.give_back_all()
             raise _blocked(self.names, blocked)
-        return MultiLease(list(hands.taken.values()))
+        return MultiLease(list(leases.taken.values()))
 
     def try_acquire(self) -> MultiLease | None:
         """Try each name once: the :class:`MultiLease`, or None (nothing held)."""
@@ -229,21 +220,12 @@ class AsyncMultiLock(_MultiLockBase, AsyncHeldInBlocks[AsyncMultiLease]):
 
     async def acquire(self, timeout: float | None = None) -> AsyncMultiLease:
         """Take every name; as :meth:`MultiLock.acquire`."""
-        flow, hands = self._flow(timeout), AsyncHands(self._client, self.ttl, self.renew)
-        try:
-            take: Take = next(flow)
-            while True:
-                granted = await hands.take(take.name, take.timeout)
-                take = flow.send(Reply(clock.now(), granted))
-        except StopIteration as done:
-            blocked: Blocked | None = done.value
-        except BaseException:
-            await hands.give_back_all()
-            raise
+        leases = AsyncFlowLeases(self._client, self.ttl, self.renew)
+        blocked = await leases.run(self._flow(timeout))
         if blocked is not None:
-            await hands.give_back_all()
+            await leases.give_back_all()
             raise _blocked(self.names, blocked)
-        return AsyncMultiLease(list(hands.taken.values()))
+        return AsyncMultiLease(list(leases.taken.values()))
 
     async def try_acquire(self) -> AsyncMultiLease | None:
         """Try each name once: the :class:`AsyncMultiLease`, or None (nothing held)."""

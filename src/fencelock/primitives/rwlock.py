@@ -13,14 +13,14 @@ from fencelock import clock
 from fencelock.backends.base import Share, async_sharing, sharing
 from fencelock.engine.names import validate_name
 from fencelock.engine.rwlock import RWFlow, RWNames, read_flow, write_flow
-from fencelock.engine.steps import Blocked, Give, Reply, Take
+from fencelock.engine.steps import Blocked
 from fencelock.engine.timing import validate_timeout
 from fencelock.errors import AlreadyHeld, LockTimeout
 from fencelock.holdings import this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.blocks import AsyncHeldInBlocks, GateHold, HeldInBlocks
 from fencelock.primitives.client_like import AsyncClientLike, ClientLike
-from fencelock.primitives.hands import AsyncHands, Hands
+from fencelock.primitives.flow_leases import AsyncFlowLeases, FlowLeases
 from fencelock.primitives.lock import AsyncLock, Lock
 
 L = TypeVar("L", bound=LeaseBase)
@@ -123,24 +123,12 @@ class ReadWriteSide(_SideBase, HeldInBlocks[RWLease]):
         if sharing(self._client.seam.backend) is not None:
             return self._acquire_natively(timeout)
         self._refuse_upgrade(holdings.holds_under(self.names.readers, this_thread()))
-        flow, hands = self._flow(timeout), Hands(self._client, self.ttl)
-        reply: Reply | None = None
-        try:
-            while True:
-                op = flow.send(reply) if reply is not None else next(flow)
-                if isinstance(op, (Take, Give)):
-                    reply = Reply(clock.now(), granted=hands.step(op))
-                else:
-                    reply = Reply(clock.now(), held=hands.held(op.prefix))
-        except StopIteration as done:
-            blocked: Blocked | None = done.value
-        except BaseException:
-            hands.give_back_all()
-            raise
+        leases = FlowLeases(self._client, self.ttl)
+        blocked = leases.run(self._flow(timeout))
         if blocked is not None:
             raise _blocked(self.name, self.mode, blocked)
-        hold = hands.taken[self._hold_name(hands.taken)]
-        return RWLease(self.name, self.mode, hold, hands.tokens[self.names.gate])
+        hold = leases.taken[self._hold_name(leases.taken)]
+        return RWLease(self.name, self.mode, hold, leases.tokens[self.names.gate])
 
     def _acquire_natively(self, timeout: float | None) -> RWLease:
         """One read or write entry in the backend's own line (ZooKeeper's nodes)."""
@@ -172,24 +160,12 @@ class AsyncReadWriteSide(_SideBase, AsyncHeldInBlocks[AsyncRWLease]):
         if async_sharing(self._client.seam.backend) is not None:
             return await self._acquire_natively(timeout)
         self._refuse_upgrade(holdings.holds_under(self.names.readers, this_task()))
-        flow, hands = self._flow(timeout), AsyncHands(self._client, self.ttl)
-        reply: Reply | None = None
-        try:
-            while True:
-                op = flow.send(reply) if reply is not None else next(flow)
-                if isinstance(op, (Take, Give)):
-                    reply = Reply(clock.now(), granted=await hands.step(op))
-                else:
-                    reply = Reply(clock.now(), held=await hands.held(op.prefix))
-        except StopIteration as done:
-            blocked: Blocked | None = done.value
-        except BaseException:
-            await hands.give_back_all()
-            raise
+        leases = AsyncFlowLeases(self._client, self.ttl)
+        blocked = await leases.run(self._flow(timeout))
         if blocked is not None:
             raise _blocked(self.name, self.mode, blocked)
-        hold = hands.taken[self._hold_name(hands.taken)]
-        return AsyncRWLease(self.name, self.mode, hold, hands.tokens[self.names.gate])
+        hold = leases.taken[self._hold_name(leases.taken)]
+        return AsyncRWLease(self.name, self.mode, hold, leases.tokens[self.names.gate])
 
     async def _acquire_natively(self, timeout: float | None) -> AsyncRWLease:
         """As :meth:`ReadWriteSide._acquire_natively`."""

@@ -25,13 +25,13 @@ from fencelock.engine.semaphore import (
     counts_of,
 )
 from fencelock.engine.semaphore import acquire_flow as permit_flow
-from fencelock.engine.steps import AwaitRelease, Blocked, Give, Holding, Reply, Take
+from fencelock.engine.steps import AwaitRelease, Blocked, Holding, Reply
 from fencelock.engine.timing import validate_timeout
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.blocks import AsyncHeldInBlocks, GateHold, HeldInBlocks
 from fencelock.primitives.client_like import AsyncClientLike, ClientLike
-from fencelock.primitives.hands import AsyncHands, Hands, holdings
+from fencelock.primitives.flow_leases import AsyncFlowLeases, FlowLeases, holdings
 from fencelock.primitives.lock import AsyncLock, Lock, adrive, drive, new_owner
 
 L = TypeVar("L", bound=LeaseBase)
@@ -136,30 +136,25 @@ class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
         """Take a permit; :class:`LockTimeout` (nothing held) after ``timeout``."""
         if sharing(self._client.seam.backend) is not None:
             return self._acquire_natively(timeout)
-        flow, hands = self._flow(timeout), Hands(self._client, self.ttl)
-        bell: Lease | None = None
-        reply: Reply | None = None
+        leases = FlowLeases(self._client, self.ttl)
+        bell: Lease | None = None  # the bell's lease while armed
+
+        def ring(step: Arm | Disarm | AwaitRelease) -> Reply:
+            nonlocal bell
+            bell, reply = self._ring_op(step, bell)
+            return reply
+
         try:
-            while True:
-                op: Op = flow.send(reply) if reply is not None else next(flow)
-                if isinstance(op, (Arm, Disarm, AwaitRelease)):
-                    bell, reply = self._ring_op(op, bell)
-                elif isinstance(op, (Take, Give)):
-                    reply = Reply(clock.now(), granted=hands.step(op))
-                else:
-                    reply = Reply(clock.now(), held=hands.held(op.prefix))
-        except StopIteration as done:
-            outcome: Blocked | PermitMismatch | None = done.value
+            outcome = leases.run(self._flow(timeout), ring)
         except BaseException:
-            hands.give_back_all()
             if bell is not None:
                 with contextlib.suppress(FencelockError):
                     bell.release()
             raise
         if outcome is not None:
             raise _failed(self.name, self.permits, outcome)
-        (lease,) = hands.taken.values()
-        return Permit(self.name, lease, hands.tokens[self.names.gate], self._client, True)
+        (lease,) = leases.taken.values()
+        return Permit(self.name, lease, leases.tokens[self.names.gate], self._client, True)
 
     def _acquire_natively(self, timeout: float | None) -> Permit:
         """One permit entry in the backend's own queue (ZooKeeper's sequential nodes)."""
@@ -235,30 +230,25 @@ class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
         """Take a permit; as :meth:`Semaphore.acquire`."""
         if async_sharing(self._client.seam.backend) is not None:
             return await self._acquire_natively(timeout)
-        flow, hands = self._flow(timeout), AsyncHands(self._client, self.ttl)
-        bell: AsyncLease | None = None
-        reply: Reply | None = None
+        leases = AsyncFlowLeases(self._client, self.ttl)
+        bell: AsyncLease | None = None  # the bell's lease while armed
+
+        async def ring(step: Arm | Disarm | AwaitRelease) -> Reply:
+            nonlocal bell
+            bell, reply = await self._ring_op(step, bell)
+            return reply
+
         try:
-            while True:
-                op: Op = flow.send(reply) if reply is not None else next(flow)
-                if isinstance(op, (Arm, Disarm, AwaitRelease)):
-                    bell, reply = await self._ring_op(op, bell)
-                elif isinstance(op, (Take, Give)):
-                    reply = Reply(clock.now(), granted=await hands.step(op))
-                else:
-                    reply = Reply(clock.now(), held=await hands.held(op.prefix))
-        except StopIteration as done:
-            outcome: Blocked | PermitMismatch | None = done.value
+            outcome = await leases.run(self._flow(timeout), ring)
         except BaseException:
-            await hands.give_back_all()
             if bell is not None:
                 with contextlib.suppress(FencelockError):
                     await bell.release()
             raise
         if outcome is not None:
             raise _failed(self.name, self.permits, outcome)
-        (lease,) = hands.taken.values()
-        return AsyncPermit(self.name, lease, hands.tokens[self.names.gate], self._client, True)
+        (lease,) = leases.taken.values()
+        return AsyncPermit(self.name, lease, leases.tokens[self.names.gate], self._client, True)
 
     async def _acquire_natively(self, timeout: float | None) -> AsyncPermit:
         """One permit entry in the backend's own queue; as :meth:`Semaphore._acquire_natively`."""
