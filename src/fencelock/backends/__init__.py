@@ -89,18 +89,22 @@ def _driver_needed(parsed: ParsedURL) -> Iterator[None]:
 
 def open_backend(url: str) -> Backend:
     """The blocking backend for ``url``."""
-    parsed, bound = take_request_bound(parse_url(url))
-    with _driver_needed(parsed):
-        backend: Backend = _family(parsed).open_sync(parsed)
-    setattr(backend, "request_bound", bound)  # noqa: B010 - read by bounds.request_bound_of
+    backend: Backend = _opened(url, "open_sync")
     return backend
 
 
 def open_async_backend(url: str) -> AsyncBackend:
     """The asyncio backend for ``url``."""
+    backend: AsyncBackend = _opened(url, "open_async")
+    return backend
+
+
+def _opened(url: str, opener: str) -> Any:
+    """The backend that ``url``'s family opens with its ``opener`` (``open_sync`` or
+    ``open_async``), told the URL's bound on each request."""
     parsed, bound = take_request_bound(parse_url(url))
     with _driver_needed(parsed):
-        backend: AsyncBackend = _family(parsed).open_async(parsed)
+        backend = getattr(_family(parsed), opener)(parsed)
     setattr(backend, "request_bound", bound)  # noqa: B010 - read by bounds.request_bound_of
     return backend
 

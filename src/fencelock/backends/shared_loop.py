@@ -39,6 +39,7 @@ from fencelock.backends.bounds import (
     call_ends_at,
     request_bound_of,
 )
+from fencelock.engine.urls import ParsedURL
 from fencelock.errors import BackendUnavailable, ConfigError
 
 T = TypeVar("T")
@@ -321,6 +322,18 @@ class SharedLoopBackend:
         self.keeps_announced: bool = getattr(inner, "keeps_announced", False)
         self.renews_in_batches: bool = getattr(inner, "renews_in_batches", False)
         forking.register(self)
+
+    @classmethod
+    def for_url(
+        cls,
+        make: Callable[[ParsedURL], AsyncBackend],
+        parsed: ParsedURL,
+        check: Callable[[ParsedURL], object],
+    ) -> SharedLoopBackend:
+        """The blocking face of an asyncio-only family's ``make(parsed)``; ``check``
+        reads the URL first, so that bad input fails before a loop is made."""
+        check(parsed)
+        return cls(lambda: make(parsed))
 
     def _backend(self) -> AsyncBackend:
         inner = self._inner

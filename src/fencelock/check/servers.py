@@ -93,10 +93,8 @@ class ServerSet:
     @classmethod
     def start(cls, kind: ServerKind, workdir: Path, *, faketime: bool, timeout: float) -> ServerSet:
         """Start the servers of ``kind``; stops the started ones if one fails."""
-        if kind in CONSENSUS:
-            return cls._cluster(kind, workdir, faketime=faketime, timeout=timeout)
-        if kind in DATABASES:
-            return cls._database(kind, workdir, faketime=faketime, timeout=timeout)
+        if kind in CONSENSUS or kind in DATABASES:
+            return cls._pooled(kind, workdir, faketime=faketime, timeout=timeout)
         if faketime:
             faketime_preload()  # fail before starting anything
         servers = cls(kind, timeout=timeout)
@@ -117,46 +115,19 @@ class ServerSet:
         return servers
 
     @classmethod
-    def _cluster(
+    def _pooled(
         cls, kind: ServerKind, workdir: Path, *, faketime: bool, timeout: float
     ) -> ServerSet:
+        """An etcd cluster, a ZooKeeper ensemble or a database server, from a ServerPool."""
         if faketime:
-            raise ConfigError(
-                f"the clock nemesis cannot step {kind}'s clock: it expires leases and "
-                "sessions by a monotonic clock, which a wall-clock step does not move "
-                "(docs/safety.md)"
-            )
+            raise ConfigError(_no_fake_clock(kind))
         pool = ServerPool.under(workdir)
         try:
-            members = pool.etcd(NODES[kind]) if kind == "etcd" else pool.zookeeper(NODES[kind])
+            servers = _start_pooled(pool, kind)
         except BaseException:
             pool.stop_all()
             raise
-        url = members[0].url
-        if kind == "etcd":  # a request to a stalled member fails within the TTL, and the
-            url += f"?timeout={timeout:g}&connect_timeout={timeout:g}"  # next goes elsewhere
-        # (kazoo leaves a stalled ZooKeeper member by itself, within the session timeout)
-        return cls(kind, list(members), timeout=timeout, url=url)
-
-    @classmethod
-    def _database(
-        cls, kind: ServerKind, workdir: Path, *, faketime: bool, timeout: float
-    ) -> ServerSet:
-        if faketime:
-            raise ConfigError(
-                f"the clock nemesis cannot step the clock of --servers {kind} yet: the "
-                "database server would have to run under libfaketime (docs/safety.md)"
-            )
-        pool = ServerPool.under(workdir)
-        try:
-            server: ServerProcess = pool.mariadb() if kind == "mysql" else pool.postgresql()
-        except BaseException:
-            pool.stop_all()
-            raise
-        url = server.url + f"?timeout={timeout:g}&connect_timeout={timeout:g}"
-        if kind == "advisory":
-            url = url.replace("postgresql://", "postgresql+advisory://", 1)
-        return cls(kind, [server], timeout=timeout, url=url)
+        return cls(kind, servers, timeout=timeout, url=_pooled_url(kind, servers[0].url, timeout))
 
     def pids(self) -> list[int]:
         return [node.pid for node in self.nodes if node.pid is not None]
@@ -164,6 +135,40 @@ class ServerSet:
     def stop(self) -> None:
         for node in reversed(self.nodes):
             node.stop()
+
+
+def _no_fake_clock(kind: ServerKind) -> str:
+    """Why the clock nemesis cannot step the clock of a pooled ``kind``."""
+    if kind in CONSENSUS:
+        return (
+            f"the clock nemesis cannot step {kind}'s clock: it expires leases and "
+            "sessions by a monotonic clock, which a wall-clock step does not move "
+            "(docs/safety.md)"
+        )
+    return (
+        f"the clock nemesis cannot step the clock of --servers {kind} yet: the "
+        "database server would have to run under libfaketime (docs/safety.md)"
+    )
+
+
+def _start_pooled(pool: ServerPool, kind: ServerKind) -> list[ServerProcess]:
+    if kind == "etcd":
+        return list(pool.etcd(NODES[kind]))
+    if kind == "zookeeper":
+        return list(pool.zookeeper(NODES[kind]))
+    return [pool.mariadb() if kind == "mysql" else pool.postgresql()]
+
+
+def _pooled_url(kind: ServerKind, url: str, timeout: float) -> str:
+    """``url`` with the run's timeout: a request to a stalled server fails within the
+    TTL (to a stalled etcd member, and the next goes elsewhere). kazoo leaves a stalled
+    ZooKeeper member by itself, within the session timeout."""
+    if kind == "zookeeper":
+        return url
+    url += f"?timeout={timeout:g}&connect_timeout={timeout:g}"
+    if kind == "advisory":
+        url = url.replace("postgresql://", "postgresql+advisory://", 1)
+    return url
 
 
 # --- partitions: a black-holing TCP proxy per client and server -------------------------

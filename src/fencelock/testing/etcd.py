@@ -12,11 +12,14 @@ import ssl
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fencelock.testing.process import ServerProcess
+from fencelock.testing.process import ServerOptions, ServerProcess
 from fencelock.testing.tls import TLSFiles
-from fencelock.testing.tools import LOOPBACK, FakeClock, free_port
+from fencelock.testing.tools import LOOPBACK, free_port
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class EtcdServer(ServerProcess):
@@ -30,15 +33,9 @@ class EtcdServer(ServerProcess):
     package = "etcd-server"
 
     def __init__(
-        self,
-        workdir: Path,
-        *,
-        name: str | None = None,
-        port: int | None = None,
-        clock: FakeClock | None = None,
-        tls: TLSFiles | None = None,
+        self, workdir: Path, *, tls: TLSFiles | None = None, **options: Unpack[ServerOptions]
     ) -> None:
-        super().__init__(workdir, name=name, port=port, clock=clock)
+        super().__init__(workdir, **options)
         self.tls = tls
         self.peer_port = free_port()
         self.members: list[EtcdServer] = [self]

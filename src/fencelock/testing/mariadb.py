@@ -14,16 +14,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
-from pathlib import Path
 from typing import Any
 
-from fencelock.testing.process import STOP_GRACE, ServerProcess
-from fencelock.testing.tools import LOOPBACK, FakeClock, require_binary
+from fencelock.testing.sql_server import SQLServer
+from fencelock.testing.tools import LOOPBACK, SBIN, require_binary
 
 PASSWORD = "fencelock"
 DATABASE = "fencelock"
-SBIN = Path("/usr/sbin")
 # what both the bootstrap and the server are given: small, and the same redo log size
 # (given another size, the server would rebuild the redo log when it starts)
 _SIZES = ("--innodb-buffer-pool-size=32M", "--innodb-log-file-size=8M")
@@ -36,30 +33,13 @@ CREATE DATABASE {DATABASE} CHARACTER SET utf8mb4;
 """
 
 
-class MariaDBServer(ServerProcess):
+class MariaDBServer(SQLServer):
     """One MariaDB server on a loopback port; its database ``fencelock``."""
 
     kind = "mariadb"
     program = "mariadbd"
     package = "mariadb-server"
-
-    def __init__(
-        self,
-        workdir: Path,
-        *,
-        name: str | None = None,
-        port: int | None = None,
-        clock: FakeClock | None = None,
-    ) -> None:
-        super().__init__(workdir, name=name, port=port, clock=clock)
-        # not in workdir: the socket's path must stay short (108 bytes at most)
-        self.home = Path(tempfile.mkdtemp(prefix=f"fencelock-{self.name}-"))
-        self.data = self.home / "data"
-
-    def executable(self) -> str:
-        """``/usr/sbin/mariadbd`` (not on a user's PATH), else the one on PATH."""
-        binary = SBIN / self.program
-        return str(binary) if binary.exists() else super().executable()
+    directory = SBIN
 
     def _as_user(self) -> list[str]:
         return ["--user=root"] if os.geteuid() == 0 else []
@@ -90,7 +70,6 @@ class MariaDBServer(ServerProcess):
     def prepare(self) -> None:
         """The data directory, once (``mariadb-install-db``)."""
         super().prepare()
-        self.home.mkdir(exist_ok=True)
         if (self.data / DATABASE).is_dir():
             return
         shutil.rmtree(self.data, ignore_errors=True)  # a bootstrap that failed half-way
@@ -112,12 +91,9 @@ class MariaDBServer(ServerProcess):
         if done.returncode != 0 or not (self.data / DATABASE).is_dir():
             raise RuntimeError(f"mariadb-install-db failed:\n{done.stdout}\n{done.stderr}")
 
-    def ready(self) -> bool:
-        try:
-            self.sql("SELECT 1", timeout=2)
-        except Exception:  # not up yet: any failure means "ask again"
-            return False
-        return True
+    def select_one(self) -> None:
+        """``SELECT 1``, each wait for the server 2 s at most (see :meth:`sql`)."""
+        self.sql("SELECT 1", timeout=2)
 
     @property
     def url(self) -> str:
@@ -152,8 +128,3 @@ class MariaDBServer(ServerProcess):
                 return list(cursor.fetchall()) if cursor.description else []
         finally:
             conn.close()
-
-    def stop(self, grace: float = STOP_GRACE) -> None:
-        """Stop it and remove its data directory."""
-        super().stop(grace)
-        shutil.rmtree(self.home, ignore_errors=True)

@@ -14,27 +14,29 @@ mode must not prepare them (psycopg: ``prepare_threshold=None``).
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fencelock.testing.postgresql import PASSWORD, PostgreSQLServer
-from fencelock.testing.process import STOP_GRACE, ServerProcess
-from fencelock.testing.tools import LOOPBACK, FakeClock
+from fencelock.testing.nobody import as_nobody, give_to_nobody
+from fencelock.testing.postgresql import PASSWORD, PostgreSQLServer, postgres_url, run_sql
+from fencelock.testing.process import ServerOptions
+from fencelock.testing.sql_server import SQLServer
+from fencelock.testing.tools import LOOPBACK, SBIN
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 POOL_MODES = ("session", "transaction", "statement")
-SBIN = Path("/usr/sbin")
-_AS_NOBODY = ("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups")
 
 
-class PgBouncerServer(ServerProcess):
-    """PgBouncer on a loopback port, pooling ``upstream``'s ``postgres`` in ``pool_mode``."""
+class PgBouncerServer(SQLServer):
+    """PgBouncer on a loopback port, pooling ``upstream``'s ``postgres`` in ``pool_mode``;
+    ready once a ``SELECT 1`` through it reached the upstream server."""
 
     kind = "pgbouncer"
     program = "pgbouncer"
     package = "pgbouncer"
+    directory = SBIN
 
     def __init__(
         self,
@@ -42,22 +44,14 @@ class PgBouncerServer(ServerProcess):
         upstream: PostgreSQLServer,
         *,
         pool_mode: str = "transaction",
-        name: str | None = None,
-        port: int | None = None,
-        clock: FakeClock | None = None,
+        **options: Unpack[ServerOptions],
     ) -> None:
         if pool_mode not in POOL_MODES:
             raise ValueError(f"pool_mode must be one of {POOL_MODES}, not {pool_mode!r}")
-        super().__init__(workdir, name=name, port=port, clock=clock)
+        super().__init__(workdir, **options)
         self.upstream = upstream
         self.pool_mode = pool_mode
-        self.home = Path(tempfile.mkdtemp(prefix=f"fencelock-{self.name}-"))
         self.config_path = self.home / "pgbouncer.ini"
-
-    def executable(self) -> str:
-        """``/usr/sbin/pgbouncer`` (not on a user's PATH), else the one on PATH."""
-        binary = SBIN / self.program
-        return str(binary) if binary.exists() else super().executable()
 
     def config(self) -> str:
         """Its ``pgbouncer.ini``."""
@@ -82,55 +76,23 @@ server_connect_timeout = 5
     def prepare(self) -> None:
         """Its ini and users file, readable by the user it runs as."""
         super().prepare()
-        self.home.mkdir(exist_ok=True)
-        (self.home / "users.txt").write_text(f'"postgres" "{PASSWORD}"\n')
+        users = self.home / "users.txt"
+        users.write_text(f'"postgres" "{PASSWORD}"\n')
         self.config_path.write_text(self.config())
-        if os.geteuid() == 0:
-            for path in (self.home, self.home / "users.txt", self.config_path):
-                shutil.chown(path, "nobody", "nogroup")
+        give_to_nobody(self.home, users, self.config_path)
 
     def argv(self) -> list[str]:
-        argv = [self.executable(), str(self.config_path)]
-        return [*_AS_NOBODY, *argv] if os.geteuid() == 0 else argv
-
-    def ready(self) -> bool:
-        """A query through it reached the upstream server."""
-        try:
-            self.sql("SELECT 1")
-        except Exception:  # not up yet: any failure means "ask again"
-            return False
-        return True
+        return as_nobody([self.executable(), str(self.config_path)])
 
     @property
     def url(self) -> str:
         """``postgresql://postgres:PASSWORD@127.0.0.1:PORT/postgres``."""
-        return f"postgresql://postgres:{PASSWORD}@{self.address}/postgres"
+        return postgres_url(self.address)
 
     def sql(self, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
         """Run one statement through it as ``postgres`` (autocommit); its rows."""
-        return self._run("postgres", statement, params)
+        return run_sql(self.port, statement, params)
 
     def admin(self, command: str) -> list[tuple[Any, ...]]:
         """Run one admin console command (``SHOW POOLS``, ``PAUSE``…); its rows."""
-        return self._run("pgbouncer", command, None)
-
-    def _run(self, dbname: str, statement: str, params: Any) -> list[tuple[Any, ...]]:
-        import psycopg
-
-        with psycopg.connect(
-            host=LOOPBACK,
-            port=self.port,
-            user="postgres",
-            password=PASSWORD,
-            dbname=dbname,
-            connect_timeout=2,
-            autocommit=True,
-            prepare_threshold=None,
-        ) as conn:
-            cursor = conn.execute(statement, params)
-            return cursor.fetchall() if cursor.description else []
-
-    def stop(self, grace: float = STOP_GRACE) -> None:
-        """Stop it and remove its files."""
-        super().stop(grace)
-        shutil.rmtree(self.home, ignore_errors=True)
+        return run_sql(self.port, command, dbname="pgbouncer")

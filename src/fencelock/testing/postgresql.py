@@ -15,48 +15,60 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from fencelock.testing.process import STOP_GRACE, ServerProcess
-from fencelock.testing.tools import LOOPBACK, FakeClock, ToolMissing
+from fencelock.testing.nobody import as_nobody, give_to_nobody
+from fencelock.testing.sql_server import SQLServer
+from fencelock.testing.tools import LOOPBACK, ToolMissing
 
 BIN = Path("/usr/lib/postgresql/15/bin")
 PASSWORD = "fencelock"
-_AS_NOBODY = ("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups")
 
 
-class PostgreSQLServer(ServerProcess):
+def postgres_url(address: str) -> str:
+    """``postgresql://postgres:PASSWORD@ADDRESS/postgres``."""
+    return f"postgresql://postgres:{PASSWORD}@{address}/postgres"
+
+
+def run_sql(
+    port: int, statement: str, params: Any = None, *, dbname: str = "postgres"
+) -> list[tuple[Any, ...]]:
+    """Run one statement as ``postgres`` on the loopback ``port`` (autocommit); its rows.
+
+    Nothing is prepared (one statement a connection never would be), so it runs
+    through PgBouncer in ``transaction`` mode too.
+    """
+    import psycopg
+
+    with psycopg.connect(
+        host=LOOPBACK,
+        port=port,
+        user="postgres",
+        password=PASSWORD,
+        dbname=dbname,
+        connect_timeout=2,
+        autocommit=True,
+        prepare_threshold=None,
+    ) as conn:
+        cursor = conn.execute(statement, params)
+        return cursor.fetchall() if cursor.description else []
+
+
+class PostgreSQLServer(SQLServer):
     """One PostgreSQL cluster on a loopback port; its database ``postgres``."""
 
     kind = "postgresql"
     program = "postgres"
     package = "postgresql-15"
 
-    def __init__(
-        self,
-        workdir: Path,
-        *,
-        name: str | None = None,
-        port: int | None = None,
-        clock: FakeClock | None = None,
-    ) -> None:
-        super().__init__(workdir, name=name, port=port, clock=clock)
-        self.home = Path(tempfile.mkdtemp(prefix=f"fencelock-{self.name}-"))
-        self.data = self.home / "data"
-
     def executable(self) -> str:
         binary = BIN / self.program
         if not binary.exists():
             raise ToolMissing(f"{binary} is missing: apt-get install {self.package}")
         return str(binary)
-
-    def _as_server_user(self, argv: list[str]) -> list[str]:
-        return [*_AS_NOBODY, *argv] if os.geteuid() == 0 else argv
 
     def argv(self) -> list[str]:
         settings = {
@@ -69,65 +81,36 @@ class PostgreSQLServer(ServerProcess):
             "shared_buffers": "16MB",
         }
         options = [arg for key, value in settings.items() for arg in ("-c", f"{key}={value}")]
-        return self._as_server_user([self.executable(), "-D", str(self.data), *options])
+        return as_nobody([self.executable(), "-D", str(self.data), *options])
 
     def prepare(self) -> None:
         """The cluster, once (initdb), owned by the user it runs as."""
         super().prepare()
-        self.home.mkdir(exist_ok=True)
-        if os.geteuid() == 0:
-            shutil.chown(self.home, "nobody", "nogroup")
+        give_to_nobody(self.home)
         if (self.data / "PG_VERSION").exists():
             return
         password_file = self.home / "password"
         password_file.write_text(PASSWORD + "\n")
-        if os.geteuid() == 0:
-            shutil.chown(password_file, "nobody", "nogroup")
+        give_to_nobody(password_file)
         initdb = [
             str(BIN / "initdb"),
             *("-D", str(self.data), "-U", "postgres", "--pwfile", str(password_file)),
             *("--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync"),
             *("-E", "UTF8", "--locale=C.UTF-8"),
         ]
-        done = subprocess.run(
-            self._as_server_user(initdb), capture_output=True, text=True, check=False
-        )
+        done = subprocess.run(as_nobody(initdb), capture_output=True, text=True, check=False)
         password_file.unlink()
         if done.returncode != 0:
             raise RuntimeError(f"initdb failed:\n{done.stdout}\n{done.stderr}")
 
-    def ready(self) -> bool:
-        try:
-            self.sql("SELECT 1")
-        except Exception:  # not up yet: any failure means "ask again"
-            return False
-        return True
-
     @property
     def url(self) -> str:
         """``postgresql://postgres:PASSWORD@127.0.0.1:PORT/postgres``."""
-        return f"postgresql://postgres:{PASSWORD}@{self.address}/postgres"
+        return postgres_url(self.address)
 
     def sql(self, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
         """Run one statement as ``postgres`` (autocommit); its rows."""
-        import psycopg
-
-        with psycopg.connect(
-            host=LOOPBACK,
-            port=self.port,
-            user="postgres",
-            password=PASSWORD,
-            dbname="postgres",
-            connect_timeout=2,
-            autocommit=True,
-        ) as conn:
-            cursor = conn.execute(statement, params)
-            return cursor.fetchall() if cursor.description else []
-
-    def stop(self, grace: float = STOP_GRACE) -> None:
-        """Stop it and remove its cluster."""
-        super().stop(grace)
-        shutil.rmtree(self.home, ignore_errors=True)
+        return run_sql(self.port, statement, params)
 
     def _signal(self, sig: signal.Signals) -> bool:
         """To the postmaster and each of its children (the backends serving connections,

@@ -5,10 +5,11 @@ a working directory, a log file (stdout and stderr), a readiness wait, and signa
 by PID: ``pause`` (SIGSTOP), ``resume`` (SIGCONT), ``kill`` (SIGKILL) and ``stop``
 (SIGCONT, should it be paused, then SIGTERM, then SIGKILL after a grace period).
 
-A kind of server is one small subclass (``redis.py``, ``etcd.py``, ``zookeeper.py``):
-its ``kind``, its program,
-its ``argv()``, its ``ready()`` check and its ``url``; ``prepare()`` writes any files
-it needs before it starts (a config file, an initialised data directory).
+A kind of server is one small subclass (``redis.py``, ``etcd.py``, ``zookeeper.py``;
+the SQL ones on ``sql_server.py``): its ``kind``, its program, its ``argv()``, its
+``ready()`` check and its ``url``; ``prepare()`` writes any files it needs before it
+starts (a config file, an initialised data directory). A kind that takes keywords of
+its own passes the shared ones (:class:`ServerOptions`) on as ``**options``.
 
 Every server started in this process is remembered (weakly) so a test's failure
 report can show the logs of the servers it used (``pytest_plugin.py``).
@@ -24,7 +25,7 @@ import subprocess
 import time
 import weakref
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, TypedDict
 
 from fencelock.testing.tools import (
     LOOPBACK,
@@ -47,6 +48,14 @@ def started_servers() -> list[ServerProcess]:
     return list(_started.values())
 
 
+class ServerOptions(TypedDict, total=False):
+    """The keywords every kind of server takes, as :class:`ServerProcess` reads them."""
+
+    name: str | None
+    port: int | None
+    clock: FakeClock | None
+
+
 class ServerProcess:
     """One server on a free loopback port, in ``workdir``, logging to ``log_path``.
 
@@ -56,8 +65,9 @@ class ServerProcess:
     """
 
     kind: ClassVar[str] = "server"
-    program: ClassVar[str] = ""  # the executable; looked up on PATH
+    program: ClassVar[str] = ""  # the executable: in ``directory``, else on PATH
     package: ClassVar[str] = ""  # the Debian package that has it
+    directory: ClassVar[Path | None] = None  # looked in first (such as tools.SBIN)
 
     def __init__(
         self,
@@ -113,7 +123,10 @@ class ServerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def executable(self) -> str:
-        """The program's path; ToolMissing names its package if it is not installed."""
+        """The program's path (in ``directory``, else on PATH); ToolMissing names its
+        package if it is not installed."""
+        if self.directory is not None and (self.directory / self.program).exists():
+            return str(self.directory / self.program)
         return require_binary(self.program, self.package or self.program)
 
     def start(self, timeout: float = READY_TIMEOUT) -> None:

@@ -16,10 +16,14 @@ import ssl
 import subprocess
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fencelock.testing.process import ServerProcess
+from fencelock.testing.process import ServerOptions, ServerProcess
 from fencelock.testing.tls import TLSFiles
-from fencelock.testing.tools import LOOPBACK, FakeClock, require_binary
+from fencelock.testing.tools import LOOPBACK, require_binary
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 _READY_REPLIES = (b"+PONG", b"-NOAUTH")
 # A node of a Redis Cluster: its config file in its own directory; a master silent for
@@ -43,12 +47,10 @@ class RedisServer(ServerProcess):
         self,
         workdir: Path,
         *extra: str,
-        name: str | None = None,
-        port: int | None = None,
         tls: TLSFiles | None = None,
-        clock: FakeClock | None = None,
+        **options: Unpack[ServerOptions],
     ) -> None:
-        super().__init__(workdir, name=name, port=port, clock=clock)
+        super().__init__(workdir, **options)
         self.extra = extra
         self.tls = tls
 

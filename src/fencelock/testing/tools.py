@@ -14,6 +14,7 @@ from pathlib import Path
 from fencelock.errors import BackendUnavailable
 
 LOOPBACK = "127.0.0.1"
+SBIN = Path("/usr/sbin")  # where Debian puts daemons: not on a user's PATH
 
 
 class ToolMissing(BackendUnavailable):

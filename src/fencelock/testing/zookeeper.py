@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fencelock.testing.process import ServerProcess
-from fencelock.testing.tools import LOOPBACK, FakeClock, ToolMissing, free_port
+from fencelock.testing.process import ServerOptions, ServerProcess
+from fencelock.testing.tools import LOOPBACK, ToolMissing, free_port
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 JARS = (Path("/usr/share/java/zookeeper.jar"), Path("/usr/share/java/slf4j-simple.jar"))
 MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
@@ -28,16 +32,8 @@ class ZooKeeperServer(ServerProcess):
     program = "java"
     package = "default-jre-headless"
 
-    def __init__(
-        self,
-        workdir: Path,
-        *,
-        name: str | None = None,
-        port: int | None = None,
-        myid: int = 1,
-        clock: FakeClock | None = None,
-    ) -> None:
-        super().__init__(workdir, name=name, port=port, clock=clock)
+    def __init__(self, workdir: Path, *, myid: int = 1, **options: Unpack[ServerOptions]) -> None:
+        super().__init__(workdir, **options)
         self.myid = myid
         self.quorum_port, self.election_port = free_port(), free_port()
         self.members: list[ZooKeeperServer] = [self]

@@ -21,8 +21,7 @@ def open_sync(parsed: ParsedURL) -> SharedLoopBackend:
     from fencelock.backends.etcd.options import etcd_options
     from fencelock.backends.shared_loop import SharedLoopBackend
 
-    etcd_options(parsed)  # fail fast on bad input, in the caller's thread
-    return SharedLoopBackend(lambda: AsyncEtcdBackend(parsed))
+    return SharedLoopBackend.for_url(AsyncEtcdBackend, parsed, check=etcd_options)
 
 
 def open_async(parsed: ParsedURL) -> AsyncEtcdBackend:

@@ -20,8 +20,7 @@ def open_sync(parsed: ParsedURL) -> SharedLoopBackend:
     from fencelock.backends.mysql.options import mysql_options
     from fencelock.backends.shared_loop import SharedLoopBackend
 
-    mysql_options(parsed)  # fail fast on bad input, in the caller's thread
-    return SharedLoopBackend(lambda: AsyncMySQLBackend(parsed))
+    return SharedLoopBackend.for_url(AsyncMySQLBackend, parsed, check=mysql_options)
 
 
 def open_async(parsed: ParsedURL) -> AsyncMySQLBackend:

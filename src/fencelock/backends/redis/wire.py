@@ -33,6 +33,7 @@ from fencelock.backends.redis.talks import Talk, Talking
 from fencelock.errors import FencelockError
 
 T = TypeVar("T")
+A = TypeVar("A")
 
 # An idle connection older than this is polled before use: a server or proxy that
 # closed it meanwhile is noticed before a command is sent, not after.
@@ -91,42 +92,23 @@ class Wire:
         """Run ``talk`` on one connection; its result, or the error that ended it. An
         acquire with a timeout waits on the socket no longer than its call may last
         (:func:`fencelock.backends.bounds.time_left`), if that is shorter."""
-        conn = self._checkout()
-        try:
-            talking, left = Talking(talk), time_left()
-            if left is None:  # the usual call: no context manager on the hot path
-                _talk_on(conn, talking)
-            else:
-                with _no_later_than(conn, left):
-                    _talk_on(conn, talking)
-        except (ResponseError, FencelockError):
-            self._checkin(conn)
-            raise
-        except BaseException:
-            conn.disconnect()
-            raise
-        self._checkin(conn)
+        talking = Talking(talk)
+        self._on_a_connection(_talk_within_the_call, talking)
         return talking.result
 
     def pipeline(self, commands: Sequence[Command]) -> list[RawReply]:
         """Every command sent at once on one connection, then every reply read (an error
         reply as its ``ResponseError``, not raised); commands of a script the server does
         not know are sent once more after loading it."""
+        return self._on_a_connection(_pipelined, commands)
+
+    def _on_a_connection(self, exchange: Callable[[Connection, A], T], what: A) -> T:
+        """``exchange(conn, what)`` on a connection checked out for it, and back in after,
+        even after an error reply or a fencelock error; closed after any other failure (a
+        reply may be left unread). ``what`` is passed, not closed over: the hot path."""
         conn = self._checkout()
         try:
-            if not conn.is_connected:
-                conn.connect()
-            replies = _all_at_once(conn, commands)
-            unknown = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-            if unknown:
-                for script in {commands[i][0] for i in unknown}:
-                    if script is not None:
-                        loaded = _all_at_once(conn, [(None, script.load_command)])[0]
-                        if isinstance(loaded, ResponseError):
-                            raise loaded
-                again = _all_at_once(conn, [commands[i] for i in unknown])
-                for i, reply in zip(unknown, again, strict=True):
-                    replies[i] = reply
+            result = exchange(conn, what)
         except (ResponseError, FencelockError):
             self._checkin(conn)
             raise
@@ -134,7 +116,7 @@ class Wire:
             conn.disconnect()
             raise
         self._checkin(conn)
-        return replies
+        return result
 
     def _checkout(self) -> Connection:
         try:
@@ -152,6 +134,15 @@ class Wire:
         while self._idle:
             conn, _since = self._idle.pop()
             conn.disconnect()
+
+
+def _talk_within_the_call(conn: Connection, talking: Talking[Any]) -> None:
+    left = time_left()
+    if left is None:  # the usual call: no context manager on the hot path
+        _talk_on(conn, talking)
+    else:
+        with _no_later_than(conn, left):
+            _talk_on(conn, talking)
 
 
 def _talk_on(conn: Connection, talking: Talking[Any]) -> None:
@@ -187,6 +178,23 @@ def _set_timeouts(conn: Connection, timeout: float | None, connect: float | None
     sock: Any = getattr(conn, "_sock", None)  # redis-py's socket, once connected
     if sock is not None:
         sock.settimeout(timeout)
+
+
+def _pipelined(conn: Connection, commands: Sequence[Command]) -> list[RawReply]:
+    if not conn.is_connected:
+        conn.connect()
+    replies = _all_at_once(conn, commands)
+    unknown = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+    if unknown:
+        for script in {commands[i][0] for i in unknown}:
+            if script is not None:
+                loaded = _all_at_once(conn, [(None, script.load_command)])[0]
+                if isinstance(loaded, ResponseError):
+                    raise loaded
+        again = _all_at_once(conn, [commands[i] for i in unknown])
+        for i, reply in zip(unknown, again, strict=True):
+            replies[i] = reply
+    return replies
 
 
 def _all_at_once(conn: Connection, commands: Sequence[Command]) -> list[RawReply]:

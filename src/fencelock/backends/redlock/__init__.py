@@ -19,8 +19,7 @@ def open_sync(parsed: ParsedURL) -> SharedLoopBackend:
     from fencelock.backends.redlock.backend import AsyncRedlockBackend, node_options
     from fencelock.backends.shared_loop import SharedLoopBackend
 
-    node_options(parsed)  # fail fast on bad input, in the caller's thread
-    return SharedLoopBackend(lambda: AsyncRedlockBackend(parsed))
+    return SharedLoopBackend.for_url(AsyncRedlockBackend, parsed, check=node_options)
 
 
 def open_async(parsed: ParsedURL) -> AsyncRedlockBackend:

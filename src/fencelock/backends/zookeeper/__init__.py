@@ -21,8 +21,7 @@ def open_sync(parsed: ParsedURL) -> SharedLoopBackend:
     from fencelock.backends.zookeeper.backend import AsyncZooKeeperBackend
     from fencelock.backends.zookeeper.options import zookeeper_options
 
-    zookeeper_options(parsed)  # fail fast on bad input, in the caller's thread
-    return SharedLoopBackend(lambda: AsyncZooKeeperBackend(parsed))
+    return SharedLoopBackend.for_url(AsyncZooKeeperBackend, parsed, check=zookeeper_options)
 
 
 def open_async(parsed: ParsedURL) -> AsyncZooKeeperBackend:
