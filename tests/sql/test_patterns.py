@@ -42,7 +42,7 @@ from fencelock.sql import (
     optimistic_update,
 )
 from fencelock.sql.postgresql import POSTGRESQL
-from fencelock.sql.statement import Statement
+from fencelock.sql.statement import FencedWrite, Statement
 from fencelock.testing import PostgreSQLServer
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "sql-patterns.md"
@@ -719,11 +719,31 @@ def statements(
         (POSTGRESQL.select((other, table), key, columns=[other], lock="wait"), (*names, other)),
         (POSTGRESQL.versioned_update(table, key, changes, other, 3), every),
         (POSTGRESQL.versioned_update(table, key, changes, other, None), every),
-        (POSTGRESQL.fenced_update(table, key, changes, other, 7, False), every),
-        (POSTGRESQL.fenced_upsert(table, key, changes, other, 7, True), every),
+        (POSTGRESQL.fenced_update(fenced(table, key, changes, other, upsert=False)), every),
+        (POSTGRESQL.fenced_upsert(fenced(table, key, changes, other, allow_equal=True)), every),
         (POSTGRESQL.restore_lock_timeout("5s"), ()),
         (POSTGRESQL.set_lock_timeout(0.0001), ()),
     ]
+
+
+def fenced(
+    table: str,
+    key: dict[str, Any],
+    values: dict[str, Any],
+    fence: str = "fence_token",
+    *,
+    token: int = 7,
+    upsert: bool = True,
+    allow_equal: bool = False,
+) -> FencedWrite:
+    """A fenced write that passes the checks, whatever the names: the fence (and, for
+    an upsert, the key's columns) left out of ``values``, and an upsert's NULL key
+    values made 0."""
+    if upsert:
+        key = {column: 0 if value is None else value for column, value in key.items()}
+    taken = {fence, *key} if upsert else {fence}
+    values = {column: value for column, value in values.items() if column not in taken}
+    return FencedWrite(table, key, token, values, fence, upsert, allow_equal)
 
 
 def placeholders(text: str) -> set[str]:

@@ -48,6 +48,7 @@ from fencelock.testing import MariaDBServer
 from tests.sql.test_patterns import (  # noqa: F401
     Holder,
     examples,
+    fenced,
     holder_fixture,
     name_text,
     placeholders,
@@ -263,7 +264,7 @@ def test_a_connection_counting_rows_matched_is_refused(db: MariaDB, table: str) 
     """With ``CLIENT.FOUND_ROWS`` a refused upsert counts 1, as one that wrote does:
     fencelock.sql refuses such a connection rather than misread it."""
     db.sql(f"UPDATE {table} SET fence_token = 5 WHERE id = 1")
-    refused = MYSQL.fenced_upsert(table, {"id": 1}, {"buyer": "stale"}, "fence_token", 4, False)
+    refused = MYSQL.fenced_upsert(fenced(table, {"id": 1}, {"buyer": "stale"}, token=4))
     with db.connect(client_flag=CLIENT.FOUND_ROWS) as conn:
         with conn.cursor() as cursor:
             assert cursor.execute(str(refused.query), refused.params) == 1
@@ -286,7 +287,7 @@ def test_the_upsert_assigns_the_fence_last(db: MariaDB, table: str) -> None:
         fenced_write(conn, table, {"id": 1}, 1, {"buyer": "one", "n": 1}, upsert=True)
         fenced_write(conn, table, {"id": 1}, 2, {"buyer": "two", "n": 2}, upsert=True)
     assert row(db, table) == (2, "two", 0, 2)
-    upsert = str(MYSQL.fenced_upsert(table, {"id": 1}, {"n": 0}, "fence_token", 3, False).query)
+    upsert = str(MYSQL.fenced_upsert(fenced(table, {"id": 1}, {"n": 0}, token=3)).query)
     assert "VALUES(" not in upsert  # deprecated since MySQL 8.0.20
 
 
@@ -428,9 +429,9 @@ def statements(
         (MYSQL.select((other, table), key, columns=[other], lock="skip_locked"), (*names, other)),
         (MYSQL.versioned_update(table, key, changes, other, 3), every),
         (MYSQL.versioned_update(table, key, changes, other, None), every),
-        (MYSQL.fenced_update(table, key, changes, other, 7, False), every),
-        (MYSQL.fenced_upsert(table, key, changes, other, 7, True), every),
-        (MYSQL.read_fence(table, key, other), (*names, other)),
+        (MYSQL.fenced_update(fenced(table, key, changes, other, upsert=False)), every),
+        (MYSQL.fenced_upsert(fenced(table, key, changes, other, allow_equal=True)), every),
+        (MYSQL.read_fence(fenced(table, key, {}, other, upsert=False)), (*names, other)),
         (MYSQL.lock_timeout_setting(), ()),
         (MYSQL.set_lock_timeout(0.0001), ()),
         (MYSQL.restore_lock_timeout(50), ()),
