@@ -1,11 +1,10 @@
-"""fencelock.sql against a real PostgreSQL: optimistic updates under contention,
-row locks that wait, fail fast or skip, the fencing guard in the caller's transaction,
-the asyncio twins, the statements' quoting for any name, and docs/sql-patterns.md run.
+"""fencelock.sql against a real PostgreSQL and a real MariaDB, each test on both (the
+``db`` fixture, tests/sql/conftest.py): optimistic updates under contention, row locks
+that wait, fail fast or skip, the fencing guard in the caller's transaction, the asyncio
+twins, the statements' quoting for any name, and docs/sql-patterns.md run.
 
-The tests that read the same for every database take a ``db`` fixture (a
-:class:`Database`: how to connect, open a transaction, run a statement) and the
-``table`` and ``holder`` fixtures built on it; test_patterns_mysql.py collects them
-again with its own ``db``, MariaDB's.
+What only one database does is in test_patterns_postgresql.py and
+test_patterns_mysql.py.
 """
 
 from __future__ import annotations
@@ -18,16 +17,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from psycopg import sql
 
 from fencelock import metrics
 from fencelock.errors import ConfigError, ConflictError, LockTimeout, RowNotFound, StaleToken
@@ -41,171 +36,14 @@ from fencelock.sql import (
     for_update,
     optimistic_update,
 )
-from fencelock.sql.postgresql import POSTGRESQL
-from fencelock.sql.statement import Statement
-from fencelock.testing import PostgreSQLServer
-
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "sql-patterns.md"
-MYSQL_HEADING = "## MySQL and MariaDB"
+from fencelock.sql.dialect import Dialect
+from fencelock.sql.statement import LOCK_MODES, FencedWrite, Statement
+from tests.sql.databases import DATABASES, Database, Holder, name_text, row
 
 
 def _rejections() -> int:
     """Fencing rejections this process has counted, every prefix together."""
     return sum(m.fencing_rejections for m in metrics.snapshot().values())
-
-
-def page_section(dialect: str) -> str:
-    """The page's text for ``dialect``: its MySQL section, or all the rest."""
-    text = PAGE.read_text()
-    start = text.index(f"\n{MYSQL_HEADING}\n")
-    end = text.index("\n## ", start + 1)
-    return text[start:end] if dialect == "mysql" else text[:start] + text[end:]
-
-
-def examples(dialect: str) -> list[str]:
-    """The page's Python examples for ``dialect``."""
-    return re.findall(r"```python\n(.*?)```", page_section(dialect), flags=re.S)
-
-
-def schema(dialect: str) -> list[str]:
-    """The page's ``CREATE TABLE`` blocks for ``dialect``."""
-    return re.findall(r"```sql\n(CREATE TABLE.*?)```", page_section(dialect), flags=re.S)
-
-
-EXAMPLES = examples("postgresql")
-SCHEMA = schema("postgresql")
-
-
-class Database(Protocol):
-    """A database server as the shared tests drive it, through its drivers."""
-
-    def sql(self, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
-        """Run one statement (``%s`` placeholders) on a connection of its own; its rows."""
-        ...
-
-    def connect(self) -> Any:
-        """A new connection in autocommit mode (a context manager that closes it)."""
-        ...
-
-    def transaction(self, conn: Any) -> AbstractContextManager[object]:
-        """A transaction on ``conn``: committed at the end, rolled back if it raises."""
-        ...
-
-    def query(self, conn: Any, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
-        """Run ``statement`` on ``conn``; its rows."""
-        ...
-
-    def not_granted(self, error: BaseException) -> bool:
-        """Whether ``error`` is the driver's "row lock not granted"."""
-        ...
-
-    async def aconnect(self) -> Any:
-        """A new asyncio connection in autocommit mode."""
-        ...
-
-    def atransaction(self, conn: Any) -> AbstractAsyncContextManager[object]:
-        """:meth:`transaction` on an asyncio connection."""
-        ...
-
-    async def aquery(self, conn: Any, statement: str, params: Any = None) -> None:
-        """Run ``statement`` on an asyncio connection."""
-        ...
-
-    async def aclose(self, conn: Any) -> None:
-        """Close an asyncio connection."""
-        ...
-
-
-class PostgreSQL:
-    """PostgreSQL through psycopg 3."""
-
-    def __init__(self, server: PostgreSQLServer) -> None:
-        self.server = server
-
-    def sql(self, statement: str, params: Any = None) -> list[tuple[Any, ...]]:
-        return self.server.sql(statement, params)
-
-    def connect(self) -> psycopg.Connection[Any]:
-        return psycopg.connect(self.server.url, autocommit=True)
-
-    def transaction(self, conn: psycopg.Connection[Any]) -> AbstractContextManager[object]:
-        return conn.transaction()
-
-    def query(
-        self, conn: psycopg.Connection[Any], statement: str, params: Any = None
-    ) -> list[tuple[Any, ...]]:
-        cursor = conn.execute(statement, params)
-        return cursor.fetchall() if cursor.description else []
-
-    def not_granted(self, error: BaseException) -> bool:
-        return isinstance(error, psycopg.errors.LockNotAvailable)
-
-    async def aconnect(self) -> psycopg.AsyncConnection[Any]:
-        return await psycopg.AsyncConnection.connect(self.server.url, autocommit=True)
-
-    def atransaction(
-        self, conn: psycopg.AsyncConnection[Any]
-    ) -> AbstractAsyncContextManager[object]:
-        return conn.transaction()
-
-    async def aquery(
-        self, conn: psycopg.AsyncConnection[Any], statement: str, params: Any = None
-    ) -> None:
-        await conn.execute(statement, params)
-
-    async def aclose(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        await conn.close()
-
-
-@pytest.fixture(scope="module")
-def server(postgres: PostgreSQLServer) -> PostgreSQLServer:
-    return postgres  # the session's (tests/sql/conftest.py)
-
-
-@pytest.fixture(scope="module")
-def db(server: PostgreSQLServer) -> Database:
-    return PostgreSQL(server)
-
-
-@pytest.fixture(name="table")  # named apart, so that a module importing it can say `table`
-def table_fixture(db: Database) -> str:
-    """A new table: rows 1 and 2, a counter, a buyer, a version and a fence column."""
-    name = f"t_{secrets.token_hex(4)}"
-    db.sql(
-        f"CREATE TABLE {name} (id int PRIMARY KEY, n int NOT NULL DEFAULT 0, buyer text,"
-        " version int NOT NULL DEFAULT 0, fence_token bigint)"
-    )
-    db.sql(f"INSERT INTO {name} (id) VALUES (1), (2)")
-    return name
-
-
-def row(db: Database, table: str, id_: int = 1) -> tuple[Any, ...]:
-    """(n, buyer, version, fence_token) of row ``id_``, as committed."""
-    return db.sql(f"SELECT n, buyer, version, fence_token FROM {table} WHERE id = %s", (id_,))[0]
-
-
-class Holder:
-    """Another transaction that holds row ``id_`` of ``table`` locked until released."""
-
-    def __init__(self, db: Database, table: str, id_: int = 1) -> None:
-        self.db = db
-        self.conn = db.connect()
-        self.held = True
-        db.query(self.conn, "BEGIN")
-        db.query(self.conn, f"SELECT * FROM {table} WHERE id = %s FOR UPDATE", (id_,))
-
-    def release(self) -> None:
-        if self.held:
-            self.held = False
-            self.db.query(self.conn, "ROLLBACK")
-            self.conn.close()
-
-
-@pytest.fixture(name="holder")
-def holder_fixture(db: Database, table: str) -> Iterator[Holder]:
-    held = Holder(db, table)
-    yield held
-    held.release()
 
 
 # --- optimistic ---------------------------------------------------------------
@@ -396,34 +234,38 @@ def test_waiting_for_the_lock_sees_the_holders_write(db: Database, table: str) -
     assert seen and seen[0] is not None and seen[0]["buyer"] == "first"
 
 
-def test_the_lock_timeout_is_put_back_after_the_select(db: Database, table: str) -> None:
-    with db.connect() as conn, conn.transaction():
-        conn.execute("SET LOCAL lock_timeout = '7s'")
+def test_the_lock_timeout_in_force_is_put_back_after_the_select(db: Database, table: str) -> None:
+    """The caller's own lock timeout (7 s) is in force again once the row is locked
+    with a timeout of 1 s."""
+    with db.connect() as conn, db.transaction(conn):
+        db.set_lock_wait(conn, 7)
+        assert db.lock_wait(conn) == 7
         with for_update(conn, table, {"id": 1}, timeout=1) as locked:
             assert locked is not None
-            assert conn.execute("SHOW lock_timeout").fetchone() == ("7s",)
+            assert db.lock_wait(conn) == 7
 
 
 def test_refuses_an_autocommit_connection_with_no_transaction_open(
-    server: PostgreSQLServer, db: Database, table: str
+    db: Database, table: str
 ) -> None:
+    """A row lock taken with no transaction open would end with its SELECT; with
+    autocommit off, the SELECT opens one, which holds the lock."""
     with (
         db.connect() as conn,
-        pytest.raises(ConfigError, match="needs a transaction"),
+        pytest.raises(ConfigError, match=r"needs a transaction.*conn\.begin"),
         for_update(conn, table, {"id": 1}),
     ):
         pytest.fail("the lock would have ended already")
-    with psycopg.connect(server.url) as implicit:  # its SELECT opens a transaction
+    with db.connect(autocommit=False) as implicit:
         with for_update(implicit, table, {"id": 1}) as locked:
             assert locked is not None
-        holder = db.connect()
         with (
+            db.connect() as rival,
             pytest.raises(LockTimeout),
-            holder.transaction(),
-            for_update(holder, table, {"id": 1}, mode="nowait"),
+            db.transaction(rival),
+            for_update(rival, table, {"id": 1}, mode="nowait"),
         ):
-            pass
-        holder.close()
+            pytest.fail("row 1 is the implicit transaction's")
 
 
 def test_an_absent_row_yields_none_and_bad_arguments_are_refused(db: Database, table: str) -> None:
@@ -562,26 +404,6 @@ def test_a_key_that_matches_several_rows_is_refused(db: Database, table: str) ->
     assert row(db, table, 1)[0] == row(db, table, 2)[0] == 0  # rolled back
 
 
-def test_fence_column_ddl_adds_a_nullable_bigint_once(server: PostgreSQLServer) -> None:
-    name = f"T_{secrets.token_hex(4)}"  # quoted: the capital stays
-    server.sql(f'CREATE TABLE "{name}" (id int PRIMARY KEY)')
-    ddl = fence_column_ddl(name)
-    assert ddl == f'ALTER TABLE "{name}" ADD COLUMN IF NOT EXISTS "fence_token" bigint'
-    assert fence_column_ddl(name, dialect="postgresql") == ddl
-    server.sql(ddl)
-    server.sql(ddl)
-    assert server.sql(
-        "SELECT data_type, is_nullable FROM information_schema.columns"
-        " WHERE table_name = %s AND column_name = 'fence_token'",
-        (name,),
-    ) == [("bigint", "YES")]
-    assert fence_column_ddl(("public", name), "f") == (
-        f'ALTER TABLE "public"."{name}" ADD COLUMN IF NOT EXISTS "f" bigint'
-    )
-    with pytest.raises(ConfigError, match="dialect"):
-        fence_column_ddl(name, dialect="oracle")  # type: ignore[arg-type]
-
-
 def test_a_connection_of_the_wrong_colour_is_refused(db: Database, table: str) -> None:
     async def main() -> None:
         aconn = await db.aconnect()
@@ -702,28 +524,49 @@ def test_async_fenced_write(db: Database, table: str) -> None:
 
 # --- the statements, for any name ----------------------------------------------
 
-name_text = st.text(
-    st.characters(exclude_characters="\x00", codec="utf-8"), min_size=1, max_size=12
-)
 values = st.one_of(st.integers(-(2**31), 2**31 - 1), st.text(max_size=5), st.none())
 
 
 def statements(
-    table: str, key: dict[str, Any], changes: dict[str, Any], other: str
+    dialect: Dialect, table: str, key: dict[str, Any], changes: dict[str, Any], other: str
 ) -> list[tuple[Statement, tuple[str, ...]]]:
-    """Every statement the dialect builds, with the names each must quote."""
+    """Every statement ``dialect`` builds, with the names each must quote."""
     names = (table, *key)
     every = (*names, *changes, other)
+    setting = dialect.set_lock_timeout(5).params["setting"]  # of the dialect's own kind
     return [
-        (POSTGRESQL.select(table, key), names),
-        (POSTGRESQL.select((other, table), key, columns=[other], lock="wait"), (*names, other)),
-        (POSTGRESQL.versioned_update(table, key, changes, other, 3), every),
-        (POSTGRESQL.versioned_update(table, key, changes, other, None), every),
-        (POSTGRESQL.fenced_update(table, key, changes, other, 7, False), every),
-        (POSTGRESQL.fenced_upsert(table, key, changes, other, 7, True), every),
-        (POSTGRESQL.restore_lock_timeout("5s"), ()),
-        (POSTGRESQL.set_lock_timeout(0.0001), ()),
+        (dialect.select(table, key), names),
+        *(
+            (dialect.select((other, table), key, columns=[other], lock=mode), (*names, other))
+            for mode in LOCK_MODES
+        ),
+        (dialect.versioned_update(table, key, changes, other, 3), every),
+        (dialect.versioned_update(table, key, changes, other, None), every),
+        (dialect.fenced_update(fenced(table, key, changes, other, upsert=False)), every),
+        (dialect.fenced_upsert(fenced(table, key, changes, other, upsert=True)), every),
+        (dialect.read_fence(fenced(table, key, {}, other, upsert=False)), (*names, other)),
+        (dialect.lock_timeout_setting(), ()),
+        (dialect.set_lock_timeout(0.0001), ()),
+        (dialect.restore_lock_timeout(setting), ()),
     ]
+
+
+def fenced(
+    table: str,
+    key: dict[str, Any],
+    values: dict[str, Any],
+    fence: str,
+    *,
+    upsert: bool,
+) -> FencedWrite:
+    """A fenced write that passes the checks, whatever the names: the fence (and, for
+    an upsert, the key's columns) left out of ``values``, and an upsert's NULL key
+    values made 0; an upsert allows an equal token, a plain write does not."""
+    if upsert:
+        key = {column: 0 if value is None else value for column, value in key.items()}
+    taken = {fence, *key} if upsert else {fence}
+    values = {column: value for column, value in values.items() if column not in taken}
+    return FencedWrite(table, key, 7, values, fence, upsert, allow_equal=upsert)
 
 
 def placeholders(text: str) -> set[str]:
@@ -743,19 +586,14 @@ def placeholders(text: str) -> set[str]:
     other=name_text,
 )
 def test_every_name_is_quoted_and_every_value_is_a_parameter(
-    table: str, key: dict[str, Any], changes: dict[str, Any], other: str
+    db: Database, table: str, key: dict[str, Any], changes: dict[str, Any], other: str
 ) -> None:
-    for statement, names in statements(table, key, changes, other):
-        assert isinstance(statement.query, (sql.SQL, sql.Composed))
-        text = statement.query.as_string()
+    for statement, names in statements(db.dialect, table, key, changes, other):
+        text = db.text(statement)
         assert placeholders(text) == set(statement.params), text
         for name in names:
-            assert quoted(name) in text, (name, text)
-
-
-def quoted(name: str) -> str:
-    """``name`` as a quoted identifier in a statement with parameters."""
-    return '"' + name.replace('"', '""').replace("%", "%%") + '"'
+            quoted = db.quote(name).replace("%", "%%")  # in a statement with parameters
+            assert quoted in text, (name, text)
 
 
 @given(
@@ -784,26 +622,22 @@ def test_a_retry_policy_refuses_nonsense() -> None:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    names=st.lists(name_text, min_size=4, max_size=4, unique=True).filter(
-        lambda n: "version" not in n and all(len(name.encode()) <= 48 for name in n)
-    ),
-    key=st.text(st.characters(exclude_characters="\x00"), max_size=8),
+    data=st.data(),
+    key=st.text(st.characters(exclude_characters="\x00", codec="utf-8"), max_size=8),
 )
-def test_any_names_work_against_the_database(
-    server: PostgreSQLServer, names: list[str], key: str
-) -> None:
-    """Tables and columns named anything (quotes, ``%``, ``%(k0)s``, spaces, any
-    script) round-trip through every helper."""
-    table, id_column, value_column, fence = names
+def test_any_names_work_against_the_database(db: Database, data: st.DataObject, key: str) -> None:
+    """Tables and columns named anything the database takes (quotes, backticks, ``%``,
+    ``%(k0)s``, spaces, any script) round-trip through every helper, and a fence column
+    of any name can be added."""
+    table, id_column, value_column, fence = data.draw(db.names, label="names")
     table = f"{table}_{secrets.token_hex(3)}"
-    ident = sql.Identifier
-    with psycopg.connect(server.url, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("CREATE TABLE {} ({} text PRIMARY KEY, {} int, version int, {} bigint)").format(
-                ident(table), ident(id_column), ident(value_column), ident(fence)
-            )
-        )
-        try:
+    quote = db.quote
+    db.sql(
+        f"CREATE TABLE {quote(table)} ({quote(id_column)} {db.key_type} PRIMARY KEY,"
+        f" {quote(value_column)} int, version int, {quote(fence)} bigint)"
+    )
+    try:
+        with db.connect() as conn:
             where = {id_column: key}
             fenced_write(conn, table, where, 1, {value_column: 1}, fence_column=fence, upsert=True)
             with pytest.raises(StaleToken):
@@ -812,33 +646,86 @@ def test_any_names_work_against_the_database(
                 conn, table, where, lambda r: {value_column: r[value_column] + 1}
             )
             assert result.row[value_column] == 2 and result.version == 1
-            with conn.transaction(), for_update(conn, table, where, timeout=5) as locked:
+            with db.transaction(conn), for_update(conn, table, where, timeout=5) as locked:
                 assert locked is not None and locked[fence] == 1
-            conn.execute(fence_column_ddl(table, fence))
-        finally:
-            conn.execute(sql.SQL("DROP TABLE {}").format(ident(table)))
+        db.sql(fence_column_ddl(table, f"{fence}_2", dialect=db.dialect_name))
+    finally:
+        db.sql(f"DROP TABLE {quote(table)}")
 
 
 # --- docs/sql-patterns.md -------------------------------------------------------
 
-
-def test_the_page_shows_every_helper() -> None:
-    text = "\n".join(EXAMPLES)
-    for api in ("for_update(", "afor_update(", "optimistic_update(", "fenced_write(", "lease"):
-        assert api in text, api
-    for mode in ('mode="nowait"', 'mode="skip_locked"', "timeout=", "fence_column_ddl("):
-        assert mode in text, mode
-    assert len(SCHEMA) == 1
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "sql-patterns.md"
+MYSQL_HEADING = "## MySQL and MariaDB"
 
 
-def run_example(
-    server: PostgreSQLServer, code: str, tmp_path: Path
-) -> subprocess.CompletedProcess[str]:
-    """``code`` in a new interpreter, on the page's schema made afresh."""
-    tables = re.findall(r"CREATE TABLE (\w+)", SCHEMA[0])
-    server.sql(f"DROP TABLE IF EXISTS {', '.join(tables)}")
-    server.sql(SCHEMA[0])
-    env = dict(os.environ, DSN=server.url, FENCELOCK_URL=f"sqlite:///{tmp_path / 'locks.db'}")
+def page_section(dialect: str) -> str:
+    """The page's text for ``dialect``: its MySQL section, or all the rest."""
+    text = PAGE.read_text()
+    start = text.index(f"\n{MYSQL_HEADING}\n")
+    end = text.index("\n## ", start + 1)
+    return text[start:end] if dialect == "mysql" else text[:start] + text[end:]
+
+
+def examples(dialect: str) -> list[str]:
+    """The page's Python examples for ``dialect``."""
+    return re.findall(r"```python\n(.*?)```", page_section(dialect), flags=re.S)
+
+
+def schema(dialect: str) -> list[str]:
+    """The page's ``CREATE TABLE`` blocks for ``dialect``."""
+    return re.findall(r"```sql\n(CREATE TABLE.*?)```", page_section(dialect), flags=re.S)
+
+
+SHOWN = {  # what each part of the page shows
+    "postgresql": (
+        "for_update(",
+        "afor_update(",
+        "optimistic_update(",
+        "fenced_write(",
+        "lease",
+        'mode="nowait"',
+        'mode="skip_locked"',
+        "timeout=",
+        "fence_column_ddl(",
+    ),
+    "mysql": (
+        "import pymysql",
+        "import aiomysql",
+        "for_update(",
+        "afor_update(",
+        "lease",
+        "fenced_write(",
+        'mode="skip_locked"',
+        "timeout=",
+        'dialect="mysql"',
+    ),
+}
+EXAMPLES = [
+    pytest.param(name, code, id=f"{name}-{number}")
+    for name, database in DATABASES.items()
+    for number, code in enumerate(examples(database.dialect_name), 1)
+]
+
+
+@pytest.mark.parametrize("part", SHOWN)
+def test_the_page_shows_every_helper(part: str) -> None:
+    text = "\n".join(examples(part))
+    for shown in SHOWN[part]:
+        assert shown in text, shown
+    assert len(schema(part)) == 1
+
+
+def run_example(db: Database, code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``code`` in a new interpreter, on the page's schema for ``db`` made afresh."""
+    (tables,) = schema(db.dialect_name)
+    names = re.findall(r"CREATE TABLE (\w+)", tables)
+    db.sql(f"DROP TABLE IF EXISTS {', '.join(names)}")
+    for statement in tables.split(";"):
+        if statement.strip():
+            db.sql(statement)
+    locks = f"sqlite:///{tmp_path / 'locks.db'}"
+    env = dict(os.environ, **{db.url_variable: db.url}, FENCELOCK_URL=locks)
     return subprocess.run(
         [sys.executable, "-c", code],
         check=False,
@@ -849,24 +736,22 @@ def run_example(
     )
 
 
-@pytest.mark.parametrize("number", range(len(EXAMPLES)))
-def test_the_example_runs(server: PostgreSQLServer, number: int, tmp_path: Path) -> None:
-    done = run_example(server, EXAMPLES[number], tmp_path)
-    assert done.returncode == 0, f"example {number + 1}:\n{done.stderr}"
+@pytest.mark.parametrize(("db", "code"), EXAMPLES, indirect=["db"])
+def test_the_example_runs(db: Database, code: str, tmp_path: Path) -> None:
+    done = run_example(db, code, tmp_path)
+    assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
 
 
-def test_the_payment_example_debits_twice_without_the_fence(
-    server: PostgreSQLServer, tmp_path: Path
-) -> None:
+def test_the_payment_example_debits_twice_without_the_fence(db: Database, tmp_path: Path) -> None:
     """The failure the fence prevents is real: with fenced_write made a plain UPDATE,
     the payment example's paused worker debits a second time."""
-    (payment,) = [example for example in EXAMPLES if "lease_a.token" in example]
+    (payment,) = [code for code in examples(db.dialect_name) if "lease_a.token" in code]
     plain_update = (
         "from fencelock.sql import fence_column_ddl\n"
         "def fenced_write(db, table, key, token, values, **options):\n"
         "    for column, value in values.items():\n"
-        "        db.execute(f'UPDATE {table} SET {column} = %s', (value,))\n"
+        "        db.cursor().execute(f'UPDATE {table} SET {column} = %s', (value,))\n"
     )
     unfenced = payment.replace(
         "from fencelock.sql import fence_column_ddl, fenced_write", plain_update
@@ -874,6 +759,6 @@ def test_the_payment_example_debits_twice_without_the_fence(
     unfenced = unfenced.replace("except fencelock.StaleToken", "except fencelock.LeaseLost")
     unfenced = unfenced.replace("    assert debits == 1", "    print('debits:', debits)")
     assert "print('debits:'" in unfenced and "def fenced_write" in unfenced
-    done = run_example(server, unfenced, tmp_path)
+    done = run_example(db, unfenced, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "debits: 2" in done.stdout

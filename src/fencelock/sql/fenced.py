@@ -33,7 +33,7 @@ from fencelock.metrics import REGISTRY
 from fencelock.sql.connections import abind, bind
 from fencelock.sql.dialect import Dialect
 from fencelock.sql.flow import Execute, Fetch, Flow, arun, run
-from fencelock.sql.statement import Table, column_name, describe, key_columns, value_columns
+from fencelock.sql.statement import FencedWrite, Table, table_name
 
 if TYPE_CHECKING:
     from fencelock.sql.connections import AsyncConnection, Connection
@@ -68,7 +68,8 @@ def fenced_write(
     :class:`RowNotFound`.
     """
     dialect, session = bind(conn)
-    run(fenced_flow(dialect, table, key, token, values, fence_column, upsert, allow_equal), session)
+    write = FencedWrite(table, key, token, values, fence_column, upsert, allow_equal)
+    run(fenced_flow(dialect, write), session)
 
 
 async def afenced_write(
@@ -84,8 +85,8 @@ async def afenced_write(
 ) -> None:
     """:func:`fenced_write` on an asyncio connection."""
     dialect, session = abind(conn)
-    flow = fenced_flow(dialect, table, key, token, values, fence_column, upsert, allow_equal)
-    await arun(flow, session)
+    write = FencedWrite(table, key, token, values, fence_column, upsert, allow_equal)
+    await arun(fenced_flow(dialect, write), session)
 
 
 def fence_column_ddl(
@@ -107,63 +108,34 @@ def fence_column_ddl(
     raise ConfigError(f"dialect must be 'postgresql' or 'mysql', not {dialect!r}")
 
 
-def fenced_flow(
-    dialect: Dialect,
-    table: Table,
-    key: Mapping[str, Any],
-    token: int,
-    values: Mapping[str, Any],
-    fence_column: str,
-    upsert: bool,
-    allow_equal: bool,
-) -> Flow[None]:
+def fenced_flow(dialect: Dialect, write: FencedWrite) -> Flow[None]:
     """The conditional write; if it counted no row, the fence read back: for the error,
     or (MySQL) to tell a refused write from one that had nothing to change."""
-    fence = _checked(table, key, token, values, fence_column, upsert)
-    build = dialect.fenced_upsert if upsert else dialect.fenced_update
-    write = build(table, key, values, fence, token, allow_equal)
+    build = dialect.fenced_upsert if write.upsert else dialect.fenced_update
+    statement = build(write)
     for _ in range(_TRIES):
-        written = yield Execute(write)
-        if written == 1 or (upsert and written == 2):  # MySQL counts an upsert's update as 2
+        written = yield Execute(statement)
+        if written == 1 or (write.upsert and written == 2):  # MySQL counts an upsert's update as 2
             return
         if written > 1:
             raise ConfigError(
-                f"{describe(table, key)} matched {written} rows: a fence guards one row,"
+                f"{write.row} matched {written} rows: a fence guards one row,"
                 " so give its unique key"
             )
-        rows = yield Fetch(dialect.read_fence(table, key, fence))
+        rows = yield Fetch(dialect.read_fence(write))
         if not rows:
-            if upsert:
+            if write.upsert:
                 continue  # deleted since: insert it
-            raise RowNotFound(describe(table, key))
-        last = rows[0][fence]
-        if last is not None and (last > token or (last == token and not allow_equal)):
-            where = table if isinstance(table, str) else ".".join(table)
-            REGISTRY.rejected(f"{where}/-")  # counted by table: a row's key is no name
-            raise StaleToken(describe(table, key), token, int(last))
+            raise RowNotFound(write.row)
+        last = rows[0][write.fence_column]
+        token = write.token
+        if last is not None and (last > token or (last == token and not write.allow_equal)):
+            # counted by table: a row's key is no name
+            REGISTRY.rejected(f"{table_name(write.table)}/-")
+            raise StaleToken(write.row, token, int(last))
         if last == token and not dialect.unchanged_rows_counted:
             # MySQL counts changed rows only: the write met this fence (a fence never
             # goes down, and from below the write would have changed it), passed, and
             # found the row already as it would have left it
             return
-    raise ConflictError(describe(table, key), _TRIES)
-
-
-def _checked(
-    table: Table,
-    key: Mapping[str, Any],
-    token: int,
-    values: Mapping[str, Any],
-    fence_column: str,
-    upsert: bool,
-) -> str:
-    """The fence column, once the arguments are checked; ConfigError if one is wrong."""
-    if isinstance(token, bool) or not isinstance(token, int):
-        raise ConfigError(f"a fencing token is an int (lease.token), not {token!r}")
-    fence = column_name(fence_column, "fence column")
-    keys = key_columns(key)
-    reserved = (fence, *(column for column, _ in keys)) if upsert else (fence,)
-    value_columns(values, reserved=reserved)
-    if upsert and any(value is None for _, value in keys):
-        raise ConfigError(f"an upsert's key cannot be NULL: {describe(table, key)}")
-    return fence
+    raise ConflictError(write.row, _TRIES)

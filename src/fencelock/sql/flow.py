@@ -15,7 +15,7 @@ import time
 from collections.abc import Generator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from fencelock.sql.statement import Row, Statement
 
@@ -83,21 +83,39 @@ class AsyncSession(Protocol):
         ...
 
 
+class _Walk(Generic[T]):
+    """A flow as a driver walks it: each operation it asks for, once it was sent the last
+    one's :attr:`reply` or thrown its :attr:`error`, until it returns its :attr:`result`."""
+
+    def __init__(self, flow: Flow[T]) -> None:
+        self._flow = flow
+        self.reply: Any = None
+        self.error: Exception | None = None
+        self.result: T
+
+    def next(self) -> Operation | None:
+        """The operation the flow asks for next; None once it has returned."""
+        try:
+            if self.error is None:
+                operation = self._flow.send(self.reply)
+            else:
+                operation = self._flow.throw(self.error)
+        except StopIteration as done:
+            self.result = done.value  # a generator's return value is untyped
+            return None
+        self.reply, self.error = None, None
+        return operation
+
+
 def run(flow: Flow[T], session: Session) -> T:
     """Run ``flow`` with blocking I/O; its result."""
-    reply: Any = None
-    error: Exception | None = None
-    while True:
+    walk = _Walk(flow)
+    while (operation := walk.next()) is not None:
         try:
-            operation = flow.send(reply) if error is None else flow.throw(error)
-        except StopIteration as done:
-            result: T = done.value  # a generator's return value is untyped
-            return result
-        reply, error = None, None
-        try:
-            reply = _perform(operation, session)
+            walk.reply = _perform(operation, session)
         except Exception as exc:  # for the flow to judge, at its yield
-            error = exc
+            walk.error = exc
+    return walk.result
 
 
 def _perform(operation: Operation, session: Session) -> Any:
@@ -114,19 +132,13 @@ def _perform(operation: Operation, session: Session) -> Any:
 
 async def arun(flow: Flow[T], session: AsyncSession) -> T:
     """Run ``flow`` with asyncio I/O; its result."""
-    reply: Any = None
-    error: Exception | None = None
-    while True:
+    walk = _Walk(flow)
+    while (operation := walk.next()) is not None:
         try:
-            operation = flow.send(reply) if error is None else flow.throw(error)
-        except StopIteration as done:
-            result: T = done.value  # a generator's return value is untyped
-            return result
-        reply, error = None, None
-        try:
-            reply = await _aperform(operation, session)
+            walk.reply = await _aperform(operation, session)
         except Exception as exc:  # for the flow to judge, at its yield
-            error = exc
+            walk.error = exc
+    return walk.result
 
 
 async def _aperform(operation: Operation, session: AsyncSession) -> Any:

@@ -1,5 +1,6 @@
-"""What every dialect builds on: a statement and its parameters, and the checks on the
-table, key and values a caller passes (pure; no SQL text, no driver).
+"""What every dialect builds on: a statement and its parameters, the checks on the
+table, key and values a caller passes, and a fenced write as one checked value (pure;
+no SQL text, no driver).
 
 Parameters are always named by position (``k0``, ``v0``, ...), never by column, so a
 column's name only ever reaches the SQL as a quoted identifier.
@@ -64,7 +65,42 @@ def value_columns(values: Mapping[str, Any], *, reserved: tuple[str, ...] = ()) 
     return list(values)
 
 
+def table_name(table: Table) -> str:
+    """``shop.seats``: a table as people write it, for a message or a metric."""
+    return table if isinstance(table, str) else ".".join(table)
+
+
 def describe(table: Table, key: Mapping[str, Any]) -> str:
     """``shop.seats(seat='A1')``: a row for an error message."""
-    name = table if isinstance(table, str) else ".".join(table)
-    return f"{name}({', '.join(f'{column}={value!r}' for column, value in key.items())})"
+    pairs = ", ".join(f"{column}={value!r}" for column, value in key.items())
+    return f"{table_name(table)}({pairs})"
+
+
+@dataclass(frozen=True)
+class FencedWrite:
+    """Set ``values`` on the row at ``key`` and its fence to ``token``, only if the fence
+    is NULL or below ``token`` (or equal, with ``allow_equal``); with ``upsert``, insert
+    the row if there is none. Checked when made: ConfigError if an argument is wrong."""
+
+    table: Table
+    key: Mapping[str, Any]
+    token: int
+    values: Mapping[str, Any]
+    fence_column: str
+    upsert: bool
+    allow_equal: bool
+
+    def __post_init__(self) -> None:
+        if isinstance(self.token, bool) or not isinstance(self.token, int):
+            raise ConfigError(f"a fencing token is an int (lease.token), not {self.token!r}")
+        fence = column_name(self.fence_column, "fence column")
+        keys = key_columns(self.key)
+        reserved = (fence, *(column for column, _ in keys)) if self.upsert else (fence,)
+        value_columns(self.values, reserved=reserved)
+        if self.upsert and any(value is None for _, value in keys):
+            raise ConfigError(f"an upsert's key cannot be NULL: {self.row}")
+
+    @property
+    def row(self) -> str:
+        """The row, for an error message: ``shop.seats(seat='A1')``."""
+        return describe(self.table, self.key)

@@ -95,22 +95,7 @@ class AsyncMySQLBackend:
         if held is None:
             return await self._evict(name, owner)
         watched, lock = held
-        watched.done()
-        conn = watched.conn
-        try:
-            sets = await self.connections.run(
-                conn, self.statements.release, {"lock": lock}, self.options.timeout
-            )
-        except Exception as exc:
-            if lost(exc):
-                return False  # the connection, and the lock with it, were gone already
-            raise
-        released = bool(sets[0] and sets[0][0][0] == 1)
-        if released:
-            await self.connections.checkin(conn, conn.fencelock_idle_limit)
-        else:
-            await discard(conn)
-        return released
+        return await self._let_go(watched, self.statements.release, {"lock": lock})
 
     async def keep(self, name: str, owner: str, seconds: float) -> bool:
         """Keep ``name`` taken ``seconds`` more by the server's clock, then let the lock
@@ -119,16 +104,20 @@ class AsyncMySQLBackend:
         if held is None:
             return False
         watched, lock = held
+        params = {"lock": lock, "owner": owner, "micros": max(1, round(seconds * 1e6))}
+        return await self._let_go(watched, self.statements.keep_after, params)
+
+    async def _let_go(self, watched: WatchedConnection, query: str, params: dict[str, Any]) -> bool:
+        """Run ``query``, whose last result is ``RELEASE_LOCK``'s, on the lease's
+        connection: whether it let the lock go. The connection goes back to the pool if
+        it did, and is ended if it did not."""
         watched.done()
         conn = watched.conn
-        params = {"lock": lock, "owner": owner, "micros": max(1, round(seconds * 1e6))}
         try:
-            sets = await self.connections.run(
-                conn, self.statements.keep_after, params, self.options.timeout
-            )
+            sets = await self.connections.run(conn, query, params, self.options.timeout)
         except Exception as exc:
             if lost(exc):
-                return False
+                return False  # the connection, and the lock with it, were gone already
             raise
         released = bool(sets[-1] and sets[-1][0][0] == 1)
         if released:
