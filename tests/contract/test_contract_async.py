@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 from collections.abc import Coroutine
 from typing import TypeVar
@@ -103,6 +104,32 @@ def test_async_timeout(backend: BackendCase, name: str) -> None:
             await held.release()
 
     run(main())
+
+
+def test_async_acquire_cancelled_at_any_moment_is_cancelled(
+    backend: BackendCase, name: str
+) -> None:
+    """A waiter cancelled a moment after it began, wherever it is (its first try, its
+    wake-up subscription, its wait) ends cancelled at once: redis.asyncio once swallowed
+    the cancellation in a write's ``wait_for`` and the acquire waited out its timeout."""
+
+    async def main() -> list[str]:
+        wrong = []
+        async with fencelock.aconnect(backend.url) as a, fencelock.aconnect(backend.url) as b:
+            holder = await a.lock(name, ttl=30).acquire()
+            for delay in (0, 0, 0.0005, 0.0005, 0.001, 0.001, 0.002, 0.005, 0.01, 0.05):
+                waiter = asyncio.ensure_future(b.lock(name).acquire(timeout=20))
+                await asyncio.sleep(delay)
+                waiter.cancel()
+                await asyncio.wait({waiter}, timeout=10)
+                if not waiter.cancelled():
+                    wrong.append(f"after {delay}s: {waiter}")
+                    with contextlib.suppress(BaseException):
+                        await waiter
+            await holder.release()
+        return wrong
+
+    assert run_for(main()) == []
 
 
 def test_async_cancelled_waiter_leaves_no_trace(

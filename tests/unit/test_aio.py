@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from fencelock.aio import stop, within
+import pytest
+
+from fencelock.aio import insisting, stop, within
 from fencelock.renewer import AsyncRenewer
 
 
@@ -25,6 +27,35 @@ def test_within_keeps_a_cancellation_that_lands_with_the_result() -> None:
         assert task.cancelled()
 
     asyncio.run(main())
+
+
+async def _swallowing_like_wait_for() -> str:
+    """What ``asyncio.wait_for`` does on 3.11 when the cancellation lands as its inner
+    call completes (redis.asyncio bounds every write with it): the result, no raise."""
+    try:
+        await asyncio.sleep(30)
+    except asyncio.CancelledError:
+        return "written"
+    return "slept"
+
+
+@pytest.mark.parametrize("wait", [within, insisting])
+def test_a_cancellation_the_driver_swallowed_is_raised(wait: object) -> None:
+    async def main() -> None:
+        task = asyncio.get_running_loop().create_task(wait(60, _swallowing_like_wait_for()))  # type: ignore[operator]
+        await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.wait({task}, timeout=30)
+        assert task.cancelled()  # not done with "written", as a cancelled acquire went on
+
+    asyncio.run(main())
+
+
+def test_a_deadline_the_driver_swallowed_is_no_cancellation() -> None:
+    async def main() -> str:
+        return await within(0.01, _swallowing_like_wait_for())
+
+    assert asyncio.run(main()) == "written"  # its own deadline's cancel: nobody else's
 
 
 def test_within_raises_past_its_deadline() -> None:
