@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -66,11 +67,12 @@ def _screen(session: str) -> str:
     return done.stdout
 
 
-def _wait_for(session: str, check: str, timeout: float = 30) -> str:
+def _wait_for(session: str, check: str | Callable[[str], bool], timeout: float = 30) -> str:
+    """The screen once it shows ``check`` (a text, or a test of the whole screen)."""
     deadline = time.monotonic() + timeout
     while True:
         screen = _screen(session)
-        if check in screen:
+        if check(screen) if callable(check) else check in screen:
             return screen
         assert time.monotonic() < deadline, f"{check!r} never shown; the screen:\n{screen}"
         time.sleep(0.2)
@@ -97,7 +99,8 @@ def test_top_shows_the_locks_live_in_a_terminal(tmp_path: Path) -> None:
             screen = _wait_for(session, f"{prefix}/orders/2")
             assert screen.count(f"{socket.gethostname()}:{os.getpid()}") == 2  # the holder
             assert f"2 held under '{prefix}/'" in screen
-            assert prefix in screen.split("by prefix")[-1]  # the metrics' rates table
+            # the metrics' rates table, scraped on its own and so perhaps a refresh behind
+            _wait_for(session, lambda shown: prefix in shown.split("by prefix")[-1])
             first.release()
             _wait_for(session, f"1 held under '{prefix}/'")
             assert f"{prefix}/orders/1 " not in _screen(session)
