@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Generator, Iterable
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from fencelock import clock
 from fencelock.backends.base import LockInfo
@@ -26,28 +27,35 @@ Rp = TypeVar("Rp", bound=Reply)
 Flow = Generator[Any, Rp, R]
 
 
+@dataclass(frozen=True)
+class _Returned(Generic[R]):
+    value: R
+
+
+def _advance(flow: Flow[Rp, R], reply: Rp | None) -> Any:
+    """The flow's next step after ``reply`` (None: its first), or what it returned."""
+    try:
+        return next(flow) if reply is None else flow.send(reply)
+    except StopIteration as done:
+        return _Returned(done.value)
+
+
 def run_flow(flow: Flow[Rp, R], carry_out: Callable[[Any], Rp]) -> R:
     """Carry out each step ``flow`` yields, sending it the reply, until it returns."""
-    reply: Rp | None = None
-    while True:
-        try:
-            step = next(flow) if reply is None else flow.send(reply)
-        except StopIteration as done:
-            result: R = done.value
-            return result
-        reply = carry_out(step)
+    step = _advance(flow, None)
+    while not isinstance(step, _Returned):
+        step = _advance(flow, carry_out(step))
+    returned: _Returned[R] = step
+    return returned.value
 
 
 async def arun_flow(flow: Flow[Rp, R], carry_out: Callable[[Any], Awaitable[Rp]]) -> R:
     """:func:`run_flow` for asyncio."""
-    reply: Rp | None = None
-    while True:
-        try:
-            step = next(flow) if reply is None else flow.send(reply)
-        except StopIteration as done:
-            result: R = done.value
-            return result
-        reply = await carry_out(step)
+    step = _advance(flow, None)
+    while not isinstance(step, _Returned):
+        step = _advance(flow, await carry_out(step))
+    returned: _Returned[R] = step
+    return returned.value
 
 
 def holdings(infos: Iterable[LockInfo]) -> tuple[Holding, ...]:
