@@ -265,7 +265,7 @@ def open_raw_lease_statements(url: str, name: str) -> tuple[Cycle, Closer]:
     import psycopg
 
     from fencelock.backends.postgresql.sql import Statements
-    from fencelock.engine import handoff
+    from fencelock.engine import barging
 
     conn = psycopg.connect(url, autocommit=True)
     statements, owner = Statements("public"), uuid.uuid4().hex
@@ -276,7 +276,7 @@ def open_raw_lease_statements(url: str, name: str) -> tuple[Cycle, Closer]:
         "owner": owner,
         "ttl": TTL,
         "bound": 0.02,
-        "liveness": handoff.WAITER_LIVENESS,
+        "liveness": barging.WAITER_LIVENESS,
         "listener": int(row[0]),  # a live session, as a listener would be
     }
     release = {"name": name, "owner": owner}

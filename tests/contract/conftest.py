@@ -319,9 +319,9 @@ def slow_waiter_expiry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     silence (not 1 s and 3 s): a waiter left in a queue by mistake then holds the next
     caller up for far longer than any bound a loaded machine needs."""
     from fencelock.backends.redis import scripts
-    from fencelock.engine import handoff
+    from fencelock.engine import barging
 
-    for module in (scripts, handoff):
+    for module in (scripts, barging):
         monkeypatch.setattr(module, "WAITER_REFRESH", 10.0)
         monkeypatch.setattr(module, "WAITER_LIVENESS", 30.0)
     scripts._acquire_partial.cache_clear()

@@ -25,7 +25,7 @@ import pytest
 import fencelock
 from fencelock import clock
 from fencelock.backends.base import Acquired, Busy
-from fencelock.engine.handoff import STARVATION_BOUND, WAITER_LIVENESS
+from fencelock.engine.barging import STARVATION_BOUND, WAITER_LIVENESS
 from tests.contract.conftest import BackendCase
 from tests.contract.workers import fair_waiter, hold_and_hang
 

@@ -28,9 +28,9 @@ def lasting_waiters(liveness: float) -> None:
     """This process's queued waiters stay in line ``liveness`` s after their last ask
     (not 3 s): one that dies without leaving it then holds the line up that long."""
     from fencelock.backends.redis import scripts
-    from fencelock.engine import handoff
+    from fencelock.engine import barging
 
-    for module in (scripts, handoff):
+    for module in (scripts, barging):
         module.WAITER_LIVENESS = liveness  # type: ignore[attr-defined]
         module.WAITER_REFRESH = liveness / 3  # type: ignore[attr-defined]
     scripts._acquire_partial.cache_clear()

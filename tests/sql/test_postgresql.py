@@ -243,10 +243,10 @@ def test_a_release_wakes_the_head_of_the_line_only(
     (each asking in vain but one); it names the head, and only the head asks. Four
     waiters, each releasing as soon as it holds: four releases, four asks."""
     from fencelock.backends.postgresql import backend as pg_backend
-    from fencelock.engine import handoff
+    from fencelock.engine import barging
 
-    monkeypatch.setattr(handoff, "WAITER_REFRESH", 10.0)  # no refreshes meanwhile
-    monkeypatch.setattr(handoff, "WAITER_LIVENESS", 30.0)
+    monkeypatch.setattr(barging, "WAITER_REFRESH", 10.0)  # no refreshes meanwhile
+    monkeypatch.setattr(barging, "WAITER_LIVENESS", 30.0)
     asked: list[str] = []
     original = pg_backend.PostgresAttempt.try_acquire
 

@@ -132,7 +132,7 @@ def test_only_the_registry_imports_a_backend_family() -> None:
 
 
 def test_the_family_rule_sees_a_family() -> None:
-    assert family_of("fencelock.backends.redis.handoff") == "redis"
+    assert family_of("fencelock.backends.redis.from_client") == "redis"
     assert family_of("fencelock.backends.memory") == "memory"
     assert family_of("fencelock.backends.base") is None
     assert "fencelock.backends.redis" in set(imports(ROOT / "backends" / "__init__.py"))

@@ -116,9 +116,9 @@ def url_of(target: object) -> object:
     install (no redis-py) never imports it."""
     if target is None or isinstance(target, str):
         return target
-    from fencelock.backends.redis import handoff
+    from fencelock.backends.redis import from_client
 
-    return handoff.url_from_redis(target) if handoff.is_redis_object(target) else target
+    return from_client.url_from_redis(target) if from_client.is_redis_object(target) else target
 
 
 def review_sql(url: str) -> str:

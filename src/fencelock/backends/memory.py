@@ -2,7 +2,7 @@
 
 Clients that name the same store share it. Nothing survives the process. Waiters
 queue as on SQLite: a release wakes the oldest one only, and who may take a free
-lease while others wait is :mod:`fencelock.engine.handoff`'s rule.
+lease while others wait is :mod:`fencelock.engine.barging`'s rule.
 
 Nothing crosses a fork: a forked child starts with no stores, and a client it
 inherited from its parent refuses to work (ConfigError) rather than hand out
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from fencelock import clock, forking
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo, Renewal
 from fencelock.backends.threaded import ThreadedAsyncBackend
-from fencelock.engine.handoff import (
+from fencelock.engine.barging import (
     Waiter,
     alive_until,
     busy_wait,

@@ -38,8 +38,8 @@ from fencelock.backends.postgresql.line import Place
 from fencelock.backends.postgresql.listener import Listener
 from fencelock.backends.postgresql.options import postgres_options
 from fencelock.backends.postgresql.session import LockSession
-from fencelock.engine import handoff
-from fencelock.engine.handoff import busy_wait, starvation_bound
+from fencelock.engine import barging
+from fencelock.engine.barging import busy_wait, starvation_bound
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import BackendUnavailable, ConfigError
 
@@ -303,7 +303,7 @@ class AdvisoryAttempt:
                     "mine": mine,
                     "ttl": self._ttl,
                     "bound": self._bound,
-                    "liveness": handoff.WAITER_LIVENESS,
+                    "liveness": barging.WAITER_LIVENESS,
                     "listener": backend.listener.pid,
                 },
             )

@@ -23,8 +23,8 @@ from fencelock.backends.postgresql.line import Place
 from fencelock.backends.postgresql.listener import Listener
 from fencelock.backends.postgresql.options import postgres_options
 from fencelock.backends.postgresql.sql import Statements
-from fencelock.engine import handoff
-from fencelock.engine.handoff import busy_wait, starvation_bound
+from fencelock.engine import barging
+from fencelock.engine.barging import busy_wait, starvation_bound
 from fencelock.engine.urls import ParsedURL
 
 
@@ -131,7 +131,7 @@ class PostgresAttempt:
                 "owner": self._owner,
                 "ttl": self._ttl,
                 "bound": self._bound,
-                "liveness": handoff.WAITER_LIVENESS,
+                "liveness": barging.WAITER_LIVENESS,
                 "listener": backend.listener.pid,
             },
         )

@@ -11,7 +11,7 @@ sent on it, and the statement is then sent again on a new one. So an acquire by 
 owner that already holds the lease returns that lease's token, and a release sent
 again still says it was held (but a second, separate release of it does not).
 
-Who may take a free lease while others wait is :mod:`fencelock.engine.handoff`'s rule,
+Who may take a free lease while others wait is :mod:`fencelock.engine.barging`'s rule,
 written here in SQL: anyone, unless the oldest live waiter has waited ``bound``
 seconds; then only that waiter (``fair``: bound 0).
 """

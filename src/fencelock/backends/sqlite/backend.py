@@ -13,7 +13,7 @@ Waiters queue a doorbell (:mod:`fencelock.backends.sqlite.doorbell`) in the same
 transaction that found the lease busy. A release rings the oldest live waiter
 only (no thundering herd); a waiter that leaves the queue while the lease is
 free passes the ring on, so a wake-up is never swallowed by a departing waiter.
-Who may take a free lease while others wait is :mod:`fencelock.engine.handoff`'s
+Who may take a free lease while others wait is :mod:`fencelock.engine.barging`'s
 rule (anyone, until the oldest waiter has waited 20 ms; ``fair``: only the oldest).
 """
 
@@ -31,7 +31,7 @@ from fencelock import clock, forking
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo, Renewal
 from fencelock.backends.sqlite import liveness
 from fencelock.backends.sqlite.doorbell import Doorbell, Ringer
-from fencelock.engine.handoff import (
+from fencelock.engine.barging import (
     Waiter,
     alive_until,
     busy_wait,

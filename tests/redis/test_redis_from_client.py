@@ -9,7 +9,7 @@ import redis
 import redis.asyncio
 
 import fencelock
-from fencelock.backends.redis.handoff import url_from_redis
+from fencelock.backends.redis.from_client import url_from_redis
 from tests.redis.conftest import ServerPool
 
 PASSWORD = "p#ss/w:rd@1"  # characters a URL must escape

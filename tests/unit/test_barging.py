@@ -1,4 +1,4 @@
-"""Who may take a free lease while others wait (engine/handoff.py): no I/O, no clock."""
+"""Who may take a free lease while others wait (engine/barging.py): no I/O, no clock."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fencelock.engine.handoff import (
+from fencelock.engine.barging import (
     STARVATION_BOUND,
     WAITER_LIVENESS,
     WAITER_REFRESH,
