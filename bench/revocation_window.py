@@ -23,8 +23,8 @@ from pathlib import Path
 
 import fencelock
 from fencelock.backends.mysql.options import DEFAULT_PREFIX
-from fencelock.backends.mysql.sql import lock_name
-from fencelock.backends.postgresql.advisory_sql import advisory_key
+from fencelock.backends.mysql.statements import lock_name
+from fencelock.backends.postgresql.advisory_statements import advisory_key
 from fencelock.testing import ServerPool
 from fencelock.testing.process import ServerProcess
 

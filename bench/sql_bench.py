@@ -264,7 +264,7 @@ def open_raw_lease_statements(url: str, name: str) -> tuple[Cycle, Closer]:
     autocommit psycopg connection: the floor of ``postgresql://``'s round trips."""
     import psycopg
 
-    from fencelock.backends.postgresql.sql import Statements
+    from fencelock.backends.postgresql.statements import Statements
     from fencelock.engine import barging
 
     conn = psycopg.connect(url, autocommit=True)
@@ -343,7 +343,7 @@ def open_raw_mysql_lease(url: str, name: str) -> tuple[Cycle, Closer]:
     PyMySQL on one connection: the floor of its round trips."""
     from pymysql.constants import CLIENT
 
-    from fencelock.backends.mysql.sql import Statements as MySQLStatements
+    from fencelock.backends.mysql.statements import Statements as MySQLStatements
 
     conn = mysql_connect(url, client_flag=CLIENT.MULTI_STATEMENTS)
     cursor = conn.cursor()

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from fencelock.backends.mysql.sql import lock_name
+from fencelock.backends.mysql.statements import lock_name
 from fencelock.testing import ServerPool
 from fencelock.testing.process import ServerProcess
 from tests.cli.conftest import FENCELOCK

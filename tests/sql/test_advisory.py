@@ -10,7 +10,7 @@ import threading
 import pytest
 
 import fencelock
-from fencelock.backends.postgresql.advisory_sql import advisory_key
+from fencelock.backends.postgresql.advisory_statements import advisory_key
 from fencelock.errors import ConfigError
 from fencelock.testing import PgBouncerServer, PostgreSQLServer, ServerPool
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import fencelock
-from fencelock.backends.mysql.sql import lock_name
+from fencelock.backends.mysql.statements import lock_name
 from fencelock.errors import BackendUnavailable, ConfigError
 from fencelock.testing import MariaDBServer, ServerPool
 

@@ -17,7 +17,7 @@ import pytest
 import fencelock
 from fencelock.backends.base import Acquired
 from fencelock.backends.postgresql.backend import release_mark
-from fencelock.backends.postgresql.sql import review
+from fencelock.backends.postgresql.statements import review
 from fencelock.errors import BackendUnavailable, ConfigError
 from fencelock.testing import PostgreSQLServer, ServerPool
 

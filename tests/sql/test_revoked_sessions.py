@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import fencelock
-from fencelock.backends.mysql.sql import lock_name
+from fencelock.backends.mysql.statements import lock_name
 from fencelock.testing import MariaDBServer, PostgreSQLServer, ServerPool
 from fencelock.testing.process import ServerProcess
 from tests.sql.test_advisory import advisory, holder_pid

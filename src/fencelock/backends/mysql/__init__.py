@@ -31,7 +31,7 @@ def open_async(parsed: ParsedURL) -> AsyncMySQLBackend:
 
 def review_sql(parsed: ParsedURL) -> str:
     """Every statement the backend runs, for review (needs no driver)."""
-    from fencelock.backends.mysql import sql
+    from fencelock.backends.mysql import statements
     from fencelock.backends.mysql.options import mysql_options
 
-    return sql.review(mysql_options(parsed).database)
+    return statements.review(mysql_options(parsed).database)

@@ -32,7 +32,7 @@ from fencelock.backends.base import (
 )
 from fencelock.backends.mysql.connections import Connections, discard, lost
 from fencelock.backends.mysql.options import mysql_options
-from fencelock.backends.mysql.sql import lock_name
+from fencelock.backends.mysql.statements import lock_name
 from fencelock.backends.mysql.watch import WatchedConnection
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import ConfigError

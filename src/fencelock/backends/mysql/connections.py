@@ -21,7 +21,7 @@ from pymysql.constants import CLIENT
 from fencelock import forking
 from fencelock.aio import within
 from fencelock.backends.mysql.options import MySQLOptions
-from fencelock.backends.mysql.sql import Statements
+from fencelock.backends.mysql.statements import Statements
 from fencelock.errors import BackendUnavailable, ConfigError, FencelockError
 
 MAX_IDLE = 8

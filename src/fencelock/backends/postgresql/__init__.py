@@ -45,10 +45,10 @@ def open_async_class(
 
 def review_sql(parsed: ParsedURL) -> str:
     """Every statement the backend runs, for review (needs no driver)."""
-    from fencelock.backends.postgresql import advisory_sql, sql
+    from fencelock.backends.postgresql import advisory_statements, statements
     from fencelock.backends.postgresql.options import postgres_options
 
     schema = postgres_options(parsed).schema
     if parsed.scheme.endswith("+advisory"):
-        return advisory_sql.review(schema)
-    return sql.review(schema)
+        return advisory_statements.review(schema)
+    return statements.review(schema)

@@ -31,7 +31,7 @@ from fencelock.backends.base import (
     RenewOutcome,
     renew_each,
 )
-from fencelock.backends.postgresql.advisory_sql import AdvisoryStatements, advisory_key
+from fencelock.backends.postgresql.advisory_statements import AdvisoryStatements, advisory_key
 from fencelock.backends.postgresql.backend import info_from_row, release_mark
 from fencelock.backends.postgresql.connections import Connections
 from fencelock.backends.postgresql.line import Place

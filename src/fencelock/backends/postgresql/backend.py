@@ -22,7 +22,7 @@ from fencelock.backends.postgresql.connections import Connections
 from fencelock.backends.postgresql.line import Place
 from fencelock.backends.postgresql.listener import Listener
 from fencelock.backends.postgresql.options import postgres_options
-from fencelock.backends.postgresql.sql import Statements
+from fencelock.backends.postgresql.statements import Statements
 from fencelock.engine import barging
 from fencelock.engine.barging import busy_wait, starvation_bound
 from fencelock.engine.urls import ParsedURL

@@ -20,7 +20,7 @@ from psycopg.conninfo import make_conninfo
 from fencelock import forking
 from fencelock.aio import within
 from fencelock.backends.postgresql.options import PostgresOptions
-from fencelock.backends.postgresql.sql import SchemaObjects, Statements
+from fencelock.backends.postgresql.statements import SchemaObjects, Statements
 from fencelock.errors import BackendUnavailable, ConfigError, FencelockError
 
 MAX_CONNECTIONS = 8

@@ -14,7 +14,7 @@ import contextlib
 from fencelock.aio import within
 from fencelock.backends.postgresql.connections import Connections
 from fencelock.backends.postgresql.listener import Listener
-from fencelock.backends.postgresql.sql import Statements
+from fencelock.backends.postgresql.statements import Statements
 
 
 class Place:

@@ -19,7 +19,7 @@ import psycopg
 from fencelock import forking
 from fencelock.aio import stop
 from fencelock.backends.postgresql.connections import Connections
-from fencelock.backends.postgresql.sql import parse_notice
+from fencelock.backends.postgresql.statements import parse_notice
 
 
 class Listener:

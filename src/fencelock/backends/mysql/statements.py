@@ -16,7 +16,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from fencelock.backends.sql_listing import listing
+from fencelock.backends.statement_listing import listing
 
 MAX_LOCK_NAME = 64
 _PLAIN = re.compile(r"[a-z0-9/._:-]+")

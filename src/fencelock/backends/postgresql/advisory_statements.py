@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from fencelock.backends.postgresql.sql import _ALIVE, Statements
-from fencelock.backends.sql_listing import listing
+from fencelock.backends.postgresql.statements import _ALIVE, Statements
+from fencelock.backends.statement_listing import listing
 
 ADVISORY_TABLE = "fencelock_advisory"
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from fencelock.backends.sql_listing import listing
+from fencelock.backends.statement_listing import listing
 
 TABLE = "fencelock_leases"
 SEQUENCE = "fencelock_tokens"
