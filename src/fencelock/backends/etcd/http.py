@@ -1,4 +1,4 @@
-"""Talking to etcd's JSON gateway: endpoints in turn, credentials, errors.
+"""ConversationState to etcd's JSON gateway: endpoints in turn, credentials, errors.
 
 The one place where a connection or etcd failure becomes a fencelock error. A request
 moves on to the next endpoint when it was never sent (the connection failed) or the

@@ -1,6 +1,6 @@
 """``redis://`` and ``rediss://``: one Redis server, with native sync and asyncio drivers.
 
-The protocol is written once, without I/O: the conversations (:mod:`.talks`), an
+The protocol is written once, without I/O: the conversations (:mod:`.conversations`), an
 attempt's leftovers (:mod:`.attempt`), the wake-up subscription (:mod:`.wakeups`).
 The drivers (:mod:`.sync_backend`, :mod:`.async_backend`, :mod:`.wire`,
 :mod:`.listener`) only send, read and wait.

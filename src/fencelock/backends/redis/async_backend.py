@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from fencelock import clock, forking
 from fencelock.aio import stop
 from fencelock.backends.base import AttemptResult, LockInfo, Renewal
-from fencelock.backends.redis import talks
+from fencelock.backends.redis import conversations
 from fencelock.backends.redis.attempt import (
     UNDO_RETRY,
     UNDO_SETTLE,
@@ -44,7 +44,7 @@ class AsyncRedisBackend(RedisServer):
 
     async def open(self) -> None:
         with self._translated():
-            await self.wire.talk(talks.ping())
+            await self.wire.talk(conversations.ping())
 
     def _reset_after_fork(self) -> None:
         """In a forked child: the parent's connections and tasks (on its loop) stay its own.
@@ -54,7 +54,7 @@ class AsyncRedisBackend(RedisServer):
         forking.abandon(self.redis, self.wire, self.listener, self._undoing)
         self._connect()
 
-    async def _talk(self, talk: talks.Talk[talks.T]) -> talks.T:
+    async def _talk(self, talk: conversations.Conversation[conversations.T]) -> conversations.T:
         try:
             return await self.wire.talk(talk)
         except DRIVER_ERRORS as exc:
@@ -66,22 +66,22 @@ class AsyncRedisBackend(RedisServer):
         return AsyncRedisAttempt(self, name, owner, ttl, fair)
 
     async def acquire(self, command: Command, keys: LockKeys, owner: str) -> AttemptResult:
-        return await self._talk(talks.acquire(command, keys, owner, self.options))
+        return await self._talk(conversations.acquire(command, keys, owner, self.options))
 
     async def release(self, name: str, owner: str) -> bool:
-        return await self._talk(talks.release(LockKeys.of(name), owner))
+        return await self._talk(conversations.release(LockKeys.of(name), owner))
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool:
-        return await self._talk(talks.renew(LockKeys.of(name), owner, ttl))
+        return await self._talk(conversations.renew(LockKeys.of(name), owner, ttl))
 
     async def renew_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return await self._talk(talks.renew_many(renewals))
+        return await self._talk(conversations.renew_many(renewals))
 
     async def inspect(self, name: str) -> LockInfo | None:
-        return await self._talk(talks.inspect(name))
+        return await self._talk(conversations.inspect(name))
 
     async def list(self, prefix: str) -> list[LockInfo]:
-        return await self._talk(talks.held(scan_pattern(prefix)))
+        return await self._talk(conversations.held(scan_pattern(prefix)))
 
     async def undo(self, attempt: AsyncRedisAttempt, what: Undo) -> None:
         """Give back what a closed attempt left on the server (see :class:`Undo`)."""
@@ -101,7 +101,7 @@ class AsyncRedisBackend(RedisServer):
         """In the background, once the server answers again: as the sync backend's."""
         while clock.now() < until:
             try:
-                await self.wire.talk(talks.ping())
+                await self.wire.talk(conversations.ping())
                 await asyncio.sleep(UNDO_SETTLE)
                 await self.wire.talk(undo())
                 return

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from fencelock.backends.base import AttemptResult, Busy
-from fencelock.backends.redis import talks
+from fencelock.backends.redis import conversations
 from fencelock.backends.redis.errors import unanswered
 from fencelock.backends.redis.listener import AsyncWakeListener, WakeListener
 from fencelock.backends.redis.scripts import Command, LockKeys, acquire_command
@@ -177,12 +177,14 @@ class AsyncRedisAttempt(_AttemptBase):
             await self._backend.undo(self, what)
 
 
-def undoing(what: Undo, keys: LockKeys, owner: str, channel: str) -> talks.Talk[None] | None:
+def undoing(
+    what: Undo, keys: LockKeys, owner: str, channel: str
+) -> conversations.Conversation[None] | None:
     """The conversation that undoes ``what`` at once (None: nothing to say now)."""
     if what is Undo.NOW:
-        return talks.undo(keys, owner, channel)
+        return conversations.undo(keys, owner, channel)
     if what is Undo.LEAVE_QUEUE:
-        return talks.leave(keys, owner, channel)
+        return conversations.leave(keys, owner, channel)
     return None
 
 

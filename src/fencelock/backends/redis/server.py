@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from contextlib import AbstractContextManager
 
-from fencelock.backends.redis import talks
+from fencelock.backends.redis import conversations
 from fencelock.backends.redis.errors import translated
 from fencelock.backends.redis.options import RedisOptions, redis_options
 from fencelock.backends.redis.scripts import LockKeys
@@ -33,7 +33,7 @@ class RedisServer:
 
     def _undo_later(self, keys: LockKeys, owner: str, channel: str) -> Undoing:
         """The conversation to repeat until it gets through (a generator runs once)."""
-        return functools.partial(talks.undo, keys, owner, channel)
+        return functools.partial(conversations.undo, keys, owner, channel)
 
 
-Undoing = functools.partial[talks.Talk[None]]
+Undoing = functools.partial[conversations.Conversation[None]]

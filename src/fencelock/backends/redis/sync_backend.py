@@ -16,7 +16,7 @@ from redis.exceptions import ResponseError
 
 from fencelock import clock, forking
 from fencelock.backends.base import AttemptResult, LockInfo, Renewal
-from fencelock.backends.redis import talks
+from fencelock.backends.redis import conversations
 from fencelock.backends.redis.attempt import (
     UNDO_RETRY,
     UNDO_SETTLE,
@@ -42,7 +42,7 @@ class RedisBackend(RedisServer):
         super().__init__(parsed, options)
         self._connect()
         with self._translated():
-            self.wire.talk(talks.ping())
+            self.wire.talk(conversations.ping())
         forking.register(self)
 
     def _connect(self) -> None:
@@ -57,7 +57,7 @@ class RedisBackend(RedisServer):
         forking.abandon(self.redis, self.wire, self.listener)
         self._connect()
 
-    def _talk(self, talk: talks.Talk[talks.T]) -> talks.T:
+    def _talk(self, talk: conversations.Conversation[conversations.T]) -> conversations.T:
         try:
             return self.wire.talk(talk)
         except DRIVER_ERRORS as exc:
@@ -69,16 +69,16 @@ class RedisBackend(RedisServer):
         return RedisAttempt(self, name, owner, ttl, fair)
 
     def acquire(self, command: Command, keys: LockKeys, owner: str) -> AttemptResult:
-        return self._talk(talks.acquire(command, keys, owner, self.options))
+        return self._talk(conversations.acquire(command, keys, owner, self.options))
 
     def release(self, name: str, owner: str) -> bool:
-        return self._talk(talks.release(LockKeys.of(name), owner))
+        return self._talk(conversations.release(LockKeys.of(name), owner))
 
     def renew(self, name: str, owner: str, ttl: float) -> bool:
-        return self._talk(talks.renew(LockKeys.of(name), owner, ttl))
+        return self._talk(conversations.renew(LockKeys.of(name), owner, ttl))
 
     def renew_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return self._talk(talks.renew_many(renewals))
+        return self._talk(conversations.renew_many(renewals))
 
     def renew_pipelined(self, renewals: Sequence[Renewal]) -> list[bool | FencelockError]:
         """Compare-and-extend each by its own script call, all sent at once (a cluster
@@ -96,10 +96,10 @@ class RedisBackend(RedisServer):
         ]
 
     def inspect(self, name: str) -> LockInfo | None:
-        return self._talk(talks.inspect(name))
+        return self._talk(conversations.inspect(name))
 
     def list(self, prefix: str) -> list[LockInfo]:
-        return self._talk(talks.held(scan_pattern(prefix)))
+        return self._talk(conversations.held(scan_pattern(prefix)))
 
     def undo(self, attempt: RedisAttempt, what: Undo) -> None:
         """Give back what a closed attempt left on the server (see :class:`Undo`)."""
@@ -121,7 +121,7 @@ class RedisBackend(RedisServer):
         runs first (UNDO_SETTLE), then the undo."""
         while clock.now() < until and not self._closed.is_set():
             try:
-                self.wire.talk(talks.ping())
+                self.wire.talk(conversations.ping())
                 if not self._closed.wait(UNDO_SETTLE):
                     self.wire.talk(undo())
                 return

@@ -8,7 +8,7 @@ the reply with the connection's own parser; everything else (pub/sub, inspection
 still goes through the client. Connections, authentication and TLS are still
 redis-py's: the wire takes them from the client's pool.
 
-What is said is decided by a conversation (:mod:`.talks`, sans-I/O); the two wires
+What is said is decided by a conversation (:mod:`.conversations`, sans-I/O); the two wires
 here only run it, blocking or with asyncio.
 """
 
@@ -27,9 +27,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fencelock.aio import within
 from fencelock.backends.bounds import time_left
+from fencelock.backends.redis.conversations import Conversation, ConversationState
 from fencelock.backends.redis.resp import RawReply
 from fencelock.backends.redis.scripts import Command
-from fencelock.backends.redis.talks import Talk, Talking
 from fencelock.errors import FencelockError
 
 T = TypeVar("T")
@@ -88,11 +88,11 @@ class Wire:
         self._make: Callable[[], Connection] = client.connection_pool.make_connection
         self._idle: list[tuple[Connection, float]] = []
 
-    def talk(self, talk: Talk[T]) -> T:
+    def talk(self, talk: Conversation[T]) -> T:
         """Run ``talk`` on one connection; its result, or the error that ended it. An
         acquire with a timeout waits on the socket no longer than its call may last
         (:func:`fencelock.backends.bounds.time_left`), if that is shorter."""
-        talking = Talking(talk)
+        talking = ConversationState(talk)
         self._on_a_connection(_talk_within_the_call, talking)
         return talking.result
 
@@ -136,7 +136,7 @@ class Wire:
             conn.disconnect()
 
 
-def _talk_within_the_call(conn: Connection, talking: Talking[Any]) -> None:
+def _talk_within_the_call(conn: Connection, talking: ConversationState[Any]) -> None:
     left = time_left()
     if left is None:  # the usual call: no context manager on the hot path
         _talk_on(conn, talking)
@@ -145,7 +145,7 @@ def _talk_within_the_call(conn: Connection, talking: Talking[Any]) -> None:
             _talk_on(conn, talking)
 
 
-def _talk_on(conn: Connection, talking: Talking[Any]) -> None:
+def _talk_on(conn: Connection, talking: ConversationState[Any]) -> None:
     """``talking``'s commands and replies on ``conn`` (connected first if need be)."""
     if not conn.is_connected:  # connect() itself: a Sentinel's asks for the master
         conn.connect()
@@ -231,11 +231,11 @@ class AsyncWire:
         self._timeout: float | None = pool.connection_kwargs.get("socket_timeout")
         self._idle: list[tuple[AsyncConnection, float]] = []
 
-    async def talk(self, talk: Talk[T]) -> T:
+    async def talk(self, talk: Conversation[T]) -> T:
         """Run ``talk`` on one connection, within the client's socket timeout."""
         conn = await self._checkout()
         try:
-            result = await within(self._timeout, _converse(conn, Talking(talk)))
+            result = await within(self._timeout, _converse(conn, ConversationState(talk)))
         except (ResponseError, FencelockError):
             self._checkin(conn)
             raise
@@ -276,7 +276,7 @@ class AsyncWire:
             await conn.disconnect()
 
 
-async def _converse(conn: AsyncConnection, talking: Talking[T]) -> T:
+async def _converse(conn: AsyncConnection, talking: ConversationState[T]) -> T:
     if not conn.is_connected:  # connect() itself: a Sentinel's asks for the master
         await conn.connect()
     while talking.command is not None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from redis.exceptions import NoScriptError, ResponseError
 
 from fencelock.backends.base import Acquired, Busy
-from fencelock.backends.redis import talks
+from fencelock.backends.redis import conversations
 from fencelock.backends.redis.attempt import Leftovers, Undo, undoing
 from fencelock.backends.redis.options import redis_options
 from fencelock.backends.redis.scripts import ACQUIRE, LockKeys, acquire_command
@@ -23,10 +23,12 @@ from fencelock.errors import BackendUnavailable
 KEYS = LockKeys.of("job")
 
 
-def run(talk: talks.Talk[Any], answer: Callable[[bytes], Any]) -> tuple[Any, list[bytes]]:
+def run(
+    talk: conversations.Conversation[Any], answer: Callable[[bytes], Any]
+) -> tuple[Any, list[bytes]]:
     """Run a conversation against ``answer`` (a reply, or a ResponseError to throw)."""
     said: list[bytes] = []
-    talking = talks.Talking(talk)
+    talking = conversations.ConversationState(talk)
     while talking.command is not None:
         said.append(talking.command)
         talking.answer(answer(talking.command))
@@ -46,10 +48,10 @@ def test_a_script_the_server_does_not_know_is_loaded_then_called_again() -> None
             return NoScriptError("NOSCRIPT No matching script")
         return [1, 7]
 
-    result, said = run(talks.acquire(command, KEYS, "me", options), answer)
+    result, said = run(conversations.acquire(command, KEYS, "me", options), answer)
     assert result == Acquired(7)
     assert said == [command[1], ACQUIRE.load_command, command[1]]
-    result, said = run(talks.acquire(command, KEYS, "me", options), answer)
+    result, said = run(conversations.acquire(command, KEYS, "me", options), answer)
     assert said == [command[1]]  # known now: called at once
 
 
@@ -61,12 +63,12 @@ def test_a_script_still_unknown_after_loading_it_fails_instead_of_looping() -> N
         return "sha" if sent == ACQUIRE.load_command else NoScriptError("NOSCRIPT")
 
     with pytest.raises(NoScriptError):
-        run(talks.acquire(command, KEYS, "me", options), answer)
+        run(conversations.acquire(command, KEYS, "me", options), answer)
 
 
 def test_another_error_reply_ends_the_conversation() -> None:
     with pytest.raises(ResponseError, match="WRONGTYPE"):
-        run(talks.release(KEYS, "me"), lambda _sent: ResponseError("WRONGTYPE"))
+        run(conversations.release(KEYS, "me"), lambda _sent: ResponseError("WRONGTYPE"))
 
 
 @given(st.integers(min_value=0, max_value=3), st.integers(min_value=0, max_value=3))
@@ -78,9 +80,11 @@ def test_acquire_waits_for_replicas_and_gives_back_a_lease_too_few_have(
     replies = iter([[1, 5], acked, 1])
     if wanted and acked < wanted:
         with pytest.raises(BackendUnavailable, match="replicas acknowledged"):
-            run(talks.acquire(command, KEYS, "me", options), lambda _s: next(replies))
+            run(conversations.acquire(command, KEYS, "me", options), lambda _s: next(replies))
         return
-    result, said = run(talks.acquire(command, KEYS, "me", options), lambda _s: next(replies))
+    result, said = run(
+        conversations.acquire(command, KEYS, "me", options), lambda _s: next(replies)
+    )
     assert result == Acquired(5)
     assert len(said) == (2 if wanted else 1)
 
@@ -88,7 +92,7 @@ def test_acquire_waits_for_replicas_and_gives_back_a_lease_too_few_have(
 def test_a_busy_acquire_sends_no_wait() -> None:
     options = redis_options(parse_url("redis://h/0?wait_replicas=2"))
     command = acquire_command(KEYS, "me", 1.0, "chan", False)
-    result, said = run(talks.acquire(command, KEYS, "me", options), lambda _s: [0, 300])
+    result, said = run(conversations.acquire(command, KEYS, "me", options), lambda _s: [0, 300])
     assert isinstance(result, Busy)
     assert said == [command[1]]
 
@@ -102,7 +106,7 @@ def test_held_pages_through_scan_and_keeps_only_held_locks() -> None:
             return pages[cursor]
         return ["x", 900, "3", 0] if b"{a}" in sent else [None, -2, "4", 0]
 
-    infos, _said = run(talks.held("fencelock:{*}"), answer)
+    infos, _said = run(conversations.held("fencelock:{*}"), answer)
     assert [(i.name, i.owner, i.token) for i in infos] == [("a", "x", 3)]
 
 

@@ -3,7 +3,7 @@
 A conversation is a generator: it yields commands (a script and its packed call, or
 a plain packed command) and receives their replies; an error reply is thrown into it.
 A script the server does not know (``NOSCRIPT``) is loaded and called again by
-:class:`Talking`, once for every conversation. A :class:`~.wire.Wire` runs one on one
+:class:`ConversationState`, once for every conversation. A :class:`~.wire.Wire` runs one on one
 connection, blocking or with asyncio; the conversation itself decides what is said
 and what the replies mean, in both colours alike.
 """
@@ -33,14 +33,14 @@ from fencelock.backends.redis.scripts import (
 )
 
 T = TypeVar("T")
-Talk = Generator[Command, RawReply, T]
+Conversation = Generator[Command, RawReply, T]
 
 PING: Command = (None, pack([b"PING"]))
 
 
 def acquire(
     command: Command, keys: LockKeys, owner: str, options: RedisOptions
-) -> Talk[AttemptResult]:
+) -> Conversation[AttemptResult]:
     """Take the lease or join the queue; with ``wait_replicas``, only once replicas have it.
 
     ``WAIT`` counts the replicas that have this connection's writes, so it follows the
@@ -55,17 +55,17 @@ def acquire(
     return result
 
 
-def release(keys: LockKeys, owner: str) -> Talk[bool]:
+def release(keys: LockKeys, owner: str) -> Conversation[bool]:
     """Compare-and-delete (waking the oldest waiter); False if ``owner`` did not hold it."""
     return bool((yield (release_command(keys, owner))) == 1)
 
 
-def renew(keys: LockKeys, owner: str, ttl: float) -> Talk[bool]:
+def renew(keys: LockKeys, owner: str, ttl: float) -> Conversation[bool]:
     """Compare-and-extend to ``ttl``; False if ``owner`` no longer holds the lease."""
     return bool((yield (renew_command(keys, owner, ttl))) == 1)
 
 
-def renew_many(renewals: Sequence[Renewal]) -> Talk[list[bool]]:
+def renew_many(renewals: Sequence[Renewal]) -> Conversation[list[bool]]:
     """Compare-and-extend each, in one script; one by one if the server is a cluster
     node, which refuses a script whose keys lie in several slots (CROSSSLOT)."""
     try:
@@ -79,24 +79,24 @@ def renew_many(renewals: Sequence[Renewal]) -> Talk[list[bool]]:
     return [reply == 1 for reply in replies]
 
 
-def leave(keys: LockKeys, owner: str, channel: str) -> Talk[None]:
+def leave(keys: LockKeys, owner: str, channel: str) -> Conversation[None]:
     """Take ``owner`` out of the lock's queue of waiters."""
     yield (leave_command(keys, owner, channel))
 
 
-def undo(keys: LockKeys, owner: str, channel: str) -> Talk[None]:
+def undo(keys: LockKeys, owner: str, channel: str) -> Conversation[None]:
     """Give back whatever an attempt whose reply was never read may have taken."""
     yield (release_command(keys, owner))
     yield (leave_command(keys, owner, channel))
 
 
-def inspect(name: str) -> Talk[LockInfo | None]:
+def inspect(name: str) -> Conversation[LockInfo | None]:
     """The lock's holder, remaining TTL, last token and waiters; None if never used."""
     owner, pttl, token, waiters = yield (inspect_command(LockKeys.of(name)))
     return lock_info(name, owner, pttl, token, waiters)
 
 
-def held(pattern: str) -> Talk[list[LockInfo]]:
+def held(pattern: str) -> Conversation[list[LockInfo]]:
     """The held locks whose keys match ``pattern``, by name."""
     cursor, keys = "0", set()
     while True:
@@ -112,12 +112,12 @@ def held(pattern: str) -> Talk[list[LockInfo]]:
     return infos
 
 
-def ping() -> Talk[None]:
+def ping() -> Conversation[None]:
     """Whether the server answers at all."""
     yield PING
 
 
-class Talking(Generic[T]):
+class ConversationState(Generic[T]):
     """One conversation as a wire runs it: the bytes to send next, then their reply or error.
 
     :attr:`command` is None once the conversation is over; :attr:`result` is its outcome.
@@ -125,7 +125,7 @@ class Talking(Generic[T]):
 
     result: T
 
-    def __init__(self, talk: Talk[T]) -> None:
+    def __init__(self, talk: Conversation[T]) -> None:
         self._talk = talk
         self.command: bytes | None = None
         self._sent: Command = PING
