@@ -17,7 +17,7 @@ import pytest
 import fencelock
 from fencelock import metrics
 from fencelock.backends.base import LockInfo
-from fencelock.cli.top_view import TopState
+from fencelock.cli.top_view import TopState, under
 from fencelock.metrics.registry import PrefixMetrics
 from fencelock.primitives.lock import new_owner
 from tests.cli.conftest import FENCELOCK, fencelock_cmd
@@ -94,13 +94,16 @@ def test_top_shows_the_locks_live_in_a_terminal(tmp_path: Path) -> None:
     )
     try:
         with fencelock.connect(url) as client:
+            elsewhere = f"other{secrets.token_hex(3)}"
+            client.lock(f"{elsewhere}/job", ttl=60).acquire().release()  # in the metrics too
             first = client.lock(f"{prefix}/orders/1", ttl=60).acquire()
             second = client.lock(f"{prefix}/orders/2", ttl=60).acquire()
             screen = _wait_for(session, f"{prefix}/orders/2")
             assert screen.count(f"{socket.gethostname()}:{os.getpid()}") == 2  # the holder
             assert f"2 held under '{prefix}/'" in screen
             # the metrics' rates table, scraped on its own and so perhaps a refresh behind
-            _wait_for(session, lambda shown: prefix in shown.split("by prefix")[-1])
+            rates = _wait_for(session, lambda shown: prefix in shown.split("by prefix")[-1])
+            assert elsewhere not in rates  # top PREFIX/ rates only what is under it
             first.release()
             _wait_for(session, f"1 held under '{prefix}/'")
             assert f"{prefix}/orders/1 " not in _screen(session)
@@ -118,3 +121,11 @@ def test_top_refuses_bad_settings_in_one_line(env: dict[str, str]) -> None:
     assert none.returncode == 64 and "--limit must be at least 1" in none.stderr
     shown = fencelock_cmd(env, "top", "--once")
     assert shown.returncode == 0 and "0 held under '(all)'" in shown.stdout
+
+
+def test_top_rates_only_the_labels_under_its_prefix() -> None:
+    found = {label: PrefixMetrics(label) for label in ("orders", "orders/eu", "jobs", "-")}
+    assert set(under(found, "orders/")) == {"orders", "orders/eu"}
+    assert set(under(found, "orders/eu/7")) == {"orders", "orders/eu"}
+    assert set(under(found, "ord")) == set()  # whole parts, not characters
+    assert set(under(found, "")) == set(found)

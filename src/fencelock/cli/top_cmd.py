@@ -18,7 +18,7 @@ import fencelock
 from fencelock import clock
 from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
 from fencelock.cli.stats_cmd import scrape
-from fencelock.cli.top_view import Rates, Row, TopState
+from fencelock.cli.top_view import Rates, Row, TopState, under
 
 
 def _seconds(value: float | None) -> str:
@@ -98,7 +98,7 @@ def top(
         rows = state.rows(infos, now, wall)
         parts: list[Table] = [locks_table(prefix, rows, len(infos), limit)]
         if metrics_urls:
-            parts.append(rates_table(state.rates(scrape(metrics_urls), now)))
+            parts.append(rates_table(state.rates(under(scrape(metrics_urls), prefix), now)))
         return Group(*parts)
 
     with errors_as_exit_codes():

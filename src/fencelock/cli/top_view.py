@@ -90,3 +90,20 @@ class TopState:
             share = contended / granted if granted > 0 else None
             found.append(Rates(prefix, per_s, share, m.fencing_rejections, m.waiting))
         return found
+
+
+def under(metrics: dict[str, PrefixMetrics], prefix: str) -> dict[str, PrefixMetrics]:
+    """The metrics of the labels that overlap ``prefix`` (``top orders/`` shows
+    ``orders``, not every other prefix the scraped processes lock): a label whose
+    path parts begin ``prefix``'s, or the other way round."""
+    asked = [part for part in prefix.split("/") if part]
+    return {
+        label: found
+        for label, found in metrics.items()
+        if _overlap(asked, [part for part in label.split("/") if part])
+    }
+
+
+def _overlap(one: list[str], other: list[str]) -> bool:
+    shorter = min(len(one), len(other))
+    return one[:shorter] == other[:shorter]
