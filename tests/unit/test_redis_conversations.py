@@ -13,7 +13,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from fencelock.backends.base import Acquired, Busy
 from fencelock.backends.redis import conversations
-from fencelock.backends.redis.attempt import Leftovers, Undo, undoing
+from fencelock.backends.redis.attempt import Undo, UndoTracker, undoing
 from fencelock.backends.redis.options import redis_options
 from fencelock.backends.redis.scripts import ACQUIRE, LockKeys, acquire_command
 from fencelock.backends.redis.wakeups import Subscription, Wakeups
@@ -116,7 +116,7 @@ class Cancelled(BaseException):
 
 @given(st.lists(st.sampled_from(["busy", "acquired", "timeout", "refused", "cancelled"])))
 def test_closing_undoes_the_worst_thing_a_request_may_have_left(events: list[str]) -> None:
-    left = Leftovers()
+    left = UndoTracker()
     for event in events:
         try:
             with left.sending():

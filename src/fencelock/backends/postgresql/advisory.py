@@ -34,10 +34,10 @@ from fencelock.backends.base import (
 from fencelock.backends.postgresql.advisory_statements import AdvisoryStatements, advisory_key
 from fencelock.backends.postgresql.backend import info_from_row, release_mark
 from fencelock.backends.postgresql.connections import Connections
-from fencelock.backends.postgresql.line import Place
 from fencelock.backends.postgresql.listener import Listener
 from fencelock.backends.postgresql.options import postgres_options
 from fencelock.backends.postgresql.session import LockSession
+from fencelock.backends.postgresql.waiters import WaiterPlace
 from fencelock.engine import barging
 from fencelock.engine.barging import busy_wait, starvation_bound
 from fencelock.engine.urls import ParsedURL
@@ -250,7 +250,7 @@ class AdvisoryAttempt:
         self._ttl, self._bound, self._renewed = ttl, bound, renewed
         self._key = advisory_key(name)
         self._session: LockSession | None = None
-        self._place = Place(backend.listener, backend.connections, name, owner)
+        self._place = WaiterPlace(backend.listener, backend.connections, name, owner)
         self._granted = False
 
     async def try_acquire(self) -> AttemptResult:

@@ -19,10 +19,10 @@ from typing import Any
 from fencelock import forking
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo, Renewal
 from fencelock.backends.postgresql.connections import Connections
-from fencelock.backends.postgresql.line import Place
 from fencelock.backends.postgresql.listener import Listener
 from fencelock.backends.postgresql.options import postgres_options
 from fencelock.backends.postgresql.statements import Statements
+from fencelock.backends.postgresql.waiters import WaiterPlace
 from fencelock.engine import barging
 from fencelock.engine.barging import busy_wait, starvation_bound
 from fencelock.engine.urls import ParsedURL
@@ -111,14 +111,14 @@ def info_from_row(row: tuple[Any, ...]) -> LockInfo:
 
 
 class PostgresAttempt:
-    """One contender: its place in the line (:class:`~.line.Place`)."""
+    """One contender: its place among the waiters (:class:`~.waiters.WaiterPlace`)."""
 
     def __init__(
         self, backend: AsyncPostgresBackend, name: str, owner: str, ttl: float, bound: float
     ) -> None:
         self._backend, self._name, self._owner = backend, name, owner
         self._ttl, self._bound = ttl, bound
-        self._place = Place(backend.listener, backend.connections, name, owner)
+        self._place = WaiterPlace(backend.listener, backend.connections, name, owner)
 
     async def try_acquire(self) -> AttemptResult:
         backend = self._backend

@@ -1,6 +1,6 @@
 """One acquisition on ``redis://``: what it may have left on the server, and its undoing.
 
-:class:`Leftovers` (no I/O) follows each acquire request: answered busy (we are
+:class:`UndoTracker` (no I/O) follows each acquire request: answered busy (we are
 queued), unanswered (timed out: the server may run it later), or abandoned (the
 caller was cancelled or interrupted while it was out: it may have run). ``close()``
 asks it what to undo. The two attempts below only send and wait.
@@ -38,14 +38,14 @@ class Undo(enum.Enum):
     LATER = enum.auto()  # unanswered: the server is slow; once it answers, give both back
 
 
-class Leftovers:
+class UndoTracker:
     """What an attempt's requests may have left on the server (pure)."""
 
     queued = False
     unanswered = False
     abandoned = False
 
-    def sending(self) -> Leftovers:
+    def sending(self) -> UndoTracker:
         """Around one acquire request: notes a failure that may leave something behind."""
         return self
 
@@ -107,7 +107,7 @@ class AsyncAcquirer(Protocol):
         """Give back what a closing attempt may have left."""
 
 
-class _AttemptBase(Leftovers):
+class _AttemptBase(UndoTracker):
     def __init__(self, channel: str, name: str, owner: str, ttl: float, fair: bool) -> None:
         self.owner, self.ttl = owner, ttl
         self.keys = LockKeys.of(name)

@@ -9,7 +9,7 @@ Expiry is measured on the host's boot-time clock (:mod:`fencelock.clock`), one
 clock for every process on the host; a lease written during an earlier boot is
 expired, since its holder cannot still be running.
 
-Waiters queue a doorbell (:mod:`fencelock.backends.sqlite.doorbell`) in the same
+Waiters queue a doorbell (:mod:`fencelock.backends.sqlite.wakeup_socket`) in the same
 transaction that found the lease busy. A release rings the oldest live waiter
 only (no thundering herd); a waiter that leaves the queue while the lease is
 free passes the ring on, so a wake-up is never swallowed by a departing waiter.
@@ -30,7 +30,7 @@ from pathlib import Path
 from fencelock import clock, forking
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo, Renewal
 from fencelock.backends.sqlite import liveness
-from fencelock.backends.sqlite.doorbell import Doorbell, Ringer
+from fencelock.backends.sqlite.wakeup_socket import WakeupSender, WakeupSocket
 from fencelock.engine.barging import (
     Waiter,
     alive_until,
@@ -186,19 +186,19 @@ class SQLiteAttempt:
     ) -> None:
         self._backend, self._name, self._owner, self._ttl = backend, name, owner, ttl
         self._bound, self._renewed = bound, renewed
-        self._doorbell: Doorbell | None = None
+        self._doorbell: WakeupSocket | None = None
         self._queued = False
 
     def try_acquire(self) -> AttemptResult:
         if self._doorbell is None and self._name in self._backend.contended:
-            self._doorbell = Doorbell()  # likely to wait: queue in the first transaction
+            self._doorbell = WakeupSocket()  # likely to wait: queue in the first transaction
         address = None if self._doorbell is None else self._doorbell.address
         take = self._backend.take
         result = take(self._name, self._owner, self._ttl, address, self._bound, self._renewed)
         if isinstance(result, Busy) and self._doorbell is None:
             # Queue a doorbell and look again in the same transaction, so that a
             # release between the two looks cannot go unnoticed.
-            self._doorbell = Doorbell()
+            self._doorbell = WakeupSocket()
             address = self._doorbell.address
             result = take(self._name, self._owner, self._ttl, address, self._bound, self._renewed)
         self._queued = isinstance(result, Busy)
@@ -250,7 +250,7 @@ class SQLiteBackend:
         self._boot = _boot_id()
         self._pidns = liveness.pid_namespace()
         self._mutex = threading.RLock()
-        self._ringer = Ringer()
+        self._ringer = WakeupSender()
         # Names this client last saw waiters on: an attempt on one brings its doorbell
         # to its first try, saving the second transaction of a try that has to queue.
         self.contended: set[str] = set()

@@ -40,9 +40,9 @@ from fencelock.backends.base import (
     Share,
     renew_each,
 )
-from fencelock.backends.zookeeper import keep as keeping
+from fencelock.backends.zookeeper import at_least
 from fencelock.backends.zookeeper import latch as latches
-from fencelock.backends.zookeeper import queue as line
+from fencelock.backends.zookeeper import queue as queues
 from fencelock.backends.zookeeper.bridge import ANSWERS, SessionLost
 from fencelock.backends.zookeeper.latch import ZooKeeperLatch
 from fencelock.backends.zookeeper.options import zookeeper_options
@@ -68,7 +68,7 @@ class _Held:
 
 @dataclass(frozen=True)
 class _Head:
-    entry: line.Contender
+    entry: queues.Contender
     token: int
     timeout: float | None  # the holder's session timeout: how long it lasts unheard
     waiters: int
@@ -125,7 +125,7 @@ class AsyncZooKeeperBackend:
         self._start_afresh()
 
     def queue(self, name: str) -> str:
-        return line.queue_path(self.options.base, name)
+        return queues.queue_path(self.options.base, name)
 
     async def open(self) -> None:
         await self.session(OPENING_TTL, shared=True)
@@ -201,7 +201,7 @@ class AsyncZooKeeperBackend:
         if held.session.ended:
             return False
         queue = self.queue(name)
-        mark, data = keeping.mark_path(queue), keeping.mark_data(owner, seconds)
+        mark, data = at_least.mark_path(queue), at_least.mark_data(owner, seconds)
         try:
             for write_mark in ("create", "set_data"):  # a mark left by an earlier keep: set
                 transaction = held.session.client.transaction()
@@ -248,9 +248,9 @@ class AsyncZooKeeperBackend:
         """Release a lease another client holds, found by its owner's node name (an
         operator's ``fencelock`` command, a test's thief)."""
         session = await self.session(OPENING_TTL, shared=True)
-        queue = self.queue(line.line_of_part(name))
+        queue = self.queue(queues.queue_of_part(name))
         entries = await self._line(session, queue)
-        holding = [entry for entry in line.holders(entries) if entry.owner == owner]
+        holding = [entry for entry in queues.holders(entries) if entry.owner == owner]
         if not holding:
             return await self._end_keep(session, queue, owner)
         path = f"{queue}/{holding[0].node}"
@@ -265,13 +265,13 @@ class AsyncZooKeeperBackend:
             children = await session.call(session.client.get_children_async(queue))
         except kz.NoNodeError:
             return None
-        contenders = line.line(children)
+        contenders = queues.contenders(children)
         for entry in contenders:
             try:
                 data, stat = await session.call(session.client.get_async(f"{queue}/{entry.node}"))
             except kz.NoNodeError:  # it went while we looked: the next one holds
                 continue
-            timeout, waiters = line.recorded_timeout(data), len(contenders) - 1
+            timeout, waiters = queues.recorded_timeout(data), len(contenders) - 1
             return _Head(entry, int(stat.czxid), timeout, waiters, granted_at(stat))
         return None
 
@@ -305,7 +305,7 @@ class AsyncZooKeeperBackend:
 
     async def inspect(self, name: str) -> LockInfo | None:
         session = await self.session(OPENING_TTL, shared=True)
-        whole = line.line_of_part(name)
+        whole = queues.queue_of_part(name)
         if whole != name:  # a holder of a shared line, as ``list`` names it
             entries = await self._line(session, self.queue(whole))
             parts = await self._holding(session, self.queue(whole), whole, entries)
@@ -337,11 +337,11 @@ class AsyncZooKeeperBackend:
             children = await session.call(session.client.get_children_async(path))
         except kz.NoNodeError:
             return
-        entries = line.line(children)
+        entries = queues.contenders(children)
         infos: builtins.list[LockInfo] = []
         if name and entries:
             infos = await self._holding(session, path, name, entries)
-        elif name and keeping.MARK in children:  # kept after its last lease
+        elif name and at_least.MARK in children:  # kept after its last lease
             kept = await self._kept_info(session, path, name)
             infos = [] if kept is None else [kept]
         elif name.endswith(".latch") and not children:  # a latch's persistent node
@@ -350,19 +350,21 @@ class AsyncZooKeeperBackend:
                 infos = latches.listed(name, data, int(stat.czxid))
         found.extend(info for info in infos if info.name.startswith(prefix))
         for child in children:
-            if line.contender(child) is not None or child == keeping.MARK:
+            if queues.contender(child) is not None or child == at_least.MARK:
                 continue
             deeper = f"{name}/{child}" if name else child
             if deeper.startswith(prefix) or prefix.startswith(deeper + "/"):
                 await self._walk(session, f"{path}/{child}", deeper, prefix, found)
 
-    async def _kept(self, session: ZkSession, queue: str) -> tuple[keeping.Keep, int] | None:
+    async def _kept(
+        self, session: ZkSession, queue: str
+    ) -> tuple[at_least.AtLeastMark, int] | None:
         """The keep marked on a line, and the mark's version; None if there is none."""
         try:
-            data, stat = await session.call(session.client.get_async(keeping.mark_path(queue)))
+            data, stat = await session.call(session.client.get_async(at_least.mark_path(queue)))
         except kz.NoNodeError:
             return None
-        kept = keeping.read_mark(data, int(stat.mtime))
+        kept = at_least.read_mark(data, int(stat.mtime))
         return None if kept is None else (kept, int(stat.version))
 
     async def _end_keep(self, session: ZkSession, queue: str, owner: str) -> bool:
@@ -371,7 +373,7 @@ class AsyncZooKeeperBackend:
         if found is None or found[0].owner != owner:
             return False
         try:
-            delete = session.client.delete_async(keeping.mark_path(queue), version=found[1])
+            delete = session.client.delete_async(at_least.mark_path(queue), version=found[1])
             await session.call(delete)
         except (kz.NoNodeError, kz.BadVersionError):
             return False
@@ -389,28 +391,28 @@ class AsyncZooKeeperBackend:
         kept = found[0]
         return LockInfo(name, kept.owner, int(data or b"0"), kept.left_by_this_clock(), 0)
 
-    async def _line(self, session: ZkSession, queue: str) -> builtins.list[line.Contender]:
+    async def _line(self, session: ZkSession, queue: str) -> builtins.list[queues.Contender]:
         try:
-            return line.line(await session.call(session.client.get_children_async(queue)))
+            return queues.contenders(await session.call(session.client.get_children_async(queue)))
         except kz.NoNodeError:
             return []
 
     async def _holding(
-        self, session: ZkSession, queue: str, name: str, entries: builtins.list[line.Contender]
+        self, session: ZkSession, queue: str, name: str, entries: builtins.list[queues.Contender]
     ) -> builtins.list[LockInfo]:
         """What holds ``name`` now: its head, or every holder of a shared line, each
         under its part's name (``NAME.rw/r/<seq>``, ``NAME.sem/p/<n>/<seq>``)."""
-        if not line.shared(name):
+        if not queues.shared(name):
             head = await self._head(session, queue)
             return [] if head is None else [head.info(name)]
         infos: builtins.list[LockInfo] = []
-        for entry in line.holders(entries):
+        for entry in queues.holders(entries):
             try:
                 data, stat = await session.call(session.client.get_async(f"{queue}/{entry.node}"))
             except kz.NoNodeError:
                 continue
-            part = line.part_name(name, entry)
-            timeout = line.recorded_timeout(data)
+            part = queues.part_name(name, entry)
+            timeout = queues.recorded_timeout(data)
             infos.append(
                 LockInfo(part, entry.owner, int(stat.czxid), timeout, None, granted_at(stat))
             )
@@ -441,7 +443,7 @@ class ZooKeeperAttempt:
     ) -> None:
         self._backend, self._name, self._owner = backend, name, owner
         self._ttl, self._shared, self._share = ttl, renewed, share
-        self._kind: line.Kind = "lock" if share is None or share.kind == "write" else share.kind
+        self._kind: queues.Kind = "lock" if share is None or share.kind == "write" else share.kind
         self._permits = 1 if share is None else share.permits
         self._seen: builtins.list[str] | None = None  # the line as last read (a permit's watch)
         self._queue = backend.queue(name)
@@ -477,16 +479,16 @@ class ZooKeeperAttempt:
         children = await self._children(session, listing)
         session.confirmed(sent)
         path = f"{self._queue}/{self._node}"
-        ahead = line.ahead_of(children, self._node)
+        ahead = queues.ahead_of(children, self._node)
         if ahead is None:  # deleted by someone: queue again
             self._node = None
             return Busy(retry_after=0.0)
         if self._kind == "permit":
-            other = line.permits_in_use(ahead, self._permits)
+            other = queues.permits_in_use(ahead, self._permits)
             if other is not None:
                 raise PermitsInUse(self._name, other, self._permits)
-        waiting_for = line.blockers(ahead, self._kind, self._permits)
-        if not waiting_for and keeping.MARK in children:
+        waiting_for = queues.blockers(ahead, self._kind, self._permits)
+        if not waiting_for and at_least.MARK in children:
             left = await self._kept_for(session, path)
             if left is not None:  # first in line, but the name is kept a while yet
                 return Busy(retry_after=left)
@@ -501,7 +503,7 @@ class ZooKeeperAttempt:
     def _granted(self, session: ZkSession, path: str, sent: float, waited: bool) -> Acquired:
         self._acquired = True
         if waited:  # its node written again (not awaited): the write's time is the grant's
-            session.client.set_async(path, line.node_data(self._owner, session.negotiated))
+            session.client.set_async(path, queues.node_data(self._owner, session.negotiated))
         self._backend.hold(
             self._owner,
             _Held(self._name, path, self._token, session, not self._shared, self._share is None),
@@ -517,13 +519,13 @@ class ZooKeeperAttempt:
         if found is None:
             return None
         kept, version = found
-        data = line.node_data(self._owner, session.negotiated)
+        data = queues.node_data(self._owner, session.negotiated)
         stat = await session.call(session.client.set_async(path, data))
         left = kept.left(int(stat.mtime))
         if left > 0:
             return left
         with contextlib.suppress(kz.NoNodeError, kz.BadVersionError):
-            mark = keeping.mark_path(self._queue)
+            mark = at_least.mark_path(self._queue)
             await session.call(session.client.delete_async(mark, version=version))
         return None
 
@@ -548,8 +550,8 @@ class ZooKeeperAttempt:
                 self._node, self._token = found
                 return None
         self._creating = session.client.create_async(
-            f"{self._queue}/{line.node_prefix(self._owner, self._share)}",
-            line.node_data(self._owner, session.negotiated),
+            f"{self._queue}/{queues.node_prefix(self._owner, self._share)}",
+            queues.node_data(self._owner, session.negotiated),
             ephemeral=True,
             sequence=True,
             makepath=True,
@@ -565,7 +567,7 @@ class ZooKeeperAttempt:
             children = await session.call(session.client.get_children_async(self._queue))
         except kz.NoNodeError:
             return None
-        mine = line.mine_among(children, self._owner)
+        mine = queues.mine_among(children, self._owner)
         if mine is None:
             return None
         stat = await session.call(session.client.exists_async(f"{self._queue}/{mine}"))

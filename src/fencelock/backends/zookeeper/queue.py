@@ -89,7 +89,7 @@ def permits_in_use(entries: list[Contender], permits: int) -> int | None:
     return next((e.permits for e in entries if e.kind == "permit" and e.permits != permits), None)
 
 
-def line(children: list[str]) -> list[Contender]:
+def contenders(children: list[str]) -> list[Contender]:
     """The contenders among ``children``, the holder first."""
     return sorted(c for c in map(contender, children) if c is not None)
 
@@ -97,7 +97,7 @@ def line(children: list[str]) -> list[Contender]:
 def ahead_of(children: list[str], mine: str) -> list[Contender] | None:
     """The contenders before ``mine``, nearest last ([]: ``mine`` holds the lock;
     None: ``mine`` is not among them any more)."""
-    entries = line(children)
+    entries = contenders(children)
     for index, entry in enumerate(entries):
         if entry.node == mine:
             return entries[:index]
@@ -106,7 +106,7 @@ def ahead_of(children: list[str], mine: str) -> list[Contender] | None:
 
 def mine_among(children: list[str], owner: str) -> str | None:
     """Our contender among ``children``: the create whose reply was lost may have made it."""
-    return next((c.node for c in line(children) if c.owner == owner), None)
+    return next((c.node for c in contenders(children) if c.owner == owner), None)
 
 
 def node_data(owner: str, session_timeout: float) -> bytes:
@@ -124,7 +124,7 @@ def recorded_timeout(data: bytes) -> float | None:
     return seconds if 0 < seconds < math.inf else None
 
 
-_PARTED = re.compile(r"^(?P<line>.+\.(?:rw|sem))/(?:gate|r/\d+|p/\d+/\d+)$")
+_PARTED = re.compile(r"^(?P<queue>.+\.(?:rw|sem))/(?:gate|r/\d+|p/\d+/\d+)$")
 
 
 def shared(name: str) -> bool:
@@ -144,7 +144,7 @@ def part_name(name: str, entry: Contender) -> str:
     return f"{name}/gate"
 
 
-def line_of_part(name: str) -> str:
-    """The line a listed part belongs to (``NAME.rw/r/12`` → ``NAME.rw``); else ``name``."""
+def queue_of_part(name: str) -> str:
+    """The queue a listed part belongs to (``NAME.rw/r/12`` → ``NAME.rw``); else ``name``."""
     match = _PARTED.match(name)
-    return name if match is None else match["line"]
+    return name if match is None else match["queue"]

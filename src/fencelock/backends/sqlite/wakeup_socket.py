@@ -28,7 +28,7 @@ def _new_address() -> bytes:
     return os.path.join(tempfile.gettempdir(), name).encode()
 
 
-class Doorbell:
+class WakeupSocket:
     """One waiter's socket: ``wait`` returns when rung or after the timeout."""
 
     def __init__(self) -> None:
@@ -75,7 +75,7 @@ class Doorbell:
                 os.unlink(self.address)
 
 
-class Ringer:
+class WakeupSender:
     """Sends the wake-up byte; reports addresses whose waiter is gone."""
 
     def __init__(self) -> None:

@@ -17,7 +17,7 @@ from fencelock.backends.postgresql.listener import Listener
 from fencelock.backends.postgresql.statements import Statements
 
 
-class Place:
+class WaiterPlace:
     def __init__(self, listener: Listener, connections: Connections, name: str, owner: str):
         self._listener, self._connections = listener, connections
         self._name, self._owner = name, owner

@@ -19,7 +19,7 @@ MARK = "#keep"
 
 
 @dataclass(frozen=True)
-class Keep:
+class AtLeastMark:
     owner: str
     seconds: float
     stamped_ms: int  # the mark's mtime: the server's clock when it was written
@@ -41,11 +41,11 @@ def mark_data(owner: str, seconds: float) -> bytes:
     return f"{owner} {seconds!r}".encode()
 
 
-def read_mark(data: bytes, mtime: int) -> Keep | None:
+def read_mark(data: bytes, mtime: int) -> AtLeastMark | None:
     """The keep a mark records; None if its data is not one (left as not kept)."""
     owner, _, seconds = data.decode(errors="replace").partition(" ")
     try:
         kept = float(seconds)
     except ValueError:
         return None
-    return Keep(owner, kept, mtime) if kept > 0 else None
+    return AtLeastMark(owner, kept, mtime) if kept > 0 else None
