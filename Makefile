@@ -30,9 +30,9 @@ test: lint typecheck servers
 	$(BIN)/pytest -q -n 2 --durations=25 tests
 
 # The edit-test loop (about 3 minutes): lint, types, the pure engine tests and the
-# contract suite on memory://, sqlite:/// and redis:// only.
+# contract suite on memory://, sqlite:/// and redis:// only, less the tests marked slow.
 check: lint typecheck servers
-	FENCELOCK_TEST_BACKENDS=memory,sqlite,redis $(BIN)/pytest -q -n 2 tests/unit tests/contract
+	FENCELOCK_TEST_BACKENDS=memory,sqlite,redis $(BIN)/pytest -q -n 2 -m "not slow" tests/unit tests/contract
 
 quick: check
 

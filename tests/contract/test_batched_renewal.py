@@ -18,6 +18,8 @@ from fencelock import clock
 from fencelock.backends.base import Renewal
 from tests.contract.conftest import BackendCase
 
+pytestmark = pytest.mark.slow  # seconds of waiting on every backend
+
 LEASES = 30
 TTL = 3.0  # renewed every ~1 s
 HELD_FOR = 4.0  # about four rounds

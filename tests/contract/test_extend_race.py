@@ -14,9 +14,13 @@ import contextlib
 import threading
 from typing import Any
 
+import pytest
+
 import fencelock
 from fencelock.seam import Seam
 from tests.contract.conftest import BackendCase
+
+pytestmark = pytest.mark.slow  # seconds of waiting on every backend
 
 # The client may believe a little less than the server keeps, never more.
 SLACK = 0.05

@@ -25,7 +25,7 @@ from fencelock.testing import ServerPool
 from fencelock.testing.process import ServerProcess
 from tests.contract.conftest import selected
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 TTL = 4.0  # ZooKeeper's shortest session here
 SLACK = 1.5  # a loaded 2-core machine's scheduling, on top of the promised bound
