@@ -1,6 +1,6 @@
 # The two commands a newcomer runs: `make demo` and `make test`.
 # Each installs everything it needs first (a virtual environment in .venv).
-.PHONY: demo test check quick lint typecheck servers bench docs install install-test clean
+.PHONY: demo test check quick lint typecheck servers bench bench-check docs install install-test clean
 
 VENV := .venv
 BIN := $(VENV)/bin
@@ -50,6 +50,10 @@ bench: servers
 	$(BIN)/python bench/primitives_bench.py
 	$(BIN)/python bench/metrics_bench.py
 	$(BIN)/python bench/scale_bench.py
+
+# The CPU a lock cycle costs, against bench/cpu_baseline.json: fails on a rise over 15 %.
+bench-check: servers install-test
+	$(BIN)/python bench/cpu_check.py --check
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info src/*.egg-info
