@@ -579,20 +579,20 @@ class ZooKeeperAttempt:
         if session is None or predecessor is None:
             return
         self._predecessor = None
-        deadline = clock.now() + timeout
         with session.watching() as watch:
             if predecessor == self._queue:  # the whole line: wait unless it changed already
                 listing = session.client.get_children_async(predecessor, watch=watch.callback)
                 if sorted(await session.call(listing)) == sorted(self._seen or []):
                     await watch.fired(timeout)
                 return
-            while True:  # watching the predecessor: its write when it is granted is no news
-                found = session.client.exists_async(predecessor, watch=watch.callback)
-                if not await session.call(found):
-                    return
-                await watch.fired(max(deadline - clock.now(), 0.0))
-                if not watch.only_written() or clock.now() >= deadline:
-                    return
+            # The predecessor's children, watched: such a watch fires when the node is
+            # deleted (it has no children), not when it is written, so the stamp of its
+            # grant wakes no one (an exists watch did: one more notice and read a handoff).
+            try:
+                await session.call(session.client.get_children_async(predecessor, watch.callback))
+            except kz.NoNodeError:
+                return  # gone already
+            await watch.fired(timeout)
 
     async def close(self) -> None:
         """After success the node is the lock and stays; a waiter's node goes, even one

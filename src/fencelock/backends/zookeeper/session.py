@@ -43,25 +43,10 @@ class Watch:
     def __init__(self, news: Session) -> None:
         self.event = asyncio.Event()
         self._loop = asyncio.get_running_loop()
-        self._what: str | None = None  # the watched event's type (None: session news)
-        self._stop = news.listen(lambda _news, _why: on_loop(self._loop, self._fire, None))
+        self._stop = news.listen(lambda _news, _why: on_loop(self._loop, self.event.set))
 
     def callback(self, event: WatchedEvent) -> None:  # on kazoo's thread
-        on_loop(self._loop, self._fire, event.type)
-
-    def _fire(self, what: str | None) -> None:
-        if not self.event.is_set():
-            self._what = what
-        self.event.set()
-
-    def only_written(self) -> bool:
-        """Whether what fired was only a write of the watched node's data (a holder
-        granted after a wait stamps its node): then cleared, to be set again."""
-        if self.event.is_set() and self._what == EventType.CHANGED:
-            self.event.clear()
-            self._what = None
-            return True
-        return False
+        on_loop(self._loop, self.event.set)
 
     async def fired(self, timeout: float | None) -> None:
         """Until the watch fires, the session has news, or ``timeout`` passes."""
