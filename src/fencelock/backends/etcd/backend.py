@@ -400,6 +400,13 @@ class EtcdAttempt:
             with contextlib.suppress(Exception):
                 await stop(watching)
 
+    @property
+    def idle(self) -> bool:
+        """Whether :meth:`close` has nothing to do (the lease is held, or no key was put
+        and none is being put): the blocking face then skips a hop onto the loop."""
+        enqueuing = self._enqueuing is not None and not self._enqueuing.done()
+        return not enqueuing and (self._acquired or self._key is None or self._session is None)
+
     async def close(self) -> None:
         """After success the key is the lock and stays; a waiter's key goes."""
         if self._enqueuing is not None and not self._enqueuing.done():

@@ -297,6 +297,13 @@ class MySQLAttempt:
         elif sets[0][0][0] == 1:
             self._woken = sets
 
+    @property
+    def idle(self) -> bool:
+        """Whether :meth:`close` has nothing to do (granted, or nothing asked or left in
+        flight): the blocking face then skips a hop onto the loop."""
+        conn = self._conn
+        return self._sending is None and (conn is None or self._granted or conn.closed)
+
     async def close(self) -> None:
         sending, self._sending = self._sending, None
         if sending is not None:  # a try cancelled in flight: wait for what it did

@@ -269,7 +269,7 @@ class AdvisoryAttempt:
             if not mine:
                 session.held.pop(self._key, None)
             return Busy(busy_wait(None if kept_for is None else float(kept_for)))
-        self._place.queued = False  # the statement that took it dequeued it
+        self._place.granted()  # the statement that took it dequeued it
         if token is None:  # the key is another name's: let it go, and say so
             session.held.pop(self._key, None)
             with contextlib.suppress(Exception):
@@ -314,6 +314,12 @@ class AdvisoryAttempt:
                 raise backend._failed(exc) from exc
             raise
         return session, mine, rows
+
+    @property
+    def idle(self) -> bool:
+        """Whether :meth:`close` has nothing to do: the blocking face then skips a hop."""
+        own_left = self._session is None or self._renewed or self._granted
+        return self._place.left and own_left
 
     async def wait(self, timeout: float) -> None:
         await self._place.wait(timeout)

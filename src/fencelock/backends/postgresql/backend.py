@@ -137,9 +137,15 @@ class PostgresAttempt:
         )
         token, remaining = rows[0]
         if token is not None:
-            self._place.queued = False  # the statement that granted it dequeued it
+            self._place.granted()
             return Acquired(int(token))
         return Busy(busy_wait(None if remaining is None else float(remaining)))
+
+    @property
+    def idle(self) -> bool:
+        """Whether :meth:`close` has nothing to do (granted, or never asked): the
+        blocking face then skips a hop onto the loop."""
+        return self._place.left
 
     async def wait(self, timeout: float) -> None:
         await self._place.wait(timeout)

@@ -39,6 +39,19 @@ class WaiterPlace:
         with contextlib.suppress(TimeoutError):
             await within(timeout, self._bell.wait())
 
+    @property
+    def left(self) -> bool:
+        """Whether nothing is left to undo: not listening, and no row in the line."""
+        return self._bell is None and not self.queued
+
+    def granted(self) -> None:
+        """The statement that granted the lease dequeued us; stop listening (no I/O),
+        so closing the attempt has nothing to do."""
+        self.queued = False
+        if self._bell is not None:
+            self._bell = None
+            self._listener.unsubscribe(self._name, self._owner)
+
     async def leave(self, statements: Statements) -> None:
         """Stop listening, and take the row out of the line if one may be there."""
         if self._bell is not None:
