@@ -16,7 +16,7 @@ import redis
 import fencelock
 from fencelock.backends.base import LockInfo, sharing
 from fencelock.backends.redis.scripts import LockKeys
-from fencelock.testing import ServerPool
+from fencelock.testing import ServerPool, waiter_timing
 from fencelock.testing.redis import SentinelServer
 
 
@@ -318,12 +318,5 @@ def slow_waiter_expiry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Queued waiters in this process refresh every 10 s and expire after 30 s of
     silence (not 1 s and 3 s): a waiter left in a queue by mistake then holds the next
     caller up for far longer than any bound a loaded machine needs."""
-    from fencelock.backends.redis import scripts
-    from fencelock.engine import barging
-
-    for module in (scripts, barging):
-        monkeypatch.setattr(module, "WAITER_REFRESH", 10.0)
-        monkeypatch.setattr(module, "WAITER_LIVENESS", 30.0)
-    scripts._acquire_partial.cache_clear()
-    yield
-    scripts._acquire_partial.cache_clear()
+    with waiter_timing(refresh=10.0, liveness=30.0):
+        yield

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import fencelock
 from fencelock import clock
+from fencelock.testing import set_waiter_timing
 
 
 def unsafe_increments(url: str, name: str, counter: str, rounds: int, log: str) -> None:
@@ -27,13 +28,7 @@ def unsafe_increments(url: str, name: str, counter: str, rounds: int, log: str) 
 def lasting_waiters(liveness: float) -> None:
     """This process's queued waiters stay in line ``liveness`` s after their last ask
     (not 3 s): one that dies without leaving it then holds the line up that long."""
-    from fencelock.backends.redis import scripts
-    from fencelock.engine import barging
-
-    for module in (scripts, barging):
-        module.WAITER_LIVENESS = liveness  # type: ignore[attr-defined]
-        module.WAITER_REFRESH = liveness / 3  # type: ignore[attr-defined]
-    scripts._acquire_partial.cache_clear()
+    set_waiter_timing(refresh=liveness / 3, liveness=liveness)
 
 
 def fair_waiter(url: str, name: str, index: int, log: str, liveness: float | None = None) -> None:

@@ -18,7 +18,7 @@ from typing import Generic, TypeVar
 import pytest
 
 import fencelock
-from fencelock.testing import RedisServer, ServerPool, require_binary
+from fencelock.testing import RedisServer, ServerPool, require_binary, waiter_timing
 
 T = TypeVar("T")
 
@@ -140,13 +140,8 @@ def slow_refresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Waiters in this process refresh their queue place every 10 s, not every second:
     a wake-up that went missing then shows as a wait of seconds, far from any bound a
     loaded machine needs to pass a test that it was delivered."""
-    from fencelock.backends.redis import scripts
-
-    monkeypatch.setattr(scripts, "WAITER_REFRESH", 10.0)
-    monkeypatch.setattr(scripts, "WAITER_LIVENESS", 30.0)
-    scripts._acquire_partial.cache_clear()
-    yield
-    scripts._acquire_partial.cache_clear()
+    with waiter_timing(refresh=10.0, liveness=30.0):
+        yield
 
 
 def kept_or_lost_never_twice(lease: fencelock.Lease, other: fencelock.Client) -> None:

@@ -18,13 +18,8 @@ import redis
 
 import fencelock
 from fencelock import clock
-from fencelock.backends.redis.scripts import (
-    ACQUIRE,
-    FREE,
-    STARVATION_BOUND,
-    WAITER_LIVENESS,
-    LockKeys,
-)
+from fencelock.backends.redis.scripts import ACQUIRE, FREE, LockKeys
+from fencelock.engine.barging import STARVATION_BOUND, WAITER_LIVENESS
 from fencelock.testing import RedisServer
 from tests.redis.conftest import Background, redis_cli, wait_until
 

@@ -10,6 +10,7 @@ import pytest
 import fencelock
 from fencelock import clock
 from fencelock.backends.redis.scripts import LockKeys
+from fencelock.engine import barging
 from fencelock.testing import RedisServer
 from tests.redis.conftest import Background, ServerPool, redis_cli, unread_bytes, wait_until
 
@@ -124,11 +125,10 @@ def server_ms(server: RedisServer) -> int:
 def last_try_ms(server: RedisServer, name: str) -> int:
     """When (server ms) the only waiter on ``name`` last asked: its liveness deadline,
     which each try sets to then plus WAITER_LIVENESS."""
-    from fencelock.backends.redis import scripts
 
     reply = redis_cli(server.port, "zrange", LockKeys.of(name).alive, "0", "0", "withscores")
     lines = reply.splitlines()
-    return int(float(lines[1])) - int(scripts.WAITER_LIVENESS * 1000) if len(lines) == 2 else 0
+    return int(float(lines[1])) - int(barging.WAITER_LIVENESS * 1000) if len(lines) == 2 else 0
 
 
 def test_a_waiter_is_woken_across_a_pubsub_reconnect(

@@ -32,6 +32,7 @@ from fencelock.testing.tools import (
     free_port,
     require_binary,
 )
+from fencelock.testing.waiters import set_waiter_timing, waiter_timing
 from fencelock.testing.zookeeper import ZooKeeperServer
 
 __all__ = [
@@ -52,5 +53,7 @@ __all__ = [
     "free_port",
     "make_certificates",
     "require_binary",
+    "set_waiter_timing",
     "started_servers",
+    "waiter_timing",
 ]

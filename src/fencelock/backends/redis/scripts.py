@@ -10,6 +10,7 @@ from importlib import resources
 
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
 from fencelock.backends.redis.resp import Partial, RawReply, Script
+from fencelock.engine import barging
 
 KEY_PREFIX = "fencelock:"
 
@@ -23,17 +24,12 @@ def lua(name: str) -> str:
 COUNTER_IDLE_S = 7 * 24 * 3600  # acquire.lua's COUNTER_IDLE_MS
 CLOCK_SLACK_S = 1.0
 
-# Waiting: a free lease goes to whoever asks first, unless the oldest waiter has waited
-# longer than STARVATION_BOUND; then it is kept for that waiter (fair=True: always).
-# Barging keeps a busy lock fast (the releaser often takes it straight back, with no
-# wake-up in between); the bound keeps every waiter's wait short.
-STARVATION_BOUND = 0.02
-# A waiter retries at least every WAITER_REFRESH, which keeps it alive in the queue;
-# one silent for WAITER_LIVENESS is dropped. A waiter whose process died is dropped at
-# once by the next release (its wake-up reaches nobody); only a paused one (SIGSTOP, a
-# hung event loop) can hold the others up, and for at most WAITER_LIVENESS.
-WAITER_LIVENESS = 3.0
-WAITER_REFRESH = WAITER_LIVENESS / 3
+# Waiting follows engine/barging.py's rule and its numbers (read at each call): a free
+# lease goes to whoever asks first, unless the oldest waiter has waited longer than
+# STARVATION_BOUND (fair=True: always); a waiter asks again at least every
+# WAITER_REFRESH, and one silent for WAITER_LIVENESS is dropped. A waiter whose process
+# died is dropped at once by the next release (its wake-up reaches nobody); only a paused
+# one (SIGSTOP, a hung event loop) can hold the others up, for at most WAITER_LIVENESS.
 
 ACQUIRE = Script(lua("acquire"))
 FREE = Script(lua("free"))
@@ -45,13 +41,16 @@ Command = tuple[Script | None, bytes]  # a script and its packed call, or a plai
 
 def acquire_command(keys: LockKeys, owner: str, ttl: float, channel: str, fair: bool) -> Command:
     """Take the lease (token included) or join the queue, woken on ``channel``."""
-    return ACQUIRE, _acquire_partial(keys, ms(ttl), channel, fair).complete(owner)
+    starve_us = 0 if fair else int(barging.STARVATION_BOUND * 1e6)
+    liveness = ms(barging.WAITER_LIVENESS)
+    return ACQUIRE, _acquire_partial(keys, ms(ttl), channel, starve_us, liveness).complete(owner)
 
 
 @functools.lru_cache(maxsize=1024)
-def _acquire_partial(keys: LockKeys, ttl_ms: int, channel: str, fair: bool) -> Partial:
-    starve_us = 0 if fair else int(STARVATION_BOUND * 1e6)
-    return ACQUIRE.partial(keys.queued, [ttl_ms, channel, starve_us, ms(WAITER_LIVENESS)])
+def _acquire_partial(
+    keys: LockKeys, ttl_ms: int, channel: str, starve_us: int, liveness_ms: int
+) -> Partial:
+    return ACQUIRE.partial(keys.queued, [ttl_ms, channel, starve_us, liveness_ms])
 
 
 def release_command(keys: LockKeys, owner: str) -> Command:
@@ -135,12 +134,13 @@ def attempt_result(reply: list[RawReply]) -> AttemptResult:
     """Parse acquire.lua's ``{1, token}`` or ``{0, pttl}`` (we are queued then).
 
     A queued waiter wakes when the holder's TTL runs out, when woken, or at the
-    latest after WAITER_REFRESH (to stay alive in the queue).
+    latest after ``barging.WAITER_REFRESH`` (to stay alive in the queue).
     """
     if reply[0] == 1:
         return Acquired(int(reply[1]))
     pttl = int(reply[1])
-    return Busy(WAITER_REFRESH if pttl < 0 else min(pttl / 1000, WAITER_REFRESH))
+    refresh = barging.WAITER_REFRESH
+    return Busy(refresh if pttl < 0 else min(pttl / 1000, refresh))
 
 
 def lock_info(
