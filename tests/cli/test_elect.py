@@ -97,7 +97,8 @@ def test_a_paused_leader_stops_its_command_and_campaigns_again(
 def test_observe_prints_each_change_as_json(env: dict[str, str], tmp_path: Path) -> None:
     observer = subprocess.Popen(
         [FENCELOCK, "elect", "--observe", "--json", "--interval", "0.05", "svc/d"],
-        env=env, stdout=subprocess.PIPE, text=True,
+        env=dict(env, PYTHONFAULTHANDLER="1"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
     )  # fmt: skip
     try:
         assert observer.stdout is not None
@@ -109,8 +110,13 @@ def test_observe_prints_each_change_as_json(env: dict[str, str], tmp_path: Path)
         assert json.loads(observer.stdout.readline())["leader"] is None  # resigned
     finally:
         observer.send_signal(signal.SIGINT)
-        observer.wait(10)
-    assert observer.returncode == 0
+        try:
+            _, errors = observer.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # where it hangs: faulthandler prints every thread
+            observer.send_signal(signal.SIGABRT)
+            _, errors = observer.communicate()
+            raise AssertionError(f"Ctrl-C did not end the observer:\n{errors}") from None
+    assert observer.returncode == 0, errors
 
 
 def test_bad_use_is_one_clear_line(env: dict[str, str]) -> None:
