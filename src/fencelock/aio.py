@@ -88,6 +88,8 @@ if sys.version_info >= (3, 11):
             raise
         finally:
             handle.cancel()
+        if again:  # our second cancellation, which the awaited call swallowed as well
+            task.uncancel()
         _raise_swallowed(already)
         return result
 

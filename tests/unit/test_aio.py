@@ -58,6 +58,21 @@ def test_a_deadline_the_driver_swallowed_is_no_cancellation() -> None:
     assert asyncio.run(main()) == "written"  # its own deadline's cancel: nobody else's
 
 
+def test_insisting_raises_no_cancellation_of_its_own() -> None:
+    async def swallows_every_cancellation() -> str:
+        for _ in range(3):
+            try:
+                await asyncio.sleep(1)
+            except asyncio.CancelledError:
+                continue
+        return "done"
+
+    async def main() -> str:
+        return await insisting(0.01, swallows_every_cancellation())  # cut off, then again
+
+    assert asyncio.run(main()) == "done"  # nobody else cancelled: no CancelledError
+
+
 def test_within_raises_past_its_deadline() -> None:
     async def main() -> None:
         event = asyncio.Event()
