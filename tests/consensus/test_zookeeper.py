@@ -175,3 +175,67 @@ def test_a_url_with_credentials_gets_its_session(zookeeper: ZooKeeperServer) -> 
         lease = client.lock("auth/credentials", ttl=5).acquire(timeout=10)
         assert lease.token > 0
         lease.release()
+
+
+def _requests_by_kind(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Every ZooKeeper request this process sends from now on, counted by kind."""
+    counts: dict[str, int] = {}
+    send = KazooClient._call
+
+    def counting(self: KazooClient, request: object, async_object: object) -> object:
+        kind = type(request).__name__
+        counts[kind] = counts.get(kind, 0) + 1
+        return send(self, request, async_object)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(KazooClient, "_call", counting)
+    return counts
+
+
+def test_a_waiter_behind_the_holder_takes_over_without_listing_the_line(
+    zookeeper: ZooKeeperServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder's deletion hands the lease to the one contender behind it: no listing
+    on the handoff's path (the waiter knew it was next: it listed the line as it joined)."""
+    name = f"handoff/{time.monotonic_ns()}"
+    with fencelock.connect(zookeeper.url) as holding, fencelock.connect(zookeeper.url) as waiting:
+        first = holding.lock(name, ttl=10).acquire()
+        taken: list[fencelock.Lease] = []
+        waiter = threading.Thread(
+            target=lambda: taken.append(waiting.lock(name, ttl=10).acquire(timeout=30))
+        )
+        waiter.start()
+        deadline = time.monotonic() + 30
+        while (info := holding.inspect(name)) is None or not info.waiters:
+            assert time.monotonic() < deadline, "the waiter never queued"
+            time.sleep(0.01)
+        counts = _requests_by_kind(monkeypatch)
+        first.release()
+        waiter.join(30)
+        assert taken and taken[0].token > first.token
+        assert counts.get("GetChildren", 0) == 0, counts
+        taken[0].release()
+
+
+def test_an_at_least_mark_stops_the_handoff_without_a_listing(zookeeper: ZooKeeperServer) -> None:
+    """A release that keeps the name (``at_least``) writes its mark in the same step as
+    the deletion: the waiter behind sees the mark, not a free lock."""
+    name = f"kept/{time.monotonic_ns()}"
+    with fencelock.connect(zookeeper.url) as running, fencelock.connect(zookeeper.url) as waiting:
+
+        @fencelock.once(name, at_most=30, at_least=2.0, client=running)
+        def job() -> None:
+            time.sleep(0.5)  # the waiter queues behind meanwhile
+
+        taken: list[float] = []
+
+        def wait() -> None:
+            time.sleep(0.1)
+            waiting.lock(name, ttl=10).acquire(timeout=30).release()
+            taken.append(time.monotonic())
+
+        waiter = threading.Thread(target=wait)
+        started = time.monotonic()
+        waiter.start()
+        job()
+        waiter.join(30)
+        assert taken and taken[0] - started >= 1.9  # not before at_least ran out

@@ -46,7 +46,7 @@ from fencelock.backends.zookeeper import queue as queues
 from fencelock.backends.zookeeper.bridge import ANSWERS, SessionLost
 from fencelock.backends.zookeeper.latch import ZooKeeperLatch
 from fencelock.backends.zookeeper.options import zookeeper_options
-from fencelock.backends.zookeeper.session import ZkSession
+from fencelock.backends.zookeeper.session import Watch, ZkSession
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import FencelockError
 
@@ -452,6 +452,9 @@ class ZooKeeperAttempt:
         self._token = 0
         self._creating: Any = None  # the create sent (kazoo's result): its node may exist
         self._predecessor: str | None = None
+        self._sole_ahead = False  # the predecessor is the only contender ahead (a plain lock)
+        self._exclusive_ahead = False  # we and the predecessor are plain locks' contenders
+        self._handed_at: float | None = None  # when the wait that saw it go began
         self._acquired = False
 
     @property
@@ -469,6 +472,9 @@ class ZooKeeperAttempt:
         raise SessionLost(f"ZooKeeper sessions for {self._name!r} kept ending as they began")
 
     async def _try(self) -> AttemptResult:
+        handed = self._handed_over()
+        if handed is not None:
+            return handed
         if self._session is None or self._session.ended:
             self._session = await self._backend.session(session_timeout(self._ttl), self._shared)
             self._session.check_granted(self._ttl)
@@ -497,8 +503,26 @@ class ZooKeeperAttempt:
                 self._predecessor, self._seen = self._queue, children
             else:
                 self._predecessor = f"{self._queue}/{waiting_for[-1].node}"
+                self._exclusive_ahead = self._share is None and waiting_for[-1].kind == "lock"
+                self._sole_ahead = self._exclusive_ahead and len(ahead) == 1
             return Busy(notified=True)
         return self._granted(session, path, sent, waited=listing is None)
+
+    def _handed_over(self) -> Acquired | None:
+        """The lease, without listing the line again, if the wait just ended saw the only
+        contender ahead of us deleted: sequence numbers only grow, so nobody can be ahead
+        now, and the deletion reached us on our session, so our ephemeral node was there
+        then. Only within the part of the TTL a renewal would accept as fresh (the grant
+        counts from when that wait began), and never where an at-least mark may keep the
+        name (its write comes in the release's own transaction, so its watch fires first)."""
+        handed, self._handed_at = self._handed_at, None
+        session, node = self._session, self._node
+        if handed is None or session is None or session.ended or node is None:
+            return None
+        if clock.now() - handed > self._ttl * FRESH_FRACTION:
+            return None
+        session.confirmed(handed)  # SessionLost if kazoo moved on to a new session
+        return self._granted(session, f"{self._queue}/{node}", handed, waited=True)
 
     def _granted(self, session: ZkSession, path: str, sent: float, waited: bool) -> Acquired:
         self._acquired = True
@@ -585,14 +609,46 @@ class ZooKeeperAttempt:
                 if sorted(await session.call(listing)) == sorted(self._seen or []):
                     await watch.fired(timeout)
                 return
+            if self._exclusive_ahead:
+                await self._await_holder(session, predecessor, watch, timeout)
+                return
             # The predecessor's children, watched: such a watch fires when the node is
-            # deleted (it has no children), not when it is written, so the stamp of its
-            # grant wakes no one (an exists watch did: one more notice and read a handoff).
+            # deleted (it has no children), not when it is written, so the stamp of a
+            # reader's grant wakes no writer behind it.
             try:
                 await session.call(session.client.get_children_async(predecessor, watch.callback))
             except kz.NoNodeError:
                 return  # gone already
             await watch.fired(timeout)
+
+    async def _await_holder(
+        self, session: ZkSession, predecessor: str, watch: Watch, timeout: float
+    ) -> None:
+        """Until the predecessor (a plain lock's contender, as we are) is deleted. Its data
+        is watched: the stamp a holder granted after a wait writes on its node says it
+        holds, so it alone is ahead of us, and its deletion then hands us the lease
+        without a listing (:meth:`_handed_over`) unless an at-least mark appeared: that
+        is watched from then on, and the release that writes one writes it in the same
+        transaction as the deletion, before it, so its watch fires first."""
+        deadline = clock.now() + timeout
+        sole, self._sole_ahead = self._sole_ahead, False
+        while True:
+            began = clock.now()
+            marked = None
+            if sole:
+                mark = at_least.mark_path(self._queue)
+                marked = session.client.exists_async(mark, watch=watch.touch_callback)
+            found = await session.call(session.client.exists_async(predecessor, watch.callback))
+            if found is not None:
+                await watch.fired(max(deadline - clock.now(), 0.0))
+            if found is None or watch.deleted:
+                if marked is not None and not watch.touched and await session.call(marked) is None:
+                    self._handed_at = began
+                return
+            if sole or not watch.changed or watch.touched or clock.now() >= deadline:
+                return  # news, a mark, a second write, or the time is up: look again
+            sole = True  # its grant's stamp: it holds, so it alone is ahead of us
+            watch.rearm()
 
     async def close(self) -> None:
         """After success the node is the lock and stays; a waiter's node goes, even one
