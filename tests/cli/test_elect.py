@@ -94,7 +94,11 @@ def test_a_paused_leader_stops_its_command_and_campaigns_again(
             leader.wait(10)
 
 
-def test_observe_prints_each_change_as_json(env: dict[str, str], tmp_path: Path) -> None:
+def test_observe_prints_each_change_as_json(
+    env: dict[str, str], tmp_path: Path, ctrl_c_raises: None
+) -> None:
+    # (with SIGINT handled here, the observer starts with it at its default, as from a
+    # shell: a pytest run as a background job has SIGINT ignored, and so had the observer)
     observer = subprocess.Popen(
         [FENCELOCK, "elect", "--observe", "--json", "--interval", "0.05", "svc/d"],
         env=dict(env, PYTHONFAULTHANDLER="1"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
