@@ -41,6 +41,7 @@ BASELINE = HERE / "cpu_baseline.json"
 RESULTS = HERE / "results" / "cpu_per_cycle.json"
 ALLOWED_RISE = 0.15
 NAME = "bench/cpu"
+BACKENDS = ("memory", "sqlite", "redis", "zookeeper", "etcd", "postgresql", "mysql")
 
 Cycle = Callable[[], None]
 
@@ -122,19 +123,23 @@ def flock_cycle(directory: Path) -> Iterator[Cycle]:
         os.close(fd)
 
 
-@contextmanager
-def redis_py_cycle(url: str) -> Iterator[Cycle]:
-    import redis
-
-    client = redis.Redis.from_url(url)
-    lock = client.lock(NAME + "/peer", timeout=30)
+def acquire_release(lock: Any) -> Cycle:
+    """The cycle of a peer's lock object: ``acquire()`` then ``release()``."""
 
     def cycle() -> None:
         lock.acquire()
         lock.release()
 
+    return cycle
+
+
+@contextmanager
+def redis_py_cycle(url: str) -> Iterator[Cycle]:
+    import redis
+
+    client = redis.Redis.from_url(url)
     try:
-        yield cycle
+        yield acquire_release(client.lock(NAME + "/peer", timeout=30))
     finally:
         client.close()
 
@@ -158,14 +163,8 @@ def kazoo_cycle(url: str) -> Iterator[Cycle]:
     hosts = url.split("//", 1)[1].split("/", 1)[0].split("?", 1)[0]
     client = KazooClient(hosts=hosts)
     client.start()
-    lock = client.Lock("/bench-cpu-kazoo")
-
-    def cycle() -> None:
-        lock.acquire()
-        lock.release()
-
     try:
-        yield cycle
+        yield acquire_release(client.Lock("/bench-cpu-kazoo"))
     finally:
         client.stop()
         client.close()
@@ -189,18 +188,7 @@ def pg_advisory_cycle(url: str) -> Iterator[Cycle]:
 
 @contextmanager
 def get_lock_cycle(server: Any) -> Iterator[Cycle]:
-    import pymysql
-
-    from fencelock.testing.mariadb import DATABASE, LOOPBACK, PASSWORD
-
-    conn = pymysql.connect(
-        host=LOOPBACK,
-        port=server.port,
-        user="root",
-        password=PASSWORD,
-        database=DATABASE,
-        autocommit=True,
-    )
+    conn = server.connect()
 
     def cycle() -> None:
         with conn.cursor() as cursor:
@@ -220,6 +208,11 @@ def run(args: argparse.Namespace) -> list[Pairing]:
     found: list[Pairing] = []
     with tempfile.TemporaryDirectory() as tmp, ServerPool.under(Path(tmp)) as pool:
         wanted = set(args.backends.split(","))
+        if unknown := wanted - set(BACKENDS):
+            raise SystemExit(
+                f"--backends: no such backend {', '.join(sorted(unknown))} "
+                f"(one of {', '.join(BACKENDS)})"
+            )
 
         def pair(
             backend: str, url: str, peer: Any, peer_label: str, server_cpu: Any = None
@@ -350,7 +343,7 @@ def check(found: list[Pairing], args: argparse.Namespace) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backends", default="memory,sqlite,redis,zookeeper,etcd,postgresql,mysql")
+    parser.add_argument("--backends", default=",".join(BACKENDS))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=0.5, help="one round's length")
     parser.add_argument("--check", action="store_true", help="fail on a rise over the baseline")

@@ -100,18 +100,12 @@ class MariaDBServer(SQLServer):
         """``mysql://root:PASSWORD@127.0.0.1:PORT/fencelock``."""
         return f"mysql://root:{PASSWORD}@{self.address}/{DATABASE}"
 
-    def sql(
-        self, statement: str, params: Any = None, *, timeout: float = 30.0
-    ) -> list[tuple[Any, ...]]:
-        """Run one statement as ``root`` in ``fencelock`` (autocommit); its rows.
-
-        ``params`` fill its ``%s`` placeholders. ``timeout`` bounds each wait for the
-        server, the greeting included (PyMySQL's ``connect_timeout`` covers only TCP's
-        connect, which a paused server's kernel still completes).
-        """
+    def connect(self, timeout: float = 30.0) -> Any:
+        """A PyMySQL connection as ``root`` to ``fencelock`` (autocommit); ``timeout``
+        bounds each wait for the server (see :meth:`sql`)."""
         import pymysql
 
-        conn = pymysql.connect(
+        return pymysql.connect(
             host=LOOPBACK,
             port=self.port,
             user="root",
@@ -122,6 +116,17 @@ class MariaDBServer(SQLServer):
             write_timeout=timeout,
             autocommit=True,
         )
+
+    def sql(
+        self, statement: str, params: Any = None, *, timeout: float = 30.0
+    ) -> list[tuple[Any, ...]]:
+        """Run one statement as ``root`` in ``fencelock`` (autocommit); its rows.
+
+        ``params`` fill its ``%s`` placeholders. ``timeout`` bounds each wait for the
+        server, the greeting included (PyMySQL's ``connect_timeout`` covers only TCP's
+        connect, which a paused server's kernel still completes).
+        """
+        conn = self.connect(timeout)
         try:
             with conn.cursor() as cursor:
                 cursor.execute(statement, params)

@@ -12,10 +12,17 @@ import contextlib
 from collections.abc import Iterator
 
 from fencelock.engine import barging
+from fencelock.errors import ConfigError
 
 
 def set_waiter_timing(refresh: float, liveness: float) -> tuple[float, float]:
-    """Set both for this process; the (refresh, liveness) they were."""
+    """Set both for this process; the (refresh, liveness) they were. A waiter must ask
+    again before it counts as gone: ``0 < refresh < liveness`` (else ConfigError)."""
+    if not 0 < refresh < liveness:
+        raise ConfigError(
+            f"waiter timing: need 0 < refresh < liveness, got refresh={refresh!r}, "
+            f"liveness={liveness!r}"
+        )
     before = (barging.WAITER_REFRESH, barging.WAITER_LIVENESS)
     barging.WAITER_REFRESH, barging.WAITER_LIVENESS = refresh, liveness
     return before
