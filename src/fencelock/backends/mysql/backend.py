@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,8 +35,12 @@ from fencelock.backends.mysql.connections import Connections, discard, lost
 from fencelock.backends.mysql.options import mysql_options
 from fencelock.backends.mysql.statements import lock_name
 from fencelock.backends.mysql.watch import WatchedConnection
+from fencelock.engine.backoff import Backoff
 from fencelock.engine.urls import ParsedURL
-from fencelock.errors import ConfigError
+from fencelock.errors import BackendUnavailable, ConfigError
+
+# Between looks at a killed connection's lock: it is let go within milliseconds.
+_KILL_POLL = Backoff(0.001, 0.05, spread=0.5)
 
 # A wait inside GET_LOCK is answered this long after its timeout at the latest.
 WAIT_SLACK = 5.0
@@ -132,7 +137,9 @@ class AsyncMySQLBackend:
         lock = self.lock_name(name)
         rows = await self.connections.fetch(self.statements.holder, {"lock": lock, "owner": owner})
         if rows and rows[0][0] is not None:
-            await self.connections.fetch(f"KILL CONNECTION {int(rows[0][0])}", {})
+            holder = int(rows[0][0])
+            await self.connections.fetch(f"KILL CONNECTION {holder}", {})
+            await self._await_let_go(lock, holder)
             return True
         conn = await self.connections.checkout()
         params = {"lock": lock, "owner": owner}
@@ -140,6 +147,23 @@ class AsyncMySQLBackend:
         ended = bool(conn.affected_rows())
         await self.connections.checkin(conn)
         return ended
+
+    async def _await_let_go(self, lock: str, holder: int) -> None:
+        """Return once connection ``holder`` no longer holds ``lock``. ``KILL`` only
+        marks a connection: its thread lets its named locks go as it ends, a moment
+        later (the killed client may hear its socket close first)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.options.timeout
+        for wait in _KILL_POLL.waits(random.random):
+            rows = await self.connections.fetch(self.statements.used_by, {"lock": lock})
+            if not rows or rows[0][0] is None or int(rows[0][0]) != holder:
+                return
+            if loop.time() + wait > deadline:
+                raise BackendUnavailable(
+                    f"MySQL killed connection {holder}, but it still held {lock!r} "
+                    f"{self.options.timeout:g} s later"
+                )
+            await asyncio.sleep(wait)
 
     async def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
         return await renew_each(self.renew, renewals)

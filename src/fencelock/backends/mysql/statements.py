@@ -206,6 +206,11 @@ class Statements:
         return "SELECT RELEASE_LOCK(%(lock)s)"
 
     @property
+    def used_by(self) -> str:
+        """The connection holding ``lock`` now, or NULL."""
+        return "SELECT IS_USED_LOCK(%(lock)s)"
+
+    @property
     def holder(self) -> str:
         """The connection holding ``lock`` for ``owner`` (to end it: a forced release)."""
         return (
