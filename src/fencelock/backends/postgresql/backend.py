@@ -119,11 +119,15 @@ class PostgresAttempt:
         self._backend, self._name, self._owner = backend, name, owner
         self._ttl, self._bound = ttl, bound
         self._place = WaiterPlace(backend.listener, backend.connections, name, owner)
+        # An acquire statement went out and its answer was never read (cancelled or
+        # cut off in flight): it may have taken the lease, which close() gives back.
+        self._unanswered = False
 
     async def try_acquire(self) -> AttemptResult:
         backend = self._backend
         await backend.connections.ensure_schema()
         await self._place.before_asking()
+        self._unanswered = True
         rows = await backend.connections.fetchall(
             backend.statements.acquire,
             {
@@ -135,6 +139,7 @@ class PostgresAttempt:
                 "listener": backend.listener.pid,
             },
         )
+        self._unanswered = False
         token, remaining = rows[0]
         if token is not None:
             self._place.granted()
@@ -145,10 +150,13 @@ class PostgresAttempt:
     def idle(self) -> bool:
         """Whether :meth:`close` has nothing to do (granted, or never asked): the
         blocking face then skips a hop onto the loop."""
-        return self._place.left
+        return self._place.left and not self._unanswered
 
     async def wait(self, timeout: float) -> None:
         await self._place.wait(timeout)
 
     async def close(self) -> None:
         await self._place.leave(self._backend.statements)
+        if self._unanswered:  # nobody will hold a Lease for what it may have taken
+            self._unanswered = False
+            await self._backend.release(self._name, self._owner)
