@@ -46,3 +46,23 @@ def test_cancelled_acquire_leaves_the_name_free(backend: BackendCase, name: str)
 
     landed = asyncio.run(main())
     assert landed > ROUNDS // 2, f"only {landed} of {ROUNDS} cancellations landed"
+
+
+def test_a_cancelled_acquire_leaves_the_clients_other_leases_alone(
+    backend: BackendCase, name: str
+) -> None:
+    """Cancelling one acquire (``asyncio.wait_for`` around it, say) costs nothing
+    else: a lease the same client holds on another name stays held, wherever the
+    cancel lands (a backend that shares one session among leases must not end it)."""
+
+    async def main() -> None:
+        async with fencelock.aconnect(backend.url) as client:
+            kept = await client.lock(name + "/kept", ttl=30).acquire()
+            lock = client.lock(name, ttl=30)
+            for i in range(60):
+                await cancel_one(lock, i % MAX_YIELDS)
+                assert not kept.lost, f"after cancel #{i}: {kept.lost_reason}"
+            assert (await client.inspect(name + "/kept")).owner == kept.owner  # type: ignore[union-attr]
+            await kept.release()
+
+    asyncio.run(main())

@@ -252,6 +252,9 @@ class AdvisoryAttempt:
         self._session: LockSession | None = None
         self._place = WaiterPlace(backend.listener, backend.connections, name, owner)
         self._granted = False
+        # The session an acquire statement was cancelled on in flight: it may hold the
+        # key for this attempt now, which close() gives back.
+        self._unanswered: LockSession | None = None
 
     async def try_acquire(self) -> AttemptResult:
         backend = self._backend
@@ -283,6 +286,20 @@ class AdvisoryAttempt:
         backend.hold(self._owner, _Held(session, self._key, own_session=not self._renewed))
         return Acquired(int(token), session=session.news)
 
+    async def _give_back(self) -> None:
+        """Let go of the key an acquire cancelled in flight may have taken, and the claim."""
+        session, self._unanswered = self._unanswered, None
+        if session is None:
+            return
+        try:
+            if not session.ended:
+                params = {"key": self._key, "name": self._name}
+                await session.run(self._backend.statements.give_back, params)
+        except Exception as exc:
+            raise self._backend._failed(exc) from exc
+        finally:
+            session.held.pop(self._key, None)
+
     async def _ask(self) -> tuple[LockSession, bool, list[tuple[Any, ...]]]:
         """The acquire statement on this attempt's session (a live one)."""
         backend = self._backend
@@ -308,8 +325,12 @@ class AdvisoryAttempt:
                 },
             )
         except BaseException as exc:
-            if not mine:
+            if mine:
+                pass
+            elif isinstance(exc, Exception) or session.ended:
                 session.held.pop(self._key, None)
+            else:  # cancelled in flight on a live session: the claim stays until close()
+                self._unanswered = session
             if isinstance(exc, Exception):
                 raise backend._failed(exc) from exc
             raise
@@ -319,13 +340,14 @@ class AdvisoryAttempt:
     def idle(self) -> bool:
         """Whether :meth:`close` has nothing to do: the blocking face then skips a hop."""
         own_left = self._session is None or self._renewed or self._granted
-        return self._place.left and own_left
+        return self._place.left and own_left and self._unanswered is None
 
     async def wait(self, timeout: float) -> None:
         await self._place.wait(timeout)
 
     async def close(self) -> None:
         backend = self._backend
+        await self._give_back()
         await self._place.leave(backend.statements.leases)
         session, self._session = self._session, None
         if session is not None and not self._renewed and not self._granted:

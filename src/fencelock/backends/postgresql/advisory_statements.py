@@ -142,6 +142,15 @@ class AdvisoryStatements:
         return f"SELECT pg_advisory_unlock(%(key)s::bigint), {self.leases.announce('%(name)s')}"
 
     @property
+    def give_back(self) -> str:
+        """On the session's connection: :attr:`unlock`, if the session holds the key (an
+        acquire statement cancelled in flight may or may not have taken it)."""
+        return (
+            f"SELECT pg_advisory_unlock(%(key)s::bigint), {self.leases.announce('%(name)s')}"
+            f"\nWHERE EXISTS ({self._held('%(key)s::bigint')} AND l.pid = pg_backend_pid())"
+        )
+
+    @property
     def holds(self) -> str:
         """On the session's connection: whether it still holds the key for ``owner``;
         the session's idle timeout (how long the server keeps it through silence) set

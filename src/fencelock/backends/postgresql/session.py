@@ -17,6 +17,7 @@ import contextlib
 from typing import Any
 
 import psycopg
+from psycopg import pq
 
 from fencelock import forking
 from fencelock.backends import idle_watch
@@ -68,8 +69,11 @@ class LockSession:
                     self.end(f"its connection to {self.where} failed: {exc}")
                 raise
             except BaseException:
-                # cancelled mid-statement: the connection's state is unknown
-                self.end("a statement on it was interrupted")
+                # Cancelled mid-statement. psycopg asks the server to cancel it and waits
+                # it out: the session is intact if that wait ended (the caller gives
+                # back what the statement may have taken), its state unknown if not.
+                if not _idle(self.conn):
+                    self.end("a statement on it was interrupted")
                 raise
             finally:
                 self._watch()
@@ -127,3 +131,10 @@ class LockSession:
 async def _close(conn: psycopg.AsyncConnection[Any]) -> None:
     with contextlib.suppress(Exception):
         await conn.close()
+
+
+def _idle(conn: psycopg.AsyncConnection[Any]) -> bool:
+    """Whether ``conn`` is open and between statements (ready for the next one)."""
+    return not (conn.broken or conn.closed) and (
+        conn.pgconn.transaction_status == pq.TransactionStatus.IDLE
+    )
