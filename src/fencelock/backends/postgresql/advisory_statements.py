@@ -239,6 +239,10 @@ def review(schema: str = "public") -> str:
             ("a waiter that gives up leaves the line", statements.leases.leave),
             ("renew, on the session's connection", statements.holds),
             ("release, on the session's connection", statements.unlock),
+            (
+                "an acquire cancelled in flight: what it may have taken, let go",
+                statements.give_back,
+            ),
             ("keep the name after the release (run-once's at_least), before it", statements.keep),
             ("a kept name, seen or ended early", statements.leases.inspect),
             ("kept names listed", statements.leases.list),
