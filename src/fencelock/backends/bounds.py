@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Iterator
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from fencelock import clock
 from fencelock.aio import insisting
@@ -63,6 +63,10 @@ def call_ends_at(when: float | None) -> Iterator[None]:
         yield
     finally:
         _CALL_ENDS.reset(token)
+
+
+class CallEnded(BackendUnavailable):
+    """A blocking driver's request cut off at the end :func:`call_ends_at` set."""
 
 
 def time_left() -> float | None:
@@ -173,21 +177,36 @@ class BoundedAttempt:
             return None
         return max(self.deadline - clock.now(), 0.0) + self._request_bound
 
+    @property
+    def inner(self) -> AsyncAttempt:
+        """The attempt, unbounded (for a caller that bounds it by :meth:`ends_at`)."""
+        return self._attempt
+
+    def ends_at(self) -> float | None:
+        """When a call made now must end (a :func:`fencelock.clock.now` time), or None."""
+        return None if self.deadline is None else self.deadline + self._request_bound
+
     async def try_acquire(self) -> AttemptResult:
-        trying = self._attempt.try_acquire()
+        return await self.bounding(self._attempt.try_acquire(), "a try")
+
+    async def wait(self, timeout: float) -> None:
+        await self.bounding(self._attempt.wait(timeout), "a wait")
+
+    async def bounding(self, call: Awaitable[T], what: str) -> T:
+        """``call`` (one of this attempt's), cut off at the deadline plus one request."""
         try:
-            return await bounded(self._bound(), trying, self._where, "a try", self._request_bound)
+            return await bounded(self._bound(), call, self._where, what, self._request_bound)
         except BackendUnavailable:
             self._cut_off = True
             raise
 
-    async def wait(self, timeout: float) -> None:
-        try:
-            waiting = self._attempt.wait(timeout)
-            await bounded(self._bound(), waiting, self._where, "a wait", self._request_bound)
-        except BackendUnavailable:
-            self._cut_off = True
-            raise
+    def cut_off(self, what: str, given: float | None, failure: BackendUnavailable) -> NoReturn:
+        """A call of the attempt's (``what``, given ``given`` seconds) failed elsewhere
+        (stepped): :meth:`close` as if here, and raise as :meth:`bounding` would."""
+        self._cut_off = True
+        if isinstance(failure, CallEnded) and given is not None:
+            raise _no_answer(self._where, what, given, self._request_bound) from failure
+        raise failure
 
     async def close(self) -> None:
         if not self._cut_off:

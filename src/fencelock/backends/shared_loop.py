@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Generic, TypeVar
 
 from fencelock import clock, forking
-from fencelock.backends import idle_watch
+from fencelock.backends import idle_watch, stepping
 from fencelock.backends.base import (
     AsyncAttempt,
     AsyncBackend,
@@ -44,6 +44,10 @@ from fencelock.errors import BackendUnavailable, ConfigError
 
 T = TypeVar("T")
 STOP_WAIT = 5.0  # how long stop() waits for a thread still running the loop
+
+
+def _as_it_is(coro: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
+    return coro
 
 
 class SharedLoop:
@@ -82,6 +86,34 @@ class SharedLoop:
                 raise _refused(coro, self.loop) from exc
             return self._lead(task, task)
         return self._join(coro)
+
+    def run_stepped(
+        self,
+        coro: Coroutine[Any, Any, T],
+        rest: Callable[[Coroutine[Any, Any, T]], Coroutine[Any, Any, T]] = _as_it_is,
+    ) -> T:
+        """:meth:`run`, but ``coro`` is stepped on this thread (:mod:`.stepping`): it
+        finishes without a turn of the loop if it never suspends; if it does, the
+        loop runs ``rest(the remainder)``. Another thread running the loop meanwhile
+        gets ``coro`` as in :meth:`run`."""
+        if _loop_running_here() or not self._baton.acquire(blocking=False):
+            return self.run(coro)
+        try:
+            # What arrived while nobody ran the loop (a session's end) is seen first.
+            self.loop.run_until_complete(_one_turn())
+            finished, outcome = stepping.step(coro, self.loop)
+        except BaseException:
+            self._leave()
+            raise
+        if finished:
+            self._leave()
+            return outcome  # type: ignore[no-any-return]
+        try:
+            task = self.loop.create_task(rest(stepping.resume(coro, outcome)))
+        except BaseException as exc:  # pragma: no cover - the loop was closed under us
+            self._leave()
+            raise _refused(coro, self.loop) from exc
+        return self._lead(task, task)
 
     def _lead(self, work: asyncio.Future[T], task: asyncio.Future[T] | None) -> T:
         try:
@@ -248,15 +280,28 @@ class SharedLoopAttempt:
     """An asyncio-native attempt behind the blocking protocol, cut off at its deadline
     (:meth:`limit`) plus one request, as in asyncio (:mod:`~fencelock.backends.bounds`)."""
 
-    def __init__(self, attempt: AsyncAttempt, loop: SharedLoop, where: str, bound: float) -> None:
+    def __init__(
+        self, attempt: AsyncAttempt, loop: SharedLoop, where: str, bound: float, steps: bool
+    ) -> None:
         self._attempt, self._loop = BoundedAttempt(attempt, where, bound=bound), loop
+        self._steps = steps
 
     def limit(self, deadline: float | None) -> None:
         """Cut every call off at ``deadline`` (a :func:`fencelock.clock.now` time)."""
         self._attempt.deadline = deadline
 
     def try_acquire(self) -> AttemptResult:
-        return self._loop.run(self._attempt.try_acquire())
+        if not self._steps:
+            return self._loop.run(self._attempt.try_acquire())
+        bounded, ends = self._attempt, self._attempt.ends_at()
+        given = None if ends is None else max(ends - clock.now(), 0.0)
+        try:
+            with call_ends_at(ends):  # what a stepped request waits at most
+                return self._loop.run_stepped(
+                    bounded.inner.try_acquire(), lambda rest: bounded.bounding(rest, "a try")
+                )
+        except BackendUnavailable as exc:
+            bounded.cut_off("a try", given, exc)
 
     def wait(self, timeout: float) -> None:
         self._loop.run(self._attempt.wait(timeout))
@@ -265,7 +310,11 @@ class SharedLoopAttempt:
         # An attempt that says it holds nothing (``idle``) needs no call into the loop.
         if self._attempt.idle:
             return
-        self._loop.run(self._attempt.close())
+        closing = self._attempt.close()
+        if self._steps:
+            self._loop.run_stepped(closing)
+        else:
+            self._loop.run(closing)
 
 
 class SharedLoopLatch:
@@ -321,6 +370,7 @@ class SharedLoopBackend:
         self.native_keeps: bool = getattr(inner, "native_keeps", False)
         self.keeps_announced: bool = getattr(inner, "keeps_announced", False)
         self.renews_in_batches: bool = getattr(inner, "renews_in_batches", False)
+        self._steps: bool = getattr(inner, "steps", False)  # see stepping.py
         forking.register(self)
 
     @classmethod
@@ -360,6 +410,7 @@ class SharedLoopBackend:
             self._loop,
             self.url,
             request_bound_of(self),
+            self._steps,
         )
 
     def shared_attempt(self, name: str, owner: str, ttl: float, share: Share) -> SharedLoopAttempt:
@@ -371,6 +422,7 @@ class SharedLoopBackend:
             self._loop,
             self.url,
             request_bound_of(self),
+            self._steps,
         )
 
     def latch(self, name: str) -> SharedLoopLatch:
@@ -385,8 +437,10 @@ class SharedLoopBackend:
         return self._loop.run(inner.keep(name, owner, seconds))
 
     def release(self, name: str, owner: str) -> bool:
-        inner = self._backend()
-        return self._loop.run(inner.release(name, owner))
+        releasing = self._backend().release(name, owner)
+        if self._steps:
+            return self._loop.run_stepped(releasing)
+        return self._loop.run(releasing)
 
     def release_within(self, name: str, owner: str, seconds: float) -> bool:
         """:meth:`release`, cut off after ``seconds`` (BackendUnavailable)."""

@@ -99,6 +99,7 @@ class AsyncZooKeeperBackend:
     native_shares = True  # readers, writers and permits queue in one line
     native_latches = True  # in a persistent node (a lease's node ends with its session)
     native_keeps = True  # a name kept after its lease, by a mark the server times
+    steps = True  # kazoo's results can be waited for on the caller's thread (stepping.py)
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""

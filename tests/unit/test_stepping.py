@@ -1,0 +1,132 @@
+"""Stepping (``backends/stepping.py``): a coroutine run as a plain call on the calling
+thread, handed to the shared loop if it suspends. No server: the requests here are
+futures set by timers and threads."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from fencelock.backends import stepping
+from fencelock.backends.shared_loop import SharedLoop
+
+
+@pytest.fixture
+def shared() -> Iterator[SharedLoop]:
+    loop = SharedLoop()
+    yield loop
+    loop.stop()
+
+
+def test_a_coroutine_that_never_suspends_finishes_without_a_turn_of_the_loop(
+    shared: SharedLoop,
+) -> None:
+    turns: list[bool] = []
+    shared.loop.call_soon(lambda: turns.append(True))  # runs only if the loop turns
+    seen: list[bool] = []
+
+    async def request() -> int:
+        seen.append(stepping.active())
+        return 7
+
+    finished, value = stepping.step(request(), shared.loop)
+    assert (finished, value, seen, turns) == (True, 7, [True], [])
+    assert not stepping.active()  # over once the step is
+
+
+def test_a_coroutine_that_suspends_finishes_on_the_loop_with_the_same_frames(
+    shared: SharedLoop,
+) -> None:
+    seen: list[tuple[str, bool]] = []
+
+    async def opening() -> int:
+        seen.append(("task", stepping.active()))
+        await asyncio.sleep(0.01)
+        return 5
+
+    async def request() -> int:
+        seen.append(("stepped", stepping.active()))
+        opened = await asyncio.get_running_loop().create_task(opening())
+        seen.append(("resumed", stepping.active()))
+        return opened + 1
+
+    assert shared.run_stepped(request()) == 6
+    # a task made while stepping is not stepped; the remainder runs in a task too
+    assert seen == [("stepped", True), ("task", False), ("resumed", False)]
+
+
+def test_a_failed_future_raises_inside_the_resumed_coroutine(shared: SharedLoop) -> None:
+    async def request() -> str:
+        future = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_later(0.01, future.set_exception, KeyError("gone"))
+        try:
+            await future
+        except KeyError as exc:
+            return f"caught {exc}"
+        return "not raised"
+
+    assert shared.run_stepped(request()) == "caught 'gone'"
+
+
+def test_a_cancelled_remainder_hears_the_cancellation_where_it_waits(
+    shared: SharedLoop,
+) -> None:
+    heard: list[str] = []
+
+    async def request() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            heard.append("cancelled")
+            raise
+
+    async def cut_off(rest: object) -> None:
+        task = asyncio.ensure_future(rest)  # type: ignore[arg-type]
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    shared.run_stepped(request(), cut_off)  # type: ignore[arg-type]
+    assert heard == ["cancelled"]
+
+
+def test_an_exception_while_stepped_propagates_and_frees_the_loop(shared: SharedLoop) -> None:
+    async def request() -> None:
+        raise ValueError("refused")
+
+    with pytest.raises(ValueError, match="refused"):
+        shared.run_stepped(request())
+
+    async def after() -> str:
+        return "the loop is free"
+
+    assert shared.run(after()) == "the loop is free"
+
+
+def test_a_thread_that_finds_the_loop_busy_joins_it_unstepped(shared: SharedLoop) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    async def hold_the_loop() -> None:
+        started.set()
+        while not release.is_set():
+            await asyncio.sleep(0.005)
+
+    holder = threading.Thread(target=shared.run, args=(hold_the_loop(),))
+    holder.start()
+    assert started.wait(10)
+    seen: list[bool] = []
+
+    async def request() -> int:
+        seen.append(stepping.active())
+        return 3
+
+    try:
+        assert shared.run_stepped(request()) == 3
+    finally:
+        release.set()
+        holder.join(10)
+    assert seen == [False]  # run by the loop's thread, in a task
