@@ -21,6 +21,8 @@ import sys
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
+from fencelock import stepping
+
 T = TypeVar("T")
 
 # How long a stopped task may go on before it is cancelled again.
@@ -40,7 +42,10 @@ if sys.version_info >= (3, 11):
 
     async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
         """Await with a deadline (:class:`TimeoutError` past it); no extra task. A
-        cancellation the awaited call swallowed is raised once it is back."""
+        cancellation the awaited call swallowed is raised once it is back. Stepped (no
+        task: :mod:`fencelock.stepping`), the request inside bounds its wait."""
+        if stepping.active():
+            return await stepping.within(seconds, awaitable)
         before = _cancelling()
         async with asyncio.timeout(seconds):
             result = await awaitable

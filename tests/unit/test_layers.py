@@ -14,7 +14,8 @@ ROOT = Path(fencelock.__file__).parent
 LIBRARY_RANKS = {
     "errors": 0,
     "clock": 0,
-    "aio": 0,
+    "stepping": 1,  # a coroutine run as a plain call; its requests' end (clock)
+    "aio": 2,
     "engine": 1,
     "forking": 1,
     "holder": 2,  # masks passwords with engine.urls.redact

@@ -1,4 +1,4 @@
-"""Stepping (``backends/stepping.py``): a coroutine run as a plain call on the calling
+"""Stepping (``stepping.py``): a coroutine run as a plain call on the calling
 thread, handed to the shared loop if it suspends. No server: the requests here are
 futures set by timers and threads."""
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fencelock.backends import stepping
+from fencelock import stepping
 from fencelock.backends.shared_loop import SharedLoop
 
 
@@ -32,7 +32,7 @@ def test_a_coroutine_that_never_suspends_finishes_without_a_turn_of_the_loop(
         seen.append(stepping.active())
         return 7
 
-    finished, value = stepping.step(request(), shared.loop)
+    finished, value, _ = stepping.step(request(), shared.loop)
     assert (finished, value, seen, turns) == (True, 7, [True], [])
     assert not stepping.active()  # over once the step is
 

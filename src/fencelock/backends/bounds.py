@@ -6,16 +6,14 @@ and the release of a lease already lost waits no longer than that, whatever the
 server does (paused, partitioned, a cluster without a leader). The
 asyncio-native backends are cut off here, in both colours: the blocking client runs
 them through :mod:`~fencelock.backends.shared_loop`, which uses the same
-:class:`BoundedAttempt`. A blocking driver (Redis's) reads :func:`time_left` and cuts
-its socket timeouts to it.
+:class:`BoundedAttempt`. A blocking driver (Redis's, a stepped request) reads
+:func:`~fencelock.stepping.time_left` and cuts its own waits to it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Iterator
-from contextvars import ContextVar
+from collections.abc import Awaitable
 from typing import Any, NoReturn, TypeVar
 
 from fencelock import clock
@@ -23,6 +21,7 @@ from fencelock.aio import insisting
 from fencelock.backends.base import AsyncAttempt, AttemptResult
 from fencelock.engine.timing import REQUEST_BOUND
 from fencelock.errors import BackendUnavailable
+from fencelock.stepping import CallEnded
 
 T = TypeVar("T")
 
@@ -47,32 +46,6 @@ def _server(where: str) -> str:
     scheme = where.split("://", 1)[0].split("+", 1)[0].lower()
     kind = _KINDS.get(scheme)
     return f"{kind} at {where}" if kind else where
-
-
-# When the blocking call under way must end (a clock.now() time), for a driver whose
-# socket timeouts are its only bound (the blocking Redis client): per thread and task.
-_CALL_ENDS: ContextVar[float | None] = ContextVar("fencelock_call_ends", default=None)
-
-
-@contextlib.contextmanager
-def call_ends_at(when: float | None) -> Iterator[None]:
-    """Within: a blocking driver's request waits no later than ``when`` (None: as its
-    own socket timeout says), read by :func:`time_left`."""
-    token = _CALL_ENDS.set(when)
-    try:
-        yield
-    finally:
-        _CALL_ENDS.reset(token)
-
-
-class CallEnded(BackendUnavailable):
-    """A blocking driver's request cut off at the end :func:`call_ends_at` set."""
-
-
-def time_left() -> float | None:
-    """Seconds until the call under way must end (None: no end set; may be <= 0)."""
-    when = _CALL_ENDS.get()
-    return None if when is None else when - clock.now()
 
 
 def request_bound_of(backend: object) -> float:

@@ -14,8 +14,8 @@ import threading
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Generic, TypeVar
 
-from fencelock import clock, forking
-from fencelock.backends import idle_watch, stepping
+from fencelock import clock, forking, stepping
+from fencelock.backends import idle_watch
 from fencelock.backends.base import (
     AsyncAttempt,
     AsyncBackend,
@@ -33,14 +33,10 @@ from fencelock.backends.base import (
     async_latching,
     async_sharing,
 )
-from fencelock.backends.bounds import (
-    BoundedAttempt,
-    abandoning,
-    call_ends_at,
-    request_bound_of,
-)
+from fencelock.backends.bounds import BoundedAttempt, abandoning, request_bound_of
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import BackendUnavailable, ConfigError
+from fencelock.stepping import call_ends_at
 
 T = TypeVar("T")
 STOP_WAIT = 5.0  # how long stop() waits for a thread still running the loop
@@ -101,7 +97,7 @@ class SharedLoop:
         try:
             # What arrived while nobody ran the loop (a session's end) is seen first.
             self.loop.run_until_complete(_one_turn())
-            finished, outcome = stepping.step(coro, self.loop)
+            finished, outcome, context = stepping.step(coro, self.loop)
         except BaseException:
             self._leave()
             raise
@@ -109,7 +105,8 @@ class SharedLoop:
             self._leave()
             return outcome  # type: ignore[no-any-return]
         try:
-            task = self.loop.create_task(rest(stepping.resume(coro, outcome)))
+            # made in the stepped context: the rest reads what the stepped part set
+            task = context.run(self.loop.create_task, rest(stepping.resume(coro, outcome)))
         except BaseException as exc:  # pragma: no cover - the loop was closed under us
             self._leave()
             raise _refused(coro, self.loop) from exc

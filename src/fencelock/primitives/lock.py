@@ -26,7 +26,7 @@ from fencelock.backends.base import (
     async_sharing,
     sharing,
 )
-from fencelock.backends.bounds import alimited, call_ends_at, request_bound_of
+from fencelock.backends.bounds import alimited, request_bound_of
 from fencelock.backends.shared_loop import limited
 from fencelock.engine.acquire import (
     AcquireFlow,
@@ -46,6 +46,7 @@ from fencelock.holdings import this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseBase, LeaseTerms
 from fencelock.metrics import REGISTRY
 from fencelock.seam import Seam
+from fencelock.stepping import call_ends_at
 from fencelock.stopping import TaskStopper, ThreadStopper
 
 B = TypeVar("B", Backend, AsyncBackend)

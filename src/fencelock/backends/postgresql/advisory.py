@@ -33,7 +33,7 @@ from fencelock.backends.base import (
 )
 from fencelock.backends.postgresql.advisory_statements import AdvisoryStatements, advisory_key
 from fencelock.backends.postgresql.backend import info_from_row, release_mark
-from fencelock.backends.postgresql.connections import Connections
+from fencelock.backends.postgresql.connections import STEPS, Connections
 from fencelock.backends.postgresql.listener import Listener
 from fencelock.backends.postgresql.options import postgres_options
 from fencelock.backends.postgresql.session import LockSession
@@ -42,6 +42,7 @@ from fencelock.engine import barging
 from fencelock.engine.barging import busy_wait, starvation_bound
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import BackendUnavailable, ConfigError
+from fencelock.stepping import CallEnded
 
 # The oldest server whose idle_session_timeout lets a silent client's locks go.
 MIN_SERVER_VERSION = 140000
@@ -61,6 +62,7 @@ class AsyncAdvisoryBackend:
     renews_in_batches = True  # each on its own session, all in one loop trip
     native_keeps = True  # a name kept after its lock: a row of the lease table
     keeps_announced = True  # a keep ended early wakes the name's waiters (NOTIFY)
+    steps = STEPS  # the blocking client steps it (fencelock/stepping.py)
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""
@@ -261,9 +263,9 @@ class AdvisoryAttempt:
         await backend.open()
         try:
             session, mine, rows = await self._ask()
-        except BackendUnavailable:
-            if self._session is None or not self._session.ended:
-                raise
+        except BackendUnavailable as exc:
+            if self._session is None or not self._session.ended or isinstance(exc, CallEnded):
+                raise  # (a call cut off at its end has no time left to ask again)
             # The session died idle (a waiter's session outlives no TTL of silence):
             # whatever the statement did died with it. Ask again on a live one.
             session, mine, rows = await self._ask()

@@ -18,7 +18,7 @@ from typing import Any
 
 from fencelock import forking
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo, Renewal
-from fencelock.backends.postgresql.connections import Connections
+from fencelock.backends.postgresql.connections import STEPS, Connections
 from fencelock.backends.postgresql.listener import Listener
 from fencelock.backends.postgresql.options import postgres_options
 from fencelock.backends.postgresql.statements import Statements
@@ -33,6 +33,7 @@ class AsyncPostgresBackend:
 
     supports_fair = True
     renews_in_batches = True
+    steps = STEPS  # the blocking client steps it (fencelock/stepping.py)
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""

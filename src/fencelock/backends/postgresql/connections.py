@@ -10,20 +10,57 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pgerrors
+from psycopg import waiting
+from psycopg.abc import PQGen
 from psycopg.conninfo import make_conninfo
 
-from fencelock import forking
+from fencelock import forking, stepping
 from fencelock.aio import within
 from fencelock.backends.postgresql.options import PostgresOptions
 from fencelock.backends.postgresql.statements import SchemaObjects, Statements
 from fencelock.errors import BackendUnavailable, ConfigError, FencelockError
 
 MAX_CONNECTIONS = 8
+# psycopg's default between checks of a wait (for Ctrl-C); its own value is private.
+WAIT_INTERVAL = 0.1
+# Whether this psycopg's blocking wait takes a timeout (3.2 on), so that a stepped
+# statement can be bounded: only then does the blocking client step (see below).
+STEPS = (
+    hasattr(pgerrors, "_WaitTimeout") and "timeout" in inspect.signature(waiting.wait).parameters
+)
+
+
+RV = TypeVar("RV")
+
+
+class SteppedConnection(psycopg.AsyncConnection[Any]):
+    """psycopg's asyncio connection, whose every wait for the server can also block
+    the calling thread, when the blocking client steps the backend
+    (:mod:`fencelock.stepping`): psycopg's statements are generators, run by this one
+    method."""
+
+    async def wait(
+        self, gen: PQGen[RV], interval: float = WAIT_INTERVAL, timeout: float | None = None
+    ) -> RV:
+        if not stepping.active():
+            return await super().wait(gen, interval, timeout)
+        limit, cut = stepping.wait_limit(timeout)
+        try:
+            return waiting.wait(gen, self.pgconn.socket, interval=interval, timeout=limit)
+        except pgerrors._WaitTimeout as exc:  # its only way to say the wait ran out
+            self.pgconn.finish()  # mid-statement: the connection's state is unknown
+            if not cut:
+                raise
+            raise stepping.CallEnded(f"PostgreSQL did not answer within {limit:.3g}s") from exc
+        except BaseException:
+            self.pgconn.finish()  # interrupted mid-statement: its state is unknown
+            raise
 
 
 class Connections:
@@ -57,7 +94,7 @@ class Connections:
             raise self.translated(exc) from exc
 
     async def _connect(self, settings: dict[str, str]) -> psycopg.AsyncConnection[Any]:
-        conn = await psycopg.AsyncConnection.connect(
+        conn = await SteppedConnection.connect(
             make_conninfo(**self.options.connect_kwargs()), autocommit=True
         )
         try:

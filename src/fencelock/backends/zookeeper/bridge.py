@@ -16,9 +16,8 @@ from typing import Any
 from kazoo import exceptions as kz
 from kazoo.handlers.threading import AsyncResult, KazooTimeoutError, SequentialThreadingHandler
 
+from fencelock import stepping
 from fencelock.aio import within
-from fencelock.backends import stepping
-from fencelock.backends.bounds import CallEnded, time_left
 from fencelock.errors import BackendUnavailable, ConfigError, FencelockError
 
 # What the recipe acts on itself: answers about nodes, not failures.
@@ -57,7 +56,7 @@ def on_loop(loop: asyncio.AbstractEventLoop, call: Callable[..., object], *args:
 async def outcome(result: Any, timeout: float, where: str) -> Any:
     """The value of a kazoo ``IAsyncResult`` on this loop; a fencelock error if the
     call failed or no answer came within ``timeout``. Stepped (the blocking client,
-    :mod:`~fencelock.backends.stepping`), it waits for the result right here."""
+    :mod:`~fencelock.stepping`), it waits for the result right here."""
     if stepping.active():
         return _waited_for(result, timeout, where)
     loop = asyncio.get_running_loop()
@@ -90,16 +89,14 @@ async def outcome(result: Any, timeout: float, where: str) -> Any:
 
 def _waited_for(result: Any, timeout: float, where: str) -> Any:
     """:func:`outcome`, waited for on this thread, by ``timeout`` or the blocking call's
-    end (:func:`~fencelock.backends.bounds.time_left`), whichever is first."""
-    left = time_left()
-    cut = left is not None and left < timeout
-    wait = max(left, 0.0) if cut and left is not None else timeout
+    end (:func:`~fencelock.stepping.time_left`), whichever is first."""
+    wait, cut = stepping.wait_limit(timeout)
     try:
         return result.get(timeout=wait)
     except KazooTimeoutError as exc:
         if result.ready():  # kazoo's own timeout (no server answered): its failure
             raise translated(exc, where) from exc
-        ended = CallEnded if cut else BackendUnavailable
+        ended = stepping.CallEnded if cut else BackendUnavailable
         raise ended(f"ZooKeeper ({where}) did not answer within {wait:.3g}s") from exc
     except ANSWERS:
         raise

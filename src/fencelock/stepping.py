@@ -1,0 +1,146 @@
+"""Stepping: an asyncio-native backend's coroutine run as a plain call on the calling
+thread, its requests waited for on the driver's own results.
+
+The blocking client runs asyncio-native backends on a shared loop
+(:mod:`~fencelock.backends.shared_loop`). Where the driver already waits on threads of
+its own (kazoo's), each answer's crossing into the loop costs more than the request: a
+wake-up of the loop's selector, a callback, a future, a task step. Stepped, the same
+coroutine runs by ``coro.send(None)``: a driver's leaf that sees :func:`active` waits
+on its result right there, so a coroutine that never suspends finishes without a turn
+of the loop. One that does suspend (it opens a session, it waits on a watch) is handed
+to the loop where it stopped and finishes there (:func:`resume`). One algorithm, in
+either case: nothing is written twice.
+
+While stepping, the shared loop is this thread's running loop (the caller holds its
+baton), so the coroutine may make tasks and futures on it; those run later, on the
+loop, not stepped (:func:`active` is false inside a task).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+from collections.abc import Awaitable, Coroutine, Iterator
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+from fencelock import clock
+from fencelock.errors import BackendUnavailable
+
+T = TypeVar("T")
+
+_STEPPING: ContextVar[bool] = ContextVar("fencelock_stepping", default=False)
+
+# When the blocking call under way must end (a clock.now() time), for a driver whose
+# own waits are its only bound (the blocking Redis client's sockets, a stepped
+# request): per thread and task.
+_CALL_ENDS: ContextVar[float | None] = ContextVar("fencelock_call_ends", default=None)
+
+
+@contextlib.contextmanager
+def call_ends_at(when: float | None) -> Iterator[None]:
+    """Within: a blocking driver's request waits no later than ``when`` (None: as its
+    own timeout says), read by :func:`time_left`."""
+    token = _CALL_ENDS.set(when)
+    try:
+        yield
+    finally:
+        _CALL_ENDS.reset(token)
+
+
+class CallEnded(BackendUnavailable):
+    """A blocking driver's request cut off at the end :func:`call_ends_at` set."""
+
+
+def time_left() -> float | None:
+    """Seconds until the call under way must end (None: no end set; may be <= 0)."""
+    when = _CALL_ENDS.get()
+    return None if when is None else when - clock.now()
+
+
+def wait_limit(timeout: float | None) -> tuple[float | None, bool]:
+    """How long a stepped request may wait, given its own ``timeout`` (None: none), and
+    whether the call's end (:func:`time_left`) is what limits it: then its driver
+    raises :class:`CallEnded` when the wait runs out."""
+    left = time_left()
+    if left is None or (timeout is not None and timeout <= left):
+        return timeout, False
+    return max(left, 0.0), True
+
+
+async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
+    """:func:`fencelock.aio.within` for stepped code: the request inside waits no later
+    than ``seconds`` from now (:class:`TimeoutError` if that cut it off). A coroutine
+    that suspends in here finishes on the loop bounded by its caller's bound only."""
+    if seconds is None:
+        return await awaitable
+    own = clock.now() + seconds
+    outer = _CALL_ENDS.get()
+    _CALL_ENDS.set(own if outer is None else min(own, outer))
+    try:
+        return await awaitable
+    except CallEnded as exc:
+        if outer is None or own < outer:
+            raise TimeoutError from exc
+        raise
+    finally:
+        _CALL_ENDS.set(outer)
+
+
+def active() -> bool:
+    """Whether the code running now is stepped: a request may wait for its answer here."""
+    return _STEPPING.get() and asyncio.current_task() is None
+
+
+def step(
+    coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop
+) -> tuple[bool, Any, contextvars.Context]:
+    """Run ``coro`` until it finishes or suspends: ``(True, its value, _)``, or ``(False,
+    what it suspended on, the context it ran in)``, for a task that runs
+    :func:`resume` in that same context (what it set before suspending, it reads
+    after). Its exception propagates. It runs in a copy of this thread's context: what
+    it sets stays out of the caller's."""
+    context = contextvars.copy_context()
+    finished, outcome = context.run(_first_step, coro, loop)
+    return finished, outcome, context
+
+
+def _first_step(
+    coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop
+) -> tuple[bool, Any]:
+    _STEPPING.set(True)
+    asyncio._set_running_loop(loop)
+    try:
+        return False, coro.send(None)
+    except StopIteration as done:
+        return True, done.value
+    finally:
+        asyncio._set_running_loop(None)
+
+
+async def resume(coro: Coroutine[Any, Any, T], suspended_on: Any) -> T:
+    """Finish ``coro``, suspended on ``suspended_on`` (a future, or None for a bare
+    yield), as the task running it would have: wake it when that is done, and pass a
+    cancellation of this task on to it."""
+    while True:
+        thrown: BaseException | None = None
+        try:
+            if suspended_on is None:
+                await asyncio.sleep(0)
+            else:
+                # Taken over, as a task takes a future its coroutine yields (else the
+                # future refuses a second await).
+                suspended_on._asyncio_future_blocking = False
+                await suspended_on
+        except asyncio.CancelledError as exc:
+            # The future itself was cancelled: the coroutine reads that from it. Else
+            # this task was: tell the coroutine, as its own task would have.
+            if suspended_on is None or not suspended_on.cancelled():
+                thrown = exc
+        except BaseException:
+            pass  # the future's own failure: the coroutine reads it from the future
+        try:
+            suspended_on = coro.send(None) if thrown is None else coro.throw(thrown)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
