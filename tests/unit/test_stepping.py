@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fencelock import stepping
+from fencelock import clock, stepping
 from fencelock.backends.shared_loop import SharedLoop
 
 
@@ -130,3 +130,57 @@ def test_a_thread_that_finds_the_loop_busy_joins_it_unstepped(shared: SharedLoop
         release.set()
         holder.join(10)
     assert seen == [False]  # run by the loop's thread, in a task
+
+
+def test_a_wait_is_limited_by_the_calls_end_only_when_that_comes_first() -> None:
+    assert stepping.wait_limit(5.0) == (5.0, False)  # no end set
+    with stepping.call_ends_at(clock.now() + 100):
+        assert stepping.wait_limit(5.0) == (5.0, False)
+        limit, cut = stepping.wait_limit(None)
+        assert cut and 99 < limit <= 100
+    with stepping.call_ends_at(clock.now() - 1):  # already past: no wait at all
+        assert stepping.wait_limit(5.0) == (0.0, True)
+
+
+def test_a_bound_set_inside_a_stepped_call_stays_inside_it(shared: SharedLoop) -> None:
+    """A stepped coroutine that suspends inside within() finishes on the loop; the
+    end within() set must not outlive the call in the caller's context (it did: every
+    later stepped request then had no time left)."""
+    ends: list[float | None] = []
+
+    async def request() -> None:
+        await stepping.within(30, asyncio.sleep(0.001))  # suspends: handed to the loop
+        ends.append(stepping.time_left())
+
+    async def after() -> None:
+        ends.append(stepping.time_left())
+
+    shared.run_stepped(request())
+    shared.run_stepped(after())
+    assert ends[0] is None  # the remainder ran unstepped, after within() was done
+    assert ends[1] is None and stepping.time_left() is None
+
+
+def test_within_says_timeout_when_its_own_end_cut_the_request_off(shared: SharedLoop) -> None:
+    async def cut_off_request() -> None:
+        limit, cut = stepping.wait_limit(None)
+        if cut:
+            raise stepping.CallEnded(f"no answer within {limit:g}s")
+
+    async def by_within() -> str:
+        try:
+            await stepping.within(0.5, cut_off_request())
+        except TimeoutError:
+            return "TimeoutError"
+        return "answered"
+
+    async def by_the_call() -> str:
+        try:
+            await stepping.within(30, cut_off_request())
+        except stepping.CallEnded:
+            return "CallEnded"
+        return "answered"
+
+    assert shared.run_stepped(by_within()) == "TimeoutError"
+    with stepping.call_ends_at(clock.now() + 1):  # the call ends before within's 30 s
+        assert shared.run_stepped(by_the_call()) == "CallEnded"
