@@ -250,6 +250,7 @@ class AsyncZooKeeperBackend:
         operator's ``fencelock`` command, a test's thief)."""
         session = await self.session(OPENING_TTL, shared=True)
         queue = self.queue(queues.queue_of_part(name))
+        await self._caught_up(session, queue)
         entries = await self._line(session, queue)
         holding = [entry for entry in queues.holders(entries) if entry.owner == owner]
         if not holding:
@@ -304,9 +305,16 @@ class AsyncZooKeeperBackend:
             return False
         return RenewedAsOf(as_of)
 
+    async def _caught_up(self, session: ZkSession, path: str) -> None:
+        """Let the server this session reads from catch up with the leader on ``path``
+        (``sync``): a follower may not yet have applied a write another client's
+        server has already acknowledged, such as the create that granted a lease."""
+        await session.call(session.client.sync_async(path))
+
     async def inspect(self, name: str) -> LockInfo | None:
         session = await self.session(OPENING_TTL, shared=True)
         whole = queues.queue_of_part(name)
+        await self._caught_up(session, self.queue(whole))
         if whole != name:  # a holder of a shared line, as ``list`` names it
             entries = await self._line(session, self.queue(whole))
             parts = await self._holding(session, self.queue(whole), whole, entries)
@@ -326,6 +334,7 @@ class AsyncZooKeeperBackend:
 
     async def list(self, prefix: str) -> list[LockInfo]:
         session = await self.session(OPENING_TTL, shared=True)
+        await self._caught_up(session, self.options.base)
         found: builtins.list[LockInfo] = []
         await self._walk(session, self.options.base, "", prefix, found)
         return sorted(found, key=lambda info: info.name)
