@@ -72,7 +72,7 @@ TICKS = os.sysconf("SC_CLK_TCK")
 SLICE = 0.4  # the server has settled once it spends at most QUIET of a core in a slice
 QUIET = 0.05
 SETTLE_LIMIT = 20.0
-SATURATED = 0.85  # of the machine's cores busy (clients + server): the row is CPU-bound
+SATURATED = 0.9  # of the machine's CPU time busy in the window: the row is CPU-bound
 PEERS = {  # backend -> (label, module, distribution)
     "redis": ("redis-py Lock", "redis", "redis"),
     "etcd": ("python-etcd3 Lock", "etcd3", "etcd3"),
@@ -284,6 +284,13 @@ def cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
+def machine_times() -> tuple[int, int]:
+    """The machine's CPU time so far, (busy, total) in ticks: every core, every process."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
 def etcd_leases(url: str) -> int:
     address = url.split("//", 1)[1].split("/", 1)[0]
     request = urllib.request.Request(f"http://{address}/v3/lease/leases", data=b"{}")
@@ -348,6 +355,7 @@ class Round:
     client_us: float
     client_cores: float
     server_cores: float
+    machine_busy: float  # share of every core's time busy in the window, whoever used it
     jain: float
     settled: bool
     errors: int
@@ -403,9 +411,10 @@ class Group:
         for commands in self.commands:
             commands.put((side, mode, start_at, end_at))
         time.sleep(max(start_at - 0.005 - clock.now(), 0.0))
-        server_start = server.cpu()
+        server_start, machine_start = server.cpu(), machine_times()
         time.sleep(max(end_at - clock.now(), 0.0))
         server_window = server.cpu() - server_start
+        busy, total = (b - a for a, b in zip(machine_start, machine_times(), strict=True))
         tallies = [self.answer(end_at + ACQUIRE_TIMEOUT * MAX_ERRORS + 30) for _ in self.commands]
         server_end, settled = server.settle()
         cycles = sum(t.cycles for t in tallies)
@@ -420,6 +429,7 @@ class Group:
             client_us=cpu * per_cycle,
             client_cores=cpu / seconds,
             server_cores=server_window / seconds,
+            machine_busy=busy / total if total else float("nan"),
             jain=jain([t.in_window for t in tallies]),
             settled=settled,
             errors=sum(t.errors for t in tallies),
@@ -527,16 +537,16 @@ def ratios(row: Row, attribute: str = "rate") -> list[float]:
 
 
 def saturated(row: Row) -> bool:
-    busy = [r.client_cores + r.server_cores for r in row.rounds]
-    return statistics.median(busy) >= SATURATED * (os.cpu_count() or 1)
+    return statistics.median(r.machine_busy for r in row.rounds) >= SATURATED
 
 
 def table(rows: list[Row]) -> str:
     lines = [
         "| backend | names | processes | fencelock cycles/s | peer | peer cycles/s "
         "| fencelock ÷ peer | server CPU µs/cycle, fencelock | peer "
-        "| client CPU µs/cycle, fencelock | peer | Jain, fencelock | peer |",
-        "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| client CPU µs/cycle, fencelock | peer | Jain, fencelock | peer | machine busy |",
+        "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: |",
     ]
     for row in rows:
         mark = " *" if saturated(row) else ""
@@ -554,6 +564,7 @@ def table(rows: list[Row]) -> str:
             spread(of(row, "peer", "client_us")),
             spread(of(row, "fencelock", "jain"), "{:.2f}"),
             spread(of(row, "peer", "jain"), "{:.2f}"),
+            f"{statistics.median(r.machine_busy for r in row.rounds):.0%}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -564,9 +575,11 @@ def notes(rows: list[Row], args: argparse.Namespace) -> list[str]:
         f"Median round (min-max) of {args.rounds} interleaved rounds of {args.seconds:g} s; "
         "fencelock ÷ peer per pair of rounds. Server CPU per cycle: the server process's "
         "utime + stime from the window's start until it settled, over every cycle.",
-        f"* CPU-bound: clients + server kept {SATURATED:.0%} or more of the "
-        f"{os.cpu_count()} cores busy, so the rates measure what a cycle costs the "
-        "clients; the server's CPU per cycle is the server-side figure.",
+        f"* CPU-bound: the machine's {os.cpu_count()} cores were {SATURATED:.0%} or more "
+        "busy in the median round (machine busy: /proc/stat, every process, the clients, "
+        "the server and anything else running), so the rates measure what a cycle costs "
+        "the clients on a full machine; the server's CPU per cycle is the server-side "
+        "figure.",
     ]
     for row in rows:
         for r in row.rounds:
@@ -610,14 +623,17 @@ def command(*argv: str) -> str | None:
     return None
 
 
-def write(rows: list[Row], args: argparse.Namespace, started: float) -> Iterator[Path]:
+def write(
+    rows: list[Row], args: argparse.Namespace, started: float, load: tuple[float, ...]
+) -> Iterator[Path]:
     RESULTS_DIR.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     found = versions(args.backends)
     heading = (
         f"clients_bench.py, {time.strftime('%Y-%m-%d')}, commit {found['git']}, "
-        f"{os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} "
-        f"at the end, {time.monotonic() - started:.0f} s"
+        f"{os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in load)} at the "
+        f"start, {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end, "
+        f"{time.monotonic() - started:.0f} s"
     )
     text = "\n\n".join(
         [heading, table(rows), "\n".join(notes(rows, args)), json.dumps(found)]
@@ -628,7 +644,13 @@ def write(rows: list[Row], args: argparse.Namespace, started: float) -> Iterator
     document = {
         "benchmark": "clients_bench",
         "settings": {k: v for k, v in vars(args).items()},
-        "environment": {**found, "cpus": os.cpu_count(), "platform": platform.platform()},
+        "environment": {
+            **found,
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "load_average_at_start": load,
+            "load_average_at_end": os.getloadavg(),
+        },
         "rows": [asdict(row) for row in rows],
     }
     path = RESULTS_DIR / f"clients-{stamp}.json"
@@ -651,11 +673,11 @@ def main() -> int:
     args.processes = [int(p) for p in args.processes.split(",")]
     if args.quick:
         args.rounds, args.seconds, args.warmup = 1, 1.0, 0.0
-    started = time.monotonic()
+    started, load = time.monotonic(), os.getloadavg()
     rows = run(args)
     print(table(rows))
     print("\n".join(notes(rows, args)))
-    for path in write(rows, args, started):
+    for path in write(rows, args, started, load):
         print(f"written: {path}")
     return 1 if any(r.errors for row in rows for r in row.rounds) else 0
 
