@@ -602,15 +602,17 @@ def versions(backends: list[str]) -> dict[str, str | None]:
         "fencelock": fencelock.__version__,
         "git": command("git", "-C", str(Path(__file__).parent), "describe", "--always", "--dirty"),
     }
-    for backend in backends:
+    # the peers, and what their speed rests on (redis-py parses with hiredis if present)
+    for dist in [PEERS[b][2] for b in backends] + ["hiredis", "grpcio", "protobuf"]:
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-            found[PEERS[backend][2]] = importlib.metadata.version(PEERS[backend][2])
+            found[dist] = importlib.metadata.version(dist)
     if "redis" in backends:
         found["redis-server"] = command("redis-server", "--version")
     if "etcd" in backends:
         found["etcd"] = (command("etcd", "--version") or "").split("\n", 1)[0]
     if "zookeeper" in backends:
-        found["zookeeper"] = Path("/usr/share/java/zookeeper.jar").resolve().name
+        jars = sorted(Path("/usr/share/java").glob("zookeeper-[0-9]*.jar"))
+        found["zookeeper"] = jars[-1].stem if jars else None
     return found
 
 
