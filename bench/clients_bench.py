@@ -19,7 +19,7 @@ median round (min-max) and fencelock ÷ peer per pair of rounds.
 On a 2-core machine 16 processes saturate the CPU: the rates then measure what a cycle
 costs the clients, and the server's CPU per cycle is the figure to quote for the server.
 
-``python bench/clients_bench.py`` (~9 min); ``--quick`` (~2 min smoke run);
+``python bench/clients_bench.py`` (~10 min); ``--quick`` (~2 min smoke run);
 ``--backends redis,etcd``. The tables go to the terminal and to
 ``bench/results/clients-<timestamp>.md``, every round to the ``.json`` beside it.
 """
