@@ -3,8 +3,10 @@
 A contender puts ``<prefix><NAME>/<lease id in hex>`` with its session's etcd
 lease, in one transaction that also reads the queue's head; the key with the
 lowest create revision holds the lock and that revision is the fencing token. A
-waiter watches only its predecessor's key, from the revision its look was made
-at, so a delete that happens in between is still seen. With ``?prefix=`` the keys
+waiter watches only its predecessor's key, from the moment its watch exists, then
+looks at that key once: a delete before the watch began is seen by the look, one
+after by the watch (a watch from an older revision would wait out etcd's 100 ms
+catch-up of lagging watchers at every handoff). With ``?prefix=`` the keys
 are exactly those of ``etcdctl lock NAME`` and Go's ``concurrency.Mutex``.
 """
 
@@ -134,13 +136,17 @@ class AsyncEtcdBackend:
     async def call(self, path: str, body: gateway.Body) -> gateway.Reply:
         return await self._gateway.call(path, body)
 
-    async def watch_delete(self, key: bytes, start_revision: int) -> None:
-        """Return once ``key`` is deleted at or after ``start_revision`` (or the watch
-        ended in a way only a fresh look can tell)."""
-        async for message in self._gateway.stream(
-            "watch", gateway.watch_create(key, start_revision)
-        ):
-            if gateway.deleted(message):
+    async def watch_delete(self, key: bytes, create_revision: int) -> None:
+        """Return once ``key``, as created at ``create_revision``, is gone (or the watch
+        ended in a way only a fresh look can tell). The watch starts now; once it
+        exists, one look tells whether the key went before it began."""
+        async for message in self._gateway.stream("watch", gateway.watch_create(key)):
+            if gateway.created(message):
+                reply = await self.call("kv/range", gateway.key_request(key))
+                now = gateway.key_values(reply)
+                if not now or now[0].create_revision != create_revision:
+                    return  # gone already (a key made again is another waiter's)
+            elif gateway.deleted(message):
                 return
 
     async def release(self, name: str, owner: str) -> bool:
@@ -382,7 +388,7 @@ class EtcdAttempt:
         predecessors = gateway.key_values(reply)
         if not predecessors:
             return
-        watch = self._backend.watch_delete(predecessors[0].key, gateway.revision(reply) + 1)
+        watch = self._backend.watch_delete(predecessors[0].key, predecessors[0].create_revision)
         watching = asyncio.ensure_future(watch)
         try:
             while (left := deadline - clock.now()) > 0:

@@ -164,15 +164,22 @@ def recorded(delete_reply: Reply, record: tuple[bytes, bytes]) -> bool:
     return bool(kvs) and kvs[0].value == record[1]
 
 
-def watch_create(key: bytes, start_revision: int) -> Body:
-    """Watch one key's deletes from ``start_revision`` on (puts filtered out)."""
-    return {
-        "create_request": {
-            "key": b64(key),
-            "start_revision": str(start_revision),
-            "filters": ["NOPUT"],
-        }
-    }
+def watch_create(key: bytes) -> Body:
+    """Watch one key's deletes from now on (puts filtered out). From now, not from an
+    earlier revision: a watch that starts behind the store joins etcd's unsynced
+    watchers, caught up only every 100 ms (``syncWatchersLoop``), which a handoff then
+    waits out; the caller looks at the key once the watch is created instead."""
+    return {"create_request": {"key": b64(key), "filters": ["NOPUT"]}}
+
+
+def key_request(key: bytes) -> Body:
+    """One key, as it is now."""
+    return {"key": b64(key)}
+
+
+def created(watch_message: Reply) -> bool:
+    """Whether a watch stream message says the watch now exists (events follow it)."""
+    return bool(watch_message.get("result", {}).get("created"))
 
 
 def deleted(watch_message: Reply) -> bool:
