@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -70,7 +71,10 @@ def _build(out: Path) -> Dist:
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
     """Built from the sdist (``python -m build`` makes the wheel from it), so a file the
     sdist leaves out is missing from the wheel too."""
-    shared = tmp_path_factory.getbasetemp().parent  # one directory for every xdist worker
+    # One directory for every xdist worker of this run (their base's parent); without
+    # xdist the base is the run's own (its parent holds every earlier run's).
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     out = shared / "fencelock-dist"
     out.mkdir(exist_ok=True)
     with (shared / "fencelock-dist.lock").open("w") as lock:

@@ -7,6 +7,7 @@ A missing program raises :class:`ToolMissing` naming the Debian package that has
 from __future__ import annotations
 
 import glob
+import random
 import shutil
 import socket
 from pathlib import Path
@@ -25,11 +26,40 @@ class ServerStartError(BackendUnavailable):
     """A throwaway server exited at start or did not become ready; carries its log's tail."""
 
 
+# Ports handed out by this process: never twice, though the first server let it go.
+_HANDED_OUT: set[int] = set()
+_LOWEST = 10000
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as sock:
+    """A TCP port on 127.0.0.1 that was free a moment ago, from below the kernel's
+    ephemeral range: a port the kernel picked (``bind(0)``) may be given to an outgoing
+    connection before the server that was to take it starts (a ZooKeeper member then
+    exits with "Address already in use")."""
+    ephemeral_low = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(_LOWEST, ephemeral_low)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind((LOOPBACK, port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    with socket.socket() as sock:  # a crowded range: the kernel's pick, as before
         sock.bind((LOOPBACK, 0))
         return int(sock.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    """The lowest port the kernel gives outgoing connections (32768 if unreadable)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+    return low if low > _LOWEST + 1000 else 32768
 
 
 def require_binary(name: str, package: str | None = None) -> str:
