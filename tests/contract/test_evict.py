@@ -46,8 +46,10 @@ def test_the_name_is_free_the_moment_evict_returns(
     client: fencelock.Client, other: fencelock.Client, name: str
 ) -> None:
     # MySQL's KILL ends a connection a moment after it returns: the evict waits for it.
-    for _ in range(20):
-        lease = client.lock(name, ttl=5.0).acquire()
-        assert other.evict(name) is not None
-        assert not other.locked(name), "evict returned while the name was still held"
-        assert lease.wait_lost(15)
+    leases = []
+    for i in range(20):
+        each = f"{name}/{i}"
+        leases.append(client.lock(each, ttl=5.0).acquire())
+        assert other.evict(each) is not None
+        assert not other.locked(each), "evict returned while the name was still held"
+    assert all(lease.wait_lost(15) for lease in leases)  # each holder is told, too
