@@ -71,21 +71,35 @@ def wait_limit(timeout: float | None) -> tuple[float | None, bool]:
 
 async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
     """:func:`fencelock.aio.within` for stepped code: the request inside waits no later
-    than ``seconds`` from now (:class:`TimeoutError` if that cut it off). A coroutine
-    that suspends in here finishes on the loop bounded by its caller's bound only."""
+    than ``seconds`` from now (:class:`TimeoutError` if that cut it off). If it
+    suspends, its rest runs as a task of its own, cut off at the same moment."""
     if seconds is None:
         return await awaitable
     own = clock.now() + seconds
     outer = _CALL_ENDS.get()
     _CALL_ENDS.set(own if outer is None else min(own, outer))
     try:
-        return await awaitable
+        if not asyncio.iscoroutine(awaitable):
+            return await asyncio.wait_for(awaitable, max(own - clock.now(), 0.0))
+        finished, outcome = _send(awaitable)
+        if finished:
+            return outcome  # type: ignore[no-any-return]
+        rest = asyncio.get_running_loop().create_task(resume(awaitable, outcome))
+        return await asyncio.wait_for(rest, max(own - clock.now(), 0.0))
     except CallEnded as exc:
         if outer is None or own < outer:
             raise TimeoutError from exc
         raise
     finally:
         _CALL_ENDS.set(outer)
+
+
+def _send(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
+    """One step of ``coro``: ``(True, its value)`` or ``(False, what it suspended on)``."""
+    try:
+        return False, coro.send(None)
+    except StopIteration as done:
+        return True, done.value
 
 
 def active() -> bool:
@@ -112,9 +126,7 @@ def _first_step(
     _STEPPING.set(True)
     asyncio._set_running_loop(loop)
     try:
-        return False, coro.send(None)
-    except StopIteration as done:
-        return True, done.value
+        return _send(coro)
     finally:
         asyncio._set_running_loop(None)
 

@@ -184,3 +184,19 @@ def test_within_says_timeout_when_its_own_end_cut_the_request_off(shared: Shared
     assert shared.run_stepped(by_within()) == "TimeoutError"
     with stepping.call_ends_at(clock.now() + 1):  # the call ends before within's 30 s
         assert shared.run_stepped(by_the_call()) == "CallEnded"
+
+
+def test_within_cuts_off_a_stepped_request_that_suspends(shared: SharedLoop) -> None:
+    """The request suspends (a connection being opened): its rest runs on the loop,
+    still cut off at within's seconds (it ran unbounded before)."""
+
+    async def request() -> str:
+        try:
+            await stepping.within(0.05, asyncio.sleep(30))
+        except TimeoutError:
+            return "cut off"
+        return "slept"
+
+    began = clock.now()
+    assert shared.run_stepped(request()) == "cut off"
+    assert clock.now() - began < 10
