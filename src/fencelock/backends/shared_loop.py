@@ -96,7 +96,8 @@ class SharedLoop:
             return self.run(coro)
         try:
             # What arrived while nobody ran the loop (a session's end) is seen first.
-            self.loop.run_until_complete(_one_turn())
+            if _has_news(self.loop):
+                self.loop.run_until_complete(_one_turn())
             finished, outcome, context = stepping.step(coro, self.loop)
         except BaseException:
             self._leave()
@@ -199,6 +200,20 @@ def _refused(coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop) ->
     return RuntimeError("fencelock: the shared event loop refused a call")  # pragma: no cover
 
 
+def _has_news(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether a turn of ``loop`` has anything to run: a callback queued (a driver's
+    thread hands the loop its news so), a timer due, or a socket it reads ready. No
+    public API asks; a loop without asyncio's own attributes (uvloop) always turns.
+    The turn itself costs a stepped call more than its requests."""
+    ready, timers = getattr(loop, "_ready", None), getattr(loop, "_scheduled", None)
+    selector = getattr(loop, "_selector", None)
+    if ready is None or timers is None or selector is None:
+        return True
+    if ready or (timers and timers[0].when() <= loop.time()):
+        return True
+    return bool(selector.select(0))
+
+
 async def _one_turn() -> None:
     """Nothing: :func:`_after_pending_io` around it gives the loop its one pass."""
 
@@ -288,20 +303,25 @@ class SharedLoopAttempt:
         self._attempt.deadline = deadline
 
     def try_acquire(self) -> AttemptResult:
+        return self._call(lambda attempt: attempt.try_acquire(), "a try")
+
+    def wait(self, timeout: float) -> None:
+        self._call(lambda attempt: attempt.wait(timeout), "a wait")
+
+    def _call(self, call: Callable[[AsyncAttempt], Coroutine[Any, Any, T]], what: str) -> T:
+        """One call of the attempt's, bounded: stepped where the backend steps."""
+        bounded = self._attempt
         if not self._steps:
-            return self._loop.run(self._attempt.try_acquire())
-        bounded, ends = self._attempt, self._attempt.ends_at()
+            return self._loop.run(bounded.bounding(call(bounded.inner), what))
+        ends = bounded.ends_at()
         given = None if ends is None else max(ends - clock.now(), 0.0)
         try:
             with call_ends_at(ends):  # what a stepped request waits at most
                 return self._loop.run_stepped(
-                    bounded.inner.try_acquire(), lambda rest: bounded.bounding(rest, "a try")
+                    call(bounded.inner), lambda rest: bounded.bounding(rest, what)
                 )
         except BackendUnavailable as exc:
-            bounded.cut_off("a try", given, exc)
-
-    def wait(self, timeout: float) -> None:
-        self._loop.run(self._attempt.wait(timeout))
+            bounded.cut_off(what, given, exc)
 
     def close(self) -> None:
         # An attempt that says it holds nothing (``idle``) needs no call into the loop.

@@ -43,7 +43,6 @@ class Watch:
     def __init__(self, news: Session) -> None:
         self.event = asyncio.Event()
         self.deleted = False  # what fired was the watched node's deletion,
-        self.changed = False  # ... or a write of its data,
         self.touched = False  # ... or a change at what :meth:`touch_callback` watches
         self._loop = asyncio.get_running_loop()
         self._stop = news.listen(lambda _news, _why: on_loop(self._loop, self.event.set))
@@ -57,13 +56,7 @@ class Watch:
 
     def _fired(self, what: str) -> None:
         self.deleted = self.deleted or what == EventType.DELETED
-        self.changed = self.changed or what == EventType.CHANGED
         self.event.set()
-
-    def rearm(self) -> None:
-        """Forget what fired, to wait on a watch set again."""
-        self.event.clear()
-        self.deleted = self.changed = self.touched = False
 
     def _touched(self) -> None:
         self.touched = True
