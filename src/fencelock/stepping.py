@@ -7,9 +7,11 @@ its own (kazoo's), each answer's crossing into the loop costs more than the requ
 wake-up of the loop's selector, a callback, a future, a task step. Stepped, the same
 coroutine runs by ``coro.send(None)``: a driver's leaf that sees :func:`active` waits
 on its result right there, so a coroutine that never suspends finishes without a turn
-of the loop. One that does suspend (it opens a session, it waits on a watch) is handed
-to the loop where it stopped and finishes there (:func:`resume`). One algorithm, in
-either case: nothing is written twice.
+of the loop. One that does suspend (it opens a session) is handed to the loop where
+it stopped and finishes there (:func:`resume`). One that waits for news a driver's
+thread brings (a ZooKeeper watch) can :func:`block` instead: its thread waits, the
+loop left to other threads' calls, and it is stepped on after. One algorithm, in
+every case: nothing is written twice.
 
 While stepping, the shared loop is this thread's running loop (the caller holds its
 baton), so the coroutine may make tasks and futures on it; those run later, on the
@@ -21,7 +23,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-from collections.abc import Awaitable, Coroutine, Iterator
+import threading
+import types
+from collections.abc import Awaitable, Coroutine, Generator, Iterator
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
@@ -82,6 +86,9 @@ async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
         if not asyncio.iscoroutine(awaitable):
             return await asyncio.wait_for(awaitable, max(own - clock.now(), 0.0))
         finished, outcome = _send(awaitable)
+        while not finished and isinstance(outcome, Blocked):
+            await _passed_up(outcome)  # the stepper waits, bounded by this call's end
+            finished, outcome = _send(awaitable)
         if finished:
             return outcome  # type: ignore[no-any-return]
         rest = asyncio.get_running_loop().create_task(resume(awaitable, outcome))
@@ -92,6 +99,34 @@ async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
         raise
     finally:
         _CALL_ENDS.set(outer)
+
+
+class Blocked:
+    """What a stepped coroutine yields (:func:`block`) to have its thread wait, off the
+    loop, until ``event`` is set or ``timeout`` passes; then it is stepped on."""
+
+    __slots__ = ("event", "timeout")
+
+    def __init__(self, event: threading.Event, timeout: float | None) -> None:
+        self.event, self.timeout = event, timeout
+
+    def wait(self) -> None:
+        """The wait, bounded by the call's end too (run in the stepped context)."""
+        limit, _ = wait_limit(self.timeout)
+        self.event.wait(limit)
+
+
+@types.coroutine
+def block(event: threading.Event, timeout: float | None) -> Generator[Blocked, None, None]:
+    """Stepped only (:func:`active`): wait until ``event`` is set or ``timeout`` passes,
+    on this thread, the loop left free for other threads' calls meanwhile (the
+    stepper, :meth:`~fencelock.backends.shared_loop.SharedLoop.run_stepped`, does)."""
+    yield Blocked(event, timeout)
+
+
+@types.coroutine
+def _passed_up(blocked: Blocked) -> Generator[Blocked, None, None]:
+    yield blocked
 
 
 def _send(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
@@ -120,10 +155,21 @@ def step(
     return finished, outcome, context
 
 
+def step_on(
+    coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop, context: contextvars.Context
+) -> tuple[bool, Any]:
+    """:func:`step` again, in ``context`` (the first step's), after a :class:`Blocked`."""
+    return context.run(_next_step, coro, loop)
+
+
 def _first_step(
     coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop
 ) -> tuple[bool, Any]:
     _STEPPING.set(True)
+    return _next_step(coro, loop)
+
+
+def _next_step(coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop) -> tuple[bool, Any]:
     asyncio._set_running_loop(loop)
     try:
         return _send(coro)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from typing import Any
 
 import pytest
 
@@ -200,3 +201,91 @@ def test_within_cuts_off_a_stepped_request_that_suspends(shared: SharedLoop) -> 
     began = clock.now()
     assert shared.run_stepped(request()) == "cut off"
     assert clock.now() - began < 10
+
+
+def _blocking(woken: threading.Event, seen: list[str]) -> Coroutine[Any, Any, str]:
+    async def waiter() -> str:
+        seen.append(f"before {stepping.active()}")
+        await stepping.block(woken, 30)
+        seen.append(f"after {stepping.active()}")
+        return "done"
+
+    return waiter()
+
+
+def test_a_blocked_coroutine_leaves_the_loop_to_other_threads_and_goes_on_stepped(
+    shared: SharedLoop,
+) -> None:
+    woken, seen, others = threading.Event(), list[str](), list[str]()
+
+    def other_call() -> None:  # a renewal, say, while the waiter waits
+        async def renew() -> str:
+            return "renewed"
+
+        others.append(shared.run(renew()))
+        woken.set()
+
+    threading.Timer(0.05, other_call).start()
+    started = clock.now()
+    assert shared.run_stepped(_blocking(woken, seen)) == "done"
+    assert others == ["renewed"]  # it ran while the waiter was blocked, not after 30 s
+    assert clock.now() - started < 10
+    assert seen == ["before True", "after True"]  # woken, it went on on its own thread
+
+
+def test_a_blocked_coroutine_whose_loop_is_busy_when_woken_finishes_there(
+    shared: SharedLoop,
+) -> None:
+    woken, seen = threading.Event(), list[str]()
+    running = threading.Event()
+
+    def busy_call() -> None:  # runs the loop, and wakes the waiter while it does
+        async def hold() -> None:
+            running.set()
+            woken.set()
+            await asyncio.sleep(0.3)
+
+        shared.run(hold())
+
+    threading.Timer(0.05, busy_call).start()
+    assert shared.run_stepped(_blocking(woken, seen)) == "done"
+    assert running.is_set()
+    assert seen == ["before True", "after False"]  # the rest ran as a task on the loop
+
+
+def test_a_blocked_wait_ends_at_the_calls_end(shared: SharedLoop) -> None:
+    woken, seen = threading.Event(), list[str]()  # never set
+    started = clock.now()
+    with stepping.call_ends_at(clock.now() + 0.2):
+        assert shared.run_stepped(_blocking(woken, seen)) == "done"
+    assert 0.15 < clock.now() - started < 10  # not its own 30 s
+
+
+def test_within_passes_a_block_up_to_the_stepper(shared: SharedLoop) -> None:
+    woken = threading.Event()
+    threading.Timer(0.05, woken.set).start()
+
+    async def request() -> bool:
+        await stepping.within(5, stepping.block(woken, 30))
+        return stepping.active()
+
+    assert shared.run_stepped(request()) is True
+
+
+def test_a_blocked_coroutine_is_closed_if_the_wait_is_interrupted(shared: SharedLoop) -> None:
+    closed: list[bool] = []
+
+    class Interrupting(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            raise KeyboardInterrupt
+
+    async def waiter() -> None:
+        try:
+            await stepping.block(Interrupting(), 30)
+        finally:
+            closed.append(True)
+
+    with pytest.raises(KeyboardInterrupt):
+        shared.run_stepped(waiter())
+    assert closed == [True]
+    assert shared.run_stepped(asyncio.sleep(0, "free")) == "free"  # the loop is not held

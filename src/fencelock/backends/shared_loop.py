@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Coroutine, Sequence
+from contextvars import Context, copy_context
 from typing import Any, Generic, TypeVar
 
 from fencelock import clock, forking, stepping
@@ -90,18 +91,27 @@ class SharedLoop:
     ) -> T:
         """:meth:`run`, but ``coro`` is stepped on this thread (:mod:`.stepping`): it
         finishes without a turn of the loop if it never suspends; if it does, the
-        loop runs ``rest(the remainder)``. Another thread running the loop meanwhile
-        gets ``coro`` as in :meth:`run`."""
+        loop runs ``rest(the remainder)``. One that blocks (:func:`.stepping.block`)
+        waits here with the loop left to other threads, and is stepped on after.
+        Another thread running the loop meanwhile gets ``coro`` as in :meth:`run`."""
         if _loop_running_here() or not self._baton.acquire(blocking=False):
             return self.run(coro)
         try:
-            # What arrived while nobody ran the loop (a session's end) is seen first.
-            if _has_news(self.loop):
-                self.loop.run_until_complete(_one_turn())
+            self._catch_up()
             finished, outcome, context = stepping.step(coro, self.loop)
         except BaseException:
             self._leave()
             raise
+        while not finished and isinstance(outcome, stepping.Blocked):
+            if not self._wait_off_loop(coro, outcome, context):  # another thread runs
+                # the loop now: it runs the rest, in the stepped context, as a task
+                return self._join(rest(stepping.resume(coro, None)), context)
+            try:
+                self._catch_up()
+                finished, outcome = stepping.step_on(coro, self.loop, context)
+            except BaseException:
+                self._leave()
+                raise
         if finished:
             self._leave()
             return outcome  # type: ignore[no-any-return]
@@ -112,6 +122,28 @@ class SharedLoop:
             self._leave()
             raise _refused(coro, self.loop) from exc
         return self._lead(task, task)
+
+    def _catch_up(self) -> None:
+        """A turn of the loop if anything arrived while nobody ran it (a session's end),
+        for a stepped call to see first."""
+        if _has_news(self.loop):
+            self.loop.run_until_complete(_one_turn())
+
+    def _wait_off_loop(
+        self, coro: Coroutine[Any, Any, Any], blocked: stepping.Blocked, context: Context
+    ) -> bool:
+        """Leave the loop to other threads' calls while stepped ``coro`` waits as
+        ``blocked`` says; True once this thread runs the loop again, False if another
+        thread does now. Interrupted (Ctrl-C), ``coro`` is closed: it must not go on."""
+        self._leave()
+        try:
+            context.run(blocked.wait)
+            if self.loop.is_closed():
+                raise BackendUnavailable("the client was closed")
+        except BaseException:
+            context.run(coro.close)
+            raise
+        return self._baton.acquire(blocking=False)
 
     def _lead(self, work: asyncio.Future[T], task: asyncio.Future[T] | None) -> T:
         try:
@@ -131,11 +163,12 @@ class SharedLoop:
         with self._changed:
             self._changed.notify_all()
 
-    def _join(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Another thread runs the loop: give it ``coro``, and lead if it stops first."""
+    def _join(self, coro: Coroutine[Any, Any, T], context: Context | None = None) -> T:
+        """Another thread runs the loop: give it ``coro`` (to run in ``context``, if
+        given), and lead if it stops first."""
         future: asyncio.Future[T] = self.loop.create_future()
         future.add_done_callback(self._notify)
-        handoff = _Handoff(coro, future)
+        handoff = _Handoff(coro, future, context)
         # One try around both: a Ctrl-C that lands just after the hand-off (the loop's
         # thread took the GIL to start it) must stop the coroutine too.
         try:
@@ -229,13 +262,19 @@ async def _after_pending_io(coro: Coroutine[Any, Any, T]) -> T:
 class _Handoff(Generic[T]):
     """A coroutine handed to the thread running the loop (called there), and its task."""
 
-    def __init__(self, coro: Coroutine[Any, Any, T], future: asyncio.Future[T]) -> None:
+    def __init__(
+        self,
+        coro: Coroutine[Any, Any, T],
+        future: asyncio.Future[T],
+        context: Context | None = None,
+    ) -> None:
         self._coro, self._future = coro, future
+        self._context = context or copy_context()
         self._tasks: list[asyncio.Task[T]] = []
 
     def start(self) -> None:
         try:
-            task = self._future.get_loop().create_task(self._coro)
+            task = self._context.run(self._future.get_loop().create_task, self._coro)
         except BaseException as exc:  # pragma: no cover - create_task itself failed
             self._future.set_exception(exc)
             return

@@ -19,7 +19,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
-from fencelock import clock
+from fencelock import clock, stepping
 from fencelock.aio import within
 from fencelock.backends.zookeeper.bridge import (
     LoopHandler,
@@ -37,35 +37,43 @@ RETRY_DELETE = 0.5
 
 
 class Watch:
-    """A ZooKeeper watch and its session's news, as one event on the running loop: a
-    waiter sets ``callback`` as a read's watch, then awaits :meth:`fired`."""
+    """A ZooKeeper watch and its session's news, as one event: a waiter sets
+    ``callback`` as a read's watch, then awaits :meth:`fired`. Made stepped (the
+    blocking client, :mod:`~fencelock.stepping`), the waiter's thread waits for it off
+    the loop, and nothing of it crosses into the loop."""
 
-    def __init__(self, news: Session) -> None:
+    def __init__(self, news: Session, stepped: bool) -> None:
         self.event = asyncio.Event()
+        self.woken = threading.Event()  # the same, for a stepped waiter's thread
         self.deleted = False  # what fired was the watched node's deletion,
         self.touched = False  # ... or a change at what :meth:`touch_callback` watches
+        self._stepped = stepped
         self._loop = asyncio.get_running_loop()
-        self._stop = news.listen(lambda _news, _why: on_loop(self._loop, self.event.set))
+        self._stop = news.listen(lambda _news, _why: self.wake())
+
+    def wake(self) -> None:  # on any thread
+        self.woken.set()
+        if not self._stepped:
+            on_loop(self._loop, self.event.set)
 
     def callback(self, event: WatchedEvent) -> None:  # on kazoo's thread
-        on_loop(self._loop, self._fired, event.type)
+        self.deleted = self.deleted or event.type == EventType.DELETED
+        self.wake()
 
     def touch_callback(self, _event: WatchedEvent) -> None:  # on kazoo's thread
         """A second watch's callback: it sets ``touched`` (and wakes the waiter)."""
-        on_loop(self._loop, self._touched)
-
-    def _fired(self, what: str) -> None:
-        self.deleted = self.deleted or what == EventType.DELETED
-        self.event.set()
-
-    def _touched(self) -> None:
         self.touched = True
-        self.event.set()
+        self.wake()
 
     async def fired(self, timeout: float | None) -> None:
         """Until the watch fires, the session has news, or ``timeout`` passes."""
-        with contextlib.suppress(TimeoutError):
-            await within(timeout, self.event.wait())
+        if not self._stepped:
+            with contextlib.suppress(TimeoutError):
+                await within(timeout, self.event.wait())
+        elif stepping.active():
+            await stepping.block(self.woken, timeout)
+        else:  # a stepped wait's rest, handed to the loop (another thread ran it)
+            await asyncio.to_thread(self.woken.wait, timeout)
 
     def close(self) -> None:
         self._stop()
@@ -92,6 +100,7 @@ class ZkSession:
         self.confirmed_at = -math.inf  # when the last answered request was sent
         self._probe: asyncio.Task[None] | None = None
         self.mine: set[str] = set()  # paths of this session's contender nodes, watched
+        self._watches: set[Watch] = set()  # waiters waiting now, told of state changes
         self._closing: threading.Timer | None = None
         self.gone: set[str] = set()  # of those, the ones a watch saw deleted
 
@@ -224,10 +233,12 @@ class ZkSession:
     @contextlib.contextmanager
     def watching(self) -> Iterator[Watch]:
         """A :class:`Watch` on this session, its news listener removed on leaving."""
-        watch = Watch(self.news)
+        watch = Watch(self.news, stepping.active())
+        self._watches.add(watch)
         try:
             yield watch
         finally:
+            self._watches.discard(watch)
             watch.close()
 
     def let_go(self, path: str) -> None:
@@ -245,6 +256,8 @@ class ZkSession:
             self.gone.add(path)
 
     def _state_changed(self, state: str) -> None:  # on kazoo's connection thread
+        for watch in list(self._watches):  # a stepped waiter hears it now, not via the loop
+            watch.wake()
         if state == KazooState.SUSPENDED:
             on_loop(self.loop, self._suspended)
         elif state == KazooState.LOST:
