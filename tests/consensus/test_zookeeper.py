@@ -107,6 +107,52 @@ def test_a_session_the_server_ends_is_a_loss_at_once(zookeeper: ZooKeeperServer)
             successor.release()
 
 
+def test_a_waiter_whose_session_the_server_ends_queues_again_at_once(
+    zookeeper: ZooKeeperServer,
+) -> None:
+    """The end of a blocking waiter's session wakes it, and it queues again in a new
+    session. The first request refused with the ended session ends it: kazoo's LOST
+    reaches the blocking client's loop only when something runs it, and until then the
+    try was handed the ended session again, three times, and the acquire failed."""
+    name = f"requeue/{time.monotonic_ns()}"
+    with fencelock.connect(zookeeper.url) as holding, fencelock.connect(zookeeper.url) as waiting:
+        first = holding.lock(name, ttl=20).acquire()
+        taken: list[fencelock.Lease] = []
+        waiter = threading.Thread(
+            target=lambda: taken.append(waiting.lock(name, ttl=20).acquire(timeout=60))
+        )
+        waiter.start()
+        kazoo = KazooClient(hosts=zookeeper.address)
+        kazoo.start(10)
+        try:
+            line = f"/fencelock/{name}"
+
+            def waiters() -> list[str]:
+                return [n for n in kazoo.get_children(line) if not n.startswith(first.owner)]
+
+            deadline = time.monotonic() + 30
+            while not waiters():
+                assert time.monotonic() < deadline, "the waiter never queued"
+                time.sleep(0.01)
+            queued = waiters()
+            (session,) = waiting.seam.backend._inner._sessions.values()  # type: ignore[attr-defined]
+            thief = KazooClient(hosts=zookeeper.address, client_id=session.client.client_id)
+            thief.start(10)
+            thief.stop()
+            thief.close()
+            ended = time.monotonic()
+            while waiters() in ([], queued):
+                assert time.monotonic() - ended < 15, "the waiter slept through its session's end"
+                time.sleep(0.01)
+        finally:
+            kazoo.stop()
+            kazoo.close()
+        first.release()
+        waiter.join(60)
+        assert taken and taken[0].token > first.token
+        taken[0].release()
+
+
 def test_a_thousand_leases_cost_one_sessions_traffic(zookeeper: ZooKeeperServer) -> None:
     with fencelock.connect(zookeeper.url) as client:
         leases = [client.lock(f"many/{i}", ttl=3).acquire() for i in range(1000)]

@@ -167,7 +167,13 @@ class ZkSession:
         """A kazoo ``*_async`` result's value, checked against this session ending."""
         if self.ended:
             raise SessionLost(str(self.news.ended_because))
-        return await outcome(result, self.options.timeout, self.where)
+        try:
+            return await outcome(result, self.options.timeout, self.where)
+        except SessionLost:
+            # Ended now, not when kazoo's LOST reaches the loop: a blocking client runs
+            # it only inside calls, and the next try must not be given this session again.
+            self.end("expired: a request was refused with its session")
+            raise
 
     async def fresh(self, max_age: float) -> float:
         """When a request that the server answered in this session was sent, not longer
