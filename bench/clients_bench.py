@@ -5,7 +5,8 @@ number of processes P and per mode:
 
 - ``many``: each process loops over 16 names of its own (no contention: the server's
   throughput with P clients);
-- ``one``: every process on one name, acquire then release at once (hold ~0).
+- ``one``: every process on one name, acquire then release at once (hold ~0; or
+  ``--hold-ms`` between them, a critical section's length).
 
 P worker processes (spawned, each with one fencelock client and one peer client:
 redis-py's ``Lock``, kazoo's ``Lock``, python-etcd3's ``Lock``) run acquire+release
@@ -195,17 +196,20 @@ def open_side(side: str, backend: str, url: str) -> Side:
     return peers[backend](url)
 
 
-def cycle_for(side: Side, mode: str, index: int) -> Callable[[], None]:
-    """One acquire+release: on the next of the process's own names, or on the shared one."""
+def cycle_for(side: Side, mode: str, index: int, hold: float = 0.0) -> Callable[[], None]:
+    """One acquire+release: on the next of the process's own names, or on the shared one
+    (held ``hold`` seconds: a critical section's length)."""
     if mode == "one":
         locks = [side.lock("clients/one")]
     else:
-        locks = [side.lock(f"clients/{index}/{n}") for n in range(NAMES)]
+        locks, hold = [side.lock(f"clients/{index}/{n}") for n in range(NAMES)], 0.0
     turn = itertools.cycle(locks)
 
     def cycle() -> None:
         lock = next(turn)
         lock.acquire()
+        if hold:
+            time.sleep(hold)
         lock.release()
 
     return cycle
@@ -222,6 +226,7 @@ class Job:
     url: str
     sides: tuple[str, ...]
     index: int
+    hold: float = 0.0  # seconds each cycle holds the lock
 
 
 @dataclass
@@ -243,7 +248,7 @@ def worker(job: Job, commands: Any, results: Any) -> None:
         for name in job.sides:
             sides[name] = open_side(name, job.backend, job.url)
             for mode in MODES:
-                cycles[name, mode] = cycle_for(sides[name], mode, job.index)
+                cycles[name, mode] = cycle_for(sides[name], mode, job.index, job.hold)
                 for _ in range(NAMES):  # warm: connections, scripts, parent nodes
                     cycles[name, mode]()
         results.put(("ready", job.index, None))
@@ -383,7 +388,11 @@ class Group:
         self.procs: list[SpawnProcess] = [
             ctx.Process(
                 target=worker,
-                args=(Job(job.backend, job.url, job.sides, i), self.commands[i], self.results),
+                args=(
+                    Job(job.backend, job.url, job.sides, i, job.hold),
+                    self.commands[i],
+                    self.results,
+                ),
                 name=f"clients-{job.backend}-{i}",
                 daemon=True,
             )
@@ -453,7 +462,7 @@ def measure(
 ) -> list[Row]:  # fmt: skip
     """Every mode at P processes: a warm-up round each, then the interleaved rounds."""
     sides = ("fencelock", "peer") if peer else ("fencelock",)
-    group = Group(Job(backend, url, sides, 0), processes)
+    group = Group(Job(backend, url, sides, 0, args.hold_ms / 1000), processes)
     rows = []
     try:
         group.start()
@@ -668,6 +677,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=3.0, help="one round's window")
     parser.add_argument("--warmup", type=float, default=0.5, help="a discarded round's window")
     parser.add_argument("--quick", action="store_true", help="one 1 s round each, no warm-up")
+    parser.add_argument("--hold-ms", type=float, default=0.0, help="each cycle holds the lock")
     args = parser.parse_args()
     args.backends = args.backends.split(",")
     if unknown := set(args.backends) - set(BACKENDS):

@@ -79,20 +79,10 @@ class _Head:
 
 
 def granted_at(stat: Any) -> float:
-    """When a shared line's holder was granted, from its node's stat: the node is created
-    holding when nobody it waits for is ahead of it, and written again (its data
-    unchanged) when it is granted after a wait, so its last write is the grant (server's
-    clock)."""
+    """When a contender's lease was granted, from its node's stat: the node is created
+    holding the lease when nobody is ahead of it, and written again (its data unchanged)
+    when it is granted after a wait, so its last write is the grant (server's clock)."""
     return int(stat.mtime) / 1000
-
-
-def lock_granted_at(head: Any, line: Any) -> float:
-    """When a lock's holder was granted, from its node's stat and the line's: its node
-    was created holding, or it waited and the holder before it released, a release
-    that stamped the line's node (the token it records). A holder before it that left
-    otherwise (its session ended) stamped nothing: the time is then that of the release
-    before, earlier than the grant (docs/backends.md)."""
-    return max(int(head.ctime), int(line.mtime)) / 1000
 
 
 def session_timeout(ttl: float) -> int:
@@ -274,8 +264,7 @@ class AsyncZooKeeperBackend:
     async def _head(self, session: ZkSession, queue: str) -> _Head | None:
         """The holder's node, read: its token, and the session timeout it recorded."""
         try:
-            listing = session.client.get_children_async(queue, include_data=True)
-            children, line = await session.call(listing)
+            children = await session.call(session.client.get_children_async(queue))
         except kz.NoNodeError:
             return None
         contenders = queues.contenders(children)
@@ -285,8 +274,7 @@ class AsyncZooKeeperBackend:
             except kz.NoNodeError:  # it went while we looked: the next one holds
                 continue
             timeout, waiters = queues.recorded_timeout(data), len(contenders) - 1
-            since = granted_at(stat) if queues.shared(queue) else lock_granted_at(stat, line)
-            return _Head(entry, int(stat.czxid), timeout, waiters, since)
+            return _Head(entry, int(stat.czxid), timeout, waiters, granted_at(stat))
         return None
 
     async def _end_own(self, session: ZkSession) -> None:
@@ -548,8 +536,7 @@ class ZooKeeperAttempt:
 
     def _granted(self, session: ZkSession, path: str, sent: float, waited: bool) -> Acquired:
         self._acquired = True
-        if waited and self._share is not None:  # a shared line's holder: its node written
-            # again (not awaited), the write's time the grant's. A lock's is the release's.
+        if waited:  # its node written again (not awaited): the write's time is the grant's
             session.client.set_async(path, queues.node_data(self._owner, session.negotiated))
         self._backend.hold(
             self._owner,
@@ -647,24 +634,31 @@ class ZooKeeperAttempt:
     async def _await_holder(
         self, session: ZkSession, predecessor: str, watch: Watch, timeout: float
     ) -> None:
-        """Until the predecessor (a plain lock's contender, as we are) is deleted. If it
-        was the only contender ahead when we looked, its deletion hands us the lease
-        without a listing (:meth:`_handed_over`), unless an at-least mark appeared: that
-        is watched too, and the release that writes one writes it in the same
-        transaction as the deletion, before it, so its watch fires first. Else the
-        next try lists the line, as kazoo's ``Lock`` does on every wake-up."""
+        """Until the predecessor (a plain lock's contender, as we are) is deleted. Its data
+        is watched: the stamp a holder granted after a wait writes on its node says it
+        holds, so it alone is ahead of us, and its deletion then hands us the lease
+        without a listing (:meth:`_handed_over`) unless an at-least mark appeared: that
+        is watched from then on, and the release that writes one writes it in the same
+        transaction as the deletion, before it, so its watch fires first."""
+        deadline = clock.now() + timeout
         sole, self._sole_ahead = self._sole_ahead, False
-        began = clock.now()
-        marked = None
-        if sole:
-            mark = at_least.mark_path(self._queue)
-            marked = session.client.exists_async(mark, watch=watch.touch_callback)
-        found = await session.call(session.client.exists_async(predecessor, watch.callback))
-        if found is not None:
-            await watch.fired(timeout)
-        handed = found is None or watch.deleted
-        if handed and marked is not None and not watch.touched:
-            self._handed_at = began if await session.call(marked) is None else None
+        while True:
+            began = clock.now()
+            marked = None
+            if sole:
+                mark = at_least.mark_path(self._queue)
+                marked = session.client.exists_async(mark, watch=watch.touch_callback)
+            found = await session.call(session.client.exists_async(predecessor, watch.callback))
+            if found is not None:
+                await watch.fired(max(deadline - clock.now(), 0.0))
+            if found is None or watch.deleted:
+                if marked is not None and not watch.touched and await session.call(marked) is None:
+                    self._handed_at = began
+                return
+            if sole or not watch.changed or watch.touched or clock.now() >= deadline:
+                return  # news, a mark, a second write, or the time is up: look again
+            sole = True  # its grant's stamp: it holds, so it alone is ahead of us
+            watch.rearm()
 
     async def close(self) -> None:
         """After success the node is the lock and stays; a waiter's node goes, even one

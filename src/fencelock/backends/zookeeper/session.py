@@ -46,6 +46,7 @@ class Watch:
         self.event = asyncio.Event()
         self.woken = threading.Event()  # the same, for a stepped waiter's thread
         self.deleted = False  # what fired was the watched node's deletion,
+        self.changed = False  # ... or a write of its data,
         self.touched = False  # ... or a change at what :meth:`touch_callback` watches
         self._stepped = stepped
         self._loop = asyncio.get_running_loop()
@@ -58,12 +59,19 @@ class Watch:
 
     def callback(self, event: WatchedEvent) -> None:  # on kazoo's thread
         self.deleted = self.deleted or event.type == EventType.DELETED
+        self.changed = self.changed or event.type == EventType.CHANGED
         self.wake()
 
     def touch_callback(self, _event: WatchedEvent) -> None:  # on kazoo's thread
         """A second watch's callback: it sets ``touched`` (and wakes the waiter)."""
         self.touched = True
         self.wake()
+
+    def rearm(self) -> None:
+        """Forget what fired, to wait on a watch set again."""
+        self.event.clear()
+        self.woken.clear()
+        self.deleted = self.changed = self.touched = False
 
     async def fired(self, timeout: float | None) -> None:
         """Until the watch fires, the session has news, or ``timeout`` passes."""
