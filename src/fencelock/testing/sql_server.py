@@ -44,7 +44,9 @@ class SQLServer(ServerProcess):
         """It answered ``SELECT 1``."""
         try:
             self.select_one()
-        except Exception:  # not up yet: any failure means "ask again"
+        except ImportError:  # no driver to ask with: not a server still starting
+            raise
+        except Exception:  # not up yet: any other failure means "ask again"
             return False
         return True
 
