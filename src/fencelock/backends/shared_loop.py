@@ -74,7 +74,7 @@ class SharedLoop:
         if _loop_running_here():  # called from asyncio code: this thread cannot run ours
             return _on_helper_thread(self.run, coro)
         if self._baton.acquire(blocking=False):
-            work = _after_pending_io(coro)
+            work = _after_pending_io(coro) if _has_news(self.loop) else coro
             try:
                 task = self.loop.create_task(work)
             except BaseException as exc:
@@ -254,7 +254,8 @@ async def _one_turn() -> None:
 async def _after_pending_io(coro: Coroutine[Any, Any, T]) -> T:
     # One turn of the loop first: it reads what arrived while nobody ran it (a
     # connection the server closed, late replies) and fires timers that fell due,
-    # so ``coro`` does not send on a connection already known to be dead.
+    # so ``coro`` does not send on a connection already known to be dead. Only when
+    # something waits (_has_news): the turn costs a call more than its requests.
     await asyncio.sleep(0)
     return await coro
 
