@@ -19,7 +19,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fencelock import clock, forking
+from fencelock import clock, forking, stepping
 from fencelock.aio import stop
 from fencelock.backends.base import (
     Acquired,
@@ -64,6 +64,7 @@ class AsyncEtcdBackend:
 
     supports_fair = True  # the queue is FIFO by create revision, fair or not
     renews_in_batches = True  # answered from the session's keepalive, one loop trip
+    steps = True  # the blocking client steps it: a reply is read on the caller's thread
 
     def outlives_client(self, renewed: bool) -> bool:
         """An unrenewed lease has an etcd lease of its own, which closing the client
@@ -343,16 +344,16 @@ class EtcdAttempt:
         as_of = await session.fresh(self._lock_ttl * FRESH_FRACTION)
         # Shielded: if we are cancelled meanwhile, the put still gets its answer, and
         # close() deletes the key after it (a delete sent while the put was still in
-        # flight could reach etcd first and leave the key holding the lock).
-        self._enqueuing = asyncio.ensure_future(
-            self._backend.call(
-                "kv/txn",
-                gateway.enqueue_txn(
-                    key, self._owner.encode(), session.lease_id, self._backend.queue(self._name)
-                ),
-            )
+        # flight could reach etcd first and leave the key holding the lock). Stepped
+        # (the blocking client), it is read right here, and Ctrl-C waits for it too.
+        enqueue = gateway.enqueue_txn(
+            key, self._owner.encode(), session.lease_id, self._backend.queue(self._name)
         )
-        reply = await asyncio.shield(self._enqueuing)
+        if stepping.active():
+            reply = await self._backend.call("kv/txn", enqueue)
+        else:
+            self._enqueuing = asyncio.ensure_future(self._backend.call("kv/txn", enqueue))
+            reply = await asyncio.shield(self._enqueuing)
         where = gateway.read_enqueued(reply)
         if where.my_revision == 0:  # our key went with its lease
             session.end("expired before the lock was taken")
