@@ -23,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import os
+import select
 import threading
 import types
 from collections.abc import Awaitable, Coroutine, Generator, Iterator
@@ -134,6 +136,83 @@ def advance(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
     A leaf that knows what its coroutine waits for (a stream's next bytes) provides
     it, and advances it again."""
     return _send(coro)
+
+
+async def reading_here(
+    coro: Coroutine[Any, Any, T],
+    reader: asyncio.StreamReader,
+    transport: asyncio.BaseTransport,
+    timeout: float,
+    what: str,
+) -> T:
+    """``coro``, which writes a request to ``transport`` and reads its reply from
+    ``reader``, stepped: the caller holds the loop, which is not running, so whatever
+    ``reader`` waits for is read from the transport's socket here and handed to it,
+    the driver's own parser stepped on. It waits ``timeout`` at most, or until the
+    call's end (:class:`CallEnded`, naming ``what``); a Ctrl-C waits for the reply in
+    flight (a request's outcome is then known, and what is sent next comes after it).
+    Where only the loop can go on (TLS, which the transport decrypts; a request not
+    wholly sent; anything else awaited), the rest runs as a task, within what is left
+    of ``timeout`` (:class:`TimeoutError`)."""
+    limit, cut = wait_limit(timeout)
+    ends = clock.now() + (timeout if limit is None else limit)
+    fd = _plain_socket(transport)
+    poll = select.poll()
+    if fd is not None:
+        poll.register(fd, select.POLLIN)
+    interrupted: BaseException | None = None
+    while True:
+        finished, outcome = _send(coro)  # what it raises, it raised as it ended
+        if finished:
+            if interrupted is not None:
+                raise interrupted
+            return outcome  # type: ignore[no-any-return]
+        waiting = getattr(reader, "_waiter", None)
+        if fd is None or outcome is not waiting or _write_buffer(transport):
+            rest = asyncio.get_running_loop().create_task(resume(coro, outcome))
+            return await asyncio.wait_for(rest, max(ends - clock.now(), 0.0))
+        try:
+            if _fed(reader, poll, fd, ends):
+                continue
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+            continue
+        except BaseException:
+            coro.close()
+            raise
+        coro.close()
+        ended = CallEnded if cut else TimeoutError
+        raise ended(f"{what} did not answer within {limit:.3g}s") from interrupted
+
+
+def _plain_socket(transport: asyncio.BaseTransport) -> int | None:
+    """The file descriptor of ``transport``'s socket, if bytes read from it are the
+    stream's own (not TLS records); else None."""
+    if transport.get_extra_info("sslcontext") is not None:
+        return None
+    sock = transport.get_extra_info("socket")
+    return None if sock is None else int(sock.fileno())
+
+
+def _write_buffer(transport: asyncio.BaseTransport) -> int:
+    size = getattr(transport, "get_write_buffer_size", None)
+    return 0 if size is None else int(size())
+
+
+def _fed(reader: asyncio.StreamReader, poll: select.poll, fd: int, ends: float) -> bool:
+    """Hand ``reader`` what arrives on ``fd`` by ``ends`` (its end, if it closed);
+    False if nothing did."""
+    while (left := ends - clock.now()) > 0 and poll.poll(left * 1000):
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            continue
+        if data:
+            reader.feed_data(data)
+        else:
+            reader.feed_eof()
+        return True
+    return False
 
 
 def _send(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:

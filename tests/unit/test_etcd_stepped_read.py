@@ -1,5 +1,6 @@
-"""A stepped etcd request reads its reply from the socket on the calling thread
-(``_Connection.read_here``): over a real socketpair, no server and no running loop."""
+"""A stepped request reads its reply from the socket on the calling thread
+(``stepping.reading_here``, as the etcd wire and the MySQL driver use it): over a real
+socketpair, no server and no running loop."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from fencelock import clock, stepping
-from fencelock.backends.etcd.wire import _Connection
+from fencelock.backends.etcd.wire import _Connection, _read_reply
 from fencelock.backends.shared_loop import SharedLoop
 
 REPLY = b'HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{"ok":true}'
@@ -34,6 +35,19 @@ def connected() -> Iterator[tuple[_Connection, socket.socket, SharedLoop]]:
     shared.stop()
 
 
+def _read_here(connection: _Connection, timeout: float) -> tuple[int, bytes, bool]:
+    reading = stepping.reading_here(
+        _read_reply(connection.reader),
+        connection.reader,
+        connection.writer.transport,
+        timeout,
+        "etcd",
+    )
+    finished, value = stepping.advance(reading)  # never suspends: it reads here
+    assert finished
+    return value  # type: ignore[no-any-return]
+
+
 def _send_later(sock: socket.socket, pieces: list[bytes], gap: float) -> None:
     def send() -> None:
         for piece in pieces:
@@ -49,9 +63,8 @@ def test_a_reply_in_pieces_is_read_here_without_the_loop(
     connection, theirs, shared = connected
     turns: list[bool] = []
     shared.loop.call_soon(lambda: turns.append(True))  # runs only if the loop turns
-    assert connection.readable_here()
     _send_later(theirs, [REPLY[:9], REPLY[9:40], REPLY[40:]], 0.02)
-    assert connection.read_here(5) == (200, b'{"ok":true}', True)
+    assert _read_here(connection, 5) == (200, b'{"ok":true}', True)
     assert turns == []
 
 
@@ -59,10 +72,9 @@ def test_no_reply_is_a_timeout_within_the_requests_time(
     connected: tuple[_Connection, socket.socket, SharedLoop],
 ) -> None:
     connection, _, _ = connected
-    assert connection.readable_here()
     started = clock.now()
     with pytest.raises(TimeoutError):
-        connection.read_here(0.2)
+        _read_here(connection, 0.2)
     assert 0.15 < clock.now() - started < 5
 
 
@@ -70,17 +82,15 @@ def test_the_calls_end_cuts_it_off_first(
     connected: tuple[_Connection, socket.socket, SharedLoop],
 ) -> None:
     connection, _, _ = connected
-    assert connection.readable_here()
     with stepping.call_ends_at(clock.now() + 0.1), pytest.raises(stepping.CallEnded):
-        connection.read_here(30)
+        _read_here(connection, 30)
 
 
 def test_a_closed_socket_ends_the_reply(
     connected: tuple[_Connection, socket.socket, SharedLoop],
 ) -> None:
     connection, theirs, _ = connected
-    assert connection.readable_here()
     _send_later(theirs, [REPLY[:20]], 0.01)
     threading.Timer(0.1, theirs.shutdown, (socket.SHUT_WR,)).start()
     with pytest.raises(asyncio.IncompleteReadError):
-        connection.read_here(5)
+        _read_here(connection, 5)

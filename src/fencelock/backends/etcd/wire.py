@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import select
 import ssl
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
@@ -50,67 +48,6 @@ class _Connection:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     idle_since: float = 0.0
-    _poll: select.poll | None = None  # its socket, for a stepped read (TLS: None)
-
-    def readable_here(self) -> bool:
-        """Whether a stepped call may read the reply itself, on its own thread: a
-        plain socket (TLS decrypts in the transport), the request wholly sent (the
-        rest would go out only when the loop ran)."""
-        if self.writer.transport.get_write_buffer_size():
-            return False
-        if self._poll is None:
-            if self.writer.get_extra_info("sslcontext") is not None:
-                return False
-            self._poll = select.poll()
-            self._poll.register(self._fd(), select.POLLIN)
-        return True
-
-    def _fd(self) -> int:
-        return int(self.writer.get_extra_info("socket").fileno())
-
-    def read_here(self, timeout: float) -> tuple[int, bytes, bool]:
-        """:func:`_read_reply`, stepped (:mod:`fencelock.stepping`): the caller holds
-        the loop, which is not running, so what the reader waits for is read from the
-        socket here and handed to it. Within ``timeout`` or the call's end, whichever
-        comes first (:class:`~fencelock.stepping.CallEnded` if that one)."""
-        assert self._poll is not None
-        limit, cut = stepping.wait_limit(timeout)
-        assert limit is not None  # ``timeout`` is one
-        ends = clock.now() + limit
-        reading = _read_reply(self.reader)
-        interrupted: BaseException | None = None
-        try:
-            while True:
-                finished, value = stepping.advance(reading)
-                if finished:
-                    if interrupted is not None:
-                        raise interrupted
-                    return value  # type: ignore[no-any-return]
-                try:
-                    data = self._next_bytes(ends)
-                except KeyboardInterrupt as exc:
-                    # Ctrl-C waits for the reply (within the time left): the request's
-                    # outcome is then known, and what the caller sends next comes after
-                    # it (a waiter's key deleted after it was put, not before).
-                    interrupted = exc
-                    continue
-                if data is None:
-                    ended = stepping.CallEnded if cut else TimeoutError
-                    raise ended(f"etcd did not answer within {limit:.3g}s") from interrupted
-                if data:
-                    self.reader.feed_data(data)
-                else:
-                    self.reader.feed_eof()
-        finally:
-            reading.close()
-
-    def _next_bytes(self, ends: float) -> bytes | None:
-        """What arrived on the socket (b"": it closed) by ``ends`` (None: nothing)."""
-        assert self._poll is not None
-        while (left := ends - clock.now()) > 0 and self._poll.poll(left * 1000):
-            with contextlib.suppress(BlockingIOError):
-                return os.read(self._fd(), 65536)
-        return None
 
 
 @dataclass
@@ -153,10 +90,13 @@ class Wire:
         connection = await self._connection(endpoint)
         try:
             connection.writer.write(_request(method, endpoint, path, body, headers))
-            if stepping.active() and connection.readable_here():
-                status, reply, keep = connection.read_here(timeout)
+            reading, reader = _read_reply(connection.reader), connection.reader
+            if stepping.active():  # the reply read on this thread (stepping.py)
+                transport = connection.writer.transport
+                got = await stepping.reading_here(reading, reader, transport, timeout, "etcd")
             else:
-                status, reply, keep = await within(timeout, _read_reply(connection.reader))
+                got = await within(timeout, reading)
+            status, reply, keep = got
         except BaseException as exc:
             _close(connection)
             if isinstance(exc, (*UNREADABLE, TimeoutError)):

@@ -21,7 +21,7 @@ from typing import Any
 
 import aiomysql
 
-from fencelock import forking
+from fencelock import forking, stepping
 from fencelock.backends.base import (
     Acquired,
     AttemptResult,
@@ -57,6 +57,7 @@ class AsyncMySQLBackend:
     supports_fair = False  # GET_LOCK's waiters are woken in the server's order
     renews_in_batches = True  # each on its own connection, all in one loop trip
     native_keeps = True  # a name kept after its lock: a row of the keeps table
+    steps = True  # the blocking client steps it: a reply is read on the caller's thread
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""
@@ -262,13 +263,16 @@ class MySQLAttempt:
         params = self._params()
         # Shielded: cancelled mid-statement, the grant may have landed on the server;
         # close() then waits for the answer and gives back a lock nobody will hold.
-        self._sending = asyncio.ensure_future(
-            backend.connections.run(
-                conn, backend.statements.acquire, params, backend.options.timeout
-            )
+        # Stepped (the blocking client), it is read right here; a Ctrl-C waits for it.
+        asking = backend.connections.run(
+            conn, backend.statements.acquire, params, backend.options.timeout
         )
         try:
-            sets = await asyncio.shield(self._sending)
+            if stepping.active():
+                sets = await asking
+            else:
+                self._sending = asyncio.ensure_future(asking)
+                sets = await asyncio.shield(self._sending)
         finally:
             if conn.closed:
                 self._conn = None
@@ -309,7 +313,7 @@ class MySQLAttempt:
         params = self._params(seconds=seconds)
         try:
             sets = await backend.connections.run(
-                conn, backend.statements.wait, params, seconds + WAIT_SLACK
+                conn, backend.statements.wait, params, seconds + WAIT_SLACK, waits=True
             )
         finally:
             if conn.closed:

@@ -18,7 +18,7 @@ import aiomysql
 import pymysql
 from pymysql.constants import CLIENT
 
-from fencelock import forking
+from fencelock import forking, stepping
 from fencelock.aio import within
 from fencelock.backends.mysql.options import MySQLOptions
 from fencelock.backends.mysql.statements import Statements
@@ -101,12 +101,25 @@ class Connections:
             raise self.translated(exc) from exc
 
     async def run(
-        self, conn: aiomysql.Connection, query: str, params: dict[str, Any], timeout: float
+        self,
+        conn: aiomysql.Connection,
+        query: str,
+        params: dict[str, Any],
+        timeout: float,
+        *,
+        waits: bool = False,
     ) -> list[list[tuple[Any, ...]]]:
-        """Every result set of ``query`` on ``conn``; on failure ``conn`` is closed."""
+        """Every result set of ``query`` on ``conn``; on failure ``conn`` is closed.
+        Stepped (the blocking client), the reply is read on the calling thread, unless
+        the statement ``waits`` (``GET_LOCK`` with a timeout): the loop runs meanwhile."""
         try:
             async with _turn(conn):  # one statement at a time (a renewal meets a release)
-                return await within(timeout, _results(conn, query, params))
+                results = _results(conn, query, params)
+                streams = None if waits or not stepping.active() else _streams(conn)
+                if streams is None:
+                    return await within(timeout, results)
+                reader, transport = streams
+                return await stepping.reading_here(results, reader, transport, timeout, "MySQL")
         except BaseException as exc:
             await discard(conn)
             if isinstance(exc, TimeoutError):
@@ -177,6 +190,15 @@ def _turn(conn: aiomysql.Connection) -> asyncio.Lock:
     if turn is None:
         turn = conn.fencelock_turn = asyncio.Lock()
     return turn
+
+
+def _streams(conn: aiomysql.Connection) -> tuple[asyncio.StreamReader, asyncio.Transport] | None:
+    """The connection's reader and transport (aiomysql keeps them as ``_reader`` and
+    ``_writer``), for a stepped read; None if this aiomysql keeps them otherwise."""
+    reader, writer = getattr(conn, "_reader", None), getattr(conn, "_writer", None)
+    if not isinstance(reader, asyncio.StreamReader) or writer is None:
+        return None
+    return reader, writer.transport
 
 
 async def _results(
