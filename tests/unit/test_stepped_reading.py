@@ -1,6 +1,6 @@
 """A stepped request reads its reply from the socket on the calling thread
-(``stepping.reading_here``, as the etcd wire and the MySQL driver use it): over a real
-socketpair, no server and no running loop."""
+(``stepping.reading_here``, as the etcd wire and aiomysql use it): over a real
+socketpair, no server and no running loop (the reply parser is the etcd wire's)."""
 
 from __future__ import annotations
 
@@ -94,3 +94,32 @@ def test_a_closed_socket_ends_the_reply(
     threading.Timer(0.1, theirs.shutdown, (socket.SHUT_WR,)).start()
     with pytest.raises(asyncio.IncompleteReadError):
         _read_here(connection, 5)
+
+
+def test_what_only_the_loop_can_finish_runs_there_within_the_time_left(
+    connected: tuple[_Connection, socket.socket, SharedLoop],
+) -> None:
+    connection, theirs, shared = connected
+    seen: list[bool] = []
+
+    async def first_a_timer_then_the_reply() -> tuple[int, bytes, bool]:
+        await asyncio.sleep(0.01)  # not the reader's wait: the loop's to finish
+        seen.append(stepping.active())
+        return await _read_reply(connection.reader)
+
+    async def request() -> tuple[int, bytes, bool]:
+        transport = connection.writer.transport
+        reading = first_a_timer_then_the_reply()
+        return await stepping.reading_here(reading, connection.reader, transport, 5, "test")
+
+    _send_later(theirs, [REPLY], 0.05)
+    assert shared.run_stepped(request()) == (200, b'{"ok":true}', True)
+    assert seen == [False]  # it went on as a task, the transport reading the socket
+
+    async def never_answered() -> tuple[int, bytes, bool]:
+        transport = connection.writer.transport
+        reading = first_a_timer_then_the_reply()
+        return await stepping.reading_here(reading, connection.reader, transport, 0.2, "test")
+
+    with pytest.raises(TimeoutError):
+        shared.run_stepped(never_answered())
