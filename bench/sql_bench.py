@@ -264,6 +264,7 @@ def open_raw_lease_statements(url: str, name: str) -> tuple[Cycle, Closer]:
     autocommit psycopg connection: the floor of ``postgresql://``'s round trips."""
     import psycopg
 
+    from fencelock.backends.postgresql.backend import release_mark
     from fencelock.backends.postgresql.statements import Statements
     from fencelock.engine import barging
 
@@ -279,12 +280,11 @@ def open_raw_lease_statements(url: str, name: str) -> tuple[Cycle, Closer]:
         "liveness": barging.WAITER_LIVENESS,
         "listener": int(row[0]),  # a live session, as a listener would be
     }
-    release = {"name": name, "owner": owner}
-
     def cycle() -> None:
         taken = conn.execute(statements.acquire, acquire).fetchall()
         if taken[0][0] is None:
             raise RuntimeError("raw lease statements: the lease was not granted")
+        release = {"name": name, "owner": owner, "mark": release_mark()}
         conn.execute(statements.release, release).fetchall()
 
     return cycle, conn.close
