@@ -131,13 +131,6 @@ def _passed_up(blocked: Blocked) -> Generator[Blocked, None, None]:
     yield blocked
 
 
-def advance(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
-    """One step of ``coro``: ``(True, its value)`` or ``(False, what it suspended on)``.
-    A leaf that knows what its coroutine waits for (a stream's next bytes) provides
-    it, and advances it again."""
-    return _send(coro)
-
-
 async def reading_here(
     coro: Coroutine[Any, Any, T],
     reader: asyncio.StreamReader,

@@ -270,7 +270,7 @@ class _Handoff(Generic[T]):
         context: Context | None = None,
     ) -> None:
         self._coro, self._future = coro, future
-        self._context = context or copy_context()
+        self._context = context if context is not None else copy_context()
         self._tasks: list[asyncio.Task[T]] = []
 
     def start(self) -> None:
