@@ -116,12 +116,7 @@ def test_a_waiter_whose_session_the_server_ends_queues_again_at_once(
     try was handed the ended session again, three times, and the acquire failed."""
     name = f"requeue/{time.monotonic_ns()}"
     with fencelock.connect(zookeeper.url) as holding, fencelock.connect(zookeeper.url) as waiting:
-        first = holding.lock(name, ttl=20).acquire()
-        taken: list[fencelock.Lease] = []
-        waiter = threading.Thread(
-            target=lambda: taken.append(waiting.lock(name, ttl=20).acquire(timeout=60))
-        )
-        waiter.start()
+        first, taken, waiter = _one_holds_one_waits(holding, waiting, name, 20, 60)
         kazoo = KazooClient(hosts=zookeeper.address)
         kazoo.start(10)
         try:
@@ -223,6 +218,20 @@ def test_a_url_with_credentials_gets_its_session(zookeeper: ZooKeeperServer) -> 
         lease.release()
 
 
+def _one_holds_one_waits(
+    holding: fencelock.Client, waiting: fencelock.Client, name: str, ttl: float, timeout: float
+) -> tuple[fencelock.Lease, list[fencelock.Lease], threading.Thread]:
+    """``holding`` takes ``name``; a thread waits for it through ``waiting`` (its lease
+    lands in the list)."""
+    first = holding.lock(name, ttl=ttl).acquire()
+    taken: list[fencelock.Lease] = []
+    waiter = threading.Thread(
+        target=lambda: taken.append(waiting.lock(name, ttl=ttl).acquire(timeout=timeout))
+    )
+    waiter.start()
+    return first, taken, waiter
+
+
 def _requests_by_kind(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Every ZooKeeper request this process sends from now on, counted by kind."""
     counts: dict[str, int] = {}
@@ -244,12 +253,7 @@ def test_a_waiter_behind_the_holder_takes_over_without_listing_the_line(
     on the handoff's path (the waiter knew it was next: it listed the line as it joined)."""
     name = f"handoff/{time.monotonic_ns()}"
     with fencelock.connect(zookeeper.url) as holding, fencelock.connect(zookeeper.url) as waiting:
-        first = holding.lock(name, ttl=10).acquire()
-        taken: list[fencelock.Lease] = []
-        waiter = threading.Thread(
-            target=lambda: taken.append(waiting.lock(name, ttl=10).acquire(timeout=30))
-        )
-        waiter.start()
+        first, taken, waiter = _one_holds_one_waits(holding, waiting, name, 10, 30)
         deadline = time.monotonic() + 30
         while (info := holding.inspect(name)) is None or not info.waiters:
             assert time.monotonic() < deadline, "the waiter never queued"
