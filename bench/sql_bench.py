@@ -280,6 +280,7 @@ def open_raw_lease_statements(url: str, name: str) -> tuple[Cycle, Closer]:
         "liveness": barging.WAITER_LIVENESS,
         "listener": int(row[0]),  # a live session, as a listener would be
     }
+
     def cycle() -> None:
         taken = conn.execute(statements.acquire, acquire).fetchall()
         if taken[0][0] is None:
