@@ -351,8 +351,8 @@ class SharedLoopAttempt:
     def _call(self, call: Callable[[AsyncAttempt], Coroutine[Any, Any, T]], what: str) -> T:
         """One call of the attempt's, bounded: stepped where the backend steps."""
         bounded = self._attempt
-        if not self._steps:
-            return self._loop.run(bounded.bounding(call(bounded.inner), what))
+        if not self._steps:  # its own (bounded) call, whose request is made as it runs
+            return self._loop.run(call(bounded))
         ends = bounded.ends_at()
         given = None if ends is None else max(ends - clock.now(), 0.0)
         try:
