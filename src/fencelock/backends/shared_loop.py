@@ -96,6 +96,9 @@ class SharedLoop:
         Another thread running the loop meanwhile gets ``coro`` as in :meth:`run`."""
         if _loop_running_here() or not self._baton.acquire(blocking=False):
             return self.run(coro)
+        if self.loop.is_closed():
+            self._leave()
+            raise _refused(coro, self.loop)
         try:
             self._catch_up()
             finished, outcome, context = stepping.step(coro, self.loop)
