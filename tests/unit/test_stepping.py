@@ -5,7 +5,9 @@ futures set by timers and threads."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
+import time
 from collections.abc import Coroutine, Iterator
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 
 from fencelock import clock, stepping
 from fencelock.backends.shared_loop import SharedLoop
+from fencelock.errors import BackendUnavailable
 
 
 @pytest.fixture
@@ -289,3 +292,34 @@ def test_a_blocked_coroutine_is_closed_if_the_wait_is_interrupted(shared: Shared
         shared.run_stepped(waiter())
     assert closed == [True]
     assert shared.run_stepped(asyncio.sleep(0, "free")) == "free"  # the loop is not held
+
+
+def test_a_call_handed_to_a_loop_closed_before_it_ran_says_the_client_was_closed(
+    shared: SharedLoop,
+) -> None:
+    ran = threading.Event()
+
+    async def request() -> int:
+        ran.set()
+        return 3
+
+    call = request()
+    outcome: list[BaseException] = []
+
+    def caller() -> None:
+        try:
+            shared.run(call)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    assert shared._baton.acquire(blocking=False)  # as if another thread ran the loop
+    thread = threading.Thread(target=caller)
+    thread.start()
+    time.sleep(0.1)  # handed over (had it not been yet, the closed loop refuses it)
+    shared.loop.close()
+    shared._leave()
+    thread.join(10)
+    assert not ran.is_set()
+    assert len(outcome) == 1 and isinstance(outcome[0], BackendUnavailable), outcome
+    assert str(outcome[0]) == "the client was closed"
+    assert inspect.getcoroutinestate(call) == inspect.CORO_CLOSED  # no "never awaited"

@@ -9,7 +9,7 @@ thread and back cost two thread wake-ups per call, a third of a Redlock cycle).
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import inspect
 import threading
 from collections.abc import Callable, Coroutine, Sequence
 from contextvars import Context, copy_context
@@ -104,6 +104,7 @@ class SharedLoop:
             finished, outcome, context = stepping.step(coro, self.loop)
         except BaseException:
             self._leave()
+            _close_unstarted(coro)
             raise
         while not finished and isinstance(outcome, stepping.Blocked):
             if not self._wait_off_loop(coro, outcome, context):  # another thread runs
@@ -184,8 +185,10 @@ class SharedLoop:
             # Interrupted while the loop (ours or another thread's) ran the coroutine:
             # it must not go on without us.
             if not future.done():
-                with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile
+                try:
                     self.loop.call_soon_threadsafe(handoff.stop)
+                except RuntimeError:  # the loop was closed meanwhile: it never runs now
+                    _close_unstarted(coro)
             raise
 
     def _wait_or_lead(self, future: asyncio.Future[T]) -> T:
@@ -197,6 +200,9 @@ class SharedLoop:
             if future.done():
                 return future.result()
             if self._baton.acquire(blocking=False):
+                if self.loop.is_closed():  # closed before it ran what it was handed
+                    self._leave()
+                    raise BackendUnavailable("the client was closed")
                 return self._lead(future, None)
 
     def _notify(self, _future: asyncio.Future[Any]) -> None:
@@ -234,6 +240,13 @@ def _refused(coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop) ->
     if loop.is_closed():
         return BackendUnavailable("the client was closed")
     return RuntimeError("fencelock: the shared event loop refused a call")  # pragma: no cover
+
+
+def _close_unstarted(coro: Coroutine[Any, Any, Any]) -> None:
+    """Close ``coro`` if it never ran (else Python warns it was never awaited); one
+    that ran this far is left as it is."""
+    if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
+        coro.close()
 
 
 def _has_news(loop: asyncio.AbstractEventLoop) -> bool:

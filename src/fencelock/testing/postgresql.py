@@ -17,12 +17,18 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fencelock.testing.nobody import as_nobody, give_to_nobody
 from fencelock.testing.sql_server import SQLServer
 from fencelock.testing.tools import LOOPBACK, ToolMissing
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from fencelock.testing.process import ServerOptions
 
 BIN = Path("/usr/lib/postgresql/15/bin")
 PASSWORD = "fencelock"
@@ -63,6 +69,10 @@ class PostgreSQLServer(SQLServer):
     kind = "postgresql"
     program = "postgres"
     package = "postgresql-15"
+
+    def __init__(self, workdir: Path, **options: Unpack[ServerOptions]) -> None:
+        super().__init__(workdir, **options)
+        self._family: set[int] = set()  # the children signalled, until they exit
 
     def executable(self) -> str:
         binary = BIN / self.program
@@ -115,15 +125,47 @@ class PostgreSQLServer(SQLServer):
     def _signal(self, sig: signal.Signals) -> bool:
         """To the postmaster and each of its children (the backends serving connections,
         the background workers): each child calls ``setsid()``, so it is in no group of
-        the postmaster's. The postmaster first, so that it forks no new child meanwhile."""
+        the postmaster's. The postmaster is stopped while its children are listed, so
+        that it forks no new one meanwhile, and signalled last: once it is killed, its
+        children are the init process's and no longer listed as its own."""
         if not self.alive or self.proc is None:
             return False
+        postmaster = self.proc.pid
         with contextlib.suppress(ProcessLookupError):
-            os.kill(self.proc.pid, sig)
-        for child in _children(self.proc.pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child, sig)
+            if sig is not signal.SIGCONT:
+                os.kill(postmaster, signal.SIGSTOP)
+            children = _children(postmaster)
+            self._family.update(children)
+            for child in children:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child, sig)
+            os.kill(postmaster, sig)
+            if sig not in (signal.SIGSTOP, signal.SIGKILL):
+                os.kill(postmaster, signal.SIGCONT)
         return True
+
+    def _reap(self, timeout: float) -> bool:
+        """The postmaster, then each child signalled: a restart while a killed backend
+        still holds the cluster's shared memory would fail ("pre-existing shared memory
+        block is still in use")."""
+        deadline = time.monotonic() + timeout
+        if not super()._reap(timeout):
+            return False
+        while any(_running(child) for child in self._family):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        self._family.clear()
+        return True
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie has exited: it holds no memory)."""
+    try:
+        stat = (Path("/proc") / str(pid) / "stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def _children(parent: int) -> list[int]:
