@@ -128,12 +128,19 @@ def test_a_thread_that_finds_the_loop_busy_joins_it_unstepped(shared: SharedLoop
         seen.append(stepping.active())
         return 3
 
+    bounds: list[str] = []
+
+    async def bounded(rest: Coroutine[Any, Any, int]) -> int:  # as the attempt's deadline
+        bounds.append("bound")
+        return await rest
+
     try:
-        assert shared.run_stepped(request()) == 3
+        assert shared.run_stepped(request(), bounded) == 3
     finally:
         release.set()
         holder.join(10)
     assert seen == [False]  # run by the loop's thread, in a task
+    assert bounds == ["bound"]  # within the call's bound there too
 
 
 def test_a_wait_is_limited_by_the_calls_end_only_when_that_comes_first() -> None:

@@ -93,9 +93,12 @@ class SharedLoop:
         finishes without a turn of the loop if it never suspends; if it does, the
         loop runs ``rest(the remainder)``. One that blocks (:func:`.stepping.block`)
         waits here with the loop left to other threads, and is stepped on after.
-        Another thread running the loop meanwhile gets ``coro`` as in :meth:`run`."""
+        Another thread running the loop meanwhile gets ``rest(coro)`` as in :meth:`run`."""
         if _loop_running_here() or not self._baton.acquire(blocking=False):
-            return self.run(coro)
+            try:
+                return self.run(rest(coro))
+            finally:
+                _close_unstarted(coro)  # refused (the loop was closed): it never ran
         if self.loop.is_closed():
             self._leave()
             raise _refused(coro, self.loop)
