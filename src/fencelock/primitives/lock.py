@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import inspect
 import math
 import random
 import secrets
 import time
-from collections.abc import Iterator
-from typing import Generic, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from typing import Generic, Literal, ParamSpec, TypeVar, overload
 
 from fencelock import clock
 from fencelock.backends.base import (
@@ -52,6 +54,8 @@ from fencelock.stopping import TaskStopper, ThreadStopper
 B = TypeVar("B", Backend, AsyncBackend)
 Stopper = TaskStopper | ThreadStopper
 L = TypeVar("L", bound=LeaseBase)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def is_held(info: LockInfo | None) -> bool:
@@ -218,6 +222,20 @@ class _LockBase(Generic[B, L]):
             "lock" if self._share is None else self._share.kind,
         )
 
+    def _once_only(self, timeout: float | None, blocking: bool) -> bool:
+        """True for ``blocking=False``: one try, no wait (a timeout cannot go with it)."""
+        if blocking:
+            return False
+        if timeout is not None:
+            raise ConfigError(
+                f"lock {self.name!r}: acquire(blocking=False) tries once and never waits; "
+                f"it takes no timeout (got {timeout!r})"
+            )
+        return True
+
+    def _owned_by(self, holder: object) -> bool:
+        return bool(self._seam.holdings.held_by(self.name, holder))
+
     def _hold(self, lease: L, holder: object) -> L:
         """After an acquisition: ``holder`` holds ``lease``, and it is renewed."""
         self._seam.holdings.add(lease, holder)
@@ -257,18 +275,34 @@ class Lock(_LockBase[Backend, Lease]):
     lease was lost while the block ran.
     """
 
-    def acquire(self, timeout: float | None = None) -> Lease:
+    @overload
+    def acquire(self, timeout: float | None = None, *, blocking: Literal[True] = True) -> Lease: ...
+
+    @overload
+    def acquire(self, *, blocking: bool) -> Lease | None: ...
+
+    def acquire(self, timeout: float | None = None, *, blocking: bool = True) -> Lease | None:
         """Take the lock and return its :class:`Lease`.
 
         ``timeout=None`` waits as long as it takes; ``0`` tries once (``with``
         uses the lock's own ``timeout``). Raises
         :class:`LockTimeout` when it gives up, :class:`BackendUnavailable` when
         the server cannot be reached; nothing is left held in either case.
+        ``blocking=False`` tries once and returns None instead of raising
+        :class:`LockTimeout` (as :meth:`try_acquire`; redis-py's and
+        ``threading.Lock``'s spelling).
         :class:`AlreadyHeld` if this thread holds it already (it would wait for itself),
         unless the lock is re-entrant: then the same lease comes back, held once more
         (``lease.depth``), and only the last of its releases gives it back.
         """
-        holder = this_thread()
+        if self._once_only(timeout, blocking):
+            return self.try_acquire()
+        return self._acquire(timeout)
+
+    def _acquire(self, timeout: float | None, holder: object | None = None) -> Lease:
+        """:meth:`acquire`, for ``holder`` (a face's own, :mod:`fencelock.compat`) or
+        this thread."""
+        holder = this_thread() if holder is None else holder
         again = self._reenter(holder)
         if again is not None:
             return again
@@ -295,7 +329,7 @@ class Lock(_LockBase[Backend, Lease]):
     def try_acquire(self) -> Lease | None:
         """Try once: the :class:`Lease`, or None if another owner holds the lock."""
         try:
-            return self.acquire(timeout=0)
+            return self._acquire(timeout=0)
         except LockTimeout:
             return None
 
@@ -303,8 +337,30 @@ class Lock(_LockBase[Backend, Lease]):
         """Whether anyone (this client or another) holds the lock now."""
         return is_held(self._backend.inspect(self.name))
 
+    def owned(self) -> bool:
+        """Whether this thread holds the lock through this client, with a lease whose
+        trusted time has not run out (no request: what the lease itself knows)."""
+        return self._owned_by(this_thread())
+
+    def __call__(self, func: Callable[P, R]) -> Callable[P, R]:
+        """Decorate ``func`` so that its calls hold the lock, one at a time across every
+        process (``@client.lock("name")``); each call waits up to the lock's ``timeout``."""
+        if inspect.iscoroutinefunction(func):
+            raise ConfigError(
+                f"lock {self.name!r} is blocking and {func.__qualname__} is a coroutine "
+                "function: decorate it with an asyncio client's lock "
+                "(fencelock.aconnect(...).lock(name))"
+            )
+
+        @functools.wraps(func)
+        def serialized(*args: P.args, **kwargs: P.kwargs) -> R:
+            with self:
+                return func(*args, **kwargs)
+
+        return serialized
+
     def __enter__(self) -> Lease:
-        lease = self.acquire(self.timeout)
+        lease = self._acquire(self.timeout)
         stopper = ThreadStopper(lease) if self.stop_on_loss and lease.depth == 1 else None
         return self._entering(this_thread(), lease, stopper)
 
@@ -317,8 +373,23 @@ class Lock(_LockBase[Backend, Lease]):
 class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
     """A named lock for asyncio: ``async with lock as lease:``."""
 
-    async def acquire(self, timeout: float | None = None) -> AsyncLease:
+    @overload
+    async def acquire(
+        self, timeout: float | None = None, *, blocking: Literal[True] = True
+    ) -> AsyncLease: ...
+
+    @overload
+    async def acquire(self, *, blocking: bool) -> AsyncLease | None: ...
+
+    async def acquire(
+        self, timeout: float | None = None, *, blocking: bool = True
+    ) -> AsyncLease | None:
         """Take the lock; same contract as :meth:`Lock.acquire` (per task, not thread)."""
+        if self._once_only(timeout, blocking):
+            return await self.try_acquire()
+        return await self._acquire(timeout)
+
+    async def _acquire(self, timeout: float | None) -> AsyncLease:
         holder = this_task()
         again = self._reenter(holder)
         if again is not None:
@@ -345,7 +416,7 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
     async def try_acquire(self) -> AsyncLease | None:
         """Try once: the :class:`AsyncLease`, or None if another owner holds the lock."""
         try:
-            return await self.acquire(timeout=0)
+            return await self._acquire(timeout=0)
         except LockTimeout:
             return None
 
@@ -353,8 +424,32 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
         """Whether anyone (this client or another) holds the lock now."""
         return is_held(await self._backend.inspect(self.name))
 
+    def owned(self) -> bool:
+        """Whether this task holds the lock through this client, with a lease whose
+        trusted time has not run out (no request: what the lease itself knows)."""
+        return self._owned_by(this_task())
+
+    def __call__(
+        self, func: Callable[P, Awaitable[R]]
+    ) -> Callable[P, Coroutine[object, object, R]]:
+        """Decorate coroutine function ``func`` so that its calls hold the lock, one at a
+        time across every process; each call waits up to the lock's ``timeout``."""
+        if not inspect.iscoroutinefunction(func):
+            raise ConfigError(
+                f"lock {self.name!r} is an asyncio lock and {func.__qualname__} is not a "
+                "coroutine function: decorate it with a blocking client's lock "
+                "(fencelock.connect(...).lock(name))"
+            )
+
+        @functools.wraps(func)
+        async def serialized(*args: P.args, **kwargs: P.kwargs) -> R:
+            async with self:
+                return await func(*args, **kwargs)
+
+        return serialized
+
     async def __aenter__(self) -> AsyncLease:
-        lease = await self.acquire(self.timeout)
+        lease = await self._acquire(self.timeout)
         stopper = TaskStopper(lease) if self.stop_on_loss and lease.depth == 1 else None
         return self._entering(this_task(), lease, stopper)
 
