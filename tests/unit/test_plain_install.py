@@ -35,6 +35,10 @@ try:
     fencelock.connect("redis://127.0.0.1:9/0")
 except fencelock.ConfigError as exc:
     print(exc)
+try:
+    import fencelock.compat.redis_py
+except ImportError as exc:
+    print(exc)
 loaded = sorted(n for n in {drivers!r} if sys.modules.get(n) is not None)
 print("loaded", loaded)
 """
@@ -52,4 +56,5 @@ def test_a_lock_on_sqlite_with_every_optional_driver_blocked() -> None:
     lines = done.stdout.splitlines()
     assert lines[0] == "token 1" and lines[1] == "semaphore True"
     assert "pip install 'fencelock[redis]'" in lines[2]
-    assert lines[3] == "loaded []"
+    assert "compat.redis_py" in lines[3] and "pip install 'fencelock[redis]'" in lines[3]
+    assert lines[4] == "loaded []"

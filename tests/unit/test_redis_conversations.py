@@ -15,10 +15,10 @@ from fencelock.backends.base import Acquired, Busy
 from fencelock.backends.redis import conversations
 from fencelock.backends.redis.attempt import Undo, UndoTracker, undoing
 from fencelock.backends.redis.options import redis_options
-from fencelock.backends.redis.scripts import ACQUIRE, LockKeys, acquire_command
+from fencelock.backends.redis.scripts import ACQUIRE, KeyStyle, LockKeys, acquire_command
 from fencelock.backends.redis.wakeups import Subscription, Wakeups
 from fencelock.engine.urls import parse_url
-from fencelock.errors import BackendUnavailable
+from fencelock.errors import BackendUnavailable, ConfigError
 
 KEYS = LockKeys.of("job")
 
@@ -106,7 +106,32 @@ def test_held_pages_through_scan_and_keeps_only_held_locks() -> None:
             return pages[cursor]
         return ["x", 900, "3", 0] if b"{a}" in sent else [None, -2, "4", 0]
 
-    infos, _said = run(conversations.held("fencelock:{*}"), answer)
+    infos, said = run(conversations.held("", KeyStyle()), answer)
+    assert [(i.name, i.owner, i.token) for i in infos] == [("a", "x", 3)]
+    assert b"fencelock:{*}" in said[0]
+
+
+def test_bare_keys_put_the_lock_at_its_name_and_find_it_by_its_token_counter() -> None:
+    bare = KeyStyle(bare=True)
+    keys = bare.of("jobs/nightly")
+    assert keys.lock == "jobs/nightly"
+    assert keys.token == "fencelock:{jobs/nightly}:token"  # the same cluster slot
+    assert bare.scan_pattern("jobs/") == "fencelock:{jobs/*}:token"
+    assert bare.name_of("fencelock:{jobs/nightly}:token") == "jobs/nightly"
+    assert KeyStyle().of("jobs/nightly").lock == "fencelock:{jobs/nightly}"
+    with pytest.raises(ConfigError, match="braces"):
+        bare.of("a{b}")
+
+    pages = {"0": ["0", ["fencelock:{a}:token", "fencelock:{b}:token"]]}
+
+    def answer(sent: bytes) -> Any:
+        parts = sent.split(b"\r\n")
+        if parts[2] == b"SCAN":
+            return pages[parts[4].decode()]
+        assert parts[8] in (b"a", b"b"), parts  # the inspect script reads the bare key
+        return ["x", 900, "3", 0] if parts[8] == b"a" else [None, -2, "4", 0]
+
+    infos, _said = run(conversations.held("", bare), answer)
     assert [(i.name, i.owner, i.token) for i in infos] == [("a", "x", 3)]
 
 

@@ -389,8 +389,9 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
             return await self.try_acquire()
         return await self._acquire(timeout)
 
-    async def _acquire(self, timeout: float | None) -> AsyncLease:
-        holder = this_task()
+    async def _acquire(self, timeout: float | None, holder: object | None = None) -> AsyncLease:
+        """:meth:`acquire`, for ``holder`` (a face's own) or this task."""
+        holder = this_task() if holder is None else holder
         again = self._reenter(holder)
         if again is not None:
             return again

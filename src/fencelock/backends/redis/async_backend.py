@@ -21,7 +21,7 @@ from fencelock.backends.redis.attempt import (
 from fencelock.backends.redis.errors import DRIVER_ERRORS, translate
 from fencelock.backends.redis.listener import AsyncWakeListener
 from fencelock.backends.redis.options import redis_client
-from fencelock.backends.redis.scripts import Command, LockKeys, scan_pattern
+from fencelock.backends.redis.scripts import Command, LockKeys
 from fencelock.backends.redis.server import RedisServer, Undoing
 from fencelock.backends.redis.wire import AsyncWire
 from fencelock.engine.urls import ParsedURL
@@ -69,19 +69,19 @@ class AsyncRedisBackend(RedisServer):
         return await self._talk(conversations.acquire(command, keys, owner, self.options))
 
     async def release(self, name: str, owner: str) -> bool:
-        return await self._talk(conversations.release(LockKeys.of(name), owner))
+        return await self._talk(conversations.release(self.keys.of(name), owner))
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool:
-        return await self._talk(conversations.renew(LockKeys.of(name), owner, ttl))
+        return await self._talk(conversations.renew(self.keys.of(name), owner, ttl))
 
     async def renew_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return await self._talk(conversations.renew_many(renewals))
+        return await self._talk(conversations.renew_many(renewals, self.keys))
 
     async def inspect(self, name: str) -> LockInfo | None:
-        return await self._talk(conversations.inspect(name))
+        return await self._talk(conversations.inspect(name, self.keys))
 
     async def list(self, prefix: str) -> list[LockInfo]:
-        return await self._talk(conversations.held(scan_pattern(prefix)))
+        return await self._talk(conversations.held(prefix, self.keys))
 
     async def undo(self, attempt: AsyncRedisAttempt, what: Undo) -> None:
         """Give back what a closed attempt left on the server (see :class:`Undo`)."""

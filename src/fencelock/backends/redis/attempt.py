@@ -19,7 +19,7 @@ from fencelock.backends.base import AttemptResult, Busy
 from fencelock.backends.redis import conversations
 from fencelock.backends.redis.errors import unanswered
 from fencelock.backends.redis.listener import AsyncWakeListener, WakeListener
-from fencelock.backends.redis.scripts import Command, LockKeys, acquire_command
+from fencelock.backends.redis.scripts import Command, KeyStyle, LockKeys, acquire_command
 from fencelock.backends.wakeup import await_then_rearm, wait_then_rearm
 from fencelock.errors import BackendUnavailable, FencelockError
 
@@ -86,6 +86,10 @@ class Acquirer(Protocol):
     def listener(self) -> WakeListener:
         """The wake-up subscription of the backend's connection."""
 
+    @property
+    def keys(self) -> KeyStyle:
+        """Where the server keeps its locks."""
+
     def acquire(self, command: Command, keys: LockKeys, owner: str) -> AttemptResult:
         """Run the acquire script once."""
 
@@ -100,6 +104,10 @@ class AsyncAcquirer(Protocol):
     def listener(self) -> AsyncWakeListener:
         """The wake-up subscription of the backend's connection."""
 
+    @property
+    def keys(self) -> KeyStyle:
+        """Where the server keeps its locks."""
+
     async def acquire(self, command: Command, keys: LockKeys, owner: str) -> AttemptResult:
         """Run the acquire script once."""
 
@@ -108,15 +116,15 @@ class AsyncAcquirer(Protocol):
 
 
 class _AttemptBase(UndoTracker):
-    def __init__(self, channel: str, name: str, owner: str, ttl: float, fair: bool) -> None:
+    def __init__(self, channel: str, keys: LockKeys, owner: str, ttl: float, fair: bool) -> None:
         self.owner, self.ttl = owner, ttl
-        self.keys = LockKeys.of(name)
+        self.keys = keys
         self._command = acquire_command(self.keys, owner, ttl, channel, fair)
 
 
 class RedisAttempt(_AttemptBase):
     def __init__(self, backend: Acquirer, name: str, owner: str, ttl: float, fair: bool) -> None:
-        super().__init__(backend.listener.channel, name, owner, ttl, fair)
+        super().__init__(backend.listener.channel, backend.keys.of(name), owner, ttl, fair)
         self._backend = backend
         self._event: threading.Event | None = None
 
@@ -149,7 +157,7 @@ class AsyncRedisAttempt(_AttemptBase):
     def __init__(
         self, backend: AsyncAcquirer, name: str, owner: str, ttl: float, fair: bool
     ) -> None:
-        super().__init__(backend.listener.channel, name, owner, ttl, fair)
+        super().__init__(backend.listener.channel, backend.keys.of(name), owner, ttl, fair)
         self._backend = backend
         self._event: asyncio.Event | None = None
 

@@ -21,12 +21,12 @@ from fencelock.backends.redis.options import RedisOptions
 from fencelock.backends.redis.resp import RawReply, pack
 from fencelock.backends.redis.scripts import (
     Command,
+    KeyStyle,
     LockKeys,
     attempt_result,
     inspect_command,
     leave_command,
     lock_info,
-    name_of,
     release_command,
     renew_command,
     renew_many_command,
@@ -65,17 +65,17 @@ def renew(keys: LockKeys, owner: str, ttl: float) -> Conversation[bool]:
     return bool((yield (renew_command(keys, owner, ttl))) == 1)
 
 
-def renew_many(renewals: Sequence[Renewal]) -> Conversation[list[bool]]:
+def renew_many(renewals: Sequence[Renewal], style: KeyStyle) -> Conversation[list[bool]]:
     """Compare-and-extend each, in one script; one by one if the server is a cluster
     node, which refuses a script whose keys lie in several slots (CROSSSLOT)."""
     try:
-        replies = yield (renew_many_command(renewals))
+        replies = yield (renew_many_command(renewals, style))
     except ResponseError as exc:
         if "CROSSSLOT" not in str(exc):
             raise
         replies = []
         for name, owner, ttl in renewals:
-            replies.append((yield (renew_command(LockKeys.of(name), owner, ttl))))
+            replies.append((yield (renew_command(style.of(name), owner, ttl))))
     return [reply == 1 for reply in replies]
 
 
@@ -90,14 +90,15 @@ def undo(keys: LockKeys, owner: str, channel: str) -> Conversation[None]:
     yield (leave_command(keys, owner, channel))
 
 
-def inspect(name: str) -> Conversation[LockInfo | None]:
+def inspect(name: str, style: KeyStyle) -> Conversation[LockInfo | None]:
     """The lock's holder, remaining TTL, last token and waiters; None if never used."""
-    owner, pttl, token, waiters = yield (inspect_command(LockKeys.of(name)))
+    owner, pttl, token, waiters = yield (inspect_command(style.of(name)))
     return lock_info(name, owner, pttl, token, waiters)
 
 
-def held(pattern: str) -> Conversation[list[LockInfo]]:
-    """The held locks whose keys match ``pattern``, by name."""
+def held(prefix: str, style: KeyStyle) -> Conversation[list[LockInfo]]:
+    """The held locks whose names start with ``prefix``, by name."""
+    pattern = style.scan_pattern(prefix)
     cursor, keys = "0", set()
     while True:
         cursor, batch = yield (None, pack([b"SCAN", cursor, b"MATCH", pattern, b"COUNT", 500]))
@@ -106,7 +107,7 @@ def held(pattern: str) -> Conversation[list[LockInfo]]:
             break
     infos = []
     for key in sorted(keys):
-        info = yield from inspect(name_of(key))
+        info = yield from inspect(style.name_of(key), style)
         if info is not None and info.held:
             infos.append(info)
     return infos

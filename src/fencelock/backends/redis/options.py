@@ -15,7 +15,8 @@ _SSL_OPTIONS = {
     "ssl_cert_reqs",
     "ssl_check_hostname",
 }
-_OPTIONS = {"timeout", "connect_timeout", "wait_replicas", "wait_timeout"} | _SSL_OPTIONS
+_OPTIONS = {"timeout", "connect_timeout", "wait_replicas", "wait_timeout", "keys"} | _SSL_OPTIONS
+KEY_STYLES = ("fencelock", "bare")
 UNIX_SCHEMES = ("redis+unix", "unix")  # redis-py's unix:// too
 SENTINEL_SCHEMES = ("redis+sentinel",)
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
@@ -37,6 +38,7 @@ class RedisOptions:
     unix_socket: str | None = None  # a local server's socket path, instead of host:port
     sentinels: tuple[tuple[str, int], ...] = ()  # ask these for the master of ``service``
     service: str = ""
+    bare_keys: bool = False  # keys=bare: each lock at its name (scripts.KeyStyle)
 
     @property
     def where(self) -> str:
@@ -130,7 +132,14 @@ def _options(parsed: ParsedURL, db_text: str, **where: Any) -> RedisOptions:
             f"Redis database must be a number, got {db_text!r} in {parsed.redacted!r}"
         )
     fields: dict[str, Any] = {"host": "", "port": 0, "tls": False, "ssl": {}, **where}
+    style = parsed.options.get("keys", "fencelock")
+    if style not in KEY_STYLES:
+        raise ConfigError(
+            f"option keys={style!r} must be fencelock (the default: fencelock:{{NAME}}) or "
+            f"bare (the lock at the key NAME, as redis-py's Lock keeps it) in {parsed.redacted!r}"
+        )
     return RedisOptions(
+        bare_keys=style == "bare",
         db=int(db_text),
         username=parsed.username,
         password=parsed.password,
@@ -187,7 +196,7 @@ def redis_client(options: RedisOptions, asyncio: bool = False) -> Any:
 def _unix_options(parsed: ParsedURL) -> RedisOptions:
     """A server on this host, through its unix socket: the URL's path; ``?db=N``."""
     reject_unknown_options(
-        parsed, {"timeout", "connect_timeout", "wait_replicas", "wait_timeout", "db"}
+        parsed, {"timeout", "connect_timeout", "wait_replicas", "wait_timeout", "db", "keys"}
     )
     if parsed.hosts or not parsed.path.startswith("/"):
         raise ConfigError(

@@ -11,6 +11,7 @@ from importlib import resources
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo
 from fencelock.backends.redis.resp import Partial, RawReply, Script
 from fencelock.engine import barging
+from fencelock.errors import ConfigError
 
 KEY_PREFIX = "fencelock:"
 
@@ -70,8 +71,11 @@ def renew_command(keys: LockKeys, owner: str, ttl: float) -> Command:
     return RENEW, RENEW.call((keys.lock,), [owner, ms(ttl)])
 
 
-def renew_many_command(renewals: Sequence[tuple[str, str, float]]) -> Command:
-    keys = tuple(LockKeys.of(name).lock for name, _, _ in renewals)
+def renew_many_command(
+    renewals: Sequence[tuple[str, str, float]], style: KeyStyle | None = None
+) -> Command:
+    of = LockKeys.of if style is None else style.of
+    keys = tuple(of(name).lock for name, _, _ in renewals)
     owners = [owner for _, owner, _ in renewals]
     return RENEW_MANY, RENEW_MANY.call(keys, [*owners, *(ms(ttl) for _, _, ttl in renewals)])
 
@@ -111,10 +115,15 @@ class LockKeys:
 
 
 @functools.lru_cache(maxsize=4096)
-def _keys_of(name: str) -> LockKeys:
+def _keys_of(name: str, bare: bool = False) -> LockKeys:
     tagged = f"{KEY_PREFIX}{{{name}}}"
+    if bare and ("{" in name or "}" in name):
+        raise ConfigError(
+            f"lock name {name!r}: with keys=bare the lock's key is its name, and a name "
+            "with braces would put it in another Redis Cluster slot than its other keys"
+        )
     return LockKeys(
-        lock=tagged,
+        lock=name if bare else tagged,
         token=tagged + ":token",
         channel=tagged + ":free",
         queue=tagged + ":queue",
@@ -128,6 +137,28 @@ def name_of(key: str) -> str:
 
 def scan_pattern(prefix: str) -> str:
     return f"{KEY_PREFIX}{{{prefix}*}}"
+
+
+@dataclass(frozen=True)
+class KeyStyle:
+    """Where a server's locks live. Under ``fencelock:{NAME}`` (the default), or
+    ``bare``: the lock itself at the key NAME, as redis-py's ``Lock`` keeps it, so that
+    a fencelock lock and a redis-py lock on one name exclude each other (a migration
+    from one to the other, process by process); the lock's other keys stay
+    ``fencelock:{NAME}:...``, in the same Redis Cluster slot."""
+
+    bare: bool = False
+
+    def of(self, name: str) -> LockKeys:
+        return _keys_of(name, self.bare)
+
+    def scan_pattern(self, prefix: str) -> str:
+        """The keys to look for the held locks under ``prefix`` by: with bare keys, the
+        token counters (every lock taken in the last week has one)."""
+        return scan_pattern(prefix) + (":token" if self.bare else "")
+
+    def name_of(self, key: str) -> str:
+        return name_of(key.removesuffix(":token") if self.bare else key)
 
 
 def attempt_result(reply: list[RawReply]) -> AttemptResult:

@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager
 from fencelock.backends.redis import conversations
 from fencelock.backends.redis.errors import translated
 from fencelock.backends.redis.options import RedisOptions, redis_options
-from fencelock.backends.redis.scripts import LockKeys
+from fencelock.backends.redis.scripts import KeyStyle, LockKeys
 from fencelock.engine.urls import ParsedURL
 
 
@@ -27,6 +27,7 @@ class RedisServer:
         self.url = parsed.redacted
         self.options = redis_options(parsed) if options is None else options
         self.where = self.options.where
+        self.keys = KeyStyle(self.options.bare_keys)
 
     def _translated(self) -> AbstractContextManager[None]:
         return translated(self.where, self.options.tls)

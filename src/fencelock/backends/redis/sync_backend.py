@@ -28,7 +28,7 @@ from fencelock.backends.redis.attempt import (
 from fencelock.backends.redis.errors import DRIVER_ERRORS, translate
 from fencelock.backends.redis.listener import WakeListener
 from fencelock.backends.redis.options import RedisOptions, redis_client
-from fencelock.backends.redis.scripts import Command, LockKeys, renew_command, scan_pattern
+from fencelock.backends.redis.scripts import Command, LockKeys, renew_command
 from fencelock.backends.redis.server import RedisServer, Undoing
 from fencelock.backends.redis.wire import Wire
 from fencelock.engine.urls import ParsedURL
@@ -72,18 +72,18 @@ class RedisBackend(RedisServer):
         return self._talk(conversations.acquire(command, keys, owner, self.options))
 
     def release(self, name: str, owner: str) -> bool:
-        return self._talk(conversations.release(LockKeys.of(name), owner))
+        return self._talk(conversations.release(self.keys.of(name), owner))
 
     def renew(self, name: str, owner: str, ttl: float) -> bool:
-        return self._talk(conversations.renew(LockKeys.of(name), owner, ttl))
+        return self._talk(conversations.renew(self.keys.of(name), owner, ttl))
 
     def renew_many(self, renewals: Sequence[Renewal]) -> list[bool]:
-        return self._talk(conversations.renew_many(renewals))
+        return self._talk(conversations.renew_many(renewals, self.keys))
 
     def renew_pipelined(self, renewals: Sequence[Renewal]) -> list[bool | FencelockError]:
         """Compare-and-extend each by its own script call, all sent at once (a cluster
         node runs a script on one slot only); an error reply (MOVED) is that one's."""
-        commands = [renew_command(LockKeys.of(n), owner, ttl) for n, owner, ttl in renewals]
+        commands = [renew_command(self.keys.of(n), owner, ttl) for n, owner, ttl in renewals]
         try:
             replies = self.wire.pipeline(commands)
         except DRIVER_ERRORS as exc:
@@ -96,10 +96,10 @@ class RedisBackend(RedisServer):
         ]
 
     def inspect(self, name: str) -> LockInfo | None:
-        return self._talk(conversations.inspect(name))
+        return self._talk(conversations.inspect(name, self.keys))
 
     def list(self, prefix: str) -> list[LockInfo]:
-        return self._talk(conversations.held(scan_pattern(prefix)))
+        return self._talk(conversations.held(prefix, self.keys))
 
     def undo(self, attempt: RedisAttempt, what: Undo) -> None:
         """Give back what a closed attempt left on the server (see :class:`Undo`)."""

@@ -49,7 +49,7 @@ from fencelock.backends.redlock.round import (
 from fencelock.backends.wakeup import await_then_rearm
 from fencelock.engine import redlock as plan
 from fencelock.engine.urls import ParsedURL
-from fencelock.errors import BackendUnavailable, LeaseLost
+from fencelock.errors import BackendUnavailable, ConfigError, LeaseLost
 from fencelock.holder import new_identity
 
 T = TypeVar("T")
@@ -87,6 +87,12 @@ class Node:
 
 
 def node_options(parsed: ParsedURL) -> list[RedisOptions]:
+    if "keys" in parsed.options:
+        raise ConfigError(
+            f"option keys= is for redis:// (a lock at its name, where redis-py's Lock keeps "
+            f"it); Redlock keeps its keys under fencelock:{{NAME}} on every node: "
+            f"{parsed.redacted!r}"
+        )
     hosts = plan.validate_nodes([(h, p or 6379) for h, p in parsed.hosts])
     options = [redis_options(parsed, host) for host in hosts]
     if "timeout" not in parsed.options:

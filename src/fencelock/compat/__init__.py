@@ -1,0 +1,6 @@
+"""Drop-in faces of other lock libraries over fencelock's one lock.
+
+Each face keeps the other library's signature and semantics where they are safe, and
+adds the fencing token; where fencelock must differ for safety, the face's docstring
+says so. :mod:`fencelock.compat.redis_py`: redis-py's ``Lock``.
+"""
