@@ -108,3 +108,63 @@ def test_async_election(backend: BackendCase, name: str) -> None:
             await changes.aclose()
 
     asyncio.run(main())
+
+
+def test_run_leads_while_the_function_runs_then_resigns(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
+    election = client.election(name, ttl=5)
+    terms: list[int] = []
+
+    def lead(label: str, *, times: int) -> str:
+        seen = other.election(name).leader()
+        assert seen is not None
+        terms.append(seen.term)
+        return label * times
+
+    assert election.run(lead, "ab", times=2) == "abab"
+    assert other.election(name).leader() is None  # resigned on return
+    with pytest.raises(ValueError, match="inside"):
+        election.run(_raises)
+    assert other.election(name).leader() is None  # resigned on raise
+    assert other.election(name, ttl=5).run(lead, "c", times=1) == "c"
+    assert terms[1] > terms[0]
+
+
+def _raises() -> None:
+    raise ValueError("inside")
+
+
+def test_run_stops_the_function_when_leadership_is_lost(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
+    started = threading.Event()
+
+    def lead() -> None:
+        started.set()
+        for _ in range(600):  # 30 s at most: stopped long before
+            threading.Event().wait(0.05)
+
+    def depose() -> None:
+        assert started.wait(30)
+        other.evict(name)  # ends the leader's lease on the server
+
+    threading.Thread(target=depose).start()
+    with pytest.raises(fencelock.LeaseLost, match="lost while the block ran"):
+        client.election(name, ttl=1).run(lead)
+
+
+def test_run_with_asyncio(backend: BackendCase, name: str) -> None:
+    async def main() -> None:
+        async with fencelock.aconnect(backend.url) as client:
+            election = client.election(name, ttl=5)
+
+            async def lead(n: int) -> int:
+                assert (await election.leader()) is not None
+                await asyncio.sleep(0)
+                return n + 1
+
+            assert await election.run(lead, 41) == 42
+            assert await election.leader() is None
+
+    asyncio.run(main())

@@ -19,9 +19,9 @@ import base64
 import binascii
 import contextlib
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, ParamSpec, TypeVar
 
 from fencelock import clock
 from fencelock.backends.base import LockInfo
@@ -30,8 +30,11 @@ from fencelock.engine.timing import validate_ttl
 from fencelock.errors import ConfigError, FencelockError
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.client_like import AsyncClientLike, ClientLike
+from fencelock.stopping import TaskStopper, ThreadStopper
 
 L = TypeVar("L", bound=LeaseBase)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -213,6 +216,29 @@ class Election(_ElectionBase):
             raise
         return Leadership(lease, announcement, value)
 
+    def run(self, func: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Campaign (as long as it takes), call ``func(*args, **kwargs)`` as the leader,
+        and resign when it returns or raises; its return value. Leadership lost while
+        it runs stops it, as ``stop_on_loss`` does (:mod:`fencelock.stopping`), and
+        :class:`LeaseLost` is raised (kazoo's ``Election.run``)."""
+        leadership = self.campaign()
+        stopper = ThreadStopper(leadership.lease)
+        failure: BaseException | None = None
+        try:
+            return func(*args, **kwargs)
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            stopped = stopper.leaving(failure)
+            try:
+                leadership.resign()
+            except FencelockError:
+                if stopped is None and failure is None:
+                    raise  # a failed resignation is heard, unless something else is
+            if stopped is not None:
+                raise stopped from failure
+
     def leader(self) -> Leader | None:
         """Who leads now, with its term and value; None if nobody does."""
         info = self._client.inspect(self.name)
@@ -256,6 +282,27 @@ class AsyncElection(_ElectionBase):
             await lease.release()
             raise
         return AsyncLeadership(lease, announcement, value)
+
+    async def run(self, func: Callable[P, Awaitable[R]], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Campaign, await ``func(*args, **kwargs)`` as the leader, resign; as
+        :meth:`Election.run` (a loss cancels it, and :class:`LeaseLost` is raised)."""
+        leadership = await self.campaign()
+        stopper = TaskStopper(leadership.lease)
+        failure: BaseException | None = None
+        try:
+            return await func(*args, **kwargs)
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            stopped = stopper.leaving(failure)
+            try:
+                await leadership.resign()
+            except FencelockError:
+                if stopped is None and failure is None:
+                    raise  # a failed resignation is heard, unless something else is
+            if stopped is not None:
+                raise stopped from failure
 
     async def leader(self) -> Leader | None:
         """Who leads now; as :meth:`Election.leader`."""
