@@ -3,6 +3,7 @@ the docstrings, and no broken link or anchor (MkDocs's own checks)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,3 +21,27 @@ def test_the_docs_site_builds_with_no_broken_link(tmp_path: Path) -> None:
     reference = (tmp_path / "reference" / "client" / "index.html").read_text()
     assert "A mutual-exclusion lock on" in reference  # Client.lock's docstring
     assert "metrics_bench.py" in (tmp_path / "bench" / "index.html").read_text()  # the tables
+
+
+def test_the_pages_load_nothing_from_elsewhere_and_script_no_bad_ids(tmp_path: Path) -> None:
+    built = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stdout + built.stderr
+    pages = sorted(p for p in tmp_path.rglob("*.html") if p.name != "404.html")
+    assert len(pages) > 20
+    for page in pages:
+        html = page.read_text()
+        where = page.relative_to(tmp_path)
+        external = re.findall(r'<(?:script|link)[^>]*(?:src|href)="(https?://[^"]+)"', html)
+        assert not external, f"{where} loads {external} (offline it would not)"
+        bad_ids = re.findall(r'id="(\d[^"]*)"', html)
+        assert not bad_ids, f"{where}: ids {bad_ids} (querySelector refuses them)"
+    for page in sorted((tmp_path / "reference").rglob("*.html")):
+        html = page.read_text()
+        roles = re.findall(r":(?:class|meth|func|attr|mod|exc):<code>", html)
+        assert not roles, f"{page.relative_to(tmp_path)} shows raw Sphinx roles: {roles[:3]}"
+        assert "_ClientBase" not in html, "a private base class shown"
+    guide = (tmp_path / "guide" / "index.html").read_text()
+    assert '<div class="highlight">' in guide  # code coloured without a script
