@@ -90,6 +90,7 @@ def test_html_is_balanced_and_the_svg_parses() -> None:
     assert root.tag == f"{SVG}svg"
     assert html.startswith("<!doctype html>")
     assert "<script" not in html  # self-contained and inert
+    assert 'name="viewport"' in html and "figure > svg { min-width: 880px; }" in html
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "")
 
 

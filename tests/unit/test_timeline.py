@@ -135,6 +135,9 @@ def test_html_is_self_contained_and_escapes_text() -> None:
     assert "Round &lt;1&gt; &amp; co" in page
     assert "demo <b>" not in page
     assert not re.search(r"""(src|href)=["']https?:""", page)  # nothing fetched from outside
+    # readable on a phone: the page fits the screen, the picture scrolls in its own box
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in page
+    assert "figure { overflow-x: auto; }" in page and "figure > svg { min-width: 880px; }" in page
 
 
 def test_empty_round_renders() -> None:
