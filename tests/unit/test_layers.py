@@ -24,6 +24,7 @@ LIBRARY_RANKS = {
     "sql": 4,
     "lease": 4,
     "fencing": 4,
+    "tracing": 4,  # spans around an acquire, for primitives
     "holdings": 5,
     "renewer": 5,
     "stopping": 5,

@@ -50,6 +50,7 @@ from fencelock.metrics import REGISTRY
 from fencelock.seam import Seam
 from fencelock.stepping import call_ends_at
 from fencelock.stopping import TaskStopper, ThreadStopper
+from fencelock.tracing import acquiring
 
 B = TypeVar("B", Backend, AsyncBackend)
 Stopper = TaskStopper | ThreadStopper
@@ -306,17 +307,20 @@ class Lock(_LockBase[Backend, Lease]):
         again = self._reenter(holder)
         if again is not None:
             return again
-        owner, flow, began = self._start(timeout)
-        deadline = deadline_of(began, timeout)
-        attempt = limited(self._attempt(owner), deadline)
-        ends = None if deadline is None else deadline + request_bound_of(self._backend)
-        try:
-            with call_ends_at(ends):  # a blocking driver's sockets end with the call
-                outcome = drive(flow, attempt, self.name)
-        finally:
-            attempt.close()
-        terms = self._terms(owner, outcome, began)
-        return self._hold(Lease(self._backend, self._seam.holdings, terms), holder)
+        with acquiring(self.name, timeout, self._backend.url) as traced:
+            owner, flow, began = self._start(timeout)
+            deadline = deadline_of(began, timeout)
+            attempt = limited(self._attempt(owner), deadline)
+            ends = None if deadline is None else deadline + request_bound_of(self._backend)
+            try:
+                with call_ends_at(ends):  # a blocking driver's sockets end with the call
+                    outcome = drive(flow, attempt, self.name)
+            finally:
+                attempt.close()
+            terms = self._terms(owner, outcome, began)
+            lease = self._hold(Lease(self._backend, self._seam.holdings, terms), holder)
+            traced.granted(lease)
+            return lease
 
     def _attempt(self, owner: str) -> Attempt:
         if self._share is None:
@@ -395,16 +399,19 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
         again = self._reenter(holder)
         if again is not None:
             return again
-        owner, flow, began = self._start(timeout)
-        deadline = deadline_of(began, timeout)
-        bound = request_bound_of(self._backend)
-        attempt = alimited(self._attempt(owner), self._backend.url, deadline, bound)
-        try:
-            outcome = await adrive(flow, attempt, self.name)
-        finally:
-            await attempt.close()
-        terms = self._terms(owner, outcome, began)
-        return self._hold(AsyncLease(self._backend, self._seam.holdings, terms), holder)
+        with acquiring(self.name, timeout, self._backend.url) as traced:
+            owner, flow, began = self._start(timeout)
+            deadline = deadline_of(began, timeout)
+            bound = request_bound_of(self._backend)
+            attempt = alimited(self._attempt(owner), self._backend.url, deadline, bound)
+            try:
+                outcome = await adrive(flow, attempt, self.name)
+            finally:
+                await attempt.close()
+            terms = self._terms(owner, outcome, began)
+            lease = self._hold(AsyncLease(self._backend, self._seam.holdings, terms), holder)
+            traced.granted(lease)
+            return lease
 
     def _attempt(self, owner: str) -> AsyncAttempt:
         if self._share is None:
