@@ -1,0 +1,127 @@
+"""The pages people look at, in a real browser (headless Chromium): every page of the
+docs site, served over HTTP as it would be, loads with no console error (while the site
+loaded highlight.js from a CDN, offline every page threw "hljs is not defined"), and
+the demo's timeline page draws its picture (not blank, a lane per worker). Screenshots
+stay in pytest's temporary directory, not in the repository."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from fencelock.demo import timeline
+from tests.chaos.test_report_browser import FLAGS, chromium, near, png_size, read_png
+from tests.unit.test_timeline import _trace
+
+ROOT = Path(__file__).resolve().parents[2]
+CONSOLE = re.compile(r":CONSOLE(?::\d+)?\] \"(.*)\", source: (\S+)")
+PHONE = (420, 900)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[str]]]:
+    """The docs site, built and served on a loopback port: its address and page paths."""
+    built = tmp_path_factory.mktemp("site")
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(built)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    handler = functools.partial(_Quiet, directory=str(built))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    pages = sorted(
+        "/" + str(page.relative_to(built).parent).removeprefix(".") + "/"
+        for page in built.rglob("index.html")
+    )
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", [p.replace("//", "/") for p in pages]
+    finally:
+        server.shutdown()
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        return None
+
+
+def load(url: str, png: Path, profile: Path, window: tuple[int, int]) -> list[str]:
+    """Load ``url``, screenshot it to ``png``; the errors its console logged (an
+    uncaught exception, a resource that failed to load; not a script's own notes)."""
+    done = subprocess.run(
+        [
+            str(chromium()),
+            *FLAGS,
+            "--disable-quic",
+            f"--user-data-dir={profile}",
+            "--enable-logging=stderr",
+            "--v=0",
+            f"--screenshot={png}",
+            f"--window-size={window[0]},{window[1]}",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert png.exists(), f"no screenshot of {url} (exit {done.returncode}):\n{done.stderr[-2000:]}"
+    return [
+        f"{text} ({source})"
+        for text, source in CONSOLE.findall(done.stderr)
+        if text.startswith("Uncaught") or "Error" in text or "Failed to load" in text
+    ]
+
+
+def test_every_docs_page_loads_with_no_console_error(
+    site: tuple[str, list[str]], tmp_path: Path
+) -> None:
+    address, pages = site
+    assert len(pages) > 20 and "/" in pages and "/guide/" in pages
+
+    def visit(number: int, path: str) -> tuple[str, list[str]]:
+        png = tmp_path / f"page-{number}.png"
+        messages = load(address + path, png, tmp_path / f"profile-{number}", (1280, 900))
+        assert png_size(png.read_bytes()) == (1280, 900)
+        return path, messages
+
+    with ThreadPoolExecutor(max_workers=3) as browsers:  # a browser mostly waits: 3 at once
+        visited = list(browsers.map(visit, range(len(pages)), pages))
+    errors = {path: messages for path, messages in visited if messages}
+    assert errors == {}, "console errors:\n" + "\n".join(
+        f"{path}: {message}" for path, messages in errors.items() for message in messages
+    )
+
+
+def test_a_docs_page_on_a_phone_is_drawn(site: tuple[str, list[str]], tmp_path: Path) -> None:
+    address, _pages = site
+    png = tmp_path / "phone.png"
+    assert load(address + "/tutorials/seats/", png, tmp_path / "profile", PHONE) == []
+    image = read_png(png.read_bytes())
+    assert (image.width, image.height) == PHONE
+    inked = sum(n for c, n in image.colours().items() if min(c) < 160)
+    assert inked > 0.01 * image.width * image.height, "the page looks blank"
+
+
+def test_the_demo_timeline_draws_a_lane_per_worker(tmp_path: Path) -> None:
+    trace = _trace()
+    page = tmp_path / "timeline.html"
+    page.write_text(timeline.render_html([trace], title="demo"))
+    lanes = re.findall(r'text-anchor="end">(worker \d+)<', page.read_text())  # row names
+    assert lanes == [f"worker {n}" for n in range(1, trace.workers + 1)]
+    for window in ((1400, 1000), PHONE):
+        png = tmp_path / f"timeline-{window[0]}.png"
+        assert load(page.as_uri(), png, tmp_path / "profile", window) == []
+        image = read_png(png.read_bytes())
+        colours = image.colours()
+        assert len(colours) > 50, f"{window}: too few colours for a drawn timeline"
+        assert near(colours, (0x3B, 0x6F, 0xB6)) > 100, f"{window}: no lease bars visible"
