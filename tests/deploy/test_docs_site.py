@@ -8,40 +8,44 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_docs_site_builds_with_no_broken_link(tmp_path: Path) -> None:
-    built = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built once for this module's tests (strict: a warning fails the build)."""
+    built = tmp_path_factory.mktemp("site")
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(built)],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
-    assert built.returncode == 0, built.stdout + built.stderr
-    assert (tmp_path / "choosing" / "index.html").exists()
-    reference = (tmp_path / "reference" / "client" / "index.html").read_text()
+    assert done.returncode == 0, done.stdout + done.stderr
+    return built
+
+
+def test_the_docs_site_builds_with_no_broken_link(site: Path) -> None:
+    assert (site / "choosing" / "index.html").exists()
+    reference = (site / "reference" / "client" / "index.html").read_text()
     assert "A mutual-exclusion lock on" in reference  # Client.lock's docstring
-    assert "metrics_bench.py" in (tmp_path / "bench" / "index.html").read_text()  # the tables
+    assert "metrics_bench.py" in (site / "bench" / "index.html").read_text()  # the tables
 
 
-def test_the_pages_load_nothing_from_elsewhere_and_script_no_bad_ids(tmp_path: Path) -> None:
-    built = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert built.returncode == 0, built.stdout + built.stderr
-    pages = sorted(p for p in tmp_path.rglob("*.html") if p.name != "404.html")
+def test_the_pages_load_nothing_from_elsewhere_and_script_no_bad_ids(site: Path) -> None:
+    pages = sorted(p for p in site.rglob("*.html") if p.name != "404.html")
     assert len(pages) > 20
     for page in pages:
         html = page.read_text()
-        where = page.relative_to(tmp_path)
+        where = page.relative_to(site)
         external = re.findall(r'<(?:script|link)[^>]*(?:src|href)="(https?://[^"]+)"', html)
         assert not external, f"{where} loads {external} (offline it would not)"
         bad_ids = re.findall(r'id="(\d[^"]*)"', html)
         assert not bad_ids, f"{where}: ids {bad_ids} (querySelector refuses them)"
-    for page in sorted((tmp_path / "reference").rglob("*.html")):
+    for page in sorted((site / "reference").rglob("*.html")):
         html = page.read_text()
         roles = re.findall(r":(?:class|meth|func|attr|mod|exc):<code>", html)
-        assert not roles, f"{page.relative_to(tmp_path)} shows raw Sphinx roles: {roles[:3]}"
+        assert not roles, f"{page.relative_to(site)} shows raw Sphinx roles: {roles[:3]}"
         assert "_ClientBase" not in html, "a private base class shown"
-    guide = (tmp_path / "guide" / "index.html").read_text()
+    guide = (site / "guide" / "index.html").read_text()
     assert '<div class="highlight">' in guide  # code coloured without a script
