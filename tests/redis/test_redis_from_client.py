@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
-import pytest
 import redis
 import redis.asyncio
 
@@ -66,7 +66,12 @@ def test_the_derived_url_keeps_settings_and_hides_nothing_it_needs() -> None:
     assert "ssl_cert_reqs=required" in url_from_redis(tls)
 
 
-def test_a_unix_socket_client_is_refused_clearly() -> None:
-    app = redis.Redis(unix_socket_path="/tmp/redis.sock")
-    with pytest.raises(fencelock.ConfigError, match="Unix socket"):
-        fencelock.connect(app)
+def test_connect_takes_a_unix_socket_client(servers: ServerPool, name: str, tmp_path: Path) -> None:
+    socket = tmp_path / "redis.sock"
+    servers.redis("--unixsocket", str(socket), "--requirepass", PASSWORD, name="unix")
+    app = redis.Redis(unix_socket_path=str(socket), db=2, password=PASSWORD, socket_timeout=1.5)
+    assert url_from_redis(app) == (f"redis+unix://:p%23ss%2Fw%3Ard%401@{socket}?db=2&timeout=1.5")
+    with fencelock.connect(app) as client, client.lock(name) as lease:
+        assert lease.token > 0
+        assert app.exists(f"fencelock:{{{name}}}") == 1  # db 2, as the client said
+    app.close()

@@ -7,8 +7,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from fencelock.errors import ConfigError
-
 _SSL_KEYS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname")
 
 
@@ -18,13 +16,16 @@ def is_redis_object(obj: object) -> bool:
 
 
 def url_from_redis(obj: object) -> str:
-    """The ``redis://`` or ``rediss://`` URL with ``obj``'s connection settings."""
+    """The ``redis://``, ``rediss://`` or ``redis+unix://`` URL with ``obj``'s connection
+    settings."""
     pool = getattr(obj, "connection_pool", obj)
     kwargs: dict[str, Any] = dict(getattr(pool, "connection_kwargs", {}))
     if "path" in kwargs:
-        raise ConfigError(
-            "a redis client on a Unix socket cannot be handed to fencelock yet; "
-            "give it a redis:// URL over TCP"
+        options = {"db": str(int(kwargs.get("db") or 0))}
+        query = _query(kwargs, tls=False).removeprefix("?")
+        return (
+            f"redis+unix://{_userinfo(kwargs)}{quote(str(kwargs['path']), safe='/')}"
+            f"?{urlencode(options)}" + (f"&{query}" if query else "")
         )
     tls = "SSL" in getattr(getattr(pool, "connection_class", None), "__name__", "")
     scheme = "rediss" if tls else "redis"
