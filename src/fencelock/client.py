@@ -23,6 +23,7 @@ from fencelock.seam import Seam
 
 if TYPE_CHECKING:  # the rest of the family is imported when first asked for
     from fencelock.primitives.election import AsyncElection, Election
+    from fencelock.primitives.group import AsyncGroup, Group
     from fencelock.primitives.latch import AsyncLatch, Latch
     from fencelock.primitives.multi import AsyncMultiLock, MultiLock
     from fencelock.primitives.rwlock import AsyncRWLock, RWLock
@@ -197,6 +198,14 @@ class Client(_ClientBase[Backend, Lease]):
 
         return Election(self, name, ttl)
 
+    def group(self, name: str, *, ttl: float = DEFAULT_TTL) -> Group:
+        """A group ``name``: ``join(member, data)`` (kept alive by a lease),
+        ``members()`` and ``watch()`` (who joined and left); split work among the
+        members with :func:`fencelock.group.assign`."""
+        from fencelock.primitives.group import Group
+
+        return Group(self, name, ttl)
+
     def inspect(self, name: str) -> LockInfo | None:
         """Holder, last token and remaining TTL of ``name``; None if never locked."""
         return self._backend.inspect(validate_name(name))
@@ -305,6 +314,12 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
         from fencelock.primitives.election import AsyncElection
 
         return AsyncElection(self, name, ttl)
+
+    def group(self, name: str, *, ttl: float = DEFAULT_TTL) -> AsyncGroup:
+        """A group ``name``; as :meth:`Client.group`."""
+        from fencelock.primitives.group import AsyncGroup
+
+        return AsyncGroup(self, name, ttl)
 
     async def inspect(self, name: str) -> LockInfo | None:
         """Holder, last token and remaining TTL of ``name``; None if never locked."""

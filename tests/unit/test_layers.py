@@ -31,6 +31,7 @@ LIBRARY_RANKS = {
     "seam": 6,
     "primitives": 7,
     "client": 8,
+    "group": 8,  # assign(), beside the client's groups
     "once": 9,
     "__init__": 10,
 }

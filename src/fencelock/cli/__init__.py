@@ -93,6 +93,7 @@ _COMMANDS = {
     "elect": ("elect_cmd", "elect", "Run COMMAND only while leader of NAME (or --observe)."),
     "init": ("init_cmd", "init", "Create the backend's tables, or print their SQL (--sql)."),
     "list": ("inspect_cmds", "list_locks", "List held locks whose names start with PREFIX."),
+    "members": ("members_cmd", "members", "The live members of group NAME (or --watch them)."),
     "release": ("inspect_cmds", "release", "End the lease on NAME held by another process."),
     "run": ("run_cmd", "run", "Hold lock NAME while COMMAND runs."),
     "stats": ("stats_cmd", "stats", "The five metrics of processes serving them."),

@@ -4,7 +4,8 @@ read-write locks, semaphores, latches and elections folded into one line each.
 The coordination primitives are built from ordinary leases with recognisable names
 (docs/primitives.md): ``NAME.rw/gate`` and ``NAME.rw/r/<id>``, ``NAME.sem/p/<n>/<id>``
 (with ``NAME.sem/gate`` and ``NAME.sem/bell`` while someone waits), ``NAME.latch/closed``
-and ``NAME.latch/c/<k>``, ``NAME.leader/<value>`` beside the lock ``NAME``. Pure: no I/O.
+and ``NAME.latch/c/<k>``, ``NAME.leader/<value>`` beside the lock ``NAME``, a group's
+``NAME.members/<member>`` and ``NAME.data/<member>.<data>``. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from fencelock.backends.base import LockInfo
 from fencelock.primitives.election import decode_value
 
 # the primitive's own name, its kind, and the part's path within it
-_PART = re.compile(r"^(?P<name>.+)\.(?P<kind>rw|sem|latch|leader)/(?P<rest>.+)$")
+_PART = re.compile(r"^(?P<name>.+)\.(?P<kind>rw|sem|latch|leader|members|data)/(?P<rest>.+)$")
 
 
 @dataclass
@@ -24,7 +25,7 @@ class Entry:
     """One line of the inventory: a plain lock, or a primitive with its parts."""
 
     name: str
-    kind: str  # "lock", "read-write lock", "semaphore", "latch", "election"
+    kind: str  # "lock", "read-write lock", "semaphore", "latch", "election", "group"
     infos: list[LockInfo] = field(default_factory=list)
     readers: list[LockInfo] = field(default_factory=list)
     writer: LockInfo | None = None
@@ -34,6 +35,7 @@ class Entry:
     counts: int = 0  # a latch's counts left
     leader: LockInfo | None = None
     value: str | None = None
+    members: list[str] = field(default_factory=list)  # a group's member ids
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"name": self.name, "kind": self.kind}
@@ -49,6 +51,8 @@ class Entry:
             leader = self.leader
             out["term"] = None if leader is None else leader.token
             out["value"] = self.value
+        elif self.kind == "group":
+            out["members"] = sorted(self.members)
         return out
 
 
@@ -84,6 +88,11 @@ def _fold(entries: dict[str, Entry], values: dict[str, list[str | None]], info: 
     name, kind, rest = part["name"], part["kind"], part["rest"]
     if kind == "leader":
         values.setdefault(name, []).append(decode_value(rest))
+    elif kind in ("members", "data"):
+        entry = _entry(entries, name, "group")
+        member = decode_value(rest) if kind == "members" else None
+        if member is not None:
+            entry.members.append(member)
     elif kind == "rw":
         entry = _entry(entries, name, "read-write lock")
         if rest == "gate":
@@ -119,6 +128,11 @@ def describe_entry(entry: Entry, plain: str) -> str:
         )
     if entry.kind == "latch":
         return f"{entry.name}: latch, count {entry.counts}"
+    if entry.kind == "group":
+        listed = ", ".join(sorted(entry.members))
+        return f"{entry.name}: group, {len(entry.members)} member(s)" + (
+            f" ({listed})" if listed else ""
+        )
     if entry.kind == "election":
         value = "" if entry.value is None else f" {entry.value!r}"
         term = entry.leader.token if entry.leader is not None else "?"
