@@ -31,6 +31,10 @@ from fencelock.primitives.lock import AsyncLock, Lock
 
 # The rest of the family is imported on first use (PEP 562): most programs take plain locks.
 _LAZY = {
+    "AsyncBarrier": "barrier",
+    "AsyncDoubleBarrier": "barrier",
+    "Barrier": "barrier",
+    "DoubleBarrier": "barrier",
     "AsyncElection": "election",
     "AsyncLeadership": "election",
     "Election": "election",
@@ -59,6 +63,12 @@ _LAZY = {
 }
 
 if typing.TYPE_CHECKING:
+    from fencelock.primitives.barrier import (
+        AsyncBarrier,
+        AsyncDoubleBarrier,
+        Barrier,
+        DoubleBarrier,
+    )
     from fencelock.primitives.election import (
         AsyncElection,
         AsyncLeadership,
@@ -101,7 +111,9 @@ logging.getLogger("fencelock").addHandler(logging.NullHandler())
 __all__ = [
     "SKIPPED",
     "AlreadyHeld",
+    "AsyncBarrier",
     "AsyncClient",
+    "AsyncDoubleBarrier",
     "AsyncElection",
     "AsyncGroup",
     "AsyncLatch",
@@ -116,8 +128,10 @@ __all__ = [
     "AsyncRWLock",
     "AsyncSemaphore",
     "BackendUnavailable",
+    "Barrier",
     "Client",
     "ConfigError",
+    "DoubleBarrier",
     "Election",
     "FencelockError",
     "Group",

@@ -22,6 +22,12 @@ from fencelock.renewer import AsyncRenewer, Renewer
 from fencelock.seam import Seam
 
 if TYPE_CHECKING:  # the rest of the family is imported when first asked for
+    from fencelock.primitives.barrier import (
+        AsyncBarrier,
+        AsyncDoubleBarrier,
+        Barrier,
+        DoubleBarrier,
+    )
     from fencelock.primitives.election import AsyncElection, Election
     from fencelock.primitives.group import AsyncGroup, Group
     from fencelock.primitives.latch import AsyncLatch, Latch
@@ -191,6 +197,19 @@ class Client(_ClientBase[Backend, Lease]):
 
         return Latch(self, name)
 
+    def barrier(self, name: str, parties: int) -> Barrier:
+        """A barrier: ``wait()`` blocks until ``parties`` parties have called it (one
+        round per name; not on backends without latches: :class:`ConfigError`)."""
+        from fencelock.primitives.barrier import Barrier
+
+        return Barrier(self, name, parties)
+
+    def double_barrier(self, name: str, parties: int) -> DoubleBarrier:
+        """Enter together (``enter()``), leave together (``leave()``); as :meth:`barrier`."""
+        from fencelock.primitives.barrier import DoubleBarrier
+
+        return DoubleBarrier(self, name, parties)
+
     def election(self, name: str, *, ttl: float = DEFAULT_TTL) -> Election:
         """A leader election on ``name``: ``campaign()`` to lead (the term is the
         leader's fencing token), ``leader()`` and ``observe()`` to follow it."""
@@ -308,6 +327,18 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
         from fencelock.primitives.latch import AsyncLatch
 
         return AsyncLatch(self, name)
+
+    def barrier(self, name: str, parties: int) -> AsyncBarrier:
+        """A barrier; as :meth:`Client.barrier`."""
+        from fencelock.primitives.barrier import AsyncBarrier
+
+        return AsyncBarrier(self, name, parties)
+
+    def double_barrier(self, name: str, parties: int) -> AsyncDoubleBarrier:
+        """A double barrier; as :meth:`Client.double_barrier`."""
+        from fencelock.primitives.barrier import AsyncDoubleBarrier
+
+        return AsyncDoubleBarrier(self, name, parties)
 
     def election(self, name: str, *, ttl: float = DEFAULT_TTL) -> AsyncElection:
         """A leader election on ``name``; as :meth:`Client.election`."""
