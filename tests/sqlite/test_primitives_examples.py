@@ -37,6 +37,10 @@ def test_the_page_has_an_example_for_each_primitive() -> None:
         "resign",
         "rw_lock",
         "latch",
+        "barrier",
+        "double_barrier",
+        "group",
+        "assign",
     ):
         assert api in text, api
 
