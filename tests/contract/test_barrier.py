@@ -90,11 +90,6 @@ def test_a_double_barrier_enters_and_leaves_together(
     assert max(steps.index("quick in"), steps.index("slow in")) < steps.index("slow done")
 
 
-def test_bad_parties_are_refused(client: fencelock.Client, name: str) -> None:
-    with pytest.raises(fencelock.ConfigError, match="parties must be an int >= 1"):
-        client.barrier(name, 0)
-
-
 def test_asyncio_barrier(backend: BackendCase, name: str) -> None:
     async def main() -> None:
         async with fencelock.aconnect(backend.url) as client:

@@ -73,15 +73,6 @@ def test_watch_tells_who_joined_and_who_left(
     assert next(changes).left == ("b",)
 
 
-def test_bad_members_and_long_data_are_refused(client: fencelock.Client, name: str) -> None:
-    group = client.group(name)
-    with pytest.raises(fencelock.ConfigError, match="non-empty str"):
-        group.join("")
-    with pytest.raises(fencelock.ConfigError, match="fit beside this name"):
-        group.join("worker-1", data="x" * 300)
-    assert group.members() == ()
-
-
 def test_asyncio_groups(backend: BackendCase, name: str) -> None:
     async def main() -> None:
         async with fencelock.aconnect(backend.url) as client:

@@ -87,16 +87,3 @@ def test_asyncio_acquires_are_spans_too(
         assert granted.attributes["fencelock.lease.token"] == token
 
     asyncio.run(main())
-
-
-def test_nothing_is_recorded_before_instrument(client: fencelock.Client, name: str) -> None:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    with client.lock(name):
-        pass
-    tracing.instrument(provider)
-    tracing.uninstrument()
-    with client.lock(name):
-        pass
-    assert exporter.get_finished_spans() == ()

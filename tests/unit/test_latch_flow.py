@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fencelock.engine.latch import (
+    ARM_SLICE,
     Evict,
     Held,
     LatchFlow,
@@ -152,3 +153,28 @@ def test_counts_must_be_whole_and_positive(bad: object) -> None:
     with pytest.raises(ConfigError, match="count"):
         validate_count(bad)
     assert validate_count(7) == 7
+
+
+def test_arming_while_another_arms_gives_up_once_it_has_armed() -> None:
+    """Two arm at once: the second finds ``closed`` held briefly, looks again after a
+    slice of its wait, sees the latch counting and says False, not after all of it."""
+    held: dict[str, bool] = {NAMES.closed: False}  # the first is arming
+    flow = set_count_flow(NAMES, 2)
+    op = next(flow)
+    waited = 0.0
+    try:
+        while True:
+            if isinstance(op, Take) and op.name == NAMES.closed:
+                assert op.timeout == ARM_SLICE
+                waited += op.timeout
+                # meanwhile the first finished arming: closed left to last, two counts
+                held.update({NAMES.closed: True, NAMES.count(0): True, NAMES.count(1): True})
+                reply = Reply(0.0, granted=False)
+            else:
+                answered = _answer(op, held)
+                assert answered is not None
+                reply = answered
+            op = flow.send(reply)
+    except StopIteration as done:
+        assert done.value is False
+    assert waited == ARM_SLICE  # one slice, not ARM_WAIT

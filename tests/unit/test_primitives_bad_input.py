@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import pytest
@@ -21,6 +22,11 @@ import fencelock
         (lambda c: c.election("a", ttl=-1), "ttl must be > 0"),
         (lambda c: c.multi_lock(["a", "bad name"]), "lock name 'bad name'"),
         (lambda c: c.lock("a", reentrant=True, timeout=-1), "timeout must be None or >= 0"),
+        (lambda c: c.barrier("a", 0), "parties must be an int >= 1"),
+        (lambda c: c.double_barrier("bad name", 2), "lock name 'bad name'"),
+        (lambda c: c.group("a").join(""), "non-empty str"),
+        (lambda c: c.group("a").join("w", data="x" * 300), "fit beside this name"),
+        (lambda c: c.group("bad name"), "lock name 'bad name'"),
     ],
 )
 def test_bad_arguments_are_a_config_error(
@@ -57,3 +63,44 @@ def test_once_refuses_a_client_of_the_other_colour() -> None:
 
         with pytest.raises(fencelock.ConfigError, match="needs an AsyncClient"):
             fencelock.once("a", at_most=10, client=client)(job)
+
+
+def test_a_decorator_of_the_wrong_colour_is_refused() -> None:
+    async def coroutine_function() -> None:
+        return None
+
+    def plain_function() -> None:
+        return None
+
+    with (
+        fencelock.connect("memory://bad-input") as client,
+        pytest.raises(fencelock.ConfigError, match="is a coroutine function"),
+    ):
+        client.lock("a")(coroutine_function)
+
+    async def main() -> None:
+        async with fencelock.aconnect("memory://bad-input") as aclient:
+            with pytest.raises(fencelock.ConfigError, match="is not a coroutine function"):
+                aclient.lock("a")(plain_function)
+
+    asyncio.run(main())
+
+
+def test_tracing_records_nothing_before_instrument() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from fencelock import tracing
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with fencelock.connect("memory://bad-input") as client:
+        with client.lock("a"):
+            pass
+        tracing.instrument(provider)
+        tracing.uninstrument()
+        with client.lock("a"):
+            pass
+    assert exporter.get_finished_spans() == ()

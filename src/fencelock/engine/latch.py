@@ -28,6 +28,7 @@ from fencelock.engine.steps import AwaitRelease, ListHeld
 from fencelock.errors import ConfigError
 
 ARM_WAIT = 2.0  # seconds to wait for a waiter that holds ``closed`` for a moment
+ARM_SLICE = 0.1  # seconds of that wait between two looks at whether another armed it
 BRIEF = 10.0  # the TTL of what arming takes before it is left for a year
 BRIEF_PER_COUNT = 0.1  # ``closed`` is taken briefly for this much more per count
 
@@ -114,13 +115,20 @@ def _repair(names: LatchNames) -> Generator[Op, Reply, tuple[Reply, tuple[str, .
 
 def set_count_flow(names: LatchNames, count: int) -> LatchFlow:
     """Arm the latch with ``count`` if it is open; False if it is counting already."""
-    closed, counts = yield from _repair(names)
-    if closed.lasting and counts:
-        return False
     ttl = BRIEF + BRIEF_PER_COUNT * count
-    reply = yield Take(names.closed, ARM_WAIT, ttl)
-    if not reply.granted:
-        return False  # another client armed it first, or is arming it
+    waited = 0.0
+    while True:
+        closed, counts = yield from _repair(names)
+        if closed.lasting and counts:
+            return False  # counting already
+        if waited >= ARM_WAIT:
+            return False  # another client is arming it, or holds it too long to tell
+        # In slices: a client that arms it meanwhile keeps ``closed`` for good, and a
+        # whole ARM_WAIT spent waiting for it would only end in the same False.
+        reply = yield Take(names.closed, ARM_SLICE, ttl)
+        if reply.granted:
+            break
+        waited += ARM_SLICE
     for k in range(count):
         yield Take(names.count(k), ARM_WAIT, BRIEF)
         yield Leave(names.count(k))
