@@ -4,25 +4,14 @@ the docstrings, and no broken link or anchor (MkDocs's own checks)."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The site, built once for this module's tests (strict: a warning fails the build)."""
-    built = tmp_path_factory.mktemp("site")
-    done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(built)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    return built
+@pytest.fixture
+def site(built_site: Path) -> Path:
+    return built_site
 
 
 def test_the_docs_site_builds_with_no_broken_link(site: Path) -> None:

@@ -10,7 +10,6 @@ import functools
 import http.server
 import re
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,20 +21,14 @@ from fencelock.demo import timeline
 from tests.chaos.test_report_browser import FLAGS, chromium, near, png_size, read_png
 from tests.unit.test_timeline import _trace
 
-ROOT = Path(__file__).resolve().parents[2]
 CONSOLE = re.compile(r":CONSOLE(?::\d+)?\] \"(.*)\", source: (\S+)")
 PHONE = (420, 900)
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[str]]]:
-    """The docs site, built and served on a loopback port: its address and page paths."""
-    built = tmp_path_factory.mktemp("site")
-    done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(built)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
+def site(built_site: Path) -> Iterator[tuple[str, list[str]]]:
+    """The docs site, served on a loopback port: its address and page paths."""
+    built = built_site
     handler = functools.partial(_Quiet, directory=str(built))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

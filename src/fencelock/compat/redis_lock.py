@@ -22,13 +22,10 @@ safety:
 from __future__ import annotations
 
 import importlib
-import threading
-import weakref
 from types import TracebackType
 from typing import Any
 
-import fencelock
-from fencelock.compat.redis_py import UNTIMED_TTL
+from fencelock.compat.redis_py import UNTIMED_TTL, client_of
 from fencelock.errors import AlreadyHeld, ConfigError, LeaseLost, LockTimeout
 from fencelock.lease import Lease
 
@@ -68,19 +65,6 @@ def _exceptions() -> tuple[type[RuntimeError], ...]:
     NotExpirable,
 ) = _exceptions()
 
-_clients: weakref.WeakKeyDictionary[Any, fencelock.Client] = weakref.WeakKeyDictionary()
-_clients_mutex = threading.Lock()
-
-
-def _client_of(redis_client: Any) -> fencelock.Client:
-    """One fencelock client per redis-py client, with bare keys (``lock:NAME``)."""
-    with _clients_mutex:
-        client = _clients.get(redis_client)
-        if client is None:
-            client = _clients[redis_client] = fencelock.connect(redis_client, keys="bare")
-            weakref.finalize(redis_client, client.close)
-        return client
-
 
 class Lock:
     """python-redis-lock's ``Lock`` over a fencelock lease (the module docstring says
@@ -115,7 +99,7 @@ class Lock:
             terms: dict[str, Any] = {"ttl": UNTIMED_TTL, "renew": True}
         else:
             terms = {"ttl": self._expire, "renew": auto_renewal}
-        self._lock = _client_of(redis_client).lock(self._name, **terms)
+        self._lock = client_of(redis_client).lock(self._name, **terms)
         self._lease: Lease | None = None
         self._holder = object()  # each Lock object contends on its own
 
@@ -203,7 +187,7 @@ class Lock:
 
     def reset(self) -> None:
         """End whoever holds the lock now (use with care)."""
-        _client_of(self._client).evict(self._name)
+        client_of(self._client).evict(self._name)
         self._signal_waiters()
 
     def __enter__(self) -> Lock:
@@ -222,6 +206,6 @@ class Lock:
 
 def reset_all(redis_client: Any) -> None:
     """End every lock taken through faces on ``redis_client``'s server (use with care)."""
-    client = _client_of(redis_client)
+    client = client_of(redis_client)
     for info in client.list("lock:"):
         client.evict(info.name)

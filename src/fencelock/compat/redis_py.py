@@ -50,8 +50,9 @@ _clients: weakref.WeakKeyDictionary[Any, fencelock.Client] = weakref.WeakKeyDict
 _clients_mutex = threading.Lock()
 
 
-def _client_of(redis: Any) -> fencelock.Client:
-    """One fencelock client per redis-py client, made on first use, closed with it."""
+def client_of(redis: Any) -> fencelock.Client:
+    """One fencelock client per redis-py client (bare keys: a lock at its name), made
+    on first use, closed with it; the faces share it."""
     with _clients_mutex:
         client = _clients.get(redis)
         if client is None:
@@ -167,7 +168,7 @@ class Lock(_Face):
 
     def __init__(self, redis: Any, name: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(redis, name, *args, **kwargs)
-        self._lock = _client_of(redis).lock(name, **self._lease_terms())
+        self._lock = client_of(redis).lock(name, **self._lease_terms())
 
     def __enter__(self) -> Lock:
         if self.acquire():
