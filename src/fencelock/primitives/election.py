@@ -47,7 +47,8 @@ class Leader:
     remaining: float | None
 
 
-def _encode(value: str) -> str:
+def encode_value(value: str) -> str:
+    """``value`` as a name part (base32, unpadded): any text fits a lock name."""
     return base64.b32encode(value.encode()).decode().rstrip("=")
 
 
@@ -100,7 +101,7 @@ class _ElectionBase:
 
     def _announcement(self, value: str) -> str:
         prefix = self._announcements
-        name = prefix + _encode(value)
+        name = prefix + encode_value(value)
         if len(name) > MAX_NAME_LENGTH:
             room = (MAX_NAME_LENGTH - len(prefix)) * 5 // 8
             raise ConfigError(

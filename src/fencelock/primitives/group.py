@@ -26,7 +26,7 @@ from fencelock.engine.timing import validate_ttl
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.client_like import AsyncClientLike, ClientLike
-from fencelock.primitives.election import _encode, decode_value
+from fencelock.primitives.election import decode_value, encode_value
 
 L = TypeVar("L", bound=LeaseBase)
 T = TypeVar("T")
@@ -96,9 +96,9 @@ class _GroupBase:
             raise ConfigError(f"group {self.name!r}: a member is a non-empty str, got {member!r}")
         if data is not None and not isinstance(data, str):
             raise ConfigError(f"group {self.name!r}: data must be a str, not {type(data)}")
-        tagged = _encode(member)
+        tagged = encode_value(member)
         own_data = f"{self._data}{tagged}."
-        announced = own_data + (_encode(data) if data else NO_DATA)
+        announced = own_data + (encode_value(data) if data else NO_DATA)
         if max(len(announced), len(self._members + tagged)) > MAX_NAME_LENGTH:
             room = (MAX_NAME_LENGTH - len(self._data) - 1) * 5 // 8
             raise ConfigError(
