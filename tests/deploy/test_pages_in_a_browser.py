@@ -1,6 +1,7 @@
 """The pages people look at, in a real browser (headless Chromium): every page of the
-docs site, served over HTTP as it would be, loads with no console error (while the site
-loaded highlight.js from a CDN, offline every page threw "hljs is not defined"), and
+docs site, served over HTTP as it would be, loads with no console error (all framed in
+one page, one browser start; while the site loaded highlight.js from a CDN, offline every
+page threw "hljs is not defined"), and
 the demo's timeline page draws its picture (not blank, a lane per worker). Screenshots
 stay in pytest's temporary directory, not in the repository."""
 
@@ -12,13 +13,13 @@ import re
 import subprocess
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fencelock.demo import timeline
-from tests.chaos.test_report_browser import FLAGS, chromium, near, png_size, read_png
+from tests.chaos.test_report_browser import FLAGS, chromium, near, read_png
 from tests.unit.test_timeline import _trace
 
 CONSOLE = re.compile(r":CONSOLE(?::\d+)?\] \"(.*)\", source: (\S+)")
@@ -29,20 +30,44 @@ PHONE = (420, 900)
 def site(built_site: Path) -> Iterator[tuple[str, list[str]]]:
     """The docs site, served on a loopback port: its address and page paths."""
     built = built_site
-    handler = functools.partial(_Quiet, directory=str(built))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     pages = sorted(
-        "/" + str(page.relative_to(built).parent).removeprefix(".") + "/"
+        ("/" + str(page.relative_to(built).parent).removeprefix(".") + "/").replace("//", "/")
         for page in built.rglob("index.html")
     )
+    handler = functools.partial(_Quiet, directory=str(built), pages=pages)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", [p.replace("//", "/") for p in pages]
+        yield f"http://127.0.0.1:{server.server_address[1]}", pages
     finally:
         server.shutdown()
 
 
+EVERY_PAGE = "/__every_page__"
+
+
 class _Quiet(http.server.SimpleHTTPRequestHandler):
+    """The site's files, and at :data:`EVERY_PAGE` one page framing every page of it (a
+    browser then loads them all at once, their console errors logged with their source)."""
+
+    def __init__(self, *args: Any, pages: list[str], **kwargs: Any) -> None:
+        self.pages = pages  # set before the base class handles the request
+        super().__init__(*args, **kwargs)
+
+    def do_GET(self) -> None:
+        if self.path != EVERY_PAGE:
+            super().do_GET()
+            return
+        frames = "".join(
+            f'<iframe src="{page}" width="1280" height="900"></iframe>' for page in self.pages
+        )
+        body = f"<!doctype html><html><body>{frames}</body></html>".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def log_message(self, format: str, *args: object) -> None:
         return None
 
@@ -80,19 +105,9 @@ def test_every_docs_page_loads_with_no_console_error(
 ) -> None:
     address, pages = site
     assert len(pages) > 20 and "/" in pages and "/guide/" in pages
-
-    def visit(number: int, path: str) -> tuple[str, list[str]]:
-        png = tmp_path / f"page-{number}.png"
-        messages = load(address + path, png, tmp_path / f"profile-{number}", (1280, 900))
-        assert png_size(png.read_bytes()) == (1280, 900)
-        return path, messages
-
-    with ThreadPoolExecutor(max_workers=3) as browsers:  # a browser mostly waits: 3 at once
-        visited = list(browsers.map(visit, range(len(pages)), pages))
-    errors = {path: messages for path, messages in visited if messages}
-    assert errors == {}, "console errors:\n" + "\n".join(
-        f"{path}: {message}" for path, messages in errors.items() for message in messages
-    )
+    png = tmp_path / "every-page.png"
+    errors = load(address + EVERY_PAGE, png, tmp_path / "profile", (1280, 900))
+    assert errors == [], "console errors:\n" + "\n".join(errors)
 
 
 def test_a_docs_page_on_a_phone_is_drawn(site: tuple[str, list[str]], tmp_path: Path) -> None:
