@@ -39,6 +39,11 @@ try:
     import fencelock.compat.redis_py
 except ImportError as exc:
     print(exc)
+from fencelock import tracing
+try:
+    tracing.instrument()
+except fencelock.ConfigError as exc:
+    print(exc)
 loaded = sorted(n for n in {drivers!r} if sys.modules.get(n) is not None)
 print("loaded", loaded)
 """
@@ -57,4 +62,6 @@ def test_a_lock_on_sqlite_with_every_optional_driver_blocked() -> None:
     assert lines[0] == "token 1" and lines[1] == "semaphore True"
     assert "pip install 'fencelock[redis]'" in lines[2]
     assert "compat.redis_py" in lines[3] and "pip install 'fencelock[redis]'" in lines[3]
-    assert lines[4] == "loaded []"
+    assert "tracing needs the OpenTelemetry API" in lines[4]
+    assert "pip install 'fencelock[otel]'" in lines[4]
+    assert lines[5] == "loaded []"
