@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -180,3 +182,20 @@ def test_the_asyncio_face(plain_redis: RedisServer, name: str) -> None:
             await client.aclose()
 
     asyncio.run(main())
+
+
+def _in_the_child(lock: Lock, outcome: Any) -> None:
+    outcome.put((lock.owned(), lock.acquire(blocking=False)))
+
+
+def test_a_forked_child_does_not_hold_its_parents_lock(r: redis.Redis, name: str) -> None:
+    lock = Lock(r, name, thread_local=False)
+    assert lock.acquire()
+    context = multiprocessing.get_context("fork")
+    outcome = context.Queue()
+    child = context.Process(target=_in_the_child, args=(lock, outcome))
+    child.start()
+    child.join(60)
+    assert outcome.get(timeout=10) == (False, False)  # not its hold, and still taken
+    assert lock.owned()
+    lock.release()
