@@ -223,16 +223,13 @@ class _LockBase(Generic[B, L]):
             "lock" if self._share is None else self._share.kind,
         )
 
-    def _once_only(self, timeout: float | None, blocking: bool) -> bool:
-        """True for ``blocking=False``: one try, no wait (a timeout cannot go with it)."""
-        if blocking:
-            return False
+    def _refuse_a_timeout(self, timeout: float | None) -> None:
+        """``blocking=False`` is one try, no wait: a timeout cannot go with it."""
         if timeout is not None:
             raise ConfigError(
                 f"lock {self.name!r}: acquire(blocking=False) tries once and never waits; "
                 f"it takes no timeout (got {timeout!r})"
             )
-        return True
 
     def _owned_by(self, holder: object) -> bool:
         return bool(self._seam.holdings.held_by(self.name, holder))
@@ -296,9 +293,10 @@ class Lock(_LockBase[Backend, Lease]):
         unless the lock is re-entrant: then the same lease comes back, held once more
         (``lease.depth``), and only the last of its releases gives it back.
         """
-        if self._once_only(timeout, blocking):
-            return self.try_acquire()
-        return self._acquire(timeout)
+        if blocking:
+            return self._acquire(timeout)
+        self._refuse_a_timeout(timeout)
+        return self.try_acquire()
 
     def _acquire(self, timeout: float | None, holder: object | None = None) -> Lease:
         """:meth:`acquire`, for ``holder`` (a face's own, :mod:`fencelock.compat`) or
@@ -389,9 +387,10 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
         self, timeout: float | None = None, *, blocking: bool = True
     ) -> AsyncLease | None:
         """Take the lock; same contract as :meth:`Lock.acquire` (per task, not thread)."""
-        if self._once_only(timeout, blocking):
-            return await self.try_acquire()
-        return await self._acquire(timeout)
+        if blocking:
+            return await self._acquire(timeout)
+        self._refuse_a_timeout(timeout)
+        return await self.try_acquire()
 
     async def _acquire(self, timeout: float | None, holder: object | None = None) -> AsyncLease:
         """:meth:`acquire`, for ``holder`` (a face's own) or this task."""
