@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -104,3 +106,37 @@ def test_tracing_records_nothing_before_instrument() -> None:
         with client.lock("a"):
             pass
     assert exporter.get_finished_spans() == ()
+
+
+def test_a_barrier_arrival_while_another_party_arms_still_counts() -> None:
+    """Arriving while another party is still arming (``try_set_count`` says False, the
+    count not there yet), the count taken counts nothing: the party arms and counts
+    again, and passes only with the last (it passed at once, alone, before)."""
+    from fencelock.primitives.latch import Latch
+
+    real = Latch.try_set_count
+    calls: list[bool] = []
+
+    def arming_elsewhere_first(self: Latch, count: int) -> bool:
+        if not calls:
+            calls.append(True)
+            return False  # "another party is arming it": nothing armed yet
+        return real(self, count)
+
+    passed: list[float] = []
+    with (
+        fencelock.connect("memory://barrier-race") as client,
+        pytest.MonkeyPatch.context() as patch,
+    ):
+        patch.setattr(Latch, "try_set_count", arming_elsewhere_first)
+        first = threading.Thread(
+            target=lambda: passed.append(
+                time.monotonic() if client.barrier("b", 2).wait(30) else -1.0
+            )
+        )
+        first.start()
+        time.sleep(0.3)
+        arrived_last = time.monotonic()
+        assert client.barrier("b", 2).wait(30)
+        first.join(30)
+    assert passed and passed[0] >= arrived_last

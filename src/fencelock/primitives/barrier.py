@@ -3,8 +3,9 @@
 ``DistributedDoubleBarrier``: ``enter`` waits until all have entered, ``leave`` until
 all have left).
 
-An arrival arms the latch with ``parties`` if nobody has (``try_set_count``), takes one
-count away, and waits for zero: the count lives on the server, so a party that dies
+An arrival takes one count away, arming the latch with ``parties`` first if nobody has
+(and counting again until its count is taken: one taken while another party is still
+arming counts nothing), then waits for zero: the count lives on the server, so a party that dies
 after arriving still counts, and none passes before the last arrives. A barrier's name
 serves one round: once it has opened, name the next round anew (``f"{name}/{round}"``),
 as a late waiter of the last round could otherwise miss its opening. Backends without
@@ -12,6 +13,8 @@ latches (MySQL) have no barriers either (:class:`ConfigError`, saying why).
 """
 
 from __future__ import annotations
+
+import time
 
 from fencelock.engine.latch import validate_count
 from fencelock.engine.names import validate_name
@@ -48,15 +51,23 @@ def _alatch_of(client: AsyncClientLike, name: str, what: str) -> AsyncLatch:
 
 
 def _arrive(latch: Latch, parties: int, timeout: float | None) -> bool:
-    latch.try_set_count(parties)  # the first arrival arms it; later ones find it armed
-    latch.count_down()
-    return latch.wait(timeout)
+    ends = None if timeout is None else time.monotonic() + timeout
+    # Counted only once the latch is armed: one that another party is still arming
+    # counts nothing, so arm it (or wait for that party to) and count down again.
+    while not latch.count_down():
+        if ends is not None and time.monotonic() >= ends:
+            return False
+        latch.try_set_count(parties)
+    return latch.wait(None if ends is None else max(ends - time.monotonic(), 0.0))
 
 
 async def _aarrive(latch: AsyncLatch, parties: int, timeout: float | None) -> bool:
-    await latch.try_set_count(parties)
-    await latch.count_down()
-    return await latch.wait(timeout)
+    ends = None if timeout is None else time.monotonic() + timeout
+    while not await latch.count_down():
+        if ends is not None and time.monotonic() >= ends:
+            return False
+        await latch.try_set_count(parties)
+    return await latch.wait(None if ends is None else max(ends - time.monotonic(), 0.0))
 
 
 class Barrier(_BarrierBase):
