@@ -15,6 +15,7 @@ import typing
 from fencelock.backends.base import LockInfo
 from fencelock.client import AsyncClient, Client, aconnect, connect, default_url
 from fencelock.errors import (
+    AcquireCancelled,
     AlreadyHeld,
     BackendUnavailable,
     ConfigError,
@@ -110,6 +111,7 @@ logging.getLogger("fencelock").addHandler(logging.NullHandler())
 
 __all__ = [
     "SKIPPED",
+    "AcquireCancelled",
     "AlreadyHeld",
     "AsyncBarrier",
     "AsyncClient",

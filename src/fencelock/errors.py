@@ -34,6 +34,11 @@ class LockTimeout(FencelockError, TimeoutError):
     """The lock was not acquired before the timeout ran out."""
 
 
+class AcquireCancelled(LockTimeout):
+    """A pending acquire was cancelled (``lock.cancel()``) before it got the lock; a
+    :class:`LockTimeout`, so code that handles giving up handles this too."""
+
+
 class Skipped(LockTimeout):
     """A run-once job did not run: another run holds its name (``on_skip="raise"``)."""
 

@@ -85,6 +85,10 @@ class Attempt(Protocol):
     def wait(self, timeout: float) -> None:
         """Return when the lease may have become free, or after ``timeout`` seconds."""
 
+    def interrupt(self) -> None:
+        """From any thread: make the wait under way (or the next one) return now
+        (``lock.cancel()``); a spurious wake-up, which the acquire loop tolerates."""
+
     def close(self) -> None:
         """Forget this attempt: remove its queue entry or waiter registration."""
 

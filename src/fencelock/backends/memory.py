@@ -119,6 +119,11 @@ class MemoryAttempt:
         slot.queue[self._bell] = Waiter(self._bell, arrived, alive_until(now))
         return Busy(busy_wait(holder_remaining))
 
+    def interrupt(self) -> None:
+        bell = self._bell
+        if bell is not None:
+            bell.set()
+
     def wait(self, timeout: float) -> None:
         if self._bell is None:  # never queued (it cannot happen: a wait follows a Busy)
             return

@@ -9,6 +9,7 @@ thread and back cost two thread wake-ups per call, a third of a Redlock cycle).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import threading
 from collections.abc import Callable, Coroutine, Sequence
@@ -356,6 +357,8 @@ class SharedLoopAttempt:
     ) -> None:
         self._attempt, self._loop = BoundedAttempt(attempt, where, bound=bound), loop
         self._steps = steps
+        self._interrupted = False
+        self._waiting: asyncio.Future[None] | None = None  # the wait under way, on the loop
 
     def limit(self, deadline: float | None) -> None:
         """Cut every call off at ``deadline`` (a :func:`fencelock.clock.now` time)."""
@@ -365,7 +368,33 @@ class SharedLoopAttempt:
         return self._call(lambda attempt: attempt.try_acquire(), "a try")
 
     def wait(self, timeout: float) -> None:
-        self._call(lambda attempt: attempt.wait(timeout), "a wait")
+        """The attempt's wait, on the loop (not stepped: :meth:`interrupt` cancels it
+        there; a wait's one extra crossing is small beside the wait itself)."""
+        if not self._interrupted:
+            self._loop.run(self._interruptible_wait(timeout))
+
+    async def _interruptible_wait(self, timeout: float) -> None:
+        waiting = asyncio.ensure_future(self._attempt.wait(timeout))
+        self._waiting = waiting
+        if self._interrupted:  # interrupted before the wait was there to cancel
+            waiting.cancel()
+        try:
+            await waiting
+        except asyncio.CancelledError:
+            if not (self._interrupted and waiting.cancelled()):
+                raise
+        finally:
+            self._waiting = None
+
+    def interrupt(self) -> None:
+        self._interrupted = True
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing waits on it
+            self._loop.loop.call_soon_threadsafe(self._cancel_wait)
+
+    def _cancel_wait(self) -> None:
+        waiting = self._waiting
+        if waiting is not None:
+            waiting.cancel()
 
     def _call(self, call: Callable[[AsyncAttempt], Coroutine[Any, Any, T]], what: str) -> T:
         """One call of the attempt's, bounded: stepped where the backend steps."""

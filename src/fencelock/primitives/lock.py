@@ -47,6 +47,7 @@ from fencelock.holder import owner_value
 from fencelock.holdings import this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseBase, LeaseTerms
 from fencelock.metrics import REGISTRY
+from fencelock.primitives.pending import PendingAcquires
 from fencelock.seam import Seam
 from fencelock.stepping import call_ends_at
 from fencelock.stopping import TaskStopper, ThreadStopper
@@ -70,14 +71,25 @@ def new_owner() -> str:
     return owner_value(secrets.token_hex(20))
 
 
-def drive(flow: AcquireFlow, attempt: Attempt, name: str | None = None) -> Granted | GaveUp:
+def _never_cancelled() -> None:
+    pass
+
+
+def drive(
+    flow: AcquireFlow,
+    attempt: Attempt,
+    name: str | None = None,
+    check: Callable[[], None] = _never_cancelled,
+) -> Granted | GaveUp:
     """Run the acquire flow with blocking I/O (counted as waiting on ``name``'s prefix
-    from its first wait on)."""
+    from its first wait on); ``check`` raises if the acquire was cancelled meanwhile
+    (before each try and around each wait: ``attempt.interrupt()`` ends a wait)."""
     reply: Reply | None = None
     waiting = False
     try:
         while True:
             op = flow.send(reply) if reply is not None else next(flow)
+            check()
             if isinstance(op, TryAcquire):
                 started = clock.now()
                 try:
@@ -91,6 +103,7 @@ def drive(flow: AcquireFlow, attempt: Attempt, name: str | None = None) -> Grant
                     attempt.wait(op.timeout)
                 except BackendUnavailable:  # the next try says whether it lasts
                     time.sleep(max(waited - clock.now(), 0.0))
+                check()
                 reply = Waited(clock.now())
     except StopIteration as done:
         granted: Granted | GaveUp = done.value  # a generator's return value is untyped
@@ -178,6 +191,13 @@ class _LockBase(Generic[B, L]):
         self.stop_on_loss, self.reentrant = stop_on_loss, reentrant
         # by thread or task (``with`` in many at once), innermost last (re-entrant nesting)
         self._entered: dict[object, list[tuple[L, Stopper | None]]] = {}
+        self._pending = PendingAcquires(name)
+
+    def cancel(self) -> None:
+        """Cancel every acquire of this lock object under way, from any thread or task:
+        each raises :class:`AcquireCancelled` (a :class:`LockTimeout`) and leaves nothing
+        held or queued. One that got the lock before the cancel landed keeps it."""
+        self._pending.cancel()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} ttl={self.ttl}>"
@@ -310,10 +330,12 @@ class Lock(_LockBase[Backend, Lease]):
             deadline = deadline_of(began, timeout)
             attempt = limited(self._attempt(owner), deadline)
             ends = None if deadline is None else deadline + request_bound_of(self._backend)
+            pending = self._pending.blocking(attempt)
             try:
                 with call_ends_at(ends):  # a blocking driver's sockets end with the call
-                    outcome = drive(flow, attempt, self.name)
+                    outcome = drive(flow, attempt, self.name, lambda: self._pending.check(pending))
             finally:
+                self._pending.done(pending)
                 attempt.close()
             terms = self._terms(owner, outcome, began)
             lease = self._hold(Lease(self._backend, self._seam.holdings, terms), holder)
@@ -403,9 +425,16 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
             deadline = deadline_of(began, timeout)
             bound = request_bound_of(self._backend)
             attempt = alimited(self._attempt(owner), self._backend.url, deadline, bound)
+            pending = self._pending.task()
             try:
                 outcome = await adrive(flow, attempt, self.name)
+            except asyncio.CancelledError:
+                if not pending.requested:
+                    raise
+                self._pending.uncancel(pending)
+                raise self._pending.cancelled() from None
             finally:
+                self._pending.task_done(pending)
                 await attempt.close()
             terms = self._terms(owner, outcome, began)
             lease = self._hold(AsyncLease(self._backend, self._seam.holdings, terms), holder)

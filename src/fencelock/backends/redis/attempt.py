@@ -144,6 +144,11 @@ class RedisAttempt(_AttemptBase):
     def wait(self, timeout: float) -> None:
         wait_then_rearm(self._event, timeout)
 
+    def interrupt(self) -> None:
+        event = self._event
+        if event is not None:
+            event.set()
+
     def close(self) -> None:
         if self._event is not None:
             self._backend.listener.wakeups.forget(self.owner)

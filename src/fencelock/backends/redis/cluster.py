@@ -239,6 +239,11 @@ class ClusterAttempt:
         if self._inner is not None:
             self._inner.wait(timeout)
 
+    def interrupt(self) -> None:
+        inner = self._inner
+        if inner is not None:
+            inner.interrupt()
+
     def close(self) -> None:
         inner, self._inner = self._inner, None
         if inner is not None:

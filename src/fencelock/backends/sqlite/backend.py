@@ -219,6 +219,11 @@ class SQLiteAttempt:
             if exited is not None:
                 os.close(exited)
 
+    def interrupt(self) -> None:
+        doorbell = self._doorbell
+        if doorbell is not None:
+            doorbell.ring_itself()
+
     def close(self) -> None:
         if self._doorbell is not None:
             self._doorbell.close()

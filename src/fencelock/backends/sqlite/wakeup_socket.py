@@ -60,6 +60,11 @@ class WakeupSocket:
         self._drain()
         return True
 
+    def ring_itself(self) -> None:
+        """Wake this socket's waiter (from any thread)."""
+        with contextlib.suppress(OSError):
+            self._sock.sendto(b"!", self.address)
+
     def _drain(self) -> None:
         self._sock.setblocking(False)
         with contextlib.suppress(OSError):

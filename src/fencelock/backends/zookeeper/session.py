@@ -49,12 +49,13 @@ class Watch:
         self.changed = False  # ... or a write of its data,
         self.touched = False  # ... or a change at what :meth:`touch_callback` watches
         self._stepped = stepped
+        self._on_loop = not stepped  # a waiter awaits ``event`` on the loop
         self._loop = asyncio.get_running_loop()
         self._stop = news.listen(lambda _news, _why: self.wake())
 
     def wake(self) -> None:  # on any thread
         self.woken.set()
-        if not self._stepped:
+        if self._on_loop:
             on_loop(self._loop, self.event.set)
 
     def callback(self, event: WatchedEvent) -> None:  # on kazoo's thread
@@ -75,13 +76,16 @@ class Watch:
 
     async def fired(self, timeout: float | None) -> None:
         """Until the watch fires, the session has news, or ``timeout`` passes."""
-        if not self._stepped:
-            with contextlib.suppress(TimeoutError):
-                await within(timeout, self.event.wait())
-        elif stepping.active():
+        if self._stepped and stepping.active():
             await stepping.block(self.woken, timeout)
-        else:  # a stepped wait's rest, handed to the loop (another thread ran it)
-            await asyncio.to_thread(self.woken.wait, timeout)
+            return
+        # On the loop: a wait not stepped, or a stepped one's rest handed to the loop.
+        # ``wake`` sets ``event`` from here on; one that came before set ``woken``.
+        self._on_loop = True
+        if self.woken.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            await within(timeout, self.event.wait())
 
     def close(self) -> None:
         self._stop()
