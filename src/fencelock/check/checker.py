@@ -237,7 +237,52 @@ class CapacityCheck:
         }
 
 
-Invariant = RegisterCheck | SeatsCheck | CapacityCheck
+@dataclass(frozen=True)
+class BarrierCheck:
+    """A barrier's resource: no party passes a round before every party has arrived.
+
+    Each party records its arrival before it arrives; on passing it counts the round's
+    recorded arrivals in the transaction that records the pass, and the resource logs
+    every pass that counted fewer than ``parties``.
+    """
+
+    parties: int | None
+    passes: int
+    rounds: int
+    early: tuple[str, ...]
+
+    @property
+    def holds(self) -> bool:
+        """Nobody passed early (and the final read was there to say so)."""
+        return self.parties is not None and not self.early
+
+    def explain(self) -> str:
+        """One line for humans."""
+        if self.parties is None:
+            return "barrier: no final read in the history, the invariant cannot be checked"
+        if self.holds:
+            return (
+                f"barrier: {self.passes} passes through {self.rounds} rounds, none before "
+                f"all {self.parties} parties had arrived"
+            )
+        n = len(self.early)
+        shown = "; ".join(self.early[:3]) + ("; …" if n > 3 else "")
+        return f"barrier: {n} pass{'' if n == 1 else 'es'} before all parties arrived ({shown})"
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready fields."""
+        return {
+            "workload": "barrier",
+            "holds": self.holds,
+            "parties": self.parties,
+            "passes": self.passes,
+            "rounds": self.rounds,
+            "early": list(self.early),
+            "explain": self.explain(),
+        }
+
+
+Invariant = RegisterCheck | SeatsCheck | CapacityCheck | BarrierCheck
 
 
 @dataclass(frozen=True)
@@ -362,9 +407,13 @@ def check(history: History) -> CheckResult:
     ordered, warnings = commit_order(accepted)
     workload = workload_of(history)
     invariant: Invariant
-    shared = workload == "semaphore"  # holders overlap by design; tokens order nothing
+    # a semaphore's holders overlap by design, a barrier's parties hold nothing: no
+    # overlap or token order to check
+    shared = workload in ("semaphore", "barrier")
     if workload == "seats":
         invariant = seats_check(ordered, ops)
+    elif workload == "barrier":
+        invariant = barrier_check(ops)
     elif shared:
         invariant = capacity_check(ops)
     else:
@@ -508,13 +557,32 @@ def seats_check(ordered: Sequence[Op], ops: Sequence[Op] = ()) -> SeatsCheck:
     return SeatsCheck(len(by_key), doubles, tuple(k for k in reported if k not in shown))
 
 
-def capacity_check(ops: Sequence[Op]) -> CapacityCheck:
-    """The resource's own account of a semaphore run (its final read)."""
+def _final_summary(ops: Sequence[Op]) -> object:
+    """The run's final read, a JSON summary of the resource (None if absent)."""
     reads = [op for op in ops if op.kind == "read" and op.result == "ok" and op.value]
     try:
-        summary = json.loads(reads[-1].value or "") if reads else None
+        return json.loads(reads[-1].value or "") if reads else None
     except ValueError:
-        summary = None
+        return None
+
+
+def barrier_check(ops: Sequence[Op]) -> BarrierCheck:
+    """The resource's own account of a barrier run (its final read)."""
+    summary = _final_summary(ops)
+    if not isinstance(summary, dict):
+        return BarrierCheck(None, 0, 0, ())
+    early = summary.get("early")
+    return BarrierCheck(
+        _int(str(summary.get("parties"))),
+        _int(str(summary.get("passes"))) or 0,
+        _int(str(summary.get("rounds"))) or 0,
+        tuple(str(e) for e in early) if isinstance(early, list) else (),
+    )
+
+
+def capacity_check(ops: Sequence[Op]) -> CapacityCheck:
+    """The resource's own account of a semaphore run (its final read)."""
+    summary = _final_summary(ops)
     if not isinstance(summary, dict):
         return CapacityCheck(None, 0, ())
     crowded = summary.get("crowded")

@@ -147,6 +147,7 @@ class Conductor:
             fencing=self.options.fencing,
             seed=self.options.seed,
             fence_reads=self.options.fence_reads,
+            parties=self.options.clients,
         )
         self.supervisor.start(spec)
         return cid

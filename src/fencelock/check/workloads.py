@@ -16,6 +16,12 @@ Workloads (one lease = one read-modify-write):
   client campaigns, and while it leads does one read-modify-write with its term as
   the token, then resigns. Two leaders that both wrote lose an update, unless the
   stale one's write is fenced.
+* ``semaphore``: a pool of two places; each holder counts who is inside as it enters.
+* ``barrier``: rounds of ``client.barrier(f"{name}/{round}", clients)``; each client
+  records its arrival in the resource before it arrives, and on passing counts the
+  round's recorded arrivals in the same transaction as it records the pass. A party
+  that passed before every party had arrived shows up as a pass with fewer arrivals.
+  (A replacement of a killed client joins the latest round: it is a party too.)
 
 With fencing, **the read goes through the fence as well as the write**
 (``sqlite_fence(..., allow_equal=True)`` in the read's transaction, then again
@@ -55,11 +61,13 @@ import fencelock
 from fencelock import clock
 from fencelock.check.history import Op, Recorder, Result
 from fencelock.engine.backoff import Backoff
+from fencelock.engine.outcomes import RenewedAsOf
+from fencelock.engine.renewal import Outcome
 from fencelock.errors import BackendUnavailable, FencelockError, LeaseLost, LockTimeout, StaleToken
 from fencelock.fencing import sqlite_fence
 from fencelock.toolkit import resources
 
-WORKLOADS = ("register", "seats", "election", "semaphore")
+WORKLOADS = ("register", "seats", "election", "semaphore", "barrier")
 SEMAPHORE_PERMITS = 2  # the semaphore workload's pool: 2 holders at most
 REGISTER_KEY = "register"
 SEATS_KEY = "seats"
@@ -76,6 +84,11 @@ INSERT INTO register (id, value) VALUES (1, 0);
 CREATE TABLE seats (seat INTEGER PRIMARY KEY, buyer TEXT NOT NULL, token INTEGER NOT NULL);
 CREATE TABLE inside (client INTEGER PRIMARY KEY, token INTEGER NOT NULL);
 CREATE TABLE crowded (client INTEGER NOT NULL, token INTEGER NOT NULL, inside INTEGER NOT NULL);
+CREATE TABLE arrivals (
+    round INTEGER NOT NULL, client INTEGER NOT NULL, PRIMARY KEY (round, client)
+);
+CREATE TABLE early (client INTEGER NOT NULL, round INTEGER NOT NULL, arrived INTEGER NOT NULL);
+CREATE TABLE parties (value INTEGER NOT NULL);
 CREATE TABLE commits (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     client INTEGER NOT NULL, token INTEGER NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
@@ -99,6 +112,7 @@ class ClientSpec:
     fencing: bool
     seed: int
     fence_reads: bool = True
+    parties: int = 0  # the barrier workload's: how many clients run at once
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -137,6 +151,8 @@ def final_read(path: Path, workload: str) -> tuple[str, str]:
     try:
         if workload == "semaphore":
             return "pool", _pool_summary(conn)
+        if workload == "barrier":
+            return "rounds", _rounds_summary(conn)
         if workload != "seats":
             (value,) = conn.execute("SELECT value FROM register WHERE id = 1").fetchone()
             return REGISTER_KEY, str(int(value))
@@ -162,6 +178,25 @@ def _pool_summary(conn: sqlite3.Connection) -> str:
         for c, t, n in conn.execute("SELECT client, token, inside FROM crowded ORDER BY rowid")
     ]
     summary = {"permits": SEMAPHORE_PERMITS, "entries": int(entries), "crowded": crowded}
+    return json.dumps(summary, separators=(",", ":"))
+
+
+def _rounds_summary(conn: sqlite3.Connection) -> str:
+    (passes,) = conn.execute("SELECT count(*) FROM commits WHERE key = 'passed'").fetchone()
+    (opened,) = conn.execute(
+        "SELECT count(DISTINCT token) FROM commits WHERE key = 'passed'"
+    ).fetchone()
+    early = [
+        f"client {c} passed round {r} with {n} arrived"
+        for c, r, n in conn.execute("SELECT client, round, arrived FROM early ORDER BY rowid")
+    ]
+    (parties,) = conn.execute("SELECT coalesce(max(value), 0) FROM parties").fetchone()
+    summary = {
+        "parties": int(parties),
+        "passes": int(passes),
+        "rounds": int(opened),
+        "early": early,
+    }
     return json.dumps(summary, separators=(",", ":"))
 
 
@@ -349,6 +384,7 @@ class Worker:
             return None
         self.out.op("acquire", start, "ok", token=lease.token)
         lease.on_lost(self._lost)
+        _record_renewals(lease, self.out)
         self.out.say("A", lease.token)
         return lease
 
@@ -482,6 +518,89 @@ class Worker:
         self.out.say("R", lease.token)
 
 
+def _record_renewals(lease: fencelock.Lease, out: Channel) -> None:
+    """Record each renewal or extension the server grants ``lease`` (a ``renew`` op).
+
+    The library has no hook for it: ``_settle``, the one place a lease's trusted time
+    moves, is wrapped on this lease alone, recording after the library has settled.
+    """
+    settle = lease._settle
+
+    def settled(started: float, ttl: float, outcome: Outcome) -> None:
+        settle(started, ttl, outcome)
+        if outcome is True or isinstance(outcome, RenewedAsOf):
+            since = started if outcome is True else min(started, outcome.at)
+            with contextlib.suppress(OSError, ValueError):  # the history closed at the end
+                out.op("renew", since, "ok", token=lease.token, detail=f"to {ttl:.3f}s")
+
+    lease._settle = settled  # type: ignore[method-assign]
+
+
+class BarrierWorker:
+    """One client's rounds at the barrier: record the arrival, arrive, and on passing
+    count the round's recorded arrivals as the pass is recorded."""
+
+    def __init__(
+        self, spec: ClientSpec, client: fencelock.Client, db: sqlite3.Connection, out: Channel
+    ) -> None:
+        self.spec, self.client, self.db, self.out = spec, client, db, out
+        self.rng = random.Random(spec.seed * 1_000_003 + spec.client)
+        self.wait_timeout = max(1.0, 4 * spec.ttl)
+
+    def run(self, deadline: float) -> None:
+        with resources.write_transaction(self.db):
+            self.db.execute("INSERT INTO parties (value) VALUES (?)", (self.spec.parties,))
+            (round_,) = self.db.execute("SELECT coalesce(max(round), 0) FROM arrivals").fetchone()
+        while (left := deadline - clock.now()) >= 0.02:
+            self._round(int(round_), min(self.wait_timeout, left), left <= self.wait_timeout)
+            round_ += 1
+
+    def _round(self, round_: int, timeout: float, last: bool) -> None:
+        spec, start = self.spec, clock.now()
+        with resources.write_transaction(self.db):
+            self.db.execute("INSERT OR IGNORE INTO arrivals VALUES (?, ?)", (round_, spec.client))
+        self.out.say("A", round_)
+        barrier = self.client.barrier(f"{spec.lock_name}/{round_}", spec.parties)
+        try:
+            passed = barrier.wait(timeout)
+        except FencelockError as exc:
+            self.out.op(
+                "acquire", start, "error", token=round_, detail=f"{type(exc).__name__}: {exc}"
+            )
+            time.sleep(min(spec.ttl / 2, 0.2))  # a dead server: do not spin
+            return
+        if not passed:
+            if not last:  # a wait cut short by the end of the run says nothing
+                self.out.op("acquire", start, "timeout", token=round_, detail="barrier wait")
+            self.out.say("R", round_)
+            return
+        self.out.op("acquire", start, "ok", token=round_, detail=f"round {round_} opened")
+        self._passed(round_)
+        self.out.say("H", round_)
+        time.sleep(spec.work * self.rng.uniform(0.5, 1.5))
+        self.out.say("R", round_)
+
+    def _passed(self, round_: int) -> None:
+        spec, start = self.spec, clock.now()
+        with resources.write_transaction(self.db):
+            (arrived,) = self.db.execute(
+                "SELECT count(*) FROM arrivals WHERE round = ?", (round_,)
+            ).fetchone()
+            if arrived < spec.parties:
+                self.db.execute(
+                    "INSERT INTO early VALUES (?, ?, ?)", (spec.client, round_, arrived)
+                )
+            seq = self.db.execute(
+                "INSERT INTO commits (client, token, key, value, at) VALUES (?, ?, ?, ?, ?)",
+                (spec.client, round_, "passed", str(arrived), clock.now()),
+            ).lastrowid
+        detail = f"passed round {round_} with {arrived} of {spec.parties} arrived"
+        self.out.op(
+            "write", start, "accepted", token=round_, key="passed", value=str(seq), detail=detail
+        )
+        self.out.say("W accepted")
+
+
 def _taken(client: fencelock.Client, spec: ClientSpec) -> Taken:
     """What the workload takes its leases through."""
     if spec.workload == "election":
@@ -533,13 +652,17 @@ def main() -> int:
     db = connect_resource(spec.resource)
     try:
         with _connect(spec) as client:
-            taken = _taken(client, spec)
+            worker = (
+                BarrierWorker(spec, client, db, out)
+                if spec.workload == "barrier"
+                else Worker(spec, _taken(client, spec), db, out)
+            )
             out.say("ready")
             go = sys.stdin.readline().split()
             if len(go) != 2 or go[0] != "go":
                 return 3
             threading.Thread(target=_exit_when_orphaned, daemon=True).start()
-            Worker(spec, taken, db, out).run(float(go[1]))
+            worker.run(float(go[1]))
     finally:
         db.close()
         out.close()
