@@ -1,12 +1,12 @@
 """Make the docs' pictures from real runs: the demo's timeline and a failing check report.
 
-    .venv/bin/python scripts/docs_pictures.py
+    .venv/bin/python scripts/docs_pictures.py [demo] [check]
 
 Runs ``fencelock demo`` (two rounds on embedded SQLite, with SIGSTOP pauses) and
 ``fencelock check --no-fencing`` (8 clients, pauses and kills, on SQLite), and keeps the
 SVG picture of each page as ``docs/images/demo-timeline.svg`` and
-``docs/images/check-fail.svg``. The pictures are what the product draws; run this again
-when the drawing changes.
+``docs/images/check-fail.svg``; name one to make that one only. The pictures are what
+the product draws; run this again when the drawing changes.
 """
 
 from __future__ import annotations
@@ -45,10 +45,16 @@ def keep_svg(page: Path, name: str) -> None:
 
 
 def main() -> None:
+    which = set(sys.argv[1:]) or {"demo", "check"}
+    if not which <= {"demo", "check"}:
+        raise SystemExit(f"usage: {sys.argv[0]} [demo] [check]")
     with tempfile.TemporaryDirectory() as tmp:
         demo, report = Path(tmp) / "demo", Path(tmp) / "report"
-        fencelock("demo", "--out", str(demo))
-        keep_svg(demo / "timeline.html", "demo-timeline.svg")
+        if "demo" in which:
+            fencelock("demo", "--out", str(demo))
+            keep_svg(demo / "timeline.html", "demo-timeline.svg")
+        if "check" not in which:
+            return
         for seed in range(1, 10):  # a run without fencing that happens to lose nothing: again
             fencelock(
                 "check", "--no-fencing", "--workload", "seats", "--clients", "6",

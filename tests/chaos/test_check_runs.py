@@ -49,6 +49,8 @@ def test_fencing_keeps_the_resource_safe_under_pauses_and_kills(
     assert counts["accepted_writes"] >= 20, run.describe()
     assert (run.report / "report.html").is_file()
     assert (run.report / "result.json").is_file()
+    page = (run.report / "report.html").read_text()
+    assert 'href="result.json"' in page and 'href="history-runner.jsonl"' in page
 
 
 @pytest.mark.parametrize(
@@ -167,6 +169,13 @@ def test_the_history_follows_the_contract(tmp_path: Path) -> None:
     assert in_commit_order == sorted(in_commit_order)
     for op in history.of_kind("lost"):
         assert op.start == op.end and op.token is not None
+    # the renewals and extensions the server granted, each of a lease its client acquired
+    renewals = history.of_kind("renew")
+    assert renewals, "no renew op: extend() is called now and then, so some were granted"
+    assert {(op.process, op.token) for op in renewals} <= {
+        (op.process, op.token) for op in acquired
+    }
+    assert all(op.result == "ok" and op.detail.startswith("to ") for op in renewals)
     kills = [op for op in history.of_kind("nemesis") if op.detail.startswith("kill")]
     crashes = history.of_kind("crash")
     assert len(crashes) == len(kills) >= 1

@@ -8,14 +8,16 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from fencelock.check.checker import CheckResult, check
 from fencelock.check.history import History, Op
 from fencelock.check.report.json_doc import to_json
+from fencelock.check.report.layout import layout
 from fencelock.check.report.page import render_html, write_html
 from fencelock.check.report.terminal import terminal_table
-from fencelock.toolkit.scale import WIDTH
+from fencelock.toolkit.scale import LEFT, RIGHT, WIDTH
 from tests.unit.test_checker import acq, final, lost, rel, simulate, stale, wr
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -196,6 +198,144 @@ def test_server_fault_labels_are_short() -> None:
     labels = ["".join(e.itertext()) for e in _with_class(root, "label")]
     assert labels == ["clock redis-7001 stepped +1.00s"]
     assert "while client 3 held token 1" in html  # the whole detail in the tooltip
+
+
+def _renew(p: int, token: int, at: float, ttl: float = 0.5) -> Op:
+    return Op(p, "renew", at, at + 0.001, "ok", token=token, detail=f"to {ttl:.3f}s")
+
+
+def _x(line: ET.Element) -> tuple[float, float]:
+    return float(line.get("x1", "nan")), float(line.get("x2", "nan"))
+
+
+def test_each_lease_is_drawn_as_the_server_granted_it() -> None:
+    """TTL 0.5 s: client 1 renewed at 0.2 and 0.4, then frozen (expires at 0.9, believes
+    on to 2.3); client 2 released at 1.3, before its expiry at 1.6."""
+    ops = [
+        acq(1, 1, 0.0),
+        _renew(1, 1, 0.2),
+        _renew(1, 1, 0.4),
+        acq(2, 2, 1.1, start=0.2),
+        rel(2, 2, 1.3),
+        lost(1, 1, 2.3),
+        final(1, 3.0),
+    ]
+    history = History(ops, {"workload": "register", "ttl": 0.5})
+    _, _, root = _report(history)
+    x = layout(history).x
+    granted = _with_class(root, "granted")
+    assert len(granted) == 2  # one per lease
+    first, second = granted
+    (ttl,) = _with_class(first, "ttl")
+    assert _x(ttl) == pytest.approx((x(0.0), x(0.5)), abs=0.06)
+    spans = [end for e in _with_class(first, "extension") for end in _x(e)]
+    assert spans == pytest.approx([x(0.5), x(0.7), x(0.7), x(0.9)], abs=0.06)
+    ticks = [_x(e)[0] for e in _with_class(first, "renewal")]
+    assert ticks == pytest.approx([x(0.2), x(0.4)], abs=0.06)
+    (expiry,) = _with_class(first, "expiry")
+    assert _x(expiry)[0] == pytest.approx(x(0.9), abs=0.06)
+    assert "renewed 2 times, expired on the server at 0.900s" in "".join(first.itertext())
+    (ttl,) = _with_class(second, "ttl")  # released first: the line ends at the release
+    assert _x(ttl) == pytest.approx((x(1.1), x(1.3)), abs=0.06)
+    assert not _with_class(second, "expiry") and not _with_class(second, "extension")
+    (pin,) = _with_class(root, "lost")  # the client believed on, long past the expiry
+    assert _x(next(pin.iter(f"{SVG}line")))[0] == pytest.approx(x(2.3), abs=0.06)
+
+
+def test_without_a_ttl_no_grant_is_drawn() -> None:
+    ops = [acq(1, 1, 0.0), rel(1, 1, 1.0), final(1, 2.0)]
+    _, _, root = _report(History(ops, {"workload": "register"}))
+    assert _with_class(root, "lease") and not _with_class(root, "granted")
+
+
+def test_the_axis_spans_the_run_not_the_final_read() -> None:
+    """The runner reads the resource after the clients stopped: long after the last event."""
+    ops = [acq(1, 1, 1000.5, start=1000.0), wr(1, 1, 1002.0, 1), rel(1, 1, 1002.1)]
+    history = History([*ops, final(1, 1060.0)], {"workload": "register", "ttl": 1.0})
+    _, _, root = _report(history)
+    waits = _with_class(root, "wait")
+    assert float(waits[0].get("x1", 0)) == LEFT  # the first event at the left edge
+    (write,) = _with_class(root, "write")
+    right = WIDTH - RIGHT  # the release, 0.1 s after the write, is the last event
+    assert right - 0.07 * (right - LEFT) < float(write.get("cx", 0)) < right
+    ticks = [t.text or "" for t in root.iter(f"{SVG}text") if (t.text or "").endswith(" s")]
+    assert ticks[0] == "0 s" and ticks[-1] == "2 s"
+
+
+def test_overlaps_and_lost_leases_are_told_apart() -> None:
+    _, _, root = _report(_paused_history())
+    bands, (pin,) = _with_class(root, "overlap"), _with_class(root, "lost")
+    assert bands and all(b.tag == f"{SVG}rect" for b in bands)
+    assert {b.get("fill") for b in bands} == {"url(#overlap)"}
+    pin_colours = {e.get("fill") or e.get("stroke") for e in pin if e.tag != f"{SVG}title"}
+    band_colours = {b.get("stroke") for b in bands}
+    assert pin_colours and band_colours and not pin_colours & band_colours
+    assert pin.find(f"{SVG}path") is not None  # a pin's head, not a band
+    legend = {"".join(t.itertext()) for t in root.iter(f"{SVG}text")}
+    assert {"overlap: two believed at once", "client noticed its lease lost"} <= legend
+
+
+def _seat_sold_twice() -> History:
+    """Client 1 (token 1) reads seat 1 free and freezes; client 2 (token 2) sells it;
+    client 1 wakes and sells it again: client 2's sale is lost."""
+    ops = [
+        acq(1, 1, 0.0),
+        acq(2, 2, 0.8, start=0.1),
+        wr(2, 2, 1.0, 1, key="seat:1"),
+        rel(2, 2, 1.1),
+        wr(1, 1, 2.0, 2, key="seat:1"),
+        lost(1, 1, 2.1),
+    ]
+    return History(ops, {"workload": "seats", "ttl": 0.5, "fencing": False})
+
+
+def test_a_fail_links_the_lost_write_to_the_write_that_overtook_it() -> None:
+    result, _, root = _report(_seat_sold_twice())
+    assert not result.ok
+    x, y = layout(_seat_sold_twice()).x, layout(_seat_sold_twice()).y
+    (ring,) = _with_class(root, "lost-write")
+    assert (float(ring.get("cx", 0)), float(ring.get("cy", 0))) == pytest.approx(
+        (x(1.001), y(2)), abs=0.06
+    )
+    (link,) = _with_class(root, "link")
+    assert link.get("marker-end") == "url(#arrow)"
+    start, *_, end = re.findall(r"(-?[\d.]+),(-?[\d.]+)", link.get("d", ""))
+    assert tuple(map(float, start)) == pytest.approx((x(1.001), y(2)), abs=0.06)
+    assert float(end[0]) < x(2.001) and float(end[1]) == pytest.approx(y(1), abs=0.06)
+    labels = ["".join(e.itertext()) for e in _with_class(root, "label")]
+    assert "sale #2 lost" in labels and "seat 1 sold twice" in labels
+    assert root.find(f".//{SVG}marker[@id='arrow']") is not None
+    legend = {"".join(t.itertext()) for t in root.iter(f"{SVG}text")}
+    assert "lost write (overwritten)" in legend
+
+
+def test_a_token_order_violation_is_linked_too_and_a_pass_has_no_link() -> None:
+    ops = [acq(1, 1, 0.0), acq(2, 2, 0.8, start=0.1), wr(2, 2, 1.0, 1), rel(2, 2, 1.1)]
+    ops += [wr(1, 1, 2.0, 2), lost(1, 1, 2.1), final(2, 3.0)]
+    _, _, root = _report(History(ops, {"workload": "register", "ttl": 0.5}))
+    assert len(_with_class(root, "link")) == len(_with_class(root, "lost-write")) == 1
+    labels = ["".join(e.itertext()) for e in _with_class(root, "label")]
+    assert "write #2 lost" in labels and "#1 wrote after #2" in labels
+    _, _, root = _report(_paused_history())
+    assert not _with_class(root, "link") and not _with_class(root, "lost-write")
+
+
+def test_the_page_links_the_run_files_beside_it(tmp_path: Path) -> None:
+    names = ["history-10.jsonl", "history-2.jsonl", "history-runner.jsonl", "result.json"]
+    for name in [*names, "params.json", "client-2.log", "locks.db"]:
+        (tmp_path / name).write_text("")
+    history = _paused_history()
+    html = write_html(check(history), history, tmp_path / "report.html").read_text()
+    links = re.findall(r'<a href="([^"]+)">', html)
+    assert links == [
+        "result.json",
+        "params.json",
+        "history-2.jsonl",
+        "history-10.jsonl",
+        "history-runner.jsonl",
+        "client-2.log",
+    ]
+    assert 'href="result.json"' not in render_html(check(history), history)  # none beside
 
 
 def test_write_html_writes_the_page(tmp_path: Path) -> None:

@@ -15,8 +15,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-Kind = Literal["acquire", "extend", "write", "release", "lost", "crash", "read", "nemesis"]
+Kind = Literal["acquire", "extend", "renew", "write", "release", "lost", "crash", "read", "nemesis"]
 # acquire: ok (token set) | timeout | error
+# extend:  ok (detail "to 0.734s": the new TTL) | lost | error; the client's extend() call
+# renew:   ok (detail "to 1.000s"): the server granted a renewal or extension requested at
+#          ``start``; recorded as it settles, on the renewer's thread or extend()'s
 # write:   accepted | stale (rejected by the fence) | error
 # release: ok | lost (the lease had been lost before release) | error
 # lost:    info (the client noticed its lease was lost: renewer, check() or release)

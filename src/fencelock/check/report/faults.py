@@ -65,9 +65,12 @@ def kill(fault: Op, layout: Layout) -> str:
     )
 
 
-def fault_labels(server: Sequence[Op], on_clients: Sequence[Op], layout: Layout) -> list[str]:
-    """Notes: ``SIGSTOP 1.2s`` over pauses, ``kill -9`` by kills, server faults in the lane."""
-    row_labels = []
+def fault_labels(
+    server: Sequence[Op], on_clients: Sequence[Op], layout: Layout, more: Iterable[Label] = ()
+) -> list[str]:
+    """Notes: ``SIGSTOP 1.2s`` over pauses, ``kill -9`` by kills, server faults in the lane;
+    ``more`` notes above the rows (a FAIL's callouts) are spread apart with the faults'."""
+    row_labels = list(more)
     for fault in on_clients:
         kind, span = fault_kind(fault), fault.end - fault.start
         text = {"pause": f"SIGSTOP {span:.1f}s", "kill": "kill -9"}.get(kind, f"{kind} {span:.1f}s")

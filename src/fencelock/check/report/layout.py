@@ -1,7 +1,9 @@
 """Where the report's timeline puts things: its sizes, the time scale, one row per client.
 
 A client started to replace a killed one takes the killed one's row, so the
-picture keeps as many rows as the run kept clients at once.
+picture keeps as many rows as the run kept clients at once. The time axis spans
+the run's events, from the first to the last: not the runner's final read, which
+waits for the clients to stop and may come long after.
 """
 
 from __future__ import annotations
@@ -58,14 +60,16 @@ class Layout:
         return self.rows_top + self.rows[process] * self.row + self.row / 2
 
     def x(self, t: float) -> float:
-        """The x pixel of clock reading ``t``."""
-        return self.scale.x(t)
+        """The x pixel of clock reading ``t``, kept on the axis (an open lease runs to the
+        final read, a lease's expiry may come after the last event)."""
+        return self.scale.x(min(max(t, self.scale.start), self.end))
 
 
 def layout(history: History) -> Layout:
     """The run's time span across the width, and a row for each client and its replacements."""
     start = run_start(history)
-    end = max((op.end for op in history.ops), default=start)
+    events = [op.end for op in history.ops if op.kind != "read"]
+    end = max(events or [op.end for op in history.ops] or [start])
     slots = _slots(history)
     rows = {p: i for i, chain in enumerate(slots) for p in chain}
     chains = tuple(tuple(chain) for chain in slots)

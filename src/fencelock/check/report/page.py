@@ -1,11 +1,14 @@
 """``report.html``: a self-contained page (no scripts, no external assets).
 
 The run's parameters, a PASS/FAIL banner saying why, the counts, the SVG timeline
-(:mod:`fencelock.check.report.timeline`) and a table of the problems found.
+(:mod:`fencelock.check.report.timeline`), a table of the problems found and links to
+the run's files beside the page (``result.json``, the histories).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
@@ -56,17 +59,36 @@ h2 {{ font-size: 16px; margin: 16px 4px 6px; }}
 table.problems {{ border-collapse: collapse; font-size: 13px; background: {PAPER}; }}
 table.problems td, table.problems th {{ border-bottom: 1px solid {GRID}; padding: 3px 10px;
                                         text-align: left; font-variant-numeric: tabular-nums; }}
+.files {{ display: flex; flex-wrap: wrap; gap: 4px 14px; margin: 0 4px 12px; font-size: 13px; }}
+.files a {{ color: {INK}; }}
 """
+# The files the runner writes beside report.html (runner.py, conductor.py), as linked.
+RUN_FILES = ("result.json", "params.json", "history-*.jsonl", "client-*.log")
 
 
 def write_html(result: CheckResult, history: History, path: Path) -> Path:
-    """Write the self-contained HTML report to ``path`` and return it."""
-    path.write_text(render_html(result, history), encoding="utf-8")
+    """Write the self-contained HTML report to ``path``, linking the run's files beside it."""
+    path.write_text(render_html(result, history, run_files(path.parent)), encoding="utf-8")
     return path
 
 
-def render_html(result: CheckResult, history: History) -> str:
-    """Title, parameters, verdict banner, counts, the SVG timeline and the problems found."""
+def run_files(directory: Path) -> list[str]:
+    """The names of the run's files in ``directory``: ``RUN_FILES``' order, numbers in order."""
+    names = []
+    for pattern in RUN_FILES:
+        found = {p.name for p in directory.glob(pattern) if p.is_file()}
+        names += sorted(found, key=_numbered)
+    return names
+
+
+def _numbered(name: str) -> list[tuple[int, int, str]]:
+    """``history-9.jsonl`` before ``history-10.jsonl``."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", name)]
+
+
+def render_html(result: CheckResult, history: History, files: Sequence[str] = ()) -> str:
+    """Title, parameters, verdict banner, counts, the SVG timeline, the problems found and
+    links to ``files`` (names of the run's files beside the page)."""
     title = f"fencelock check: {result.workload}"
     body = f"""<h1>{escape(title)}</h1>
 {_params_html(history)}
@@ -76,8 +98,16 @@ def render_html(result: CheckResult, history: History) -> str:
 {render_svg(result, history)}
 </figure>
 {_problems_html(result, history)}
+{_files_html(files)}
 """
     return page(title, STYLE, body)
+
+
+def _files_html(files: Sequence[str]) -> str:
+    if not files:
+        return ""
+    links = "".join(f'<a href="{escape(name)}">{escape(name)}</a>' for name in files)
+    return f'<h2>Files of this run</h2><nav class="files">{links}</nav>'
 
 
 def _params_html(history: History) -> str:

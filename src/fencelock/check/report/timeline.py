@@ -2,9 +2,11 @@
 
 One row per client; each lease a bar from the moment its client believed it held
 the lock to the moment it stopped believing; the part of a lease its holder
-still believed in after a newer token was issued drawn dashed; overlaps shaded;
-writes as dots and crosses; faults (:mod:`.faults`) hatched (pauses), crossed
-out (kills) or as bands across every row (server-wide faults).
+still believed in after a newer token was issued drawn dashed; under each bar the
+lease as the server granted it (:mod:`.grants`); overlaps hatched yellow; writes as
+dots and crosses, and on a FAIL each lost write linked to the write that overtook it
+(:mod:`.failures`); faults (:mod:`.faults`) hatched (pauses), crossed out (kills) or
+as bands across every row (server-wide faults).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from html import escape
 
 from fencelock.check.checker import CheckResult, Lease, Overlap
 from fencelock.check.history import History, Op
+from fencelock.check.report.failures import RING, overtaken
 from fencelock.check.report.faults import client_fault, fault_kind, fault_labels, kill, server_band
+from fencelock.check.report.grants import granted, granted_line, renewals, run_ttl
 from fencelock.check.report.layout import PEN, SERVER_LANE, TOP, Layout, layout
 from fencelock.check.report.summary import param_text
 from fencelock.toolkit import svg
@@ -25,7 +29,6 @@ from fencelock.toolkit.palette import (
     HOLD,
     INK,
     MUTED,
-    OVERLAP,
     PAPER,
     PARTITION,
     PAUSE,
@@ -40,6 +43,9 @@ from fencelock.toolkit.scale import LEFT, RIGHT, WIDTH
 AXIS = 34
 LEGEND_ROW = 22
 STALE_CROSS = 5.5  # a stale write's cross: smaller than a violation's
+# Overlaps in yellow, not the palette's OVERLAP pink: beside the red "lost" pins and
+# violation crosses, pink bands read as more of the same.
+OVERLAP_BAND = "#ca8a04"
 
 
 def render_svg(result: CheckResult, history: History) -> str:
@@ -55,12 +61,16 @@ def render_svg(result: CheckResult, history: History) -> str:
     parts += [client_fault(f, lay) for f in on_clients if fault_kind(f) != "kill"]
     parts += [_wait(op, lay) for op in history.of_kind("acquire")]
     parts += _leases(result, lay)
+    parts += _granted(result, history, lay)
     bad = {id(op) for op in result.violating_writes()}
     parts += [_write(op, lay, id(op) in bad) for op in history.of_kind("write")]
+    links, notes = overtaken(result, lay)
+    parts += links
     parts += [kill(f, lay) for f in on_clients if fault_kind(f) == "kill"]
-    parts += fault_labels(server, on_clients, lay)
-    parts.append(svg.legend(_legend_items(), lay.rows_bottom + AXIS + 14 + 12, LEGEND_ROW, 12))
-    height = lay.rows_bottom + AXIS + 12 + LEGEND_ROW * 4
+    parts += fault_labels(server, on_clients, lay, notes)
+    items = _legend_items(bool(links))
+    parts.append(svg.legend(items, lay.rows_bottom + AXIS + 14 + 12, LEGEND_ROW, 12))
+    height = lay.rows_bottom + AXIS + 12 + LEGEND_ROW * -(-len(items) // 4)
     return svg.document(height, "timeline of the check run", parts)
 
 
@@ -71,6 +81,10 @@ def _defs() -> str:
             "cut", PARTITION, 6, fill_opacity=0.07, stroke_width=1.6, stroke_opacity=0.6, angle=-45
         ),
         svg.hatch("server", SERVER, 8, fill_opacity=0.06, stroke_width=1, stroke_opacity=0.25),
+        svg.hatch(
+            "overlap", OVERLAP_BAND, 5, fill_opacity=0.16, stroke_width=1.4, stroke_opacity=0.5
+        ),
+        svg.ARROW,
     )
 
 
@@ -85,7 +99,7 @@ def _caption(result: CheckResult, history: History) -> str:
     if "fencing" in p:
         bits.append("fenced resource" if p["fencing"] else "no fencing")
     bits.append(f"{len(result.leases)} leases")
-    bits.append("time in seconds from the start of the run")
+    bits.append("time in seconds from the first event")
     return (
         f'<text x="{LEFT - 100}" y="22" font-size="13" fill="{MUTED}">'
         f"{escape(' · '.join(bits))} · hover for details</text>"
@@ -121,7 +135,7 @@ def _row_label(chain: Sequence[int], y: float, row: float) -> str:
 
 
 def _overlap_shading(overlaps: Iterable[Overlap], lay: Layout) -> list[str]:
-    """The union of each row's overlap intervals, shaded behind its bars."""
+    """The union of each row's overlap intervals: yellow hatched bands behind its bars."""
     spans: dict[int, list[tuple[float, float]]] = {}
     for o in overlaps:
         for process in (o.process_a, o.process_b):
@@ -135,7 +149,8 @@ def _overlap_shading(overlaps: Iterable[Overlap], lay: Layout) -> list[str]:
             x0, x1 = lay.x(start), lay.x(end)
             parts.append(
                 f'<rect class="overlap" x="{x0:.1f}" y="{y:.1f}" width="{max(x1 - x0, 1):.1f}" '
-                f'height="{lay.row - 4:.1f}" fill="{OVERLAP}" fill-opacity="0.45"><title>client '
+                f'height="{lay.row - 4:.1f}" fill="url(#overlap)" stroke="{OVERLAP_BAND}" '
+                f'stroke-opacity="0.6"><title>client '
                 f"{process} and another client both believed they held the lock "
                 f"({end - start:.2f}s)</title></rect>"
             )
@@ -196,12 +211,31 @@ def _lease(lease: Lease, stale_from: float, lay: Layout) -> str:
     if end > x1 + 0.5:
         parts.append(PEN.ghost_rect(x1, end, y, f"{tip}; a newer token had been issued"))
     if lease.fate == "lost":
-        parts.append(
-            f'<line class="lost" x1="{end:.1f}" y1="{y - 4:.1f}" x2="{end:.1f}" '
-            f'y2="{y + PEN.bar + 4:.1f}" stroke="{PAUSE}" stroke-width="2"><title>client '
-            f"{lease.process} noticed token {lease.token} was lost</title></line>"
-        )
+        tip = f"client {lease.process} noticed token {lease.token} was lost"
+        parts.append(f'<g class="lost"><title>{tip}</title>{_pin(end, y)}</g>')
     return "\n".join(parts)
+
+
+def _pin(x: float, top: float) -> str:
+    """A red pin through the bar's end: a line under a small downward triangle."""
+    return (
+        f'<line x1="{x:.1f}" y1="{top - 3:.1f}" x2="{x:.1f}" y2="{top + PEN.bar + 3:.1f}" '
+        f'stroke="{PAUSE}" stroke-width="2"/><path d="M{x - 4:.1f},{top - 7:.1f} '
+        f'L{x + 4:.1f},{top - 7:.1f} L{x:.1f},{top - 1:.1f} z" fill="{PAUSE}"/>'
+    )
+
+
+def _granted(result: CheckResult, history: History, lay: Layout) -> list[str]:
+    """Each lease as the server granted it (nothing when the run's TTL is not known)."""
+    ttl = run_ttl(history)
+    if ttl is None:
+        return []
+    renewed = renewals(history, ttl)
+    return [
+        granted_line(lease, granted(lease, renewed.get((lease.process, lease.token), []), ttl), lay)
+        for lease in result.leases
+        if lease.process in lay.rows
+    ]
 
 
 def _token_label(lease: Lease, stale_from: float, lay: Layout) -> str:
@@ -236,8 +270,9 @@ def _write(op: Op, lay: Layout, violating: bool) -> str:
     )
 
 
-def _legend_items() -> list[tuple[str, str]]:
-    """(swatch, label) pairs; each swatch fits a 26 x 16 box around y = 0."""
+def _legend_items(failed: bool) -> list[tuple[str, str]]:
+    """(swatch, label) pairs; each swatch fits a 26 x 16 box around y = 0. ``failed``:
+    with the lost write's ring and arrow."""
     box = f'x="0" y="{-PEN.bar / 2}" width="26" height="{PEN.bar}" rx="2"'
     return [
         (f'<line x1="0" y1="0" x2="26" y2="0" stroke="{WAIT}" stroke-width="2"/>', "waiting"),
@@ -247,20 +282,29 @@ def _legend_items() -> list[tuple[str, str]]:
             'stroke-width="1.5"/>',
             "acquire timed out / failed",
         ),
-        (f'<rect {box} fill="{HOLD}"/>', "lease believed held (#token)"),
+        (f'<rect {box} fill="{HOLD}"/>', "client believed it held (#token)"),
         (
             f'<rect {box} fill="{GHOST}" stroke="{HOLD}" stroke-width="1.3" '
             'stroke-dasharray="4 2.5"/>',
             "still believed after a newer token",
         ),
         (
-            f'<rect x="0" y="-9" width="26" height="18" fill="{OVERLAP}" fill-opacity="0.45"/>',
-            "two clients believed at once",
+            f'<line x1="0" y1="0" x2="24" y2="0" stroke="{INK}" stroke-width="2"/>'
+            f'<line x1="24" y1="-4" x2="24" y2="4" stroke="{INK}" stroke-width="2"/>',
+            "server's grant: TTL, then expiry",
         ),
         (
-            f'<line x1="13" y1="-9" x2="13" y2="9" stroke="{PAUSE}" stroke-width="2"/>',
-            "client noticed its lease lost",
+            f'<line x1="0" y1="0" x2="14" y2="0" stroke="{INK}" stroke-width="2"/>'
+            f'<line x1="14" y1="0" x2="26" y2="0" stroke="{MUTED}" stroke-width="2"/>'
+            f'<line x1="6" y1="-3" x2="6" y2="3" stroke="{INK}" stroke-width="1"/>',
+            "renewed (tick), extended (grey)",
         ),
+        (
+            f'<rect x="0" y="-9" width="26" height="18" fill="url(#overlap)" '
+            f'stroke="{OVERLAP_BAND}" stroke-opacity="0.6"/>',
+            "overlap: two believed at once",
+        ),
+        (_pin(13, -PEN.bar / 2), "client noticed its lease lost"),
         (f'<circle cx="13" cy="0" r="2.6" fill="{SOLD}"/>', "write accepted"),
         (
             f'<circle cx="13" cy="0" r="4" fill="{PAPER}" stroke="{ERROR}" stroke-width="1.8"/>',
@@ -271,6 +315,7 @@ def _legend_items() -> list[tuple[str, str]]:
             "stale write rejected",
         ),
         (PEN.cross_mark("", 13, 0, DOUBLE, "violation"), "violation (order / sold twice)"),
+        *(_failure_items() if failed else []),
         (
             f'<rect x="0" y="-10" width="26" height="20" fill="url(#hatch)" stroke="{PAUSE}"/>',
             "client paused (SIGSTOP)",
@@ -288,5 +333,21 @@ def _legend_items() -> list[tuple[str, str]]:
             f'<rect x="0" y="-10" width="26" height="20" fill="url(#server)" '
             f'stroke="{SERVER}" stroke-dasharray="3 3"/>',
             "server-wide fault",
+        ),
+    ]
+
+
+def _failure_items() -> list[tuple[str, str]]:
+    """The lost write's ring and the arrow to the write that overtook it."""
+    return [
+        (
+            f'<circle cx="13" cy="0" r="{PEN.cross + RING:g}" fill="none" stroke="{DOUBLE}" '
+            'stroke-width="1.6" stroke-dasharray="2.5 2"/>',
+            "lost write (overwritten)",
+        ),
+        (
+            f'<path d="M0,4 C8,-8 18,-8 26,4" fill="none" stroke="{DOUBLE}" '
+            'stroke-dasharray="3 3" marker-end="url(#arrow)"/>',
+            "overtaken by (the later write)",
         ),
     ]
