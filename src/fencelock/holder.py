@@ -34,7 +34,9 @@ from fencelock.engine.urls import redact
 from fencelock.errors import ConfigError
 
 __all__ = [
+    "UNKNOWN",
     "Holder",
+    "contender_of",
     "holder_of",
     "new_identity",
     "owner_value",
@@ -84,6 +86,11 @@ class Holder:
     def short(self) -> str:
         """``host:pid``, as the CLI shows it."""
         return f"{self.host}:{self.pid}"
+
+
+# Who an owner value without a description is (an older fencelock's, or a contender that
+# etcdctl or kazoo put in the line): listed in its place (``lock.contenders()``), unknown.
+UNKNOWN = Holder(host="?", pid=0, started=None, command="?")
 
 
 def set_label(label: str | None) -> None:
@@ -168,6 +175,11 @@ def holder_of(owner: str | None) -> Holder | None:
         return Holder(host, int(pid), float(started) if started else None, command)
     except (binascii.Error, ValueError):
         return None
+
+
+def contender_of(owner: str) -> Holder:
+    """The description in a contender's owner value; :data:`UNKNOWN` if it has none."""
+    return holder_of(owner) or UNKNOWN
 
 
 def _encode(holder: Holder) -> str:

@@ -15,6 +15,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import LockTimeout
 
 import fencelock
+from fencelock.holder import UNKNOWN, holder_of
 from fencelock.testing import ServerPool, ZooKeeperServer
 
 
@@ -56,6 +57,7 @@ def test_kazoos_lock_and_fencelock_exclude_each_other(
         assert lock.try_acquire() is None  # kazoo holds it
         info = client.inspect("jobs/nightly")
         assert info is not None and info.held and info.waiters == 0
+        assert lock.contenders() == [UNKNOWN]  # kazoo's node describes no process
         theirs.release()
         lease = lock.acquire(timeout=10)
         # now fencelock holds it: kazoo's Lock queues behind it and gets it on release
@@ -70,6 +72,7 @@ def test_kazoos_lock_and_fencelock_exclude_each_other(
             assert time.monotonic() < deadline, f"kazoo's Lock never queued: {queued}"
             time.sleep(0.01)
         assert not got.is_set()  # in line behind fencelock's lease
+        assert lock.contenders() == [holder_of(lease.owner), UNKNOWN]
         lease.release()
         waiter.join(30)
         assert got.is_set(), "kazoo's Lock never got the lock fencelock released"

@@ -29,6 +29,7 @@ ZooKeeper's sequential node) and whose leases live in a shared session:
 from __future__ import annotations
 
 import asyncio
+import builtins
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, cast
@@ -123,6 +124,11 @@ class Backend(Protocol):
     def list(self, prefix: str) -> list[LockInfo]:
         """Held locks whose names start with ``prefix``."""
 
+    def waiters(self, name: str) -> builtins.list[str] | None:
+        """The owner values of ``name``'s queued waiters, first in line first (the
+        holder not among them), where the backend keeps a line of owners; None where it
+        keeps none (MySQL's ``GET_LOCK``, Redlock's independent masters)."""
+
     def close(self) -> None: ...
 
 
@@ -154,6 +160,8 @@ class AsyncBackend(Protocol):
     async def inspect(self, name: str) -> LockInfo | None: ...
 
     async def list(self, prefix: str) -> list[LockInfo]: ...
+
+    async def waiters(self, name: str) -> builtins.list[str] | None: ...
 
     async def close(self) -> None: ...
 

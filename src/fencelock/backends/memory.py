@@ -11,6 +11,7 @@ leases and tokens that its parent and siblings hand out too.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import threading
@@ -38,6 +39,14 @@ from fencelock.engine.urls import (
 from fencelock.errors import ConfigError
 
 
+class _Bell(threading.Event):
+    """A queued waiter's wake-up, carrying the waiter's owner value (``waiters``)."""
+
+    def __init__(self, owner: str) -> None:
+        super().__init__()
+        self.owner = owner
+
+
 @dataclass
 class _Slot:
     owner: str | None = None
@@ -45,7 +54,7 @@ class _Slot:
     since: float = 0.0  # Unix time of the grant
     expires_at: float = 0.0
     # Waiters in arrival order, keyed by the event that wakes them.
-    queue: dict[threading.Event, Waiter[threading.Event]] = field(default_factory=dict)
+    queue: dict[_Bell, Waiter[_Bell]] = field(default_factory=dict)
 
     def free(self, now: float) -> bool:
         return self.owner is None or self.expires_at <= now
@@ -90,7 +99,7 @@ class MemoryAttempt:
     def __init__(self, store: _Store, name: str, owner: str, ttl: float, bound: float) -> None:
         self._store, self._name, self._owner, self._ttl = store, name, owner, ttl
         self._bound = bound
-        self._bell: threading.Event | None = None  # made when it first has to wait
+        self._bell: _Bell | None = None  # made when it first has to wait
 
     def try_acquire(self) -> AttemptResult:
         with self._store.mutex:
@@ -113,7 +122,7 @@ class MemoryAttempt:
     def _queue(self, slot: _Slot, now: float, holder_remaining: float | None) -> Busy:
         """Join the queue, or refresh our place in it (keeping our arrival time)."""
         if self._bell is None:
-            self._bell = threading.Event()
+            self._bell = _Bell(self._owner)
         queued = slot.queue.get(self._bell)
         arrived = now if queued is None else queued.arrived
         slot.queue[self._bell] = Waiter(self._bell, arrived, alive_until(now))
@@ -227,6 +236,14 @@ class MemoryBackend:
             return sorted(
                 (i for i in infos if i.held and i.name.startswith(prefix)), key=lambda i: i.name
             )
+
+    def waiters(self, name: str) -> builtins.list[str]:
+        """The owners of ``name``'s live waiters, in arrival order."""
+        store = self._here()
+        with store.mutex:
+            slot, now = store.slots.get(name), clock.now()
+            queue = () if slot is None else slot.queue.values()
+            return [w.key.owner for w in queue if w.alive_until > now]
 
     @staticmethod
     def _info(name: str, slot: _Slot, now: float) -> LockInfo:

@@ -9,6 +9,7 @@ thread and back cost two thread wake-ups per call, a third of a Redlock cycle).
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import inspect
 import threading
@@ -580,6 +581,10 @@ class SharedLoopBackend:
     def list(self, prefix: str) -> list[LockInfo]:
         inner = self._backend()
         return self._loop.run(inner.list(prefix))
+
+    def waiters(self, name: str) -> builtins.list[str] | None:
+        inner = self._backend()
+        return self._loop.run(inner.waiters(name))
 
     def close(self) -> None:
         self._closed = True

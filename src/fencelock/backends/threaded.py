@@ -13,6 +13,7 @@ closes the attempt; the cancelled acquire returns once that is done.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import functools
 from collections.abc import Callable, Sequence
@@ -183,6 +184,9 @@ class ThreadedAsyncBackend:
 
     async def list(self, prefix: str) -> list[LockInfo]:
         return await self._pools.run(self._pools.ops, functools.partial(self.sync.list, prefix))
+
+    async def waiters(self, name: str) -> builtins.list[str] | None:
+        return await self._pools.run(self._pools.ops, functools.partial(self.sync.waiters, name))
 
     async def close(self) -> None:
         await self._pools.settle()

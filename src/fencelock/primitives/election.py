@@ -28,6 +28,7 @@ from fencelock.backends.base import LockInfo
 from fencelock.engine.names import MAX_NAME_LENGTH, validate_name
 from fencelock.engine.timing import validate_ttl
 from fencelock.errors import ConfigError, FencelockError
+from fencelock.holder import Holder
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.client_like import AsyncClientLike, ClientLike
 from fencelock.stopping import TaskStopper, ThreadStopper
@@ -247,6 +248,12 @@ class Election(_ElectionBase):
             return None
         return self._leader(info, self._client.list(self._announcements))
 
+    def candidates(self) -> list[Holder]:
+        """The leader (first, if anyone leads), then the campaigners waiting to lead, in
+        line order: the contenders of the lock it campaigns with (:meth:`Lock.contenders`,
+        the leader alone on a backend that keeps no line of waiters)."""
+        return self._client.lock(self.name, ttl=self.ttl).contenders()
+
     def observe(self, interval: float | None = None) -> Iterator[Leader | None]:
         """The leader now, then each change (a new term or value, or nobody), looking
         every ``interval`` seconds (default: a third of the TTL, at most 1 s)."""
@@ -311,6 +318,10 @@ class AsyncElection(_ElectionBase):
         if info is None or not info.held:
             return None
         return self._leader(info, await self._client.list(self._announcements))
+
+    async def candidates(self) -> list[Holder]:
+        """The leader, then the campaigners waiting; as :meth:`Election.candidates`."""
+        return await self._client.lock(self.name, ttl=self.ttl).contenders()
 
     async def observe(self, interval: float | None = None) -> AsyncIterator[Leader | None]:
         """The leader now, then each change; as :meth:`Election.observe`."""

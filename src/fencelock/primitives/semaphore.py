@@ -12,7 +12,7 @@ import random
 from typing import TypeVar
 
 from fencelock import clock
-from fencelock.backends.base import PermitsInUse, Share, async_sharing, sharing
+from fencelock.backends.base import LockInfo, PermitsInUse, Share, async_sharing, sharing
 from fencelock.engine.acquire import Granted, acquire_flow
 from fencelock.engine.names import validate_name
 from fencelock.engine.semaphore import (
@@ -41,6 +41,12 @@ def validate_permits(permits: object) -> int:
     if isinstance(permits, bool) or not isinstance(permits, int) or permits < 1:
         raise ConfigError(f"a semaphore's permits must be an int >= 1, got {permits!r}")
     return permits
+
+
+def held_permits(listed: list[LockInfo]) -> list[LockInfo]:
+    """The permits held among a listing of a semaphore's permits (one lease each: a
+    generic slot ``NAME.sem/p/<n>/<k>``, or a native permit ``NAME.sem/p/<n>/<seq>``)."""
+    return [info for info in listed if info.held]
 
 
 def _failed(name: str, permits: int, outcome: Blocked | PermitMismatch) -> FencelockError:
@@ -215,6 +221,13 @@ class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
         """Permits free now (0 if the name is in use with another count)."""
         return self._available(holdings(self._client.list(self.names.permits)))
 
+    def holders(self) -> list[LockInfo]:
+        """Each permit held now (kazoo's ``lease_holders()``), as ``client.list`` shows
+        it: its part's name, its holder (``.holder``: host, PID, program), the token of
+        its lease (``permit.lease.token``) and the TTL it has left. Permits of another
+        count are listed too. :class:`BackendUnavailable` if the server cannot be reached."""
+        return held_permits(self._client.list(self.names.permits))
+
 
 class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
     """A semaphore of ``permits`` permits (asyncio API): ``async with sem as permit:``."""
@@ -310,3 +323,7 @@ class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
     async def available(self) -> int:
         """Permits free now (0 if the name is in use with another count)."""
         return self._available(holdings(await self._client.list(self.names.permits)))
+
+    async def holders(self) -> list[LockInfo]:
+        """Each permit held now; as :meth:`Semaphore.holders`."""
+        return held_permits(await self._client.list(self.names.permits))

@@ -13,6 +13,7 @@ are exactly those of ``etcdctl lock NAME`` and Go's ``concurrency.Mutex``.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import math
 import random
@@ -52,6 +53,12 @@ class _Held:
     revision: int
     session: EtcdSession
     own_session: bool  # a lease that is not renewed has an etcd lease of its own
+
+
+def _owner_of(kv: gateway.KeyValue) -> str:
+    """A contender's owner: its key's value, or for etcdctl's (whose value is empty)
+    its key's last part, the lease id."""
+    return kv.value.decode() or kv.key.rsplit(b"/", 1)[-1].decode()
 
 
 def session_ttl(ttl: float) -> int:
@@ -273,8 +280,14 @@ class AsyncEtcdBackend:
             return None
         return LockInfo(name, None, int(last[0].value.split(b" ", 1)[0] or b"0"), None, 0)
 
+    async def waiters(self, name: str) -> builtins.list[str]:
+        """The owners queued behind the holder (the first key), by create revision."""
+        queue = self.queue(name)
+        contenders = gateway.key_values(await self.call("kv/range", gateway.range_request(queue)))
+        return [_owner_of(kv) for kv in contenders[1:]]
+
     async def _info(self, name: str, head: gateway.KeyValue, waiters: int) -> LockInfo:
-        owner = head.value.decode() or head.key.rsplit(b"/", 1)[-1].decode()  # etcdctl's: ""
+        owner = _owner_of(head)
         remaining: float | None = None
         if head.lease:
             alive = await self.call("lease/timetolive", {"ID": str(head.lease)})
@@ -293,7 +306,7 @@ class AsyncEtcdBackend:
         return [
             LockInfo(
                 queue[start:].decode(),
-                kvs[0].value.decode() or kvs[0].key.rsplit(b"/", 1)[-1].decode(),
+                _owner_of(kvs[0]),
                 kvs[0].create_revision,
                 None,
                 len(kvs) - 1,

@@ -13,6 +13,7 @@ the next renewal says so.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import math
 import random
@@ -203,6 +204,10 @@ class AsyncMySQLBackend:
         for info in map(_info, kept):  # names kept after their lock (and not held again)
             held.setdefault(info.name, info)
         return [held[name] for name in sorted(held)]
+
+    async def waiters(self, name: str) -> builtins.list[str] | None:
+        """None: GET_LOCK's waiters are in no line fencelock could read (and it keeps none)."""
+        return None
 
     async def close(self) -> None:
         held, self._held = self._held, {}

@@ -14,6 +14,7 @@ a second lease of the same name in one session is made to wait its turn instead.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -226,6 +227,11 @@ class AsyncAdvisoryBackend:
         for row in kept:  # names kept after their lock (and not held again)
             held.setdefault(row[0], info_from_row(row))
         return [held[name] for name in sorted(held)]
+
+    async def waiters(self, name: str) -> builtins.list[str]:
+        """The owners waiting for ``name``, in line order."""
+        rows = await self.connections.fetchall(self.statements.leases.waiters, {"name": name})
+        return [str(waiter) for (waiter,) in rows]
 
     async def close(self) -> None:
         sessions = [*self._sessions.values(), *self._own]

@@ -249,6 +249,7 @@ def review(schema: str = "public") -> str:
             ("a kept name's keep ended (a forced release)", statements.leases.release),
             ("release of another client's lease: its session ends", statements.evict),
             ("inspect", statements.inspect),
+            ("the waiters in line (lock.contenders())", statements.leases.waiters),
             ("list", statements.list),
         ]
     )

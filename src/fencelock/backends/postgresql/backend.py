@@ -12,6 +12,7 @@ otherwise sleeps until the holder's lease would expire). The statements are in
 
 from __future__ import annotations
 
+import builtins
 import secrets
 from collections.abc import Sequence
 from typing import Any
@@ -90,6 +91,11 @@ class AsyncPostgresBackend:
     async def list(self, prefix: str) -> list[LockInfo]:
         rows = await self.connections.fetchall(self.statements.list, {"prefix": prefix})
         return [info_from_row(row) for row in rows]
+
+    async def waiters(self, name: str) -> builtins.list[str]:
+        """The owners waiting for ``name``, in line order."""
+        rows = await self.connections.fetchall(self.statements.waiters, {"name": name})
+        return [str(waiter) for (waiter,) in rows]
 
     async def close(self) -> None:
         await self.listener.close()

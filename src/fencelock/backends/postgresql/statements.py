@@ -252,6 +252,14 @@ class Statements:
         )
 
     @property
+    def waiters(self) -> str:
+        """The owners waiting for ``name``, first in line first (those ``inspect`` counts)."""
+        return (
+            f"SELECT waiter FROM {self.queue}"
+            f"\nWHERE name = %(name)s AND alive_until > clock_timestamp() ORDER BY seq"
+        )
+
+    @property
     def list(self) -> str:
         return (
             f"SELECT name, owner, token, extract(epoch FROM expires_at - clock_timestamp()),"
@@ -280,6 +288,7 @@ def review(schema: str = "public") -> str:
             ("renew many leases at once (the renewer's batch)", statements.renew_many),
             ("release, announced to the head of the line", statements.release),
             ("inspect", statements.inspect),
+            ("the waiters in line (lock.contenders())", statements.waiters),
             ("list", statements.list),
         ]
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 from collections.abc import Sequence
 
@@ -82,6 +83,9 @@ class AsyncRedisBackend(RedisServer):
 
     async def list(self, prefix: str) -> list[LockInfo]:
         return await self._talk(conversations.held(prefix, self.keys))
+
+    async def waiters(self, name: str) -> builtins.list[str]:
+        return await self._talk(conversations.waiters(name, self.keys))
 
     async def undo(self, attempt: AsyncRedisAttempt, what: Undo) -> None:
         """Give back what a closed attempt left on the server (see :class:`Undo`)."""

@@ -23,6 +23,7 @@ routing is written once.
 
 from __future__ import annotations
 
+import builtins
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -206,6 +207,9 @@ class RedisClusterBackend:
                 self._stale = True
                 raise
         return sorted(found, key=lambda info: info.name)
+
+    def waiters(self, name: str) -> builtins.list[str]:
+        return self.routed(name, lambda _, node: node.waiters(name))
 
     def close(self) -> None:
         nodes, self._nodes = list(self._nodes.values()), {}

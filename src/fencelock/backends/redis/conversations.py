@@ -30,6 +30,7 @@ from fencelock.backends.redis.scripts import (
     release_command,
     renew_command,
     renew_many_command,
+    waiters_command,
 )
 
 T = TypeVar("T")
@@ -94,6 +95,12 @@ def inspect(name: str, style: KeyStyle) -> Conversation[LockInfo | None]:
     """The lock's holder, remaining TTL, last token and waiters; None if never used."""
     owner, pttl, token, waiters = yield (inspect_command(style.of(name)))
     return lock_info(name, owner, pttl, token, waiters)
+
+
+def waiters(name: str, style: KeyStyle) -> Conversation[list[str]]:
+    """The owners waiting in the lock's queue, first in line first."""
+    owners = yield (waiters_command(style.of(name)))
+    return [owner.decode() if isinstance(owner, bytes) else str(owner) for owner in owners]
 
 
 def held(prefix: str, style: KeyStyle) -> Conversation[list[LockInfo]]:

@@ -37,6 +37,7 @@ FREE = Script(lua("free"))
 RENEW = Script(lua("renew"))
 RENEW_MANY = Script(lua("renew_many"))
 INSPECT = Script(lua("inspect"))
+WAITERS = Script(lua("waiters"))
 Command = tuple[Script | None, bytes]  # a script and its packed call, or a plain command
 
 
@@ -82,6 +83,10 @@ def renew_many_command(
 
 def inspect_command(keys: LockKeys) -> Command:
     return INSPECT, INSPECT.call((keys.lock, keys.token, keys.queue), [])
+
+
+def waiters_command(keys: LockKeys) -> Command:
+    return WAITERS, WAITERS.call((keys.queue, keys.alive), [])
 
 
 def ms(seconds: float) -> int:

@@ -9,6 +9,7 @@ scripts travel pre-packed on connections of their own (:mod:`.wire`).
 
 from __future__ import annotations
 
+import builtins
 import threading
 from collections.abc import Sequence
 
@@ -100,6 +101,9 @@ class RedisBackend(RedisServer):
 
     def list(self, prefix: str) -> list[LockInfo]:
         return self._talk(conversations.held(prefix, self.keys))
+
+    def waiters(self, name: str) -> builtins.list[str]:
+        return self._talk(conversations.waiters(name, self.keys))
 
     def undo(self, attempt: RedisAttempt, what: Undo) -> None:
         """Give back what a closed attempt left on the server (see :class:`Undo`)."""

@@ -14,6 +14,7 @@ calling threads (:mod:`.shared_loop`).
 from __future__ import annotations
 
 import asyncio
+import builtins
 import functools
 import math
 import random
@@ -178,14 +179,14 @@ class AsyncRedlockBackend:
 
     def _connect(self) -> None:
         """This process's connections to the nodes and its waiters (none opened yet)."""
-        self.waiters = Waiters()
-        self.nodes = [Node(options, self.waiters) for options in self._options]
+        self.watching = Waiters()  # this client's waiters by channel
+        self.nodes = [Node(options, self.watching) for options in self._options]
         self.links = [node.link for node in self.nodes]
 
     def _reset_after_fork(self) -> None:
         """In a forked child: the parent's connections (on its loop) stay its own."""
         if not self._closed:
-            forking.abandon(self.nodes, self.waiters)
+            forking.abandon(self.nodes, self.watching)
             self._connect()
             self._trusted = OrderedDict()
 
@@ -286,7 +287,7 @@ class AsyncRedlockBackend:
         others' confirmations (each within the per-node timeout) come later.
         """
         key = channel.encode()
-        self.waiters.add(key, event)
+        self.watching.add(key, event)
         asked = [node.listener.subscribe(key) for node in self.nodes]
         pending = [confirmation for confirmation in asked if confirmation is not None]
         if pending:
@@ -296,7 +297,7 @@ class AsyncRedlockBackend:
 
     def unwatch(self, channel: str, event: asyncio.Event, acquired: bool) -> None:
         key = channel.encode()
-        if self.waiters.remove(key, event, pass_on=not acquired):
+        if self.watching.remove(key, event, pass_on=not acquired):
             for node in self.nodes:
                 node.listener.idle(key)
 
@@ -399,6 +400,10 @@ class AsyncRedlockBackend:
         names = set().union(*(scan for scan in scans if not isinstance(scan, plan.NodeError)))
         infos = [await self.inspect(name) for name in sorted(names)]
         return [i for i in infos if i is not None and i.held]
+
+    async def waiters(self, name: str) -> builtins.list[str] | None:
+        """None: independent masters keep no line in common."""
+        return None
 
     async def _names(self, node: Node, prefix: str) -> set[str] | plan.NodeError:
         try:

@@ -19,6 +19,7 @@ rule (anyone, until the oldest waiter has waited 20 ms; ``fair``: only the oldes
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import sqlite3
@@ -65,13 +66,15 @@ CREATE INDEX IF NOT EXISTS fencelock_queue_name ON fencelock_queue (name, seq);
 """
 
 # Columns added since the tables were first made: ALTER TABLE adds them to older files.
-# The queue's came with the starvation bound; the lease's ``since`` (the Unix time of
-# its grant) with holder descriptions; ``pidns`` (the PID namespace the lease was taken
-# in) with taking a crashed holder's lease at once (:mod:`.liveness`).
+# The queue's came with the starvation bound, and its ``owner`` (the waiter's owner
+# value, NULL from an older fencelock) with ``lock.contenders()``; the lease's ``since``
+# (the Unix time of its grant) with holder descriptions; ``pidns`` (the PID namespace
+# the lease was taken in) with taking a crashed holder's lease at once (:mod:`.liveness`).
 _ADDED_COLUMNS = {
     "fencelock_queue": {
         "arrived": "REAL NOT NULL DEFAULT 0",
         "alive_until": "REAL NOT NULL DEFAULT 0",
+        "owner": "TEXT",
     },
     "fencelock_leases": {"since": "REAL", "pidns": "TEXT"},
 }
@@ -81,8 +84,8 @@ SELECT address, arrived, alive_until FROM fencelock_queue WHERE name = ? ORDER B
 """
 
 _JOIN = """
-INSERT INTO fencelock_queue (name, address, arrived, alive_until)
-VALUES (:name, :address, :now, :alive_until)
+INSERT INTO fencelock_queue (name, address, arrived, alive_until, owner)
+VALUES (:name, :address, :now, :alive_until, :owner)
 ON CONFLICT (address) DO UPDATE SET alive_until = excluded.alive_until
 """
 
@@ -371,7 +374,7 @@ class SQLiteBackend:
                         conn.execute("DELETE FROM fencelock_queue WHERE address = ?", (doorbell,))
                     return Acquired(int(row[0]))
             if doorbell is not None:
-                params = {"name": name, "address": doorbell, "now": now}
+                params = {"name": name, "address": doorbell, "now": now, "owner": owner}
                 conn.execute(_JOIN, {**params, "alive_until": alive_until(now)})
             remaining, expired = self._holder(conn, name, now)
         self._saw_waiters(name, True)
@@ -513,6 +516,21 @@ class SQLiteBackend:
                 "SELECT count(*) FROM fencelock_queue WHERE name = ?", (name,)
             ).fetchone()
         return self._info(row, clock.now(), int(waiters))
+
+    def waiters(self, name: str) -> builtins.list[str]:
+        """The owners of ``name``'s live waiters, in arrival order ("" for an older
+        fencelock's, which recorded none)."""
+        with self._mutex, self._translated():
+            rows = (
+                self._db()
+                .execute(
+                    "SELECT owner FROM fencelock_queue WHERE name = ? AND alive_until > ?"
+                    " ORDER BY seq",
+                    (name, clock.now()),
+                )
+                .fetchall()
+            )
+        return [owner or "" for (owner,) in rows]
 
     def list(self, prefix: str) -> list[LockInfo]:
         pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"

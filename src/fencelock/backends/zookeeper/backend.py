@@ -339,6 +339,16 @@ class AsyncZooKeeperBackend:
         await self._walk(session, self.options.base, "", prefix, found)
         return sorted(found, key=lambda info: info.name)
 
+    async def waiters(self, name: str) -> builtins.list[str]:
+        """The owners of the contenders that wait (every one that does not hold), in
+        sequence order; kazoo's own contenders have a uuid there."""
+        session = await self.session(OPENING_TTL, shared=True)
+        queue = self.queue(name)
+        await self._caught_up(session, queue)
+        entries = await self._line(session, queue)
+        holding = queues.holders(entries)
+        return [entry.owner for entry in entries if entry not in holding]
+
     async def _walk(
         self, session: ZkSession, path: str, name: str, prefix: str, found: builtins.list[LockInfo]
     ) -> None:
