@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -77,8 +79,9 @@ def test_a_bad_request_bound_is_a_config_error(text: str) -> None:
         take_request_bound(parse_url(f"zookeeper://h:1?request_bound={text}"))
 
 
-@pytest.mark.parametrize("url", ["memory://x", "sqlite:///tmp/fencelock-bound.db"])
-def test_every_scheme_takes_a_request_bound(url: str) -> None:
+@pytest.mark.parametrize("scheme", ["memory", "sqlite"])
+def test_every_scheme_takes_a_request_bound(scheme: str, tmp_path: Path) -> None:
+    url = "memory://x" if scheme == "memory" else f"sqlite:///{tmp_path / 'bound.db'}"
     with fencelock.connect(f"{url}?request_bound=7") as client:
         assert request_bound_of(client.seam.backend) == 7.0
 
