@@ -369,10 +369,18 @@ class SharedLoopAttempt:
         return self._call(lambda attempt: attempt.try_acquire(), "a try")
 
     def wait(self, timeout: float) -> None:
-        """The attempt's wait, on the loop (not stepped: :meth:`interrupt` cancels it
-        there; a wait's one extra crossing is small beside the wait itself)."""
-        if not self._interrupted:
+        """The attempt's wait: stepped where the backend's attempt wakes itself from any
+        thread (:meth:`interrupt`), else on the loop, where ``interrupt`` cancels it."""
+        if self._interrupted:
+            return
+        if self._steps and self._wakes_itself() is not None:
+            self._call(lambda attempt: attempt.wait(timeout), "a wait")
+        else:
             self._loop.run(self._interruptible_wait(timeout))
+
+    def _wakes_itself(self) -> Callable[[], None] | None:
+        interrupt: Callable[[], None] | None = getattr(self._attempt.inner, "interrupt", None)
+        return interrupt
 
     async def _interruptible_wait(self, timeout: float) -> None:
         waiting = asyncio.ensure_future(self._attempt.wait(timeout))
@@ -389,6 +397,9 @@ class SharedLoopAttempt:
 
     def interrupt(self) -> None:
         self._interrupted = True
+        wake = self._wakes_itself()
+        if wake is not None:
+            wake()
         with contextlib.suppress(RuntimeError):  # the loop is closed: nothing waits on it
             self._loop.loop.call_soon_threadsafe(self._cancel_wait)
 

@@ -476,6 +476,8 @@ class ZooKeeperAttempt:
         self._exclusive_ahead = False  # we and the predecessor are plain locks' contenders
         self._handed_at: float | None = None  # when the wait that saw it go began
         self._acquired = False
+        self._interrupted = False  # by lock.cancel(): a wait returns at once
+        self._watch: Watch | None = None  # the wait's, while it waits
 
     @property
     def idle(self) -> bool:
@@ -624,22 +626,39 @@ class ZooKeeperAttempt:
             return
         self._predecessor = None
         with session.watching() as watch:
-            if predecessor == self._queue:  # the whole line: wait unless it changed already
-                listing = session.client.get_children_async(predecessor, watch=watch.callback)
-                if sorted(await session.call(listing)) == sorted(self._seen or []):
-                    await watch.fired(timeout)
-                return
-            if self._exclusive_ahead:
-                await self._await_holder(session, predecessor, watch, timeout)
-                return
-            # The predecessor's children, watched: such a watch fires when the node is
-            # deleted (it has no children), not when it is written, so the stamp of a
-            # reader's grant wakes no writer behind it.
+            self._watch = watch
             try:
-                await session.call(session.client.get_children_async(predecessor, watch.callback))
-            except kz.NoNodeError:
-                return  # gone already
-            await watch.fired(timeout)
+                if not self._interrupted:  # set before _watch was: nothing woke this one
+                    await self._wait_behind(session, predecessor, watch, timeout)
+            finally:
+                self._watch = None
+
+    def interrupt(self) -> None:
+        """From any thread: the wait under way returns now (stepped too), the next at once."""
+        self._interrupted = True
+        watch = self._watch
+        if watch is not None:
+            watch.wake()
+
+    async def _wait_behind(
+        self, session: ZkSession, predecessor: str, watch: Watch, timeout: float
+    ) -> None:
+        if predecessor == self._queue:  # the whole line: wait unless it changed already
+            listing = session.client.get_children_async(predecessor, watch=watch.callback)
+            if sorted(await session.call(listing)) == sorted(self._seen or []):
+                await watch.fired(timeout)
+            return
+        if self._exclusive_ahead:
+            await self._await_holder(session, predecessor, watch, timeout)
+            return
+        # The predecessor's children, watched: such a watch fires when the node is
+        # deleted (it has no children), not when it is written, so the stamp of a
+        # reader's grant wakes no writer behind it.
+        try:
+            await session.call(session.client.get_children_async(predecessor, watch.callback))
+        except kz.NoNodeError:
+            return  # gone already
+        await watch.fired(timeout)
 
     async def _await_holder(
         self, session: ZkSession, predecessor: str, watch: Watch, timeout: float
@@ -665,8 +684,10 @@ class ZooKeeperAttempt:
                 if marked is not None and not watch.touched and await session.call(marked) is None:
                     self._handed_at = began
                 return
-            if sole or not watch.changed or watch.touched or clock.now() >= deadline:
-                return  # news, a mark, a second write, or the time is up: look again
+            if self._interrupted or sole or not watch.changed or watch.touched:
+                return  # news, a mark, a second write, or a cancel: look again
+            if clock.now() >= deadline:
+                return
             sole = True  # its grant's stamp: it holds, so it alone is ahead of us
             watch.rearm()
 
