@@ -4,10 +4,13 @@ with their data, one live holder per member id, and who joined and left."""
 from __future__ import annotations
 
 import asyncio
+import queue
+import threading
 
 import pytest
 
 import fencelock
+from fencelock.aio import within
 from tests.contract.conftest import BackendCase
 
 
@@ -84,5 +87,55 @@ def test_asyncio_groups(backend: BackendCase, name: str) -> None:
                 first = await anext(changes)
                 assert first.joined == ("w",)
             assert await group.members() == ()
+
+    asyncio.run(main())
+
+
+def test_a_watch_hears_changes_the_server_pushes(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
+    """On etcd and ZooKeeper a watcher looks as the server's watch fires: with a
+    re-look only every 120 s, each join and leave still arrives within the test."""
+    if not getattr(client.seam.backend, "native_name_watches", False):
+        pytest.skip(f"{client.url} pushes no changes: a watcher polls (docs/primitives.md)")
+    changes = client.group(name, ttl=3).watch(interval=120)
+    seen: queue.Queue[fencelock.GroupChange] = queue.Queue()
+
+    def follow() -> None:
+        for change in changes:
+            seen.put(change)
+            if not change.members and change.left:
+                return
+
+    threading.Thread(target=follow, daemon=True).start()
+    assert seen.get(timeout=60).members == ()
+    one = other.group(name, ttl=3).join("a", data="x")
+    change = seen.get(timeout=60)
+    while not change.members:
+        change = seen.get(timeout=60)  # the member lease, then its data: one change or two
+    assert [(m.name, m.data) for m in change.members] == [("a", "x")] and change.joined == ("a",)
+    one.leave()
+    change = seen.get(timeout=60)
+    assert change.left == ("a",) and change.members == ()
+
+
+def test_an_asyncio_watch_hears_changes_the_server_pushes(backend: BackendCase, name: str) -> None:
+    async def main() -> None:
+        async with (
+            fencelock.aconnect(backend.url) as client,
+            fencelock.aconnect(backend.url) as other,
+        ):
+            if not getattr(client.seam.backend, "native_name_watches", False):
+                pytest.skip(f"{client.url} pushes no changes: a watcher polls")
+            changes = client.group(name, ttl=3).watch(interval=120)
+            assert (await within(60, anext(changes))).members == ()
+            membership = await other.group(name, ttl=3).join("b")
+            change = await within(60, anext(changes))
+            while not change.members:
+                change = await within(60, anext(changes))
+            assert change.joined == ("b",)
+            await membership.leave()
+            assert (await within(60, anext(changes))).left == ("b",)
+            await changes.aclose()
 
     asyncio.run(main())

@@ -244,6 +244,42 @@ def async_latching(backend: AsyncBackend) -> AsyncLatchingBackend | None:
     return cast(AsyncLatchingBackend, backend) if ok else None
 
 
+class NameWatch(Protocol):
+    """Pushed news of the names under some prefixes (``native_name_watches = True``: a
+    server's own watch, etcd's or ZooKeeper's), for a group's watchers."""
+
+    def changed(self, timeout: float) -> bool:
+        """Until a name under the prefixes may have changed since the watch began or
+        the last call returned, or ``timeout``; True if one may have."""
+
+    def close(self) -> None: ...
+
+
+class AsyncNameWatch(Protocol):
+    async def changed(self, timeout: float) -> bool: ...
+
+    async def close(self) -> None: ...
+
+
+class NameWatchingBackend(Backend, Protocol):
+    def watch_names(self, prefixes: Sequence[str]) -> NameWatch: ...
+
+
+class AsyncNameWatchingBackend(AsyncBackend, Protocol):
+    def watch_names(self, prefixes: Sequence[str]) -> AsyncNameWatch: ...
+
+
+def name_watching(backend: Backend) -> NameWatchingBackend | None:
+    """``backend`` as one whose server pushes changes of names, or None."""
+    ok = getattr(backend, "native_name_watches", False)
+    return cast(NameWatchingBackend, backend) if ok else None
+
+
+def async_name_watching(backend: AsyncBackend) -> AsyncNameWatchingBackend | None:
+    ok = getattr(backend, "native_name_watches", False)
+    return cast(AsyncNameWatchingBackend, backend) if ok else None
+
+
 class KeepingBackend(Backend, Protocol):
     """A backend that keeps a name taken after its lease ends (``native_keeps = True``),
     where a lease itself cannot outlive its client (ZooKeeper)."""

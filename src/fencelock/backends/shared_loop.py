@@ -22,6 +22,7 @@ from fencelock.backends import idle_watch
 from fencelock.backends.base import (
     AsyncAttempt,
     AsyncBackend,
+    AsyncNameWatch,
     AsyncNativeLatch,
     Attempt,
     AttemptResult,
@@ -34,6 +35,7 @@ from fencelock.backends.base import (
     async_batch_renewing,
     async_keeping,
     async_latching,
+    async_name_watching,
     async_sharing,
 )
 from fencelock.backends.bounds import BoundedAttempt, abandoning, request_bound_of
@@ -434,6 +436,19 @@ class SharedLoopAttempt:
             self._loop.run(closing)
 
 
+class SharedLoopNameWatch:
+    """A backend's watch of names behind the blocking protocol, on the shared loop."""
+
+    def __init__(self, watch: AsyncNameWatch, loop: SharedLoop) -> None:
+        self._watch, self._loop = watch, loop
+
+    def changed(self, timeout: float) -> bool:
+        return self._loop.run(self._watch.changed(timeout))
+
+    def close(self) -> None:
+        self._loop.run(self._watch.close())
+
+
 class SharedLoopLatch:
     """A backend's own latch behind the blocking protocol. The loop and the backend are
     looked up at each call, not kept: a latch made before ``fork()`` is used in the
@@ -484,6 +499,7 @@ class SharedLoopBackend:
         self.outlives_client = inner.outlives_client
         self.native_shares: bool = getattr(inner, "native_shares", False)
         self.native_latches: bool = getattr(inner, "native_latches", False)
+        self.native_name_watches: bool = getattr(inner, "native_name_watches", False)
         self.native_keeps: bool = getattr(inner, "native_keeps", False)
         self.keeps_announced: bool = getattr(inner, "keeps_announced", False)
         self.renews_in_batches: bool = getattr(inner, "renews_in_batches", False)
@@ -541,6 +557,12 @@ class SharedLoopBackend:
             request_bound_of(self),
             self._steps,
         )
+
+    def watch_names(self, prefixes: Sequence[str]) -> SharedLoopNameWatch:
+        inner = async_name_watching(self._backend())
+        if inner is None:
+            raise ConfigError(f"{self.url} pushes no changes of names")
+        return SharedLoopNameWatch(inner.watch_names(prefixes), self._loop)
 
     def latch(self, name: str) -> SharedLoopLatch:
         if not self.native_latches:

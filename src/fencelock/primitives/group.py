@@ -7,7 +7,9 @@ holder per member id: a second ``join`` of the id waits, as for any lock) and
 text fits a name). A member is listed once both are held, and stops being listed the
 moment either ends: it left, its process died (its leases end with their TTL), or its
 lease was lost. A joiner first evicts any data lease its id left behind (only the holder
-of the member lease announces data). Watching polls, as :meth:`Election.observe` does.
+of the member lease announces data). Watching looks again as the server pushes news of
+the group's names (etcd's watch, ZooKeeper's), and polls elsewhere, as
+:meth:`Election.observe` does.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Generic, TypeVar
 
-from fencelock.backends.base import LockInfo
+from fencelock.backends.base import LockInfo, async_name_watching, name_watching
 from fencelock.engine.names import MAX_NAME_LENGTH, validate_name
 from fencelock.engine.timing import validate_ttl
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
@@ -31,6 +33,9 @@ from fencelock.primitives.election import decode_value, encode_value
 L = TypeVar("L", bound=LeaseBase)
 T = TypeVar("T")
 NO_DATA = "0"  # not a base32 letter: a member that joined without data
+# Where the server pushes changes, a watcher still looks this often (in seconds): a
+# change whose news a broken watch lost is seen within it.
+PUSHED_RELOOK = 30.0
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,16 @@ class _GroupBase:
     @property
     def _data(self) -> str:
         return f"{self.name}.data/"
+
+    @property
+    def _prefixes(self) -> tuple[str, str]:
+        return self._members, self._data
+
+    def _every(self, interval: float | None, pushed: bool) -> float:
+        """How long a watcher waits at most between two looks."""
+        if interval is not None:
+            return interval
+        return PUSHED_RELOOK if pushed else min(self.ttl / 3, 1.0)
 
     def _names(self, member: str, data: str | None) -> tuple[str, str, str]:
         """The member's lease, the prefix of its data leases, and its data lease."""
@@ -267,15 +282,28 @@ class Group(_GroupBase):
         return self._live(self._client.list(self._members), self._client.list(self._data))
 
     def watch(self, interval: float | None = None) -> Iterator[GroupChange]:
-        """The members now, then each change (who joined, who left), looking every
-        ``interval`` seconds (default: a third of the TTL, at most 1 s)."""
-        every = min(self.ttl / 3, 1.0) if interval is None else interval
+        """The members now, then each change (who joined, who left). Where the server
+        pushes changes (etcd, ZooKeeper) it looks as each arrives, and at least every
+        ``interval`` seconds (default 30); elsewhere every ``interval`` seconds
+        (default: a third of the TTL, at most 1 s)."""
+        backend = name_watching(self._client.seam.backend)
+        pushed = None if backend is None else backend.watch_names(self._prefixes)
+        every = self._every(interval, pushed is not None)
         changes = _Changes()
-        while True:
-            change = changes.news(self.members())
-            if change is not None:
-                yield change
-            time.sleep(every)
+        try:
+            if pushed is not None:
+                pushed.changed(0)  # watching from before the first look
+            while True:
+                change = changes.news(self.members())
+                if change is not None:
+                    yield change
+                if pushed is None:
+                    time.sleep(every)
+                else:
+                    pushed.changed(every)
+        finally:
+            if pushed is not None:
+                pushed.close()
 
 
 class AsyncGroup(_GroupBase):
@@ -311,13 +339,24 @@ class AsyncGroup(_GroupBase):
 
     async def watch(self, interval: float | None = None) -> AsyncIterator[GroupChange]:
         """The members now, then each change; as :meth:`Group.watch`."""
-        every = min(self.ttl / 3, 1.0) if interval is None else interval
+        backend = async_name_watching(self._client.seam.backend)
+        pushed = None if backend is None else backend.watch_names(self._prefixes)
+        every = self._every(interval, pushed is not None)
         changes = _Changes()
-        while True:
-            change = changes.news(await self.members())
-            if change is not None:
-                yield change
-            await asyncio.sleep(every)
+        try:
+            if pushed is not None:
+                await pushed.changed(0)  # watching from before the first look
+            while True:
+                change = changes.news(await self.members())
+                if change is not None:
+                    yield change
+                if pushed is None:
+                    await asyncio.sleep(every)
+                else:
+                    await pushed.changed(every)
+        finally:
+            if pushed is not None:
+                await pushed.close()
 
 
 __all__: Sequence[str] = (

@@ -32,8 +32,10 @@ from fencelock.backends.base import (
     RenewOutcome,
     renew_each,
 )
+from fencelock.backends.bounds import request_bound_of
 from fencelock.backends.etcd import gateway
 from fencelock.backends.etcd.http import Gateway, LeaseNotFound
+from fencelock.backends.etcd.name_watch import EtcdNameWatch
 from fencelock.backends.etcd.options import etcd_options
 from fencelock.backends.etcd.session import FRESH_FRACTION, EtcdSession, SessionEnded
 from fencelock.engine.backoff import Backoff
@@ -72,6 +74,7 @@ class AsyncEtcdBackend:
     supports_fair = True  # the queue is FIFO by create revision, fair or not
     renews_in_batches = True  # answered from the session's keepalive, one loop trip
     steps = True  # the blocking client steps it: a reply is read on the caller's thread
+    native_name_watches = True  # a watch on a key range: a group's changes are pushed
 
     def outlives_client(self, renewed: bool) -> bool:
         """An unrenewed lease has an etcd lease of its own, which closing the client
@@ -99,6 +102,11 @@ class AsyncEtcdBackend:
 
     def queue(self, name: str) -> bytes:
         return f"{self.options.prefix}{name}/".encode()
+
+    def watch_names(self, prefixes: Sequence[str]) -> EtcdNameWatch:
+        """Pushed news of every name under ``prefixes`` (the keys of their lines)."""
+        keys = [f"{self.options.prefix}{prefix}".encode() for prefix in prefixes]
+        return EtcdNameWatch(self._gateway.stream, keys, request_bound_of(self))
 
     async def open(self) -> None:
         await self._gateway.check_version()

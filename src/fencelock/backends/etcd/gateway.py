@@ -172,6 +172,11 @@ def watch_create(key: bytes) -> Body:
     return {"create_request": {"key": b64(key), "filters": ["NOPUT"]}}
 
 
+def watch_prefix(prefix: bytes) -> Body:
+    """Watch every change of the keys under ``prefix`` from now on."""
+    return {"create_request": {"key": b64(prefix), "range_end": b64(prefix_end(prefix))}}
+
+
 def key_request(key: bytes) -> Body:
     """One key, as it is now."""
     return {"key": b64(key)}

@@ -45,6 +45,7 @@ from fencelock.backends.zookeeper import latch as latches
 from fencelock.backends.zookeeper import queue as queues
 from fencelock.backends.zookeeper.bridge import ANSWERS, SessionLost
 from fencelock.backends.zookeeper.latch import ZooKeeperLatch
+from fencelock.backends.zookeeper.name_watch import ZkNameWatch
 from fencelock.backends.zookeeper.options import zookeeper_options
 from fencelock.backends.zookeeper.session import Watch, ZkSession
 from fencelock.engine.urls import ParsedURL
@@ -100,6 +101,7 @@ class AsyncZooKeeperBackend:
     native_latches = True  # in a persistent node (a lease's node ends with its session)
     native_keeps = True  # a name kept after its lease, by a mark the server times
     steps = True  # kazoo's results can be waited for on the caller's thread (stepping.py)
+    native_name_watches = True  # child watches: a group's changes are pushed
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""
@@ -127,6 +129,12 @@ class AsyncZooKeeperBackend:
 
     def queue(self, name: str) -> str:
         return queues.queue_path(self.options.base, name)
+
+    def watch_names(self, prefixes: Sequence[str]) -> ZkNameWatch:
+        """Pushed news of every name under ``prefixes``, each the names below a node
+        (``"group.members/"``: the lines below ``group.members``)."""
+        paths = [self.queue(prefix.rstrip("/")) for prefix in prefixes]
+        return ZkNameWatch(lambda: self.session(OPENING_TTL, shared=True), paths)
 
     async def open(self) -> None:
         await self.session(OPENING_TTL, shared=True)
