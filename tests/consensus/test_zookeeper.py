@@ -110,6 +110,23 @@ def test_a_session_the_server_ends_is_a_loss_at_once(zookeeper: ZooKeeperServer)
             successor.release()
 
 
+def test_a_node_deleted_by_someone_else_is_a_loss_at_once(zookeeper: ZooKeeperServer) -> None:
+    """Once a lease's first renewal (here its ``extend``) has set the watch on its node,
+    the node's deletion by another client (``release --force``) is a loss the moment the
+    watch fires, not at the next renewal, 10 s away with this TTL."""
+    with fencelock.connect(zookeeper.url) as client, fencelock.connect(zookeeper.url) as other:
+        lease = client.lock("evicted", ttl=30).acquire()
+        lease.extend(30)
+        evicted = other.evict("evicted")
+        assert evicted is not None and evicted.token == lease.token
+        assert lease.wait_lost(5), "the deletion was not heard before the next renewal"
+        assert "was deleted by another client" in (lease.lost_reason or ""), lease.lost_reason
+        mine = client.lock("kept", ttl=30).acquire()
+        mine.extend(30)
+        mine.release()  # its own deletion is no loss
+        assert not mine.lost
+
+
 def test_a_waiter_whose_session_the_server_ends_queues_again_at_once(
     zookeeper: ZooKeeperServer,
 ) -> None:

@@ -50,6 +50,14 @@ def watch(loop: asyncio.AbstractEventLoop, fd: int) -> None:
         watchman.add(fd)
 
 
+def nudge(loop: asyncio.AbstractEventLoop) -> None:
+    """From any thread: have ``loop`` run a turn soon, running or not, for news a
+    driver's own thread handed it (``call_soon_threadsafe``: a ZooKeeper watch)."""
+    watchman = _watchmen.get(loop)
+    if watchman is not None:
+        watchman.nudge()
+
+
 def unwatch(loop: asyncio.AbstractEventLoop, fd: int) -> None:
     """Stop :func:`watch`'s watching of ``fd`` (before it is closed or reused)."""
     watchman = _watchmen.get(loop)
@@ -72,6 +80,7 @@ class Watchman:
         self._wake_r = self._wake_w = -1
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._nudged = False
 
     def add(self, fd: int) -> None:
         with self._guard:
@@ -85,6 +94,16 @@ class Watchman:
             except FileExistsError:  # an earlier fd of that number, closed unannounced
                 epoll.modify(fd, _EVENTS)
             self._fds.add(fd)
+
+    def nudge(self) -> None:
+        """Run a turn soon (on the watchman's thread)."""
+        with self._guard:
+            if self._stopped:
+                return
+            self._start()
+            self._nudged = True
+            with contextlib.suppress(OSError):  # full: a wake-up is pending already
+                os.write(self._wake_w, b"n")
 
     def remove(self, fd: int) -> None:
         with self._guard:
@@ -122,7 +141,11 @@ class Watchman:
                 with self._guard:
                     if self._stopped:
                         return
-                    news = any(fd in self._fds for fd, _ in events)
+                    news = self._nudged or any(fd in self._fds for fd, _ in events)
+                    self._nudged = False
+                    if any(fd == self._wake_r for fd, _ in events):
+                        with contextlib.suppress(OSError):
+                            os.read(self._wake_r, 4096)
                 if news:
                     with contextlib.suppress(Exception):  # a closed client: nothing to run
                         self._turn()

@@ -310,6 +310,7 @@ class AsyncZooKeeperBackend:
             as_of = None
         if as_of is None or not session.holds(held.path):  # gone with its session, or deleted
             self._held.pop(owner, None)
+            session.let_go(held.path)  # lost: nothing more to hear of it
             return False
         return RenewedAsOf(as_of)
 
@@ -564,7 +565,7 @@ class ZooKeeperAttempt:
         )
         if not self._shared:  # a lease not renewed ends on the server by its TTL
             session.close_after(self._ttl)
-        return Acquired(self._token, session=session.news, as_of=sent)
+        return Acquired(self._token, session=session.news_of(path), as_of=sent)
 
     async def _kept_for(self, session: ZkSession, path: str) -> float | None:
         """Seconds the name is still kept, by the server's clock (the time a write of

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -21,6 +21,7 @@ from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from fencelock import clock, stepping
 from fencelock.aio import within
+from fencelock.backends import idle_watch
 from fencelock.backends.zookeeper.bridge import (
     LoopHandler,
     SessionLost,
@@ -29,7 +30,7 @@ from fencelock.backends.zookeeper.bridge import (
     translated,
 )
 from fencelock.backends.zookeeper.options import ZooKeeperOptions
-from fencelock.engine.session import Session
+from fencelock.engine.session import Session, SessionNews
 from fencelock.errors import BackendUnavailable, ConfigError
 
 # How soon a delete whose reply was lost is sent again.
@@ -115,6 +116,8 @@ class ZkSession:
         self._watches: set[Watch] = set()  # waiters waiting now, told of state changes
         self._closing: threading.Timer | None = None
         self.gone: set[str] = set()  # of those, the ones a watch saw deleted
+        # each held node's own news: its session's, and its deletion by someone else
+        self._node_news: dict[str, tuple[Session, Callable[[], None]]] = {}
 
     def _capture_negotiated_timeout(self) -> None:
         """kazoo keeps the session timeout the server granted to itself: it reads
@@ -259,19 +262,44 @@ class ZkSession:
             self._watches.discard(watch)
             watch.close()
 
+    def news_of(self, path: str) -> Session:
+        """The news a lease held by node ``path`` listens to: the session's suspension
+        and end, and the node's deletion by someone else (once :meth:`watch_mine` has set
+        its watch), each the moment it is known."""
+        node = Session(f"ZooKeeper node {path}")
+
+        def follow(news: SessionNews, why: str) -> None:
+            if news is SessionNews.SUSPENDED:
+                node.suspend(why)
+            else:
+                node.end(why)
+
+        self._node_news[path] = (node, self.news.listen(follow))
+        return node
+
     def let_go(self, path: str) -> None:
+        """Our own release or keep of ``path`` is under way: its deletion is no news."""
         self.mine.discard(path)
         self.gone.discard(path)
+        node = self._node_news.pop(path, None)
+        if node is not None:
+            news, stop = node
+            stop()
+            news.close("released")
 
     def _node_changed(self, event: WatchedEvent) -> None:  # on kazoo's thread
         if event.type == EventType.DELETED:
             on_loop(self.loop, self._deleted, event.path)
+            idle_watch.nudge(self.loop)  # heard now, not at the next call
         elif event.type == EventType.CHANGED and not self.ended:  # a watch fires once
             self.client.exists_async(event.path, watch=self._node_changed)
 
     def _deleted(self, path: str) -> None:
         if path in self.mine:
             self.gone.add(path)
+            node = self._node_news.get(path)
+            if node is not None:
+                node[0].end(f"its node {path} was deleted by another client (a forced release?)")
 
     def _state_changed(self, state: str) -> None:  # on kazoo's connection thread
         for watch in list(self._watches):  # a stepped waiter hears it now, not via the loop
@@ -280,6 +308,7 @@ class ZkSession:
             on_loop(self.loop, self._suspended)
         elif state == KazooState.LOST:
             on_loop(self.loop, self.end, "expired: its leases' nodes are gone")
+        idle_watch.nudge(self.loop)  # the leases hear it now, not at the next call
 
     def _suspended(self) -> None:
         if not self.ended:
