@@ -1,6 +1,6 @@
 # The two commands a newcomer runs: `make demo` and `make test`.
 # Each installs everything it needs first (a virtual environment in .venv).
-.PHONY: demo test check quick lint typecheck servers bench bench-check docs install install-test clean
+.PHONY: demo test check quick lint typecheck servers bench bench-check docs install install-test clean sim
 
 VENV := .venv
 BIN := $(VENV)/bin
@@ -50,6 +50,11 @@ bench: servers
 	$(BIN)/python bench/primitives_bench.py
 	$(BIN)/python bench/metrics_bench.py
 	$(BIN)/python bench/scale_bench.py
+
+# The deterministic simulator for 10 minutes of CPU (docs/safety.md); `make test` runs a
+# few seconds of it.
+sim: install
+	$(BIN)/python -m fencelock.sim --cpu 600
 
 # The CPU a lock cycle costs, against bench/cpu_baseline.json: fails on a rise over 15 %.
 bench-check: servers install-test

@@ -32,7 +32,7 @@ from fencelock.backends.base import (
 )
 from fencelock.backends.bounds import abandoning, request_bound_of
 from fencelock.backends.shared_loop import release_within
-from fencelock.engine import timing, trust
+from fencelock.engine import reintroduced, timing, trust
 from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transition
 from fencelock.engine.outcomes import RenewedAsOf
 from fencelock.engine.renewal import Outcome
@@ -246,14 +246,28 @@ class LeaseBase:
         else:
             self._apply(LeaseEvent.RENEW_FAILED, reason)
 
+    def _sending(self, started: float, ttl: float) -> None:
+        """A renew or extend request for ``ttl`` goes out at ``started``: trust no more
+        than it would leave, should the server apply it before its answer is read. With
+        :meth:`_settle`, the only places the trusted time moves (one request at a time)."""
+        if reintroduced.on("no-trust-at-send"):
+            return
+        with self._guard:
+            if is_live(self._state):
+                self._trust = trust.sending(self._trust, started, ttl)
+                self.trusted_until = self._trust.until
+
     def _settle(self, started: float, ttl: float, outcome: Outcome) -> None:
         """Record what a renew or extend request sent at ``started`` came to.
 
-        The only place the trusted time moves; called with one request in flight.
+        With :meth:`_sending`, the only place the trusted time moves; called with one
+        request in flight.
         """
         REGISTRY.renewed(self.name, outcome is True or isinstance(outcome, RenewedAsOf))
         if outcome is True or isinstance(outcome, RenewedAsOf):
             since = started if outcome is True else min(started, outcome.at)
+            if reintroduced.on("trust-from-reply"):
+                since = clock.now()
             with self._guard:
                 if is_live(self._state):
                     self.ttl = ttl
@@ -300,6 +314,8 @@ class LeaseBase:
         leaves it unanswered and propagates.
         """
         request = _Request(self.ttl if ttl is None else ttl, is_live(self.state), clock.now())
+        if request.live:
+            self._sending(request.started, request.ttl)
         try:
             yield request
         except FencelockError as exc:
@@ -638,6 +654,8 @@ def _batch(leases: Sequence[LeaseBase]) -> Iterator[_Batch]:
     as :meth:`LeaseBase._request` settles one; a lease not live is not sent (False)."""
     started = clock.now()
     live = [(lease, _Request(lease.ttl, True, started)) for lease in leases if is_live(lease.state)]
+    for lease, request in live:
+        lease._sending(request.started, request.ttl)
     batch = _Batch(live)
     try:
         yield batch

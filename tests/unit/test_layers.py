@@ -43,6 +43,7 @@ TOOLS_MAY_IMPORT = {
     "demo": {"toolkit"},
     "cli": {"check", "demo", "toolkit", "testing"},
     "compat": set(),  # other libraries' faces, over the public API
+    "sim": set(),  # the deterministic simulator: the real client against model servers
 }
 
 

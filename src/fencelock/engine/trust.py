@@ -30,6 +30,13 @@ def first(started: float, ttl: float, max_hold: float | None) -> Trust:
     return Trust(min(timing.trusted_until(started, ttl), hold_until), hold_until=hold_until)
 
 
+def sending(trust: Trust, started: float, ttl: float) -> Trust:
+    """A request to leave the lease ``ttl`` from about now goes out at ``started``: the
+    server may apply it the moment it arrives, before its answer is read, so until then
+    trust no more than it leaves (an extend to a shorter TTL lowers trust at once)."""
+    return trust._replace(until=min(trust.until, timing.trusted_until(started, ttl)))
+
+
 def granted(trust: Trust, started: float, ttl: float) -> Trust:
     """The server extended the lease by ``ttl`` in a request sent at ``started``.
 

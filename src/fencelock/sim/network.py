@@ -1,0 +1,79 @@
+"""The simulated network between clients and a model server: each request and each
+reply travels for a random time and may be lost or delivered twice, and a paused
+client sends and hears nothing until it resumes. Every draw comes from the run's one
+seeded generator, in an order the virtual loop makes deterministic."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from fencelock.errors import BackendUnavailable
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Weather:
+    """How the network behaves: one-way delays and the odds of each mishap."""
+
+    delay: tuple[float, float] = (0.0005, 0.005)
+    slow: float = 0.02  # odds that a message takes ``slow_delay`` instead
+    slow_delay: tuple[float, float] = (0.05, 0.8)
+    drop: float = 0.01  # a request or a reply lost
+    duplicate: float = 0.01  # a request applied twice (a resend landing late)
+
+
+class Network:
+    def __init__(self, rng: random.Random, weather: Weather) -> None:
+        self.rng, self.weather = rng, weather
+        self.paused_until: dict[int, float] = {}
+        self.messages = 0
+        self.log: Callable[[str], None] = lambda line: None
+
+    def _delay(self) -> float:
+        w = self.weather
+        low, high = w.slow_delay if self.rng.random() < w.slow else w.delay
+        return self.rng.uniform(low, high)
+
+    def _resumes(self, client: int, now: float) -> float:
+        """How long until ``client`` can send or hear again (0: now)."""
+        return max(self.paused_until.get(client, 0.0) - now, 0.0)
+
+    def pause(self, client: int, now: float, seconds: float) -> None:
+        self.paused_until[client] = max(self.paused_until.get(client, 0.0), now + seconds)
+
+    async def call(self, client: int, apply: Callable[[], T], timeout: float, what: str) -> T:
+        """``apply()`` on the server once the request arrives; its result once the reply
+        does, or :class:`BackendUnavailable` after ``timeout`` seconds."""
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[T] = loop.create_future()
+        w = self.weather
+        self.messages += 1
+
+        def answer(result: T) -> None:
+            late = self._resumes(client, loop.time())
+            if late > 0:  # a paused client reads it when it resumes
+                loop.call_later(late, answer, result)
+            elif not reply.done():
+                self.log(f"client {client}: reply to {what}: {result!r}")
+                reply.set_result(result)
+
+        def arrive() -> None:
+            result = apply()
+            self.log(f"server: {what} from client {client} -> {result!r}")
+            if self.rng.random() < w.duplicate:
+                loop.call_later(self._delay(), apply)
+            if self.rng.random() >= w.drop:
+                loop.call_later(self._delay(), answer, result)
+
+        if self.rng.random() >= w.drop:
+            loop.call_later(self._resumes(client, loop.time()) + self._delay(), arrive)
+        try:
+            return await asyncio.wait_for(reply, timeout)
+        except asyncio.TimeoutError:
+            unanswered = f"simulated server: no answer to {what} in {timeout}s"
+            raise BackendUnavailable(unanswered) from None

@@ -1,0 +1,261 @@
+"""One simulated run: real asyncio clients (``AsyncClient``, its leases, renewer and
+acquire flow) against a model server over a faulty network, in virtual time, with the
+invariants checked after every turn of the loop. Everything is decided by the seed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import NoReturn
+
+from fencelock import clock
+from fencelock.client import AsyncClient
+from fencelock.engine.reintroduced import reintroduced
+from fencelock.errors import FencelockError, LockTimeout
+from fencelock.lease import AsyncLease
+from fencelock.primitives import lock as lock_module
+from fencelock.sim.backend import REQUEST_BOUND, SimBackend
+from fencelock.sim.loop import VirtualClock, VirtualLoop
+from fencelock.sim.model import LeaseStore
+from fencelock.sim.network import Network, Weather
+
+NAME = "orders/1"
+# Slack past a lease's trusted time before its loss must have been reported: the renewer
+# looks at it by then at the latest (a renewal in flight waits out its request bound).
+LOSS_BOUND = 2 * REQUEST_BOUND
+# Server clock rates a run draws from: within the documented drift (1 % of the TTL).
+DRIFT = 0.0099
+
+
+class Violation(AssertionError):
+    """An invariant failed; the message says which, when and who."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run does, all of it from ``seed``."""
+
+    seed: int
+    clients: int = 4
+    duration: float = 30.0  # virtual seconds
+    ttl: float = 1.0
+    weather: Weather = field(default_factory=Weather)
+    faults: bool = True
+    bugs: tuple[str, ...] = ()  # historical bugs put back (fencelock.engine.reintroduced)
+
+
+@dataclass
+class Outcome:
+    plan: Plan
+    violation: str | None
+    trace: list[str]
+    steps: int
+    virtual_seconds: float
+    cpu_seconds: float
+    grants: int
+    lease_seconds: float
+    digest: str
+
+    @property
+    def ok(self) -> bool:
+        return self.violation is None
+
+
+class World:
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.rng = random.Random(plan.seed)
+        self.clock = VirtualClock()
+        self.loop = VirtualLoop(self.clock)
+        rate = self.rng.uniform(1 - DRIFT, 1 + DRIFT) if plan.faults else 1.0
+        self.store = LeaseStore(rate=rate, started=self.clock.now)
+        weather = plan.weather if plan.faults else Weather(slow=0.0, drop=0.0, duplicate=0.0)
+        self.network = Network(random.Random(self.rng.random()), weather)
+        self.network.log = self.say
+        self.clients: list[AsyncClient] = []
+        self.trace: deque[str] = deque(maxlen=60)
+        self.whole = hashlib.blake2b(digest_size=8)
+        self.victims: set[str] = set()  # owners whose lease a fault ended on the server
+        self.held_since: dict[AsyncLease, float] = {}
+        self.lease_seconds = 0.0
+        self.ended = False
+
+    def say(self, text: str) -> None:
+        line = f"{self.clock.now - 1000.0:10.4f}  {text}"
+        self.trace.append(line)
+        self.whole.update(line.encode())
+
+    # --- the invariants, after every turn ------------------------------------------------
+
+    def check(self) -> None:
+        if self.ended:
+            return
+        trusting = self._trusting(self.clock.now)
+        if len(trusting) > 1:
+            who = ", ".join(f"client {n} (token {lease.token})" for n, lease in trusting)
+            self._violated(f"two clients trust {NAME} at once: {who}")
+        record = self.store.records.get(NAME)
+        for number, lease in trusting:
+            if record is None or record.owner != lease.owner:
+                self._violated(
+                    f"client {number} trusts token {lease.token} the server no longer grants"
+                )
+            granted_until = self.store.true_time(record.expires)
+            if lease.trusted_until > granted_until + 1e-9:
+                self._violated(
+                    f"client {number} trusts token {lease.token} until "
+                    f"{lease.trusted_until - 1000:.4f}, past the server's grant "
+                    f"(until {granted_until - 1000:.4f})"
+                )
+
+    def _trusting(self, now: float) -> list[tuple[int, AsyncLease]]:
+        """The live leases trusted now (a lease a fault ended on the server aside), each
+        checked to be reported lost in time once its trusted time is over."""
+        trusting: list[tuple[int, AsyncLease]] = []
+        for number, client in enumerate(self.clients):
+            for lease in client.held():
+                if lease.lost:
+                    continue
+                if now > lease.trusted_until + LOSS_BOUND:
+                    self._violated(
+                        f"client {number}'s lease (token {lease.token}) is past its trusted "
+                        f"time by {now - lease.trusted_until:.3f}s and not reported lost"
+                    )
+                if lease.trusted_until > now and lease.owner not in self.victims:
+                    trusting.append((number, lease))
+        return trusting
+
+    def _violated(self, what: str) -> NoReturn:
+        self.say(f"VIOLATION: {what}")
+        raise Violation(what)
+
+    # --- the clients and the faults ------------------------------------------------------
+
+    async def worker(self, number: int, client: AsyncClient, rng: random.Random) -> None:
+        lock = client.lock(NAME, ttl=self.plan.ttl)
+        end = self.clock.now + self.plan.duration
+        while self.clock.now < end:
+            try:
+                lease = await lock.acquire(timeout=rng.uniform(0.05, 4 * self.plan.ttl))
+            except LockTimeout:
+                continue
+            except FencelockError as exc:
+                self.say(f"client {number}: acquire failed: {type(exc).__name__}")
+                await asyncio.sleep(rng.uniform(0.01, 0.2))
+                continue
+            self.say(f"client {number}: acquired token {lease.token}")
+            self.held_since[lease] = self.clock.now
+            lease.on_lost(self._telling_loss(number))
+            await self.hold(number, lease, rng)
+
+    def _telling_loss(self, number: int) -> Callable[[AsyncLease], None]:
+        def lost(lease: AsyncLease) -> None:
+            self.say(f"client {number}: lost {lease.token}")
+
+        return lost
+
+    async def hold(self, number: int, lease: AsyncLease, rng: random.Random) -> None:
+        with contextlib.suppress(FencelockError):
+            if rng.random() < 0.25:
+                ttl = rng.uniform(0.5, 2.0) * self.plan.ttl
+                await lease.extend(ttl)
+                self.say(f"client {number}: extended {lease.token} to {ttl:.3f}s")
+            await asyncio.sleep(rng.expovariate(1 / (0.8 * self.plan.ttl)))
+        with contextlib.suppress(FencelockError):
+            await lease.release()
+            self.say(f"client {number}: released {lease.token}")
+        self.lease_seconds += self.clock.now - self.held_since.pop(lease, self.clock.now)
+
+    async def nemesis(self, rng: random.Random) -> None:
+        end = self.clock.now + self.plan.duration
+        while self.clock.now < end:
+            await asyncio.sleep(rng.expovariate(1.0))
+            fault = rng.choice(("pause", "pause", "evict", "restart", "restart-empty"))
+            if fault == "pause":
+                victim, seconds = rng.randrange(self.plan.clients), rng.uniform(0.01, 3.0)
+                self.network.pause(victim, self.clock.now, seconds)
+                self.say(f"nemesis: client {victim} paused for {seconds:.3f}s")
+                continue
+            record = self.store.records.get(NAME)
+            if record is not None:
+                self.victims.add(record.owner)
+            if fault == "evict":
+                self.store.evict(NAME)
+            else:
+                self.store.restart(keep_data=fault == "restart", true_now=self.clock.now)
+            self.say(f"nemesis: {fault}")
+
+    async def main(self) -> None:
+        self.clients = [
+            AsyncClient(SimBackend(self.store, self.network, number))
+            for number in range(self.plan.clients)
+        ]
+        workers = [
+            self.worker(number, client, random.Random(self.rng.random()))
+            for number, client in enumerate(self.clients)
+        ]
+        if self.plan.faults:
+            workers.append(self.nemesis(random.Random(self.rng.random())))
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            self.ended = True
+            for client in self.clients:
+                with contextlib.suppress(FencelockError):
+                    await client.aclose()
+
+
+@contextlib.contextmanager
+def _seams(world: World) -> Iterator[None]:
+    """The library's one clock and its owner values, the world's while it runs."""
+    owners = random.Random(world.rng.random())
+    real_now, real_owner, real_random = clock.now, lock_module.new_owner, random.getstate()
+    clock.now = lambda: world.clock.now
+    lock_module.new_owner = lambda: f"{owners.getrandbits(160):040x}"
+    random.seed(world.rng.random())
+    try:
+        yield
+    finally:
+        clock.now, lock_module.new_owner = real_now, real_owner
+        random.setstate(real_random)
+
+
+def run(plan: Plan) -> Outcome:
+    """Run ``plan`` to its end or its first violation."""
+    world = World(plan)
+    world.loop.after_step = world.check
+    violation = None
+    began = time.process_time()
+    with _seams(world), reintroduced(*plan.bugs):
+        try:
+            world.loop.run_until_complete(world.main())
+        except Violation as exc:
+            violation = str(exc)
+        finally:
+            world.ended = True
+            _close(world.loop)
+    return Outcome(
+        plan,
+        violation,
+        list(world.trace),
+        world.loop.steps,
+        world.clock.now - 1000.0,
+        time.process_time() - began,
+        len(world.store.grants),
+        world.lease_seconds,
+        world.whole.hexdigest(),
+    )
+
+
+def _close(loop: VirtualLoop) -> None:
+    with contextlib.suppress(Exception):
+        for task in asyncio.all_tasks(loop):
+            task.cancel()
+        loop.run_until_complete(asyncio.sleep(0))
+    loop.close()
