@@ -133,9 +133,12 @@ class LeaseBase:
         self._callbacks: list[Callable[[], object]] = []  # on_lost's, bound to this lease
         self._lost_event: threading.Event | None = None  # made by lost_event
         self._inherited = False  # a forked child's copy of its parent's lease
-        self._stop_listening = (
-            None if terms.session is None else terms.session.listen(self._session_news)
-        )
+        # Set before listening: a session that ended already reports it at once.
+        self._stop_listening: Callable[[], None] | None = None
+        if terms.session is not None:
+            stop = terms.session.listen(self._session_news)
+            if is_live(self._state):
+                self._stop_listening = stop
 
     def __repr__(self) -> str:
         return (

@@ -63,3 +63,13 @@ def test_a_renewal_as_of_an_earlier_keepalive_is_trusted_from_that_keepalive() -
     # never later than the request itself, whatever a backend answers
     lease._settle(asked, 30.0, RenewedAsOf(asked + 100))
     assert lease.trusted_until == trusted_until(asked, 30.0)
+
+
+def test_a_lease_made_in_a_session_that_ended_already_is_lost_at_once() -> None:
+    """Found by the simulator: a session that ended between the grant and the lease
+    reported its end while the lease was being made, which raised AttributeError."""
+    session = Session("zookeeper session 4")
+    session.end("expired")
+    lease = lease_in(session)
+    assert lease.lost and lease.lost_reason == "expired"
+    assert session.listeners == 0

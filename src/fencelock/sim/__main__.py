@@ -20,6 +20,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--duration", type=float, default=30.0, help="virtual seconds a run")
     parser.add_argument("--ttl", type=float, default=1.0)
     parser.add_argument(
+        "--family", choices=("lease", "session"), default="lease", help="the model server"
+    )
+    parser.add_argument(
         "--bug", action="append", default=[], choices=sorted(KNOWN), help="put a bug back"
     )
     return parser.parse_args(argv)
@@ -32,6 +35,7 @@ def _plan(args: argparse.Namespace, seed: int) -> Plan:
         duration=args.duration,
         ttl=args.ttl,
         bugs=tuple(args.bug),
+        family=args.family,
     )
 
 

@@ -13,7 +13,9 @@ import builtins
 
 from fencelock.backends.base import LockInfo
 from fencelock.engine.outcomes import Acquired, AttemptResult, Busy, RenewedAsOf
-from fencelock.sim.model import Granted, LeaseStore
+from fencelock.engine.session import Session
+from fencelock.errors import ConfigError
+from fencelock.sim.model import Granted, LeaseStore, SessionStore, Taken
 from fencelock.sim.network import Network
 
 REQUEST_BOUND = 0.25  # how long a client waits for a reply (a real URL's request_bound)
@@ -101,6 +103,134 @@ class SimAttempt:
         if isinstance(outcome, Granted):
             return Acquired(outcome.token)
         return Busy(retry_after=outcome)
+
+    async def wait(self, timeout: float) -> None:
+        await asyncio.sleep(timeout)
+
+    async def close(self) -> None:
+        pass
+
+
+class SimSessionBackend:
+    """Client ``client``'s connection to a session-family ``store``: one session, opened
+    on first use and again after it ended; every lock held in it reports its end (the
+    server's push, or the answer to the next request) through one :class:`Session`."""
+
+    supports_fair = False
+    request_bound = REQUEST_BOUND
+
+    def __init__(self, store: SessionStore, network: Network, client: int, timeout: float) -> None:
+        self.store, self.network, self.client, self.timeout = store, network, client, timeout
+        self.url = f"sim://session-store/client-{client}"
+        self._session: tuple[int, Session] | None = None
+
+    def outlives_client(self, renewed: bool) -> bool:
+        return False  # a lock ends with its session
+
+    def _now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def open(self) -> None:
+        await self.session()
+
+    async def session(self) -> tuple[int, Session]:
+        if self._session is None or self._session[1].ended_because is not None:
+            number = await self.network.call(
+                self.client,
+                lambda: self.store.open_session(self.timeout, self._now()),
+                REQUEST_BOUND,
+                "open a session",
+            )
+            news = Session(f"simulated session {number}")
+            self.store.clients[number] = self
+            self._session = (number, news)
+        return self._session
+
+    @property
+    def current(self) -> int | None:
+        """The session in use, if any."""
+        return None if self._session is None else self._session[0]
+
+    def ended(self, number: int, why: str) -> None:
+        """Session ``number`` ended (the server said so)."""
+        if self._session is not None and self._session[0] == number:
+            self._session[1].end(f"simulated session {number} {why}")
+
+    def attempt(
+        self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
+    ) -> SimSessionAttempt:
+        return SimSessionAttempt(self, name, owner)
+
+    async def release(self, name: str, owner: str) -> bool:
+        if self._session is None:
+            return False
+        number = self._session[0]
+
+        def apply() -> bool:
+            return self.store.release(name, owner, number, self._now())
+
+        return await self.network.call(self.client, apply, REQUEST_BOUND, f"release {name}")
+
+    async def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
+        if ttl > self.timeout:
+            raise ConfigError(f"a session of {self.timeout}s cannot carry a {ttl}s lease")
+        if self._session is None:
+            return False
+        number = self._session[0]
+        sent = self._now()
+
+        def apply() -> bool:
+            alive = self.store.ping(number, self._now())
+            held = self.store.locks.get(name)
+            return alive and held is not None and held.owner == owner
+
+        if not await self.network.call(self.client, apply, REQUEST_BOUND, f"ping for {name}"):
+            if number not in self.store.sessions:
+                self.ended(number, "expired")
+            return False
+        return RenewedAsOf(sent)
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        def apply() -> LockInfo | None:
+            held = self.store.holder(name, self._now())
+            if held is None:
+                return None if self.store.counter == 0 else LockInfo(name, None, 0, None)
+            return LockInfo(name, held.owner, held.token, None)
+
+        return await self.network.call(self.client, apply, REQUEST_BOUND, f"inspect {name}")
+
+    async def list(self, prefix: str) -> builtins.list[LockInfo]:
+        infos = [await self.inspect(name) for name in sorted(self.store.locks)]
+        return [info for info in infos if info is not None and info.name.startswith(prefix)]
+
+    async def waiters(self, name: str) -> builtins.list[str] | None:
+        return None
+
+    async def close(self) -> None:
+        pass
+
+
+class SimSessionAttempt:
+    def __init__(self, backend: SimSessionBackend, name: str, owner: str) -> None:
+        self._backend, self._name, self._owner = backend, name, owner
+
+    async def try_acquire(self) -> AttemptResult:
+        backend = self._backend
+        number, news = await backend.session()
+
+        def apply() -> Granted | float | None:
+            taken = backend.store.acquire(self._name, self._owner, number, backend._now())
+            return taken.remaining if isinstance(taken, Taken) else taken
+
+        outcome = await backend.network.call(
+            backend.client, apply, REQUEST_BOUND, f"acquire {self._name}"
+        )
+        if outcome is None:  # the session had ended: a new one at the next try
+            backend.ended(number, "expired")
+            return Busy(retry_after=0.0)
+        if isinstance(outcome, Granted):
+            return Acquired(outcome.token, session=news)
+        return Busy(retry_after=max(outcome, 0.0))
 
     async def wait(self, timeout: float) -> None:
         await asyncio.sleep(timeout)

@@ -1,4 +1,5 @@
-"""Model servers, one per family of backend semantics (not per product).
+"""Model servers, one per family of backend semantics (not per product): the
+TTL-lease family (:class:`LeaseStore`) and the session family (:class:`SessionStore`).
 
 :class:`LeaseStore` is the TTL-lease family (Redis, the SQL lease table, etcd's
 leases): a lease is a record ``(owner, expiry, token)`` that ends by the server's own
@@ -12,6 +13,7 @@ as the design says a backend without a durable counter must).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -79,12 +81,131 @@ class LeaseStore:
         held.expires = self.clock(true_now) + ttl
         return True
 
-    def evict(self, name: str) -> None:
-        """An operator's forced release."""
+    def grant_until(self, name: str, owner: str, true_now: float) -> float | None:
+        """Until when (true time) the server grants ``owner`` the lock; None: it does not."""
+        held = self.holder(name, true_now)
+        if held is None or held.owner != owner:
+            return None
+        return self.true_time(held.expires)
+
+    def owners(self) -> set[str]:
+        """Whom the server grants a lease now (expired records included: it cannot tell)."""
+        return {record.owner for record in self.records.values()}
+
+    def force_end(self, name: str, true_now: float) -> str | None:
+        """An operator's forced release; the owner it ended, if any."""
+        held = self.holder(name, true_now)
         self.records.pop(name, None)
+        return None if held is None else held.owner
 
     def restart(self, keep_data: bool, true_now: float) -> None:
         """A restart: with its data (an AOF, a database), or empty."""
         if not keep_data:
             self.records.clear()
             self.counters.clear()
+
+
+@dataclass
+class SessionLock:
+    owner: str
+    session: int
+    token: int
+
+
+@dataclass
+class SessionStore:
+    """One server of the session family (ZooKeeper, MySQL's named locks, PostgreSQL's
+    advisory locks): a lock lives in its holder's session, which lives while its client
+    pings it within the session's timeout (by the server's clock) and ends the moment
+    it expires or the server kills it; every lock in it ends with it."""
+
+    rate: float = 1.0
+    started: float = 0.0
+    sessions: dict[int, float] = field(default_factory=dict)  # id: expiry (server clock)
+    timeouts: dict[int, float] = field(default_factory=dict)
+    locks: dict[str, SessionLock] = field(default_factory=dict)
+    counter: int = 0  # one for the whole store, as ZooKeeper's zxid
+    grants: list[tuple[str, str, int]] = field(default_factory=list)
+    next_session: int = 1
+    clients: dict[int, Any] = field(default_factory=dict)  # session: its client's backend
+
+    def clock(self, true_now: float) -> float:
+        return (true_now - self.started) * self.rate
+
+    def true_time(self, server_time: float) -> float:
+        return self.started + server_time / self.rate
+
+    def _expire(self, true_now: float) -> None:
+        now = self.clock(true_now)
+        for session in [s for s, ends in self.sessions.items() if ends <= now]:
+            self.end_session(session)
+
+    def end_session(self, session: int) -> None:
+        self.sessions.pop(session, None)
+        for name in [n for n, lock in self.locks.items() if lock.session == session]:
+            del self.locks[name]
+
+    def open_session(self, timeout: float, true_now: float) -> int:
+        session, self.next_session = self.next_session, self.next_session + 1
+        self.sessions[session] = self.clock(true_now) + timeout
+        self.timeouts[session] = timeout
+        return session
+
+    def ping(self, session: int, true_now: float) -> bool:
+        """A request on ``session`` keeps it alive; False if it has ended."""
+        self._expire(true_now)
+        if session not in self.sessions:
+            return False
+        self.sessions[session] = self.clock(true_now) + self.timeouts[session]
+        return True
+
+    def holder(self, name: str, true_now: float) -> SessionLock | None:
+        self._expire(true_now)
+        return self.locks.get(name)
+
+    def acquire(
+        self, name: str, owner: str, session: int, true_now: float
+    ) -> Granted | Taken | None:
+        """The lock, or who has it; None if ``session`` has ended."""
+        if not self.ping(session, true_now):
+            return None
+        held = self.locks.get(name)
+        if held is not None:
+            ends = self.sessions.get(held.session, 0.0)
+            return Taken(ends - self.clock(true_now))
+        self.counter += 1
+        self.locks[name] = SessionLock(owner, session, self.counter)
+        self.grants.append((name, owner, self.counter))
+        return Granted(self.counter)
+
+    def release(self, name: str, owner: str, session: int, true_now: float) -> bool:
+        self.ping(session, true_now)
+        held = self.locks.get(name)
+        if held is None or held.owner != owner:
+            return False
+        del self.locks[name]
+        return True
+
+    def grant_until(self, name: str, owner: str, true_now: float) -> float | None:
+        """Until when (true time) the server grants ``owner`` the lock; None: it does not."""
+        held = self.holder(name, true_now)
+        if held is None or held.owner != owner:
+            return None
+        return self.true_time(self.sessions[held.session])
+
+    def owners(self) -> set[str]:
+        return {lock.owner for lock in self.locks.values()}
+
+    def force_end(self, name: str, true_now: float) -> str | None:
+        """The server kills the holder's session (an operator, a revoked lease)."""
+        held = self.holder(name, true_now)
+        if held is None:
+            return None
+        self.end_session(held.session)
+        return held.owner
+
+    def restart(self, keep_data: bool, true_now: float) -> None:
+        """Sessions survive a restart with data only (ZooKeeper's are in its log)."""
+        if not keep_data:
+            self.sessions.clear()
+            self.locks.clear()

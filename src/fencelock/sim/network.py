@@ -46,6 +46,21 @@ class Network:
     def pause(self, client: int, now: float, seconds: float) -> None:
         self.paused_until[client] = max(self.paused_until.get(client, 0.0), now + seconds)
 
+    def push(self, client: int, deliver: Callable[[], None]) -> None:
+        """A message from the server to ``client`` (a session's end): delayed, perhaps
+        lost, held while the client is paused."""
+        loop = asyncio.get_running_loop()
+
+        def arrive() -> None:
+            late = self._resumes(client, loop.time())
+            if late > 0:
+                loop.call_later(late, arrive)
+            else:
+                deliver()
+
+        if self.rng.random() >= self.weather.drop:
+            loop.call_later(self._delay(), arrive)
+
     async def call(self, client: int, apply: Callable[[], T], timeout: float, what: str) -> T:
         """``apply()`` on the server once the request arrives; its result once the reply
         does, or :class:`BackendUnavailable` after ``timeout`` seconds."""

@@ -20,9 +20,9 @@ from fencelock.engine.reintroduced import reintroduced
 from fencelock.errors import FencelockError, LockTimeout
 from fencelock.lease import AsyncLease
 from fencelock.primitives import lock as lock_module
-from fencelock.sim.backend import REQUEST_BOUND, SimBackend
+from fencelock.sim.backend import REQUEST_BOUND, SimBackend, SimSessionBackend
 from fencelock.sim.loop import VirtualClock, VirtualLoop
-from fencelock.sim.model import LeaseStore
+from fencelock.sim.model import LeaseStore, SessionLock, SessionStore
 from fencelock.sim.network import Network, Weather
 
 NAME = "orders/1"
@@ -48,6 +48,7 @@ class Plan:
     weather: Weather = field(default_factory=Weather)
     faults: bool = True
     bugs: tuple[str, ...] = ()  # historical bugs put back (fencelock.engine.reintroduced)
+    family: str = "lease"  # the model server: "lease" (TTL leases) or "session"
 
 
 @dataclass
@@ -74,7 +75,8 @@ class World:
         self.clock = VirtualClock()
         self.loop = VirtualLoop(self.clock)
         rate = self.rng.uniform(1 - DRIFT, 1 + DRIFT) if plan.faults else 1.0
-        self.store = LeaseStore(rate=rate, started=self.clock.now)
+        store_of = {"lease": LeaseStore, "session": SessionStore}[plan.family]
+        self.store: LeaseStore | SessionStore = store_of(rate=rate, started=self.clock.now)
         weather = plan.weather if plan.faults else Weather(slow=0.0, drop=0.0, duplicate=0.0)
         self.network = Network(random.Random(self.rng.random()), weather)
         self.network.log = self.say
@@ -100,13 +102,12 @@ class World:
         if len(trusting) > 1:
             who = ", ".join(f"client {n} (token {lease.token})" for n, lease in trusting)
             self._violated(f"two clients trust {NAME} at once: {who}")
-        record = self.store.records.get(NAME)
         for number, lease in trusting:
-            if record is None or record.owner != lease.owner:
+            granted_until = self.store.grant_until(NAME, lease.owner, self.clock.now)
+            if granted_until is None:
                 self._violated(
                     f"client {number} trusts token {lease.token} the server no longer grants"
                 )
-            granted_until = self.store.true_time(record.expires)
             if lease.trusted_until > granted_until + 1e-9:
                 self._violated(
                     f"client {number} trusts token {lease.token} until "
@@ -182,20 +183,44 @@ class World:
                 self.network.pause(victim, self.clock.now, seconds)
                 self.say(f"nemesis: client {victim} paused for {seconds:.3f}s")
                 continue
-            record = self.store.records.get(NAME)
-            if record is not None:
-                self.victims.add(record.owner)
             if fault == "evict":
-                self.store.evict(NAME)
+                self._force_end()
             else:
+                if fault == "restart-empty":  # every grant ends, answered yet or not
+                    self.victims.update(self.store.owners())
+                    for number in range(len(self.clients)):
+                        if isinstance(self.store, SessionStore):
+                            self._tell_session_end(number, "was lost with the server's data")
                 self.store.restart(keep_data=fault == "restart", true_now=self.clock.now)
             self.say(f"nemesis: {fault}")
 
+    def _force_end(self) -> None:
+        """An operator's forced release (a lease store), or the holder's session killed
+        by the server (a session store), which tells its client as it goes."""
+        store, now = self.store, self.clock.now
+        held = store.holder(NAME, now)
+        victim = store.force_end(NAME, now)
+        if victim is None:
+            return
+        self.victims.add(victim)
+        if isinstance(store, SessionStore) and isinstance(held, SessionLock):
+            backend = store.clients.get(held.session)
+            if backend is not None:
+                self._tell_session_end(backend.client, "was killed by the server")
+
+    def _tell_session_end(self, number: int, why: str) -> None:
+        backend = self.clients[number].seam.backend
+        if isinstance(backend, SimSessionBackend) and backend.current is not None:
+            session = backend.current
+            self.network.push(number, lambda: backend.ended(session, why))
+
+    def _backend(self, number: int) -> SimBackend | SimSessionBackend:
+        if isinstance(self.store, SessionStore):
+            return SimSessionBackend(self.store, self.network, number, self.plan.ttl)
+        return SimBackend(self.store, self.network, number)
+
     async def main(self) -> None:
-        self.clients = [
-            AsyncClient(SimBackend(self.store, self.network, number))
-            for number in range(self.plan.clients)
-        ]
+        self.clients = [AsyncClient(self._backend(number)) for number in range(self.plan.clients)]
         workers = [
             self.worker(number, client, random.Random(self.rng.random()))
             for number, client in enumerate(self.clients)
@@ -254,8 +279,10 @@ def run(plan: Plan) -> Outcome:
 
 
 def _close(loop: VirtualLoop) -> None:
+    """Cancel what is left (a run ended at a violation) and let it unwind."""
     with contextlib.suppress(Exception):
-        for task in asyncio.all_tasks(loop):
+        tasks = asyncio.all_tasks(loop)
+        for task in tasks:
             task.cancel()
-        loop.run_until_complete(asyncio.sleep(0))
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
     loop.close()
