@@ -93,6 +93,7 @@ class LeaseTerms:
     attempts: int = 1  # tries the acquire took
     reentrant: bool = False  # its holder may take it again (counted; see ``depth``)
     entry: str = "lock"  # "read", "write" or "permit": an entry in a native shared line
+    ttl_floor: float = math.inf  # the TTL a try left unanswered may still set (trust.py)
 
 
 def loss_cause(event: LeaseEvent, reason: str | None) -> str:
@@ -122,7 +123,9 @@ class LeaseBase:
         self._entry = terms.entry
         self.depth = 1  # acquisitions by its holder not yet released (re-entrant leases)
         self._trust = trust.Trust(
-            min(terms.trusted_until, terms.hold_until), hold_until=terms.hold_until
+            min(terms.trusted_until, terms.hold_until),
+            ttl_floor=terms.ttl_floor,
+            hold_until=terms.hold_until,
         )
         self.trusted_until = self._trust.until  # read on every check
         self.lost_reason: str | None = None

@@ -150,3 +150,25 @@ def test_an_outage_past_the_timeout_is_raised() -> None:
     flow.send(Waited(101.0))
     with pytest.raises(BackendUnavailable):
         flow.send(Unreachable(BackendUnavailable("down"), 101.0, 102.5))
+
+
+def test_a_try_left_unanswered_bounds_the_lease_it_may_still_extend() -> None:
+    """Found by the simulator: where a backend grants its holder's own try again
+    (PostgreSQL), a try of this acquisition that got no answer may land after the
+    grant and an extend, setting the lease to its TTL from then: the lease starts with
+    that TTL as its floor, as an unanswered renewal's (engine/trust.py)."""
+    answered = acquire_flow(10.0, 60.0, 100.0, lambda: 0.5)
+    next(answered)
+    with pytest.raises(StopIteration) as done:
+        answered.send(Tried(Acquired(7), 100.0, 100.01))
+    assert done.value.value.ttl_floor == float("inf")
+
+    flow = acquire_flow(10.0, 60.0, 100.0, lambda: 0.5)
+    next(flow)
+    flow.send(Tried(Busy(notified=True), 100.0, 100.01))
+    flow.send(Waited(101.0))
+    assert isinstance(flow.send(Unreachable(BackendUnavailable("lost"), 101.0, 101.3)), Wait)
+    flow.send(Waited(101.5))
+    with pytest.raises(StopIteration) as done:
+        flow.send(Tried(Acquired(8), 101.5, 101.51))
+    assert done.value.value.ttl_floor == 10.0

@@ -8,9 +8,11 @@ policy (deadline, when to wake, jitter) lives only here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
+from fencelock.engine import reintroduced
 from fencelock.engine.backoff import Backoff
 from fencelock.engine.deadline import deadline_after, time_left
 from fencelock.engine.outcomes import Acquired, AttemptResult, Busy
@@ -73,6 +75,10 @@ class Granted:
     owner: str | None = None
     session: Session | None = None
     attempts: int = 1  # tries it took: 1 uncontended; each wake-up adds one
+    # The shortest TTL a try of this acquisition left unanswered may still set, should it
+    # land late (a backend that grants its holder's own try again: PostgreSQL's lease
+    # table): as an unanswered renewal's, it bounds every later grant (engine/trust.py).
+    ttl_floor: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -98,9 +104,11 @@ def acquire_flow(
     retry = 0  # the backoff's step: reset when a notice or the holder's TTL says when
     attempts = 0
     reached = False  # a try was answered: the server exists and takes us
+    unanswered = False  # a try got no answer: it may still land
     while True:
         tried = yield TryAcquire()
         if isinstance(tried, Unreachable):
+            unanswered = True
             # An outage (a restart, a failover) while we wait: within the caller's time,
             # keep waiting through it, with the one backoff. A server never reached
             # (a wrong URL) is said at once.
@@ -118,7 +126,13 @@ def acquire_flow(
             since = tried.started if result.as_of is None else min(tried.started, result.as_of)
             granted_until = trusted_until(since, ttl)
             return Granted(
-                result.token, tried.started, granted_until, result.owner, result.session, attempts
+                result.token,
+                tried.started,
+                granted_until,
+                result.owner,
+                result.session,
+                attempts,
+                ttl if unanswered and not reintroduced.on("late-try-forgotten") else math.inf,
             )
         remaining = time_left(deadline, tried.finished)
         if remaining is not None and remaining <= 0:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 KNOWN = {
     "trust-from-reply": "a renewal's trust counted from its reply, not from when it was sent",
     "no-trust-at-send": "an extend to a shorter TTL trusted as before until its answer came",
+    "late-try-forgotten": "an acquire's unanswered try, landing after an extend, not bounding it",
 }
 
 _on: set[str] = set()

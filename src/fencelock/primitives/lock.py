@@ -242,6 +242,7 @@ class _LockBase(Generic[B, L]):
             outcome.attempts,
             self.reentrant,
             "lock" if self._share is None else self._share.kind,
+            outcome.ttl_floor,
         )
 
     def _refuse_a_timeout(self, timeout: float | None) -> None:

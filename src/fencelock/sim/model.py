@@ -39,6 +39,7 @@ class LeaseStore:
 
     rate: float = 1.0
     started: float = 0.0  # true time its clock counts from
+    regrant: bool = False  # a holder's own try again: granted anew (PostgreSQL), or taken
     records: dict[str, Record] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
     grants: list[tuple[str, str, int]] = field(default_factory=list)  # (name, owner, token)
@@ -59,6 +60,9 @@ class LeaseStore:
     def acquire(self, name: str, owner: str, ttl: float, true_now: float) -> Granted | Taken:
         now = self.clock(true_now)
         held = self.holder(name, true_now)
+        if held is not None and self.regrant and held.owner == owner:
+            held.expires = now + ttl  # a resent try: the same lease, its TTL from now
+            return Granted(held.token)
         if held is not None:
             return Taken(held.expires - now)
         token = max(self.counters.get(name, 0) + 1, int(now * 1_000_000))

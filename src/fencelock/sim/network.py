@@ -1,6 +1,7 @@
 """The simulated network between clients and a model server: each request and each
-reply travels for a random time and may be lost or delivered twice, and a paused
-client sends and hears nothing until it resumes. Every draw comes from the run's one
+reply travels for a random time and may be lost; a request whose reply was lost may be
+applied again later (a driver resending it), and a paused client sends and hears
+nothing until it resumes. Every draw comes from the run's one
 seeded generator, in an order the virtual loop makes deterministic."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class Weather:
     slow: float = 0.02  # odds that a message takes ``slow_delay`` instead
     slow_delay: tuple[float, float] = (0.05, 0.8)
     drop: float = 0.01  # a request or a reply lost
-    duplicate: float = 0.01  # a request applied twice (a resend landing late)
+    duplicate: float = 0.3  # odds that a request whose reply was lost lands again later
 
 
 class Network:
@@ -80,10 +81,13 @@ class Network:
         def arrive() -> None:
             result = apply()
             self.log(f"server: {what} from client {client} -> {result!r}")
-            if self.rng.random() < w.duplicate:
-                loop.call_later(self._delay(), apply)
             if self.rng.random() >= w.drop:
                 loop.call_later(self._delay(), answer, result)
+            elif self.rng.random() < w.duplicate:  # a driver's resend of the unanswered
+                loop.call_later(self._delay(), again)
+
+        def again() -> None:
+            self.log(f"server: {what} from client {client}, sent again -> {apply()!r}")
 
         if self.rng.random() >= w.drop:
             loop.call_later(self._resumes(client, loop.time()) + self._delay(), arrive)

@@ -77,6 +77,8 @@ class World:
         rate = self.rng.uniform(1 - DRIFT, 1 + DRIFT) if plan.faults else 1.0
         store_of = {"lease": LeaseStore, "session": SessionStore}[plan.family]
         self.store: LeaseStore | SessionStore = store_of(rate=rate, started=self.clock.now)
+        if isinstance(self.store, LeaseStore):  # as Redis and SQLite, or as PostgreSQL
+            self.store.regrant = self.rng.random() < 0.5
         weather = plan.weather if plan.faults else Weather(slow=0.0, drop=0.0, duplicate=0.0)
         self.network = Network(random.Random(self.rng.random()), weather)
         self.network.log = self.say
