@@ -32,6 +32,7 @@ class Network:
     def __init__(self, rng: random.Random, weather: Weather) -> None:
         self.rng, self.weather = rng, weather
         self.paused_until: dict[int, float] = {}
+        self.dead: set[int] = set()  # clients whose process was killed: nothing in or out
         self.messages = 0
         self.log: Callable[[str], None] = lambda line: None
 
@@ -53,6 +54,8 @@ class Network:
         loop = asyncio.get_running_loop()
 
         def arrive() -> None:
+            if client in self.dead:
+                return
             late = self._resumes(client, loop.time())
             if late > 0:
                 loop.call_later(late, arrive)
@@ -67,32 +70,39 @@ class Network:
         does, or :class:`BackendUnavailable` after ``timeout`` seconds."""
         loop = asyncio.get_running_loop()
         reply: asyncio.Future[T] = loop.create_future()
-        w = self.weather
         self.messages += 1
-
-        def answer(result: T) -> None:
-            late = self._resumes(client, loop.time())
-            if late > 0:  # a paused client reads it when it resumes
-                loop.call_later(late, answer, result)
-            elif not reply.done():
-                self.log(f"client {client}: reply to {what}: {result!r}")
-                reply.set_result(result)
-
-        def arrive() -> None:
-            result = apply()
-            self.log(f"server: {what} from client {client} -> {result!r}")
-            if self.rng.random() >= w.drop:
-                loop.call_later(self._delay(), answer, result)
-            elif self.rng.random() < w.duplicate:  # a driver's resend of the unanswered
-                loop.call_later(self._delay(), again)
-
-        def again() -> None:
-            self.log(f"server: {what} from client {client}, sent again -> {apply()!r}")
-
-        if self.rng.random() >= w.drop:
-            loop.call_later(self._resumes(client, loop.time()) + self._delay(), arrive)
+        if self.rng.random() >= self.weather.drop and client not in self.dead:
+            delay = self._resumes(client, loop.time()) + self._delay()
+            loop.call_later(delay, self._arrive, client, apply, reply, what)
         try:
             return await asyncio.wait_for(reply, timeout)
         except asyncio.TimeoutError:
             unanswered = f"simulated server: no answer to {what} in {timeout}s"
             raise BackendUnavailable(unanswered) from None
+
+    def _arrive(
+        self, client: int, apply: Callable[[], T], reply: asyncio.Future[T], what: str
+    ) -> None:
+        """The request reaches the server: applied; its reply sent, lost, or lost and the
+        request sent again later (a driver resending it)."""
+        result = apply()
+        self.log(f"server: {what} from client {client} -> {result!r}")
+        loop = asyncio.get_running_loop()
+        if self.rng.random() >= self.weather.drop:
+            loop.call_later(self._delay(), self._answer, client, reply, result, what)
+        elif self.rng.random() < self.weather.duplicate:
+            loop.call_later(self._delay(), self._again, client, apply, what)
+
+    def _again(self, client: int, apply: Callable[[], object], what: str) -> None:
+        self.log(f"server: {what} from client {client}, sent again -> {apply()!r}")
+
+    def _answer(self, client: int, reply: asyncio.Future[T], result: T, what: str) -> None:
+        if client in self.dead:
+            return
+        loop = asyncio.get_running_loop()
+        late = self._resumes(client, loop.time())
+        if late > 0:  # a paused client reads it when it resumes
+            loop.call_later(late, self._answer, client, reply, result, what)
+        elif not reply.done():
+            self.log(f"client {client}: reply to {what}: {result!r}")
+            reply.set_result(result)

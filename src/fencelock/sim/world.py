@@ -86,6 +86,7 @@ class World:
         self.trace: deque[str] = deque(maxlen=60)
         self.whole = hashlib.blake2b(digest_size=8)
         self.victims: set[str] = set()  # owners whose lease a fault ended on the server
+        self.workers: list[asyncio.Task[None]] = []
         self.held_since: dict[AsyncLease, float] = {}
         self.lease_seconds = 0.0
         self.ended = False
@@ -122,6 +123,8 @@ class World:
         checked to be reported lost in time once its trusted time is over."""
         trusting: list[tuple[int, AsyncLease]] = []
         for number, client in enumerate(self.clients):
+            if number in self.network.dead:  # a killed process trusts nothing
+                continue
             for lease in client.held():
                 if lease.lost:
                     continue
@@ -179,7 +182,10 @@ class World:
         end = self.clock.now + self.plan.duration
         while self.clock.now < end:
             await asyncio.sleep(rng.expovariate(1.0))
-            fault = rng.choice(("pause", "pause", "evict", "restart", "restart-empty"))
+            fault = rng.choice(("pause", "pause", "kill", "evict", "restart", "restart-empty"))
+            if fault == "kill":
+                self._kill(rng)
+                continue
             if fault == "pause":
                 victim, seconds = rng.randrange(self.plan.clients), rng.uniform(0.01, 3.0)
                 self.network.pause(victim, self.clock.now, seconds)
@@ -195,6 +201,20 @@ class World:
                             self._tell_session_end(number, "was lost with the server's data")
                 self.store.restart(keep_data=fault == "restart", true_now=self.clock.now)
             self.say(f"nemesis: {fault}")
+
+    def _kill(self, rng: random.Random) -> None:
+        """A client's process dies (nothing in or out, no release) and another starts."""
+        alive = [n for n in range(len(self.clients)) if n not in self.network.dead]
+        victim = rng.choice(alive)
+        self.network.dead.add(victim)
+        self.workers[victim].cancel()
+        self.say(f"nemesis: client {victim} killed; client {len(self.clients)} starts")
+        self._start(random.Random(rng.random()))
+
+    def _start(self, rng: random.Random) -> None:
+        number = len(self.clients)
+        self.clients.append(AsyncClient(self._backend(number)))
+        self.workers.append(asyncio.ensure_future(self.worker(number, self.clients[-1], rng)))
 
     def _force_end(self) -> None:
         """An operator's forced release (a lease store), or the holder's session killed
@@ -222,15 +242,14 @@ class World:
         return SimBackend(self.store, self.network, number)
 
     async def main(self) -> None:
-        self.clients = [AsyncClient(self._backend(number)) for number in range(self.plan.clients)]
-        workers = [
-            self.worker(number, client, random.Random(self.rng.random()))
-            for number, client in enumerate(self.clients)
-        ]
-        if self.plan.faults:
-            workers.append(self.nemesis(random.Random(self.rng.random())))
+        for _ in range(self.plan.clients):
+            self._start(random.Random(self.rng.random()))
+        nemesis = self.nemesis(random.Random(self.rng.random())) if self.plan.faults else None
         try:
-            await asyncio.gather(*workers)
+            if nemesis is not None:
+                await nemesis
+            while not all(task.done() for task in self.workers):  # the killed' replacements too
+                await asyncio.gather(*self.workers, return_exceptions=True)
         finally:
             self.ended = True
             for client in self.clients:
