@@ -54,8 +54,9 @@ bench: servers
 # The deterministic simulator for 10 minutes of CPU (docs/safety.md); `make test` runs a
 # few seconds of it.
 sim: install
-	$(BIN)/python -m fencelock.sim --cpu 300
-	$(BIN)/python -m fencelock.sim --family session --cpu 300
+	$(BIN)/python -m fencelock.sim --cpu 200
+	$(BIN)/python -m fencelock.sim --family session --cpu 200
+	$(BIN)/python -m fencelock.sim --family redlock --cpu 200
 
 # The CPU a lock cycle costs, against bench/cpu_baseline.json: fails on a rise over 15 %.
 bench-check: servers install-test

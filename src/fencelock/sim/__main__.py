@@ -20,7 +20,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--duration", type=float, default=30.0, help="virtual seconds a run")
     parser.add_argument("--ttl", type=float, default=1.0)
     parser.add_argument(
-        "--family", choices=("lease", "session"), default="lease", help="the model server"
+        "--family", choices=("lease", "session", "redlock"), default="lease", help="the model"
     )
     parser.add_argument(
         "--bug", action="append", default=[], choices=sorted(KNOWN), help="put a bug back"

@@ -10,13 +10,28 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import math
+import random
+from collections.abc import Callable
+from typing import TypeVar
 
+from fencelock import clock
 from fencelock.backends.base import LockInfo
+from fencelock.engine import redlock as plan
 from fencelock.engine.outcomes import Acquired, AttemptResult, Busy, RenewedAsOf
 from fencelock.engine.session import Session
-from fencelock.errors import ConfigError
-from fencelock.sim.model import Granted, LeaseStore, SessionStore, Taken
+from fencelock.errors import BackendUnavailable, ConfigError, LeaseLost
+from fencelock.sim.model import (
+    Granted,
+    LeaseStore,
+    RedlockNode,
+    RedlockNodes,
+    SessionStore,
+    Taken,
+)
 from fencelock.sim.network import Network
+
+T = TypeVar("T")
 
 REQUEST_BOUND = 0.25  # how long a client waits for a reply (a real URL's request_bound)
 
@@ -231,6 +246,147 @@ class SimSessionAttempt:
         if isinstance(outcome, Granted):
             return Acquired(outcome.token, session=news)
         return Busy(retry_after=max(outcome, 0.0))
+
+    async def wait(self, timeout: float) -> None:
+        await asyncio.sleep(timeout)
+
+    async def close(self) -> None:
+        pass
+
+
+NODE_TIMEOUT = 0.1  # how long a Redlock client waits for one node (the URL's timeout)
+
+
+class SimRedlockBackend:
+    """Client ``client``'s Redlock over N model nodes, each request to each node over
+    the network: the decisions are the real ones (:mod:`fencelock.engine.redlock`)."""
+
+    supports_fair = False
+    request_bound = REQUEST_BOUND
+
+    def __init__(self, nodes: RedlockNodes, network: Network, client: int) -> None:
+        self.nodes, self.network, self.client = nodes, network, client
+        self.url = f"sim://redlock/client-{client}"
+        self._trusted: dict[str, float] = {}
+        self._undoing: set[asyncio.Future[list[bool | plan.NodeError]]] = set()
+
+    def outlives_client(self, renewed: bool) -> bool:
+        return True
+
+    def _now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def open(self) -> None:
+        pass
+
+    async def _each(
+        self, ask: Callable[[RedlockNode], T], what: str, timeout: float = NODE_TIMEOUT
+    ) -> list[T | plan.NodeError]:
+        async def one(node: RedlockNode) -> T | plan.NodeError:
+            try:
+                return await self.network.call(self.client, lambda: ask(node), timeout, what)
+            except BackendUnavailable as exc:
+                return plan.NodeError(str(exc))
+
+        return list(await asyncio.gather(*(one(node) for node in self.nodes.nodes)))
+
+    def attempt(
+        self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
+    ) -> SimRedlockAttempt:
+        return SimRedlockAttempt(self, name, owner, ttl)
+
+    async def take(self, name: str, owner: str, ttl: float) -> AttemptResult:
+        started = clock.now()
+        raw = await self._each(
+            lambda node: node.phase_one(name, owner, ttl, self._now()), f"phase 1 {name}"
+        )
+        firsts: list[plan.PhaseOneResult] = [
+            r
+            if isinstance(r, plan.NodeError)
+            else plan.NodeWon(r)
+            if isinstance(r, int)
+            else plan.NodeBusy(r[0], r[1])
+            for r in raw
+        ]
+        step = plan.decide_phase_one(firsts, ttl, started, clock.now())
+        if isinstance(step, plan.Abort):
+            return self._abort(name, owner, step, firsts)
+        seconds = await self._each(
+            lambda node: node.phase_two(name, owner, step.token, self._now()), f"phase 2 {name}"
+        )
+        done = plan.decide_phase_two(step, dict(enumerate(seconds)), clock.now())
+        if isinstance(done, plan.Abort):
+            return self._abort(name, owner, done, firsts)
+        self._trusted[owner] = done.trusted_until
+        return Acquired(done.token, owner)
+
+    def _abort(
+        self, name: str, owner: str, abort: plan.Abort, firsts: list[plan.PhaseOneResult]
+    ) -> AttemptResult:
+        undo = asyncio.ensure_future(
+            self._each(lambda node: node.release(name, owner, self._now()), "undo")
+        )
+        self._undoing.add(undo)
+        undo.add_done_callback(self._undoing.discard)
+        failed = sum(isinstance(r, plan.NodeError) for r in firsts)
+        if failed > len(self.nodes.nodes) - self.nodes.quorum:
+            raise BackendUnavailable(f"redlock: {failed} nodes unavailable")
+        return plan.busy_result(abort, random.random)
+
+    async def release(self, name: str, owner: str) -> bool:
+        self._trusted.pop(owner, None)
+        replies = await self._each(
+            lambda node: node.release(name, owner, self._now()), f"release {name}"
+        )
+        released = plan.decide_release(replies)
+        if released is None:
+            raise BackendUnavailable(f"redlock: release of {name!r} not confirmed")
+        return released
+
+    async def renew(self, name: str, owner: str, ttl: float) -> bool:
+        started = clock.now()
+        replies = await self._each(
+            lambda node: node.renew(name, owner, ttl, self._now()), f"renew {name}"
+        )
+        until = self._trusted.get(owner, math.inf)
+        bound = plan.decide_extend(replies, ttl, started, clock.now(), until)
+        if bound is not None:
+            self._trusted[owner] = bound
+            return True
+        why = plan.why_not_extended(replies)
+        if why is plan.NotExtended.LOST:
+            self._trusted.pop(owner, None)
+            return False
+        if why is plan.NotExtended.TOO_SLOW:
+            raise LeaseLost(f"redlock: lease on {name!r} not extended: {why.value}")
+        raise BackendUnavailable(f"redlock: cannot tell whether {name!r} was extended")
+
+    async def inspect(self, name: str) -> LockInfo | None:
+        held = self.nodes.holder(name, self._now())
+        return LockInfo(name, held, 0, None)
+
+    async def list(self, prefix: str) -> builtins.list[LockInfo]:
+        return []
+
+    async def waiters(self, name: str) -> builtins.list[str] | None:
+        return None
+
+    async def close(self) -> None:
+        pass
+
+
+class SimRedlockAttempt:
+    """As the real one: every try stores a fresh owner value, so a late undo of an
+    abandoned try never touches a later one (fresh, but from the seed: a suffix)."""
+
+    def __init__(self, backend: SimRedlockBackend, name: str, owner: str, ttl: float) -> None:
+        self._backend, self._name, self._owner, self._ttl = backend, name, owner, ttl
+        self._tries = 0
+
+    async def try_acquire(self) -> AttemptResult:
+        self._tries += 1
+        owner = self._owner if self._tries == 1 else f"{self._owner}.{self._tries}"
+        return await self._backend.take(self._name, owner, self._ttl)
 
     async def wait(self, timeout: float) -> None:
         await asyncio.sleep(timeout)

@@ -213,3 +213,106 @@ class SessionStore:
         if not keep_data:
             self.sessions.clear()
             self.locks.clear()
+
+
+@dataclass
+class RedlockNode:
+    """One of Redlock's independent Redis masters, as its scripts see it: keys with a
+    TTL by the node's own clock, and a token counter per name (seeded from the clock
+    after a restart without data, as redlock_phase1.lua does)."""
+
+    rate: float = 1.0
+    started: float = 0.0
+    keys: dict[str, tuple[str, float]] = field(default_factory=dict)  # owner, expiry
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def clock(self, true_now: float) -> float:
+        return (true_now - self.started) * self.rate
+
+    def true_time(self, node_time: float) -> float:
+        return self.started + node_time / self.rate
+
+    def _key(self, name: str, true_now: float) -> tuple[str, float] | None:
+        key = self.keys.get(name)
+        if key is None or key[1] <= self.clock(true_now):
+            self.keys.pop(name, None)
+            return None
+        return key
+
+    def phase_one(
+        self, name: str, owner: str, ttl: float, true_now: float
+    ) -> int | tuple[float, str]:
+        """Our key set: the counter; else the holder's remaining TTL and owner."""
+        now = self.clock(true_now)
+        key = self._key(name, true_now)
+        if key is not None:
+            return (key[1] - now, key[0])
+        self.keys[name] = (owner, now + ttl)
+        return max(self.counters.get(name, 0), int(now * 1_000_000))  # read, not stored
+
+    def phase_two(self, name: str, owner: str, token: int, true_now: float) -> bool:
+        key = self._key(name, true_now)
+        if key is None or key[0] != owner:
+            return False
+        self.counters[name] = max(self.counters.get(name, 0), token)
+        return True
+
+    def renew(self, name: str, owner: str, ttl: float, true_now: float) -> bool:
+        key = self._key(name, true_now)
+        if key is None or key[0] != owner:
+            return False
+        self.keys[name] = (owner, self.clock(true_now) + ttl)
+        return True
+
+    def release(self, name: str, owner: str, true_now: float) -> bool:
+        key = self._key(name, true_now)
+        if key is None or key[0] != owner:
+            return False
+        del self.keys[name]
+        return True
+
+    def until(self, name: str, owner: str, true_now: float) -> float | None:
+        """True time ``owner``'s key here ends; None if it holds none."""
+        key = self._key(name, true_now)
+        return None if key is None or key[0] != owner else self.true_time(key[1])
+
+
+@dataclass
+class RedlockNodes:
+    """N independent nodes: the lock is ``owner``'s while a quorum has its key."""
+
+    nodes: list[RedlockNode]
+
+    @property
+    def quorum(self) -> int:
+        return len(self.nodes) // 2 + 1
+
+    def grant_until(self, name: str, owner: str, true_now: float) -> float | None:
+        ends = sorted(
+            (until for node in self.nodes if (until := node.until(name, owner, true_now))),
+            reverse=True,
+        )
+        return ends[self.quorum - 1] if len(ends) >= self.quorum else None
+
+    def holder(self, name: str, true_now: float) -> str | None:
+        owners: dict[str, int] = {}
+        for node in self.nodes:
+            key = node._key(name, true_now)
+            if key is not None:
+                owners[key[0]] = owners.get(key[0], 0) + 1
+        return next((o for o, count in owners.items() if count >= self.quorum), None)
+
+    def owners(self) -> set[str]:
+        return {key[0] for node in self.nodes for key in node.keys.values()}
+
+    def force_end(self, name: str, true_now: float) -> str | None:
+        held = self.holder(name, true_now)
+        for node in self.nodes:
+            node.keys.pop(name, None)
+        return held
+
+    def restart(self, keep_data: bool, true_now: float, which: int = 0) -> None:
+        """Node ``which`` restarts, with its data (an AOF) or without."""
+        if not keep_data:
+            self.nodes[which].keys.clear()
+            self.nodes[which].counters.clear()

@@ -20,9 +20,20 @@ from fencelock.engine.reintroduced import reintroduced
 from fencelock.errors import FencelockError, LockTimeout
 from fencelock.lease import AsyncLease
 from fencelock.primitives import lock as lock_module
-from fencelock.sim.backend import REQUEST_BOUND, SimBackend, SimSessionBackend
+from fencelock.sim.backend import (
+    REQUEST_BOUND,
+    SimBackend,
+    SimRedlockBackend,
+    SimSessionBackend,
+)
 from fencelock.sim.loop import VirtualClock, VirtualLoop
-from fencelock.sim.model import LeaseStore, SessionLock, SessionStore
+from fencelock.sim.model import (
+    LeaseStore,
+    RedlockNode,
+    RedlockNodes,
+    SessionLock,
+    SessionStore,
+)
 from fencelock.sim.network import Network, Weather
 
 NAME = "orders/1"
@@ -31,6 +42,7 @@ NAME = "orders/1"
 LOSS_BOUND = 2 * REQUEST_BOUND
 # Server clock rates a run draws from: within the documented drift (1 % of the TTL).
 DRIFT = 0.0099
+REDLOCK_NODES = 5
 
 
 class Violation(AssertionError):
@@ -48,7 +60,7 @@ class Plan:
     weather: Weather = field(default_factory=Weather)
     faults: bool = True
     bugs: tuple[str, ...] = ()  # historical bugs put back (fencelock.engine.reintroduced)
-    family: str = "lease"  # the model server: "lease" (TTL leases) or "session"
+    family: str = "lease"  # the model: "lease" (TTL leases), "session" or "redlock"
 
 
 @dataclass
@@ -75,10 +87,18 @@ class World:
         self.clock = VirtualClock()
         self.loop = VirtualLoop(self.clock)
         rate = self.rng.uniform(1 - DRIFT, 1 + DRIFT) if plan.faults else 1.0
-        store_of = {"lease": LeaseStore, "session": SessionStore}[plan.family]
-        self.store: LeaseStore | SessionStore = store_of(rate=rate, started=self.clock.now)
-        if isinstance(self.store, LeaseStore):  # as Redis and SQLite, or as PostgreSQL
-            self.store.regrant = self.rng.random() < 0.5
+        self.store: LeaseStore | SessionStore | RedlockNodes
+        if plan.family == "redlock":  # five nodes, each its own clock
+            self.store = RedlockNodes(
+                [
+                    RedlockNode(self.rng.uniform(1 - DRIFT, 1 + DRIFT), self.clock.now)
+                    for _ in range(REDLOCK_NODES)
+                ]
+            )
+        elif plan.family == "session":
+            self.store = SessionStore(rate=rate, started=self.clock.now)
+        else:  # a holder's own try answered as Redis and SQLite do, or as PostgreSQL
+            self.store = LeaseStore(rate, self.clock.now, regrant=self.rng.random() < 0.5)
         weather = plan.weather if plan.faults else Weather(slow=0.0, drop=0.0, duplicate=0.0)
         self.network = Network(random.Random(self.rng.random()), weather)
         self.network.log = self.say
@@ -87,6 +107,7 @@ class World:
         self.whole = hashlib.blake2b(digest_size=8)
         self.victims: set[str] = set()  # owners whose lease a fault ended on the server
         self.workers: list[asyncio.Task[None]] = []
+        self.acquired = 0
         self.held_since: dict[AsyncLease, float] = {}
         self.lease_seconds = 0.0
         self.ended = False
@@ -156,6 +177,7 @@ class World:
                 await asyncio.sleep(rng.uniform(0.01, 0.2))
                 continue
             self.say(f"client {number}: acquired token {lease.token}")
+            self.acquired += 1
             self.held_since[lease] = self.clock.now
             lease.on_lost(self._telling_loss(number))
             await self.hold(number, lease, rng)
@@ -199,7 +221,13 @@ class World:
                     for number in range(len(self.clients)):
                         if isinstance(self.store, SessionStore):
                             self._tell_session_end(number, "was lost with the server's data")
-                self.store.restart(keep_data=fault == "restart", true_now=self.clock.now)
+                keep = fault == "restart"
+                if isinstance(self.store, RedlockNodes):  # one node of them
+                    which = rng.randrange(REDLOCK_NODES)
+                    self.store.restart(keep, self.clock.now, which)
+                    fault = f"{fault} of node {which}"
+                else:
+                    self.store.restart(keep, self.clock.now)
             self.say(f"nemesis: {fault}")
 
     def _kill(self, rng: random.Random) -> None:
@@ -236,7 +264,9 @@ class World:
             session = backend.current
             self.network.push(number, lambda: backend.ended(session, why))
 
-    def _backend(self, number: int) -> SimBackend | SimSessionBackend:
+    def _backend(self, number: int) -> SimBackend | SimSessionBackend | SimRedlockBackend:
+        if isinstance(self.store, RedlockNodes):
+            return SimRedlockBackend(self.store, self.network, number)
         if isinstance(self.store, SessionStore):
             return SimSessionBackend(self.store, self.network, number, self.plan.ttl)
         return SimBackend(self.store, self.network, number)
@@ -293,7 +323,7 @@ def run(plan: Plan) -> Outcome:
         world.loop.steps,
         world.clock.now - 1000.0,
         time.process_time() - began,
-        len(world.store.grants),
+        world.acquired,
         world.lease_seconds,
         world.whole.hexdigest(),
     )
