@@ -54,9 +54,11 @@ bench: servers
 # The deterministic simulator for 10 minutes of CPU (docs/safety.md); `make test` runs a
 # few seconds of it.
 sim: install
-	$(BIN)/python -m fencelock.sim --cpu 200
-	$(BIN)/python -m fencelock.sim --family session --cpu 200
-	$(BIN)/python -m fencelock.sim --family redlock --cpu 200
+	$(BIN)/python -m fencelock.sim --cpu 150
+	$(BIN)/python -m fencelock.sim --family session --cpu 150
+	$(BIN)/python -m fencelock.sim --family redlock --cpu 150
+	$(BIN)/python -m fencelock.sim --workload semaphore --cpu 75
+	$(BIN)/python -m fencelock.sim --family session --workload semaphore --cpu 75
 
 # The CPU a lock cycle costs, against bench/cpu_baseline.json: fails on a rise over 15 %.
 bench-check: servers install-test

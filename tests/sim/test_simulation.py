@@ -39,6 +39,19 @@ def test_a_sweep_of_seeds_breaks_no_invariant(family: str) -> None:
     assert seed >= 5 and steps > 10_000
 
 
+@pytest.mark.parametrize("family", ("lease", "session"))
+def test_a_semaphore_never_lets_more_holders_in_than_it_has_permits(family: str) -> None:
+    """Its own invariant (at most 2 of its permits trusted at once) and every lock's,
+    for each slot and its gate, under the same faults."""
+    began, seed = time.process_time(), 0
+    while time.process_time() - began < SWEEP_CPU / 2:
+        outcome = run(Plan(seed=seed, family=family, workload="semaphore"))
+        assert outcome.ok, f"seed {seed}: {outcome.violation}\n" + "\n".join(outcome.trace)
+        assert outcome.grants > 5
+        seed += 1
+    assert seed >= 2
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_run_is_decided_by_its_seed(family: str) -> None:
     first, again = run(Plan(seed=7, family=family)), run(Plan(seed=7, family=family))

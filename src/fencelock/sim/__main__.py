@@ -22,6 +22,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--family", choices=("lease", "session", "redlock"), default="lease", help="the model"
     )
+    parser.add_argument("--workload", choices=("lock", "semaphore"), default="lock")
     parser.add_argument(
         "--bug", action="append", default=[], choices=sorted(KNOWN), help="put a bug back"
     )
@@ -36,6 +37,7 @@ def _plan(args: argparse.Namespace, seed: int) -> Plan:
         ttl=args.ttl,
         bugs=tuple(args.bug),
         family=args.family,
+        workload=args.workload,
     )
 
 
@@ -44,7 +46,8 @@ def _failed(outcome: Outcome) -> int:
     print("the last events (virtual seconds from the start):")
     print("\n".join(f"  {line}" for line in outcome.trace))
     print(
-        f"replay: python -m fencelock.sim --seed {outcome.plan.seed}"
+        f"replay: python -m fencelock.sim --family {outcome.plan.family} --workload "
+        f"{outcome.plan.workload} --seed {outcome.plan.seed}"
         + "".join(f" --bug {bug}" for bug in outcome.plan.bugs)
     )
     return 1

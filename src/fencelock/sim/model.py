@@ -96,11 +96,14 @@ class LeaseStore:
         """Whom the server grants a lease now (expired records included: it cannot tell)."""
         return {record.owner for record in self.records.values()}
 
-    def force_end(self, name: str, true_now: float) -> str | None:
-        """An operator's forced release; the owner it ended, if any."""
+    def names(self) -> set[str]:
+        return set(self.records)
+
+    def force_end(self, name: str, true_now: float) -> set[str]:
+        """An operator's forced release; the owners it ended."""
         held = self.holder(name, true_now)
         self.records.pop(name, None)
-        return None if held is None else held.owner
+        return set() if held is None else {held.owner}
 
     def restart(self, keep_data: bool, true_now: float) -> None:
         """A restart: with its data (an AOF, a database), or empty."""
@@ -200,13 +203,18 @@ class SessionStore:
     def owners(self) -> set[str]:
         return {lock.owner for lock in self.locks.values()}
 
-    def force_end(self, name: str, true_now: float) -> str | None:
-        """The server kills the holder's session (an operator, a revoked lease)."""
+    def names(self) -> set[str]:
+        return set(self.locks)
+
+    def force_end(self, name: str, true_now: float) -> set[str]:
+        """The server kills the holder's session (an operator, a revoked lease): every
+        lock in it ends; the owners it ended."""
         held = self.holder(name, true_now)
         if held is None:
-            return None
+            return set()
+        ended = {lock.owner for lock in self.locks.values() if lock.session == held.session}
         self.end_session(held.session)
-        return held.owner
+        return ended
 
     def restart(self, keep_data: bool, true_now: float) -> None:
         """Sessions survive a restart with data only (ZooKeeper's are in its log)."""
@@ -305,11 +313,14 @@ class RedlockNodes:
     def owners(self) -> set[str]:
         return {key[0] for node in self.nodes for key in node.keys.values()}
 
-    def force_end(self, name: str, true_now: float) -> str | None:
+    def names(self) -> set[str]:
+        return {name for node in self.nodes for name in node.keys}
+
+    def force_end(self, name: str, true_now: float) -> set[str]:
         held = self.holder(name, true_now)
         for node in self.nodes:
             node.keys.pop(name, None)
-        return held
+        return set() if held is None else {held}
 
     def restart(self, keep_data: bool, true_now: float, which: int = 0) -> None:
         """Node ``which`` restarts, with its data (an AOF) or without."""

@@ -37,6 +37,10 @@ from fencelock.sim.model import (
 from fencelock.sim.network import Network, Weather
 
 NAME = "orders/1"
+POOL = "exports"  # the semaphore workload's
+PERMITS = "exports.sem/p/"  # where its permits' leases are (engine/semaphore.py)
+SEMAPHORE_PERMITS = 2
+BELL = "exports.sem/bell"  # a waiter's wake-up: the semaphore ends it to ring it
 # Slack past a lease's trusted time before its loss must have been reported: the renewer
 # looks at it by then at the latest (a renewal in flight waits out its request bound).
 LOSS_BOUND = 2 * REQUEST_BOUND
@@ -61,6 +65,7 @@ class Plan:
     faults: bool = True
     bugs: tuple[str, ...] = ()  # historical bugs put back (fencelock.engine.reintroduced)
     family: str = "lease"  # the model: "lease" (TTL leases), "session" or "redlock"
+    workload: str = "lock"  # or "semaphore": permits of a pool of two
 
 
 @dataclass
@@ -123,11 +128,18 @@ class World:
         if self.ended:
             return
         trusting = self._trusting(self.clock.now)
-        if len(trusting) > 1:
-            who = ", ".join(f"client {n} (token {lease.token})" for n, lease in trusting)
-            self._violated(f"two clients trust {NAME} at once: {who}")
+        by_name: dict[str, list[tuple[int, AsyncLease]]] = {}
         for number, lease in trusting:
-            granted_until = self.store.grant_until(NAME, lease.owner, self.clock.now)
+            by_name.setdefault(lease.name, []).append((number, lease))
+        for name, holders in by_name.items():
+            if len(holders) > 1:
+                who = ", ".join(f"client {n} (token {lease.token})" for n, lease in holders)
+                self._violated(f"two clients trust {name} at once: {who}")
+        permits = [lease for _, lease in trusting if lease.name.startswith(PERMITS)]
+        if len(permits) > SEMAPHORE_PERMITS:
+            self._violated(f"{len(permits)} permits of {SEMAPHORE_PERMITS} trusted at once")
+        for number, lease in trusting:
+            granted_until = self.store.grant_until(lease.name, lease.owner, self.clock.now)
             if granted_until is None:
                 self._violated(
                     f"client {number} trusts token {lease.token} the server no longer grants"
@@ -154,6 +166,8 @@ class World:
                         f"client {number}'s lease (token {lease.token}) is past its trusted "
                         f"time by {now - lease.trusted_until:.3f}s and not reported lost"
                     )
+                if lease.name == BELL:  # a wake-up, which others end on purpose
+                    continue
                 if lease.trusted_until > now and lease.owner not in self.victims:
                     trusting.append((number, lease))
         return trusting
@@ -166,10 +180,15 @@ class World:
 
     async def worker(self, number: int, client: AsyncClient, rng: random.Random) -> None:
         lock = client.lock(NAME, ttl=self.plan.ttl)
+        pool = client.semaphore(POOL, permits=SEMAPHORE_PERMITS, ttl=self.plan.ttl)
         end = self.clock.now + self.plan.duration
         while self.clock.now < end:
+            timeout = rng.uniform(0.05, 4 * self.plan.ttl)
             try:
-                lease = await lock.acquire(timeout=rng.uniform(0.05, 4 * self.plan.ttl))
+                if self.plan.workload == "semaphore":
+                    lease = (await pool.acquire(timeout=timeout)).lease
+                else:
+                    lease = await lock.acquire(timeout=timeout)
             except LockTimeout:
                 continue
             except FencelockError as exc:
@@ -248,11 +267,12 @@ class World:
         """An operator's forced release (a lease store), or the holder's session killed
         by the server (a session store), which tells its client as it goes."""
         store, now = self.store, self.clock.now
-        held = store.holder(NAME, now)
-        victim = store.force_end(NAME, now)
-        if victim is None:
+        name = next(iter(sorted(store.names())), NAME)
+        held = store.holder(name, now)
+        ended = store.force_end(name, now)
+        if not ended:
             return
-        self.victims.add(victim)
+        self.victims.update(ended)
         if isinstance(store, SessionStore) and isinstance(held, SessionLock):
             backend = store.clients.get(held.session)
             if backend is not None:
