@@ -1,8 +1,7 @@
 """The deterministic simulator: the real asyncio client against each model family (TTL
-leases, sessions, Redlock's independent nodes) over a faulty network, in virtual time. No run breaks an invariant; a
-run is decided by its seed alone; each historical bug put back is found where it can
-show, and the one the simulator found itself (trust kept while a shorter extend was in
-flight) stays fixed."""
+leases, sessions, Redlock's independent nodes) over a faulty network, in virtual time.
+No run breaks an invariant; a run is decided by its seed alone; each historical bug put
+back is found where it can show; the bugs the simulator found itself stay fixed."""
 
 from __future__ import annotations
 
