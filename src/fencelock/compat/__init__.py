@@ -3,5 +3,6 @@
 Each face keeps the other library's signature and semantics where they are safe, and
 adds the fencing token; where fencelock must differ for safety, the face's docstring
 says so. :mod:`fencelock.compat.redis_py`: redis-py's ``Lock`` (and redis.asyncio's);
-:mod:`fencelock.compat.redis_lock`: python-redis-lock's ``Lock``.
+:mod:`fencelock.compat.redis_lock`: python-redis-lock's ``Lock``;
+:mod:`fencelock.compat.pottery`: pottery's ``Redlock`` and ``synchronize``.
 """
