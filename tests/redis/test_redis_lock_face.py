@@ -4,6 +4,7 @@ with python-redis-lock itself on the same name, whose waiters a face's release w
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Iterator
@@ -115,3 +116,26 @@ def test_reset_and_reset_all_end_the_holder(conn: redis.Redis, name: str) -> Non
     assert another.acquire()
     reset_all(conn)
     assert not another.locked()
+
+
+def test_found_by_python_redis_locks_own_tests(conn: redis.Redis, name: str) -> None:
+    """Three differences its suite found: a string expire is converted before it is
+    checked; reset_all ends python-redis-lock's own holders too and wakes their waiters;
+    a Lock collected while held is renewed no more, so its key ends by its expire."""
+    with pytest.raises(ValueError, match="negative"):
+        Lock(conn, name, expire="-1")  # type: ignore[arg-type]
+
+    theirs = redis_lock.Lock(conn, f"{name}-theirs", expire=60)
+    assert theirs.acquire(blocking=False)
+    reset_all(conn)
+    assert conn.get(f"lock:{name}-theirs") is None
+    assert conn.blpop([f"lock-signal:{name}-theirs"], timeout=5) is not None
+
+    dropped = Lock(conn, f"{name}-dropped", expire=1, auto_renewal=True)
+    assert dropped.acquire(blocking=False)
+    del dropped
+    gc.collect()
+    gone_by = time.monotonic() + 20
+    while conn.exists(f"lock:{name}-dropped") and time.monotonic() < gone_by:
+        time.sleep(0.2)
+    assert not conn.exists(f"lock:{name}-dropped"), "a collected Lock's key was still renewed"

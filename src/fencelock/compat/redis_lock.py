@@ -22,6 +22,7 @@ safety:
 from __future__ import annotations
 
 import importlib
+import weakref
 from types import TracebackType
 from typing import Any
 
@@ -82,6 +83,8 @@ class Lock:
     ) -> None:
         if auto_renewal and expire is None:
             raise ValueError("Expire may not be None when auto_renewal is set")
+        if expire:
+            expire = int(expire)  # python-redis-lock's order: '-1' is -1, 'x' a ValueError
         if expire is not None and expire < 0:
             raise ValueError("A negative expire is not acceptable.")
         if id is not None:
@@ -137,6 +140,9 @@ class Lock:
             self._lease = self._lock._acquire(0 if not blocking else timeout, self._holder)
         except (LockTimeout, AlreadyHeld):
             return False
+        # As python-redis-lock's: a Lock collected while held is renewed no more, and its
+        # key ends by its expire (the renewer holds the lease, not this object).
+        weakref.finalize(self, _stop_renewing, self._lease)
         return True
 
     def extend(self, expire: float | None = None) -> None:
@@ -204,8 +210,24 @@ class Lock:
         self.release()
 
 
+def _stop_renewing(lease: Lease) -> None:
+    """Called when a face is collected: a flag the renewer reads, no lock taken here."""
+    lease.renews = False
+
+
 def reset_all(redis_client: Any) -> None:
-    """End every lock taken through faces on ``redis_client``'s server (use with care)."""
+    """End every lock on ``redis_client``'s server, a face's or python-redis-lock's, and
+    wake their waiters (python-redis-lock's ``reset_all``; use with care)."""
     client = client_of(redis_client)
+    names = {info.name.removeprefix("lock:") for info in client.list("lock:")}
     for info in client.list("lock:"):
         client.evict(info.name)
+    for key in redis_client.scan_iter(match="lock:*"):  # python-redis-lock's own holders'
+        text = key.decode() if isinstance(key, bytes) else str(key)
+        names.add(text.removeprefix("lock:"))
+        redis_client.delete(text)
+    for name in names:
+        signal = f"lock-signal:{name}"
+        redis_client.delete(signal)
+        redis_client.lpush(signal, 1)
+        redis_client.pexpire(signal, 1000)
