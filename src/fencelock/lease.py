@@ -586,7 +586,10 @@ class AsyncLease(LeaseBase):
     async def _renew_on_server(self, ttl: float | None) -> Outcome:
         if self._one_request is None:
             self._one_request = asyncio.Lock()
-        async with self._one_request:
+        one_at_a_time: contextlib.AbstractAsyncContextManager[object] = self._one_request
+        if reintroduced.on("extend-renewal-race"):
+            one_at_a_time = contextlib.nullcontext()
+        async with one_at_a_time:
             with self._request(ttl) as request:
                 if request.live:
                     request.outcome = await self._backend.renew(self.name, self.owner, request.ttl)

@@ -23,7 +23,10 @@ FAMILIES = ("lease", "session", "redlock")
 SHOWS_ON = {
     "trust-from-reply": FAMILIES,
     "no-trust-at-send": ("lease", "redlock"),
-    "late-try-forgotten": ("lease",),  # a store that grants its holder's try again
+    "extend-renewal-race": ("lease", "redlock"),
+    # a store that grants its holder's try again: found only after about 40 s of CPU,
+    # so held here by the seed that found it (below), not searched for
+    "late-try-forgotten": (),
 }
 
 
@@ -75,7 +78,8 @@ def test_each_historical_bug_put_back_is_found(bug: str, family: str) -> None:
     ("bug", "seed"),
     [
         ("no-trust-at-send", 0),  # an extend's trust kept until its answer came
-        ("late-try-forgotten", 125),  # an acquire's unanswered try landing after an extend
+        ("late-try-forgotten", 667),  # an acquire's unanswered try landing after an extend
+        ("extend-renewal-race", 17),  # an extend and a renewal in flight together
     ],
 )
 def test_the_bugs_the_simulator_found_stay_fixed(bug: str, seed: int) -> None:

@@ -11,6 +11,7 @@ KNOWN = {
     "trust-from-reply": "a renewal's trust counted from its reply, not from when it was sent",
     "no-trust-at-send": "an extend to a shorter TTL trusted as before until its answer came",
     "late-try-forgotten": "an acquire's unanswered try, landing after an extend, not bounding it",
+    "extend-renewal-race": "an extend and a renewal of one lease in flight at once",
 }
 
 _on: set[str] = set()

@@ -283,8 +283,9 @@ class SimRedlockBackend:
         self, ask: Callable[[RedlockNode], T], what: str, timeout: float = NODE_TIMEOUT
     ) -> list[T | plan.NodeError]:
         async def one(node: RedlockNode) -> T | plan.NodeError:
+            link = (self.client, id(node))  # one connection per node, as the real links
             try:
-                return await self.network.call(self.client, lambda: ask(node), timeout, what)
+                return await self.network.call(self.client, lambda: ask(node), timeout, what, link)
             except BackendUnavailable as exc:
                 return plan.NodeError(str(exc))
 

@@ -33,6 +33,9 @@ class Network:
         self.rng, self.weather = rng, weather
         self.paused_until: dict[int, float] = {}
         self.dead: set[int] = set()  # clients whose process was killed: nothing in or out
+        # A link (one TCP connection: Redlock's one per node) delivers in order: when its
+        # last message in each direction arrives.
+        self._last: dict[tuple[object, str], float] = {}
         self.messages = 0
         self.log: Callable[[str], None] = lambda line: None
 
@@ -65,15 +68,32 @@ class Network:
         if self.rng.random() >= self.weather.drop:
             loop.call_later(self._delay(), arrive)
 
-    async def call(self, client: int, apply: Callable[[], T], timeout: float, what: str) -> T:
+    def _in_order(self, link: object | None, way: str, now: float, delay: float) -> float:
+        """``delay``, or longer so as not to overtake what ``link`` sent before."""
+        if link is None:
+            return delay
+        at = max(now + delay, self._last.get((link, way), 0.0))
+        self._last[link, way] = at
+        return at - now
+
+    async def call(
+        self,
+        client: int,
+        apply: Callable[[], T],
+        timeout: float,
+        what: str,
+        link: object | None = None,
+    ) -> T:
         """``apply()`` on the server once the request arrives; its result once the reply
-        does, or :class:`BackendUnavailable` after ``timeout`` seconds."""
+        does, or :class:`BackendUnavailable` after ``timeout`` seconds. Messages on one
+        ``link`` arrive in the order they were sent; others may overtake each other."""
         loop = asyncio.get_running_loop()
         reply: asyncio.Future[T] = loop.create_future()
         self.messages += 1
         if self.rng.random() >= self.weather.drop and client not in self.dead:
-            delay = self._resumes(client, loop.time()) + self._delay()
-            loop.call_later(delay, self._arrive, client, apply, reply, what)
+            now = loop.time()
+            delay = self._in_order(link, "in", now, self._resumes(client, now) + self._delay())
+            loop.call_later(delay, self._arrive, client, apply, reply, what, link)
         try:
             return await asyncio.wait_for(reply, timeout)
         except asyncio.TimeoutError:
@@ -81,7 +101,12 @@ class Network:
             raise BackendUnavailable(unanswered) from None
 
     def _arrive(
-        self, client: int, apply: Callable[[], T], reply: asyncio.Future[T], what: str
+        self,
+        client: int,
+        apply: Callable[[], T],
+        reply: asyncio.Future[T],
+        what: str,
+        link: object | None,
     ) -> None:
         """The request reaches the server: applied; its reply sent, lost, or lost and the
         request sent again later (a driver resending it)."""
@@ -89,8 +114,9 @@ class Network:
         self.log(f"server: {what} from client {client} -> {result!r}")
         loop = asyncio.get_running_loop()
         if self.rng.random() >= self.weather.drop:
-            loop.call_later(self._delay(), self._answer, client, reply, result, what)
-        elif self.rng.random() < self.weather.duplicate:
+            delay = self._in_order(link, "out", loop.time(), self._delay())
+            loop.call_later(delay, self._answer, client, reply, result, what)
+        elif link is None and self.rng.random() < self.weather.duplicate:
             loop.call_later(self._delay(), self._again, client, apply, what)
 
     def _again(self, client: int, apply: Callable[[], object], what: str) -> None:

@@ -113,6 +113,7 @@ class World:
         self.victims: set[str] = set()  # owners whose lease a fault ended on the server
         self.workers: list[asyncio.Task[None]] = []
         self.acquired = 0
+        self.tokens: dict[str, list[tuple[float, int]]] = {}  # per name: (granted, token)
         self.held_since: dict[AsyncLease, float] = {}
         self.lease_seconds = 0.0
         self.ended = False
@@ -172,6 +173,18 @@ class World:
                     trusting.append((number, lease))
         return trusting
 
+    def _check_token(self, number: int, lease: AsyncLease, asked: float) -> None:
+        """Tokens per name strictly increase: a lease asked for after another was
+        granted (and known to be) has a greater token."""
+        earlier = self.tokens.setdefault(lease.name, [])
+        before = [token for granted, token in earlier if granted < asked]
+        if before and lease.token <= max(before):
+            self._violated(
+                f"client {number} got token {lease.token} on {lease.name}, not above "
+                f"{max(before)}, granted before it asked"
+            )
+        earlier.append((self.clock.now, lease.token))
+
     def _violated(self, what: str) -> NoReturn:
         self.say(f"VIOLATION: {what}")
         raise Violation(what)
@@ -183,7 +196,7 @@ class World:
         pool = client.semaphore(POOL, permits=SEMAPHORE_PERMITS, ttl=self.plan.ttl)
         end = self.clock.now + self.plan.duration
         while self.clock.now < end:
-            timeout = rng.uniform(0.05, 4 * self.plan.ttl)
+            timeout, asked = rng.uniform(0.05, 4 * self.plan.ttl), self.clock.now
             try:
                 if self.plan.workload == "semaphore":
                     lease = (await pool.acquire(timeout=timeout)).lease
@@ -196,6 +209,7 @@ class World:
                 await asyncio.sleep(rng.uniform(0.01, 0.2))
                 continue
             self.say(f"client {number}: acquired token {lease.token}")
+            self._check_token(number, lease, asked)
             self.acquired += 1
             self.held_since[lease] = self.clock.now
             lease.on_lost(self._telling_loss(number))
@@ -209,11 +223,15 @@ class World:
 
     async def hold(self, number: int, lease: AsyncLease, rng: random.Random) -> None:
         with contextlib.suppress(FencelockError):
-            if rng.random() < 0.25:
+            held = rng.expovariate(1 / (0.8 * self.plan.ttl))
+            if rng.random() < 0.4:  # at any moment of the hold, a renewal perhaps in flight
+                before = rng.uniform(0.0, held)
+                await asyncio.sleep(before)
                 ttl = rng.uniform(0.5, 2.0) * self.plan.ttl
                 await lease.extend(ttl)
                 self.say(f"client {number}: extended {lease.token} to {ttl:.3f}s")
-            await asyncio.sleep(rng.expovariate(1 / (0.8 * self.plan.ttl)))
+                held -= before
+            await asyncio.sleep(held)
         with contextlib.suppress(FencelockError):
             await lease.release()
             self.say(f"client {number}: released {lease.token}")
