@@ -108,7 +108,7 @@ def test_the_lease_model_matches_the_servers(backend: BackendCase, name: str, se
     assert any("acquire" in line and "server True" in line for line in outcomes)
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", SEEDS[:1])
 def test_the_session_model_matches_the_servers(backend: BackendCase, name: str, seed: int) -> None:
     kind = kind_of(backend)
     if kind not in SESSION_FAMILY:

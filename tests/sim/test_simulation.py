@@ -17,7 +17,7 @@ from fencelock.sim import Plan, run
 from fencelock.sim.loop import Stalled, VirtualClock, VirtualLoop
 from fencelock.sim.model import Granted, LeaseStore, Taken
 
-SWEEP_CPU = 2.0  # seconds of CPU each family's sweep below may use (10-60 runs)
+SWEEP_CPU = 1.5  # seconds of CPU each family's sweep below may use (5-40 runs)
 FAMILIES = ("lease", "session", "redlock")
 # Where each put-back bug can show: a session's timeout does not shrink with an extend.
 SHOWS_ON = {
@@ -38,7 +38,7 @@ def test_a_sweep_of_seeds_breaks_no_invariant(family: str) -> None:
         assert outcome.ok, f"seed {seed}: {outcome.violation}\n" + "\n".join(outcome.trace)
         assert outcome.grants > 5  # the clients did take the lock, again and again
         seed, steps = seed + 1, steps + outcome.steps
-    assert seed >= 5 and steps > 10_000
+    assert seed >= 3 and steps > 10_000
 
 
 @pytest.mark.parametrize("family", ("lease", "session"))

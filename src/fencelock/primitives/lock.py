@@ -48,7 +48,7 @@ from fencelock.holdings import this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseBase, LeaseTerms
 from fencelock.metrics import REGISTRY
 from fencelock.primitives.contenders import line_of
-from fencelock.primitives.pending import PendingAcquires
+from fencelock.primitives.pending import BlockingAcquire, PendingAcquires
 from fencelock.seam import Seam
 from fencelock.stepping import call_ends_at
 from fencelock.stopping import TaskStopper, ThreadStopper
@@ -72,25 +72,23 @@ def new_owner() -> str:
     return owner_value(secrets.token_hex(20))
 
 
-def _never_cancelled() -> None:
-    pass
-
-
 def drive(
     flow: AcquireFlow,
     attempt: Attempt,
     name: str | None = None,
-    check: Callable[[], None] = _never_cancelled,
+    pending: BlockingAcquire | None = None,
 ) -> Granted | GaveUp:
     """Run the acquire flow with blocking I/O (counted as waiting on ``name``'s prefix
-    from its first wait on); ``check`` raises if the acquire was cancelled meanwhile
-    (before each try and around each wait: ``attempt.interrupt()`` ends a wait)."""
+    from its first wait on); raises :class:`AcquireCancelled` once ``pending`` is
+    cancelled (looked at before each try and around each wait, which
+    ``attempt.interrupt()`` ends)."""
     reply: Reply | None = None
     waiting = False
     try:
         while True:
             op = flow.send(reply) if reply is not None else next(flow)
-            check()
+            if pending is not None and pending.requested:
+                raise pending.cancelled()
             if isinstance(op, TryAcquire):
                 started = clock.now()
                 try:
@@ -104,7 +102,8 @@ def drive(
                     attempt.wait(op.timeout)
                 except BackendUnavailable:  # the next try says whether it lasts
                     time.sleep(max(waited - clock.now(), 0.0))
-                check()
+                if pending is not None and pending.requested:
+                    raise pending.cancelled()
                 reply = Waited(clock.now())
     except StopIteration as done:
         granted: Granted | GaveUp = done.value  # a generator's return value is untyped
@@ -335,7 +334,7 @@ class Lock(_LockBase[Backend, Lease]):
             pending = self._pending.blocking(attempt)
             try:
                 with call_ends_at(ends):  # a blocking driver's sockets end with the call
-                    outcome = drive(flow, attempt, self.name, lambda: self._pending.check(pending))
+                    outcome = drive(flow, attempt, self.name, pending)
             finally:
                 self._pending.done(pending)
                 attempt.close()

@@ -25,10 +25,13 @@ class Interruptible(Protocol):
 class BlockingAcquire:
     """One blocking acquire under way: ``requested`` once cancelled."""
 
-    __slots__ = ("attempt", "requested")
+    __slots__ = ("attempt", "name", "requested")
 
-    def __init__(self, attempt: Interruptible) -> None:
-        self.attempt, self.requested = attempt, False
+    def __init__(self, attempt: Interruptible, name: str) -> None:
+        self.attempt, self.name, self.requested = attempt, name, False
+
+    def cancelled(self) -> AcquireCancelled:
+        return _cancelled(self.name)
 
 
 class TaskAcquire:
@@ -38,6 +41,10 @@ class TaskAcquire:
 
     def __init__(self, task: asyncio.Task[object], loop: asyncio.AbstractEventLoop) -> None:
         self.task, self.loop, self.requested = task, loop, False
+
+
+def _cancelled(name: str) -> AcquireCancelled:
+    return AcquireCancelled(f"acquire of lock {name!r} cancelled (lock.cancel())")
 
 
 class PendingAcquires:
@@ -50,7 +57,7 @@ class PendingAcquires:
 
     def blocking(self, attempt: Interruptible) -> BlockingAcquire:
         """Count a blocking acquire in (:meth:`done` counts it out)."""
-        pending = BlockingAcquire(attempt)
+        pending = BlockingAcquire(attempt, self._name)
         self._blocking.add(pending)
         return pending
 
@@ -68,13 +75,8 @@ class PendingAcquires:
     def task_done(self, pending: TaskAcquire) -> None:
         self._tasks.discard(pending)
 
-    def check(self, pending: BlockingAcquire | None) -> None:
-        """Raise :class:`AcquireCancelled` if ``pending`` was cancelled."""
-        if pending is not None and pending.requested:
-            raise self.cancelled()
-
     def cancelled(self) -> AcquireCancelled:
-        return AcquireCancelled(f"acquire of lock {self._name!r} cancelled (lock.cancel())")
+        return _cancelled(self._name)
 
     def cancel(self) -> None:
         """End every acquire under way now; each raises :class:`AcquireCancelled`."""
