@@ -4,13 +4,16 @@ redis-server with bare keys (the whole suite runs on the default keys)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 import fencelock
 from fencelock.testing import RedisServer
-from tests.contract.conftest import BackendCase, patient
+from tests.contract.conftest import (  # noqa: F401 - the contract's clients, on bare keys
+    BackendCase,
+    client,
+    other,
+    patient,
+)
 from tests.contract.test_contract import (  # noqa: F401 - collected here, on bare keys
     test_acquire_release_and_tokens_increase,
     test_extend_and_release_twice,
@@ -42,20 +45,10 @@ def backend(plain_redis: RedisServer) -> BackendCase:
     return BackendCase(patient(plain_redis.url + "?keys=bare"), cross_process=True, persistent=True)
 
 
-@pytest.fixture
-def client(backend: BackendCase) -> Iterator[fencelock.Client]:
-    with fencelock.connect(backend.url) as c:
-        yield c
-
-
-@pytest.fixture
-def other(backend: BackendCase) -> Iterator[fencelock.Client]:
-    with fencelock.connect(backend.url) as c:
-        yield c
-
-
 def test_the_lock_is_at_its_name(
-    client: fencelock.Client, plain_redis: RedisServer, name: str
+    client: fencelock.Client,  # noqa: F811 - the imported fixture
+    plain_redis: RedisServer,
+    name: str,
 ) -> None:
     import redis
 

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fencelock.engine.reintroduced import KNOWN
+from fencelock.errors import ConfigError
 from fencelock.sim import Plan, run
 from fencelock.sim.loop import Stalled, VirtualClock, VirtualLoop
 from fencelock.sim.model import Granted, LeaseStore, Taken
@@ -135,3 +136,19 @@ def test_the_lease_store_model(sequence: list[tuple[str, int, float]]) -> None:
         else:
             now += seconds
     assert tokens == sorted(set(tokens))
+
+
+@pytest.mark.parametrize(
+    ("plan", "message"),
+    [
+        ({"family": "raft"}, "no model family 'raft'"),
+        ({"workload": "queue"}, "no workload 'queue'"),
+        ({"clients": 1}, "at least 2 clients"),
+        ({"ttl": 0}, "ttl"),
+        ({"duration": -1}, "duration"),
+        ({"bugs": ("nope",)}, "no such historical bug: nope"),
+    ],
+)
+def test_a_plan_says_what_is_wrong_with_it(plan: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        Plan(seed=1, **plan)  # type: ignore[arg-type]

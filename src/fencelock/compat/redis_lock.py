@@ -219,8 +219,9 @@ def reset_all(redis_client: Any) -> None:
     """End every lock on ``redis_client``'s server, a face's or python-redis-lock's, and
     wake their waiters (python-redis-lock's ``reset_all``; use with care)."""
     client = client_of(redis_client)
-    names = {info.name.removeprefix("lock:") for info in client.list("lock:")}
-    for info in client.list("lock:"):
+    faces = client.list("lock:")
+    names = {info.name.removeprefix("lock:") for info in faces}
+    for info in faces:
         client.evict(info.name)
     for key in redis_client.scan_iter(match="lock:*"):  # python-redis-lock's own holders'
         text = key.decode() if isinstance(key, bytes) else str(key)

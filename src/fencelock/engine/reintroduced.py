@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from fencelock.errors import ConfigError
+
 # Each switch, and the bug it puts back.
 KNOWN = {
     "trust-from-reply": "a renewal's trust counted from its reply, not from when it was sent",
@@ -27,7 +29,7 @@ def reintroduced(*bugs: str) -> Iterator[None]:
     """Within: ``bugs`` are back."""
     unknown = set(bugs) - set(KNOWN)
     if unknown:
-        raise ValueError(f"no such historical bug: {', '.join(sorted(unknown))}")
+        raise ConfigError(f"no such historical bug: {', '.join(sorted(unknown))}")
     before = set(_on)
     _on.clear()
     _on.update(bugs)

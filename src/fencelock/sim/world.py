@@ -16,8 +16,9 @@ from typing import NoReturn
 
 from fencelock import clock
 from fencelock.client import AsyncClient
-from fencelock.engine.reintroduced import reintroduced
-from fencelock.errors import FencelockError, LockTimeout
+from fencelock.engine.reintroduced import KNOWN, reintroduced
+from fencelock.engine.timing import validate_ttl
+from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease
 from fencelock.primitives import lock as lock_module
 from fencelock.sim.backend import (
@@ -47,6 +48,8 @@ LOSS_BOUND = 2 * REQUEST_BOUND
 # Server clock rates a run draws from: within the documented drift (1 % of the TTL).
 DRIFT = 0.0099
 REDLOCK_NODES = 5
+FAMILIES = ("lease", "session", "redlock")
+WORKLOADS = ("lock", "semaphore")
 
 
 class Violation(AssertionError):
@@ -66,6 +69,19 @@ class Plan:
     bugs: tuple[str, ...] = ()  # historical bugs put back (fencelock.engine.reintroduced)
     family: str = "lease"  # the model: "lease" (TTL leases), "session" or "redlock"
     workload: str = "lock"  # or "semaphore": permits of a pool of two
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ConfigError(f"no model family {self.family!r} (one of {', '.join(FAMILIES)})")
+        if self.workload not in WORKLOADS:
+            raise ConfigError(f"no workload {self.workload!r} (one of {', '.join(WORKLOADS)})")
+        if self.clients < 2:
+            raise ConfigError(f"a run needs at least 2 clients to contend, not {self.clients}")
+        validate_ttl(self.ttl)
+        validate_ttl(self.duration, "duration")
+        unknown = sorted(set(self.bugs) - set(KNOWN))
+        if unknown:
+            raise ConfigError(f"no such historical bug: {', '.join(unknown)}")
 
 
 @dataclass
