@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 from fencelock import clock, forking
 from fencelock.aio import stop, within
 from fencelock.backends.base import async_batch_renewing, batch_renewing
+from fencelock.engine import reintroduced
 from fencelock.engine import renewal as plan
 from fencelock.lease import AsyncLease, Lease, LeaseBase, arenew_together, renew_together
 
@@ -183,12 +184,13 @@ class Renewer(_RenewerBase[Lease]):
                 leases.renewed(None)
             return leases.carried_out()
         for lease in leases.to_renew:
-            one = _Round([lease])
-            call = self._calls.submit(lease._renew_on_server)
-            try:
-                one.renewed({lease: call.result(timeout=one.time_limit)})
-            except FutureTimeout:
-                one.renewed(None)
+            one = _Round([lease])  # as of now: the renewals before it took time
+            if one.to_renew:  # else past its safe time already: that step is decided
+                call = self._calls.submit(lease._renew_on_server)
+                try:
+                    one.renewed({lease: call.result(timeout=one.time_limit)})
+                except FutureTimeout:
+                    one.renewed(None)
             leases.steps[lease] = one.steps[lease]
         return leases.carried_out()
 
@@ -248,11 +250,13 @@ class AsyncRenewer(_RenewerBase[AsyncLease]):
                 leases.renewed(None)
             return leases.carried_out()
         for lease in leases.to_renew:
-            one = _Round([lease])
-            try:
-                outcome = await within(one.time_limit, asyncio.shield(lease._renewal()))
-                one.renewed({lease: outcome})
-            except asyncio.TimeoutError:
-                one.renewed(None)
+            one = _Round([lease])  # as of now: the renewals before it took time
+            if one.to_renew or reintroduced.on("renewer-stale-round"):
+                # (else past its safe time already: that step is decided)
+                try:
+                    outcome = await within(one.time_limit, asyncio.shield(lease._renewal()))
+                    one.renewed({lease: outcome})
+                except asyncio.TimeoutError:
+                    one.renewed(None)
             leases.steps[lease] = one.steps[lease]
         return leases.carried_out()

@@ -30,9 +30,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TypeVar
 
+from fencelock.engine import reintroduced
 from fencelock.engine.outcomes import Busy
 from fencelock.engine.timing import clock_drift, trusted_until
-from fencelock.errors import ConfigError
+from fencelock.errors import BackendUnavailable, ConfigError
 
 MIN_NODES = 3
 # A failed attempt that saw no holder (a split vote, slow or unreachable nodes) retries
@@ -348,3 +349,38 @@ def decide_release(results: Sequence[NodeReply]) -> bool | None:
     if answered < q:
         return None
     return held + (n - answered) >= q
+
+
+# One node's answer on a name: its key's owner (or None), PTTL in ms, token (or None).
+NodeView = tuple[str | None, int | str | bytes, int | str | bytes | None]
+
+
+def quorum_view(
+    name: str, answers: Sequence[NodeView], quorum: int, nodes: int
+) -> tuple[str | None, int, float | None] | None:
+    """What a quorum of nodes says of ``name``: (holder, token, seconds left) from each
+    answering node's key owner, PTTL and token; None if no node knows the name. The
+    holder is the owner a quorum agrees on; its time left, the quorum's shortest.
+
+    Raises :class:`BackendUnavailable` when the nodes that did not answer could make an
+    owner a quorum: "not held" would then be a guess that lets a second holder in."""
+    owners: dict[str, list[int]] = {}
+    tokens = [int(token) for _, _, token in answers if token is not None]
+    for owner, pttl, _ in answers:
+        if owner is not None:
+            owners.setdefault(owner, []).append(int(pttl))
+    if not owners and not tokens:
+        return None
+    holder = next((o for o, ttls in owners.items() if len(ttls) >= quorum), None)
+    silent = nodes - len(answers)
+    undecided = any(len(ttls) + silent >= quorum for ttls in owners.values())
+    if holder is None and undecided and not reintroduced.on("redlock-guessed-holder"):
+        most = max(len(ttls) for ttls in owners.values())
+        raise BackendUnavailable(
+            f"redlock: cannot tell whether {name!r} is held: {most} of the {len(answers)} "
+            f"nodes that answered say so, and {silent} did not answer"
+        )
+    remaining = None
+    if holder is not None:
+        remaining = sorted(owners[holder], reverse=True)[quorum - 1] / 1000
+    return holder, max(tokens, default=0), remaining

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from fencelock.errors import ConfigError
 
@@ -14,6 +14,9 @@ KNOWN = {
     "no-trust-at-send": "an extend to a shorter TTL trusted as before until its answer came",
     "late-try-forgotten": "an acquire's unanswered try, landing after an extend, not bounding it",
     "extend-renewal-race": "an extend and a renewal of one lease in flight at once",
+    "reused-holder-id": "a holder known by a number the next one gets once it ends (a thread id)",
+    "renewer-stale-round": "the renewer dying on a lease that passed its safe time mid-round",
+    "redlock-guessed-holder": "Redlock's inspect saying 'not held' when silent nodes could hold it",
 }
 
 _on: set[str] = set()
@@ -22,6 +25,16 @@ _on: set[str] = set()
 def on(bug: str) -> bool:
     """Whether ``bug`` is put back now."""
     return bug in _on
+
+
+# How a bug is put back where a flag read in place would cost every call: a context
+# that swaps the old code in, registered by the module the bug lived in.
+_putting_back: dict[str, Callable[[], contextlib.AbstractContextManager[None]]] = {}
+
+
+def put_back_by(bug: str, context: Callable[[], contextlib.AbstractContextManager[None]]) -> None:
+    """``context()`` puts ``bug`` back while it is entered."""
+    _putting_back[bug] = context
 
 
 @contextlib.contextmanager
@@ -34,7 +47,11 @@ def reintroduced(*bugs: str) -> Iterator[None]:
     _on.clear()
     _on.update(bugs)
     try:
-        yield
+        with contextlib.ExitStack() as stack:
+            for bug in bugs:
+                if bug in _putting_back:
+                    stack.enter_context(_putting_back[bug]())
+            yield
     finally:
         _on.clear()
         _on.update(before)

@@ -8,6 +8,7 @@ import sys
 import time
 
 from fencelock.engine.reintroduced import KNOWN
+from fencelock.sim.workloads import WORKLOADS
 from fencelock.sim.world import Outcome, Plan, run
 
 
@@ -22,7 +23,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--family", choices=("lease", "session", "redlock"), default="lease", help="the model"
     )
-    parser.add_argument("--workload", choices=("lock", "semaphore"), default="lock")
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="lock")
     parser.add_argument(
         "--bug", action="append", default=[], choices=sorted(KNOWN), help="put a bug back"
     )

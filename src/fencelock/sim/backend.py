@@ -363,11 +363,20 @@ class SimRedlockBackend:
         raise BackendUnavailable(f"redlock: cannot tell whether {name!r} was extended")
 
     async def inspect(self, name: str) -> LockInfo | None:
-        held = self.nodes.holder(name, self._now())
-        return LockInfo(name, held, 0, None)
+        replies = await self._each(lambda node: node.peek(name, self._now()), f"inspect {name}")
+        answers = [r for r in replies if not isinstance(r, plan.NodeError)]
+        if len(answers) < self.nodes.quorum:
+            raise BackendUnavailable(f"redlock: too few nodes answered an inspect of {name!r}")
+        view = plan.quorum_view(name, answers, self.nodes.quorum, len(self.nodes.nodes))
+        return None if view is None else LockInfo(name, *view)
 
     async def list(self, prefix: str) -> builtins.list[LockInfo]:
-        return []
+        scans = await self._each(lambda node: node.names_under(prefix), f"scan {prefix}")
+        known = [scan for scan in scans if not isinstance(scan, plan.NodeError)]
+        if len(known) < self.nodes.quorum:
+            raise BackendUnavailable(f"redlock: too few nodes answered a scan of {prefix!r}")
+        infos = [await self.inspect(name) for name in sorted(set().union(*known))]
+        return [info for info in infos if info is not None and info.held]
 
     async def waiters(self, name: str) -> builtins.list[str] | None:
         return None

@@ -1,10 +1,18 @@
 """An asyncio event loop whose clock is virtual: when every task waits, time jumps to
 the next timer instead of passing. The loop's selector is a stand-in that never has a
-socket ready; the simulated network is timers too."""
+socket ready; the simulated network is timers too.
+
+Each client reads a clock of its own (:class:`ClientClock`: a rate off true time, and
+jumps): a task started in a client's context sees ``loop.time()`` (and so
+``fencelock.clock.now``) on that clock, and its timers are set by it; the loop itself
+and the model servers keep true time."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import heapq
+import math
 import selectors
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -21,7 +29,40 @@ class VirtualClock:
         self.now = start
 
     def advance(self, seconds: float) -> None:
-        self.now += max(seconds, 0.0)
+        if seconds > 0:  # by one step of the float at least: a wait always ends
+            self.now = max(self.now + seconds, math.nextafter(self.now, math.inf))
+
+
+class ClientClock:
+    """A client's own clock: it reads ``start + (true - start) * rate + jumped``."""
+
+    def __init__(self, start: float, rate: float = 1.0) -> None:
+        self.start, self.rate, self.jumped = start, rate, 0.0
+        self.jumped_at = start  # true time of the last jump
+
+    def reading(self, true_now: float) -> float:
+        return self.start + (true_now - self.start) * self.rate + self.jumped
+
+    def true_at(self, reading: float) -> float:
+        """The first true time at which this clock reads ``reading`` or more (with no
+        later jump): rounded up, so a timer set by this clock is never early by it."""
+        true = self.start + (reading - self.start - self.jumped) / self.rate
+        while self.reading(true) < reading:
+            true = math.nextafter(true, math.inf)
+        return true
+
+
+# The clock of the client whose task is running; None: the loop's or a server's (true).
+client_clock: contextvars.ContextVar[ClientClock | None] = contextvars.ContextVar(
+    "client_clock", default=None
+)
+
+
+def server_side() -> contextvars.Context:
+    """A context in which to run a model server's work: on true time."""
+    context = contextvars.copy_context()
+    context.run(client_clock.set, None)
+    return context
 
 
 class _Selector(selectors.BaseSelector):
@@ -65,7 +106,42 @@ class VirtualLoop(asyncio.SelectorEventLoop):
         self.steps = 0
 
     def time(self) -> float:
-        return self.clock.now
+        own = client_clock.get()
+        return self.clock.now if own is None else own.reading(self.clock.now)
+
+    def call_at(  # type: ignore[override]
+        self,
+        when: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
+        # ``when`` is on the clock of whoever sets the timer; the loop keeps true time.
+        own = client_clock.get() if context is None else context.get(client_clock)
+        if own is not None:
+            when = own.true_at(when)
+        return super().call_at(when, callback, *args, context=context)
+
+    def call_later(  # type: ignore[override]
+        self,
+        delay: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
+        own = client_clock.get() if context is None else context.get(client_clock)
+        now = self.clock.now if own is None else own.reading(self.clock.now)
+        return self.call_at(now + delay, callback, *args, context=context)
+
+    def jump(self, own: ClientClock, seconds: float) -> None:
+        """``own`` jumps ``seconds`` ahead: its timers come due that much sooner."""
+        own.jumped += seconds
+        own.jumped_at = self.clock.now
+        scheduled: list[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
+        for handle in scheduled:
+            if handle._context.get(client_clock) is own:  # type: ignore[attr-defined]
+                handle._when -= seconds / own.rate  # type: ignore[attr-defined]
+        heapq.heapify(scheduled)
 
     def _run_once(self) -> None:
         super()._run_once()  # type: ignore[misc]

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fencelock.engine import redlock as plan
+
 
 @dataclass
 class Record:
@@ -246,6 +248,19 @@ class RedlockNode:
             self.keys.pop(name, None)
             return None
         return key
+
+    def peek(self, name: str, true_now: float) -> plan.NodeView:
+        """The key's owner, its PTTL (ms) and the name's token, as the real inspect reads
+        them (GET, PTTL, GET of the token key)."""
+        key = self._key(name, true_now)
+        token = self.counters.get(name)
+        if key is None:
+            return None, -2, token
+        return key[0], int((key[1] - self.clock(true_now)) * 1000), token
+
+    def names_under(self, prefix: str) -> set[str]:
+        """The names this node has a key or a token for under ``prefix`` (a SCAN)."""
+        return {name for name in (*self.keys, *self.counters) if name.startswith(prefix)}
 
     def phase_one(
         self, name: str, owner: str, ttl: float, true_now: float

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from fencelock.errors import BackendUnavailable
+from fencelock.sim.loop import server_side
 
 T = TypeVar("T")
 
@@ -29,8 +30,11 @@ class Weather:
 
 
 class Network:
-    def __init__(self, rng: random.Random, weather: Weather) -> None:
-        self.rng, self.weather = rng, weather
+    def __init__(self, rng: random.Random, weather: Weather, now: Callable[[], float]) -> None:
+        # ``now``: true time. A client's loop.time() is its own clock's; the network's
+        # and the servers' work runs on true time (each callback in a server context).
+        self.rng, self.weather, self.now = rng, weather, now
+        self.server = server_side()
         self.paused_until: dict[int, float] = {}
         self.dead: set[int] = set()  # clients whose process was killed: nothing in or out
         # A link (one TCP connection: Redlock's one per node) delivers in order: when its
@@ -59,14 +63,14 @@ class Network:
         def arrive() -> None:
             if client in self.dead:
                 return
-            late = self._resumes(client, loop.time())
+            late = self._resumes(client, self.now())
             if late > 0:
-                loop.call_later(late, arrive)
+                loop.call_later(late, arrive, context=self.server)
             else:
                 deliver()
 
         if self.rng.random() >= self.weather.drop:
-            loop.call_later(self._delay(), arrive)
+            loop.call_later(self._delay(), arrive, context=self.server)
 
     def _in_order(self, link: object | None, way: str, now: float, delay: float) -> float:
         """``delay``, or longer so as not to overtake what ``link`` sent before."""
@@ -91,9 +95,11 @@ class Network:
         reply: asyncio.Future[T] = loop.create_future()
         self.messages += 1
         if self.rng.random() >= self.weather.drop and client not in self.dead:
-            now = loop.time()
+            now = self.now()
             delay = self._in_order(link, "in", now, self._resumes(client, now) + self._delay())
-            loop.call_later(delay, self._arrive, client, apply, reply, what, link)
+            loop.call_later(
+                delay, self._arrive, client, apply, reply, what, link, context=self.server
+            )
         try:
             return await asyncio.wait_for(reply, timeout)
         except asyncio.TimeoutError:
@@ -114,10 +120,10 @@ class Network:
         self.log(f"server: {what} from client {client} -> {result!r}")
         loop = asyncio.get_running_loop()
         if self.rng.random() >= self.weather.drop:
-            delay = self._in_order(link, "out", loop.time(), self._delay())
-            loop.call_later(delay, self._answer, client, reply, result, what)
+            delay = self._in_order(link, "out", self.now(), self._delay())
+            loop.call_later(delay, self._answer, client, reply, result, what, context=self.server)
         elif link is None and self.rng.random() < self.weather.duplicate:
-            loop.call_later(self._delay(), self._again, client, apply, what)
+            loop.call_later(self._delay(), self._again, client, apply, what, context=self.server)
 
     def _again(self, client: int, apply: Callable[[], object], what: str) -> None:
         self.log(f"server: {what} from client {client}, sent again -> {apply()!r}")
@@ -126,9 +132,9 @@ class Network:
         if client in self.dead:
             return
         loop = asyncio.get_running_loop()
-        late = self._resumes(client, loop.time())
+        late = self._resumes(client, self.now())
         if late > 0:  # a paused client reads it when it resumes
-            loop.call_later(late, self._answer, client, reply, result, what)
+            loop.call_later(late, self._answer, client, reply, result, what, context=self.server)
         elif not reply.done():
             self.log(f"client {client}: reply to {what}: {result!r}")
             reply.set_result(result)

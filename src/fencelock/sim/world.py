@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import hashlib
 import random
 import time
@@ -27,7 +28,7 @@ from fencelock.sim.backend import (
     SimRedlockBackend,
     SimSessionBackend,
 )
-from fencelock.sim.loop import VirtualClock, VirtualLoop
+from fencelock.sim.loop import ClientClock, VirtualClock, VirtualLoop, client_clock
 from fencelock.sim.model import (
     LeaseStore,
     RedlockNode,
@@ -36,20 +37,19 @@ from fencelock.sim.model import (
     SessionStore,
 )
 from fencelock.sim.network import Network, Weather
+from fencelock.sim.workloads import WORKLOADS
 
-NAME = "orders/1"
-POOL = "exports"  # the semaphore workload's
-PERMITS = "exports.sem/p/"  # where its permits' leases are (engine/semaphore.py)
-SEMAPHORE_PERMITS = 2
-BELL = "exports.sem/bell"  # a waiter's wake-up: the semaphore ends it to ring it
 # Slack past a lease's trusted time before its loss must have been reported: the renewer
 # looks at it by then at the latest (a renewal in flight waits out its request bound).
 LOSS_BOUND = 2 * REQUEST_BOUND
-# Server clock rates a run draws from: within the documented drift (1 % of the TTL).
+# Clock rates a run draws, the server's and each client's: together within the
+# documented drift (1 % of the TTL), so each within half of it.
 DRIFT = 0.0099
 REDLOCK_NODES = 5
 FAMILIES = ("lease", "session", "redlock")
-WORKLOADS = ("lock", "semaphore")
+# Workloads that need a lease to outlive its client (a latch's count): not the session
+# family's, as on ZooKeeper, MySQL and the advisory locks (docs/backends.md).
+OUTLIVING = ("latch",)
 
 
 class Violation(AssertionError):
@@ -68,13 +68,15 @@ class Plan:
     faults: bool = True
     bugs: tuple[str, ...] = ()  # historical bugs put back (fencelock.engine.reintroduced)
     family: str = "lease"  # the model: "lease" (TTL leases), "session" or "redlock"
-    workload: str = "lock"  # or "semaphore": permits of a pool of two
+    workload: str = "lock"  # what the clients do (fencelock.sim.workloads)
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise ConfigError(f"no model family {self.family!r} (one of {', '.join(FAMILIES)})")
         if self.workload not in WORKLOADS:
             raise ConfigError(f"no workload {self.workload!r} (one of {', '.join(WORKLOADS)})")
+        if self.workload in OUTLIVING and self.family == "session":
+            raise ConfigError(f"a {self.workload} needs leases that outlive their client")
         if self.clients < 2:
             raise ConfigError(f"a run needs at least 2 clients to contend, not {self.clients}")
         validate_ttl(self.ttl)
@@ -107,85 +109,100 @@ class World:
         self.rng = random.Random(plan.seed)
         self.clock = VirtualClock()
         self.loop = VirtualLoop(self.clock)
-        rate = self.rng.uniform(1 - DRIFT, 1 + DRIFT) if plan.faults else 1.0
         self.store: LeaseStore | SessionStore | RedlockNodes
         if plan.family == "redlock":  # five nodes, each its own clock
             self.store = RedlockNodes(
-                [
-                    RedlockNode(self.rng.uniform(1 - DRIFT, 1 + DRIFT), self.clock.now)
-                    for _ in range(REDLOCK_NODES)
-                ]
+                [RedlockNode(self._rate(), self.clock.now) for _ in range(REDLOCK_NODES)]
             )
         elif plan.family == "session":
-            self.store = SessionStore(rate=rate, started=self.clock.now)
+            self.store = SessionStore(rate=self._rate(), started=self.clock.now)
         else:  # a holder's own try answered as Redis and SQLite do, or as PostgreSQL
-            self.store = LeaseStore(rate, self.clock.now, regrant=self.rng.random() < 0.5)
+            self.store = LeaseStore(self._rate(), self.clock.now, regrant=self.rng.random() < 0.5)
         weather = plan.weather if plan.faults else Weather(slow=0.0, drop=0.0, duplicate=0.0)
-        self.network = Network(random.Random(self.rng.random()), weather)
+        self.network = Network(random.Random(self.rng.random()), weather, self.true_now)
         self.network.log = self.say
+        self.workload = WORKLOADS[plan.workload](self)
         self.clients: list[AsyncClient] = []
+        self.clocks: list[ClientClock] = []
         self.trace: deque[str] = deque(maxlen=60)
         self.whole = hashlib.blake2b(digest_size=8)
         self.victims: set[str] = set()  # owners whose lease a fault ended on the server
+        self.data_lost: list[float] = []  # when a fault ended leases or lost the data
         self.workers: list[asyncio.Task[None]] = []
         self.acquired = 0
         self.tokens: dict[str, list[tuple[float, int]]] = {}  # per name: (granted, token)
         self.held_since: dict[AsyncLease, float] = {}
+        self.trusting: list[tuple[int, AsyncLease]] = []  # as of the last check
         self.lease_seconds = 0.0
+        self.violation: str | None = None
         self.ended = False
+
+    def _rate(self) -> float:
+        """A clock's rate against true time: within half the drift the design allows."""
+        return self.rng.uniform(1 - DRIFT / 2, 1 + DRIFT / 2) if self.plan.faults else 1.0
+
+    def true_now(self) -> float:
+        return self.clock.now
 
     def say(self, text: str) -> None:
         line = f"{self.clock.now - 1000.0:10.4f}  {text}"
         self.trace.append(line)
         self.whole.update(line.encode())
 
+    def data_lost_since(self, when: float) -> bool:
+        """Whether a fault has ended leases on the server, or lost its data, since ``when``."""
+        return any(at >= when for at in self.data_lost)
+
     # --- the invariants, after every turn ------------------------------------------------
 
     def check(self) -> None:
+        if self.violation is not None:
+            raise Violation(self.violation)
         if self.ended:
             return
-        trusting = self._trusting(self.clock.now)
+        self.trusting = self._trusting(self.clock.now)
         by_name: dict[str, list[tuple[int, AsyncLease]]] = {}
-        for number, lease in trusting:
+        for number, lease in self.trusting:
             by_name.setdefault(lease.name, []).append((number, lease))
         for name, holders in by_name.items():
             if len(holders) > 1:
                 who = ", ".join(f"client {n} (token {lease.token})" for n, lease in holders)
-                self._violated(f"two clients trust {name} at once: {who}")
-        permits = [lease for _, lease in trusting if lease.name.startswith(PERMITS)]
-        if len(permits) > SEMAPHORE_PERMITS:
-            self._violated(f"{len(permits)} permits of {SEMAPHORE_PERMITS} trusted at once")
-        for number, lease in trusting:
+                self.violated(f"two clients trust {name} at once: {who}")
+        for number, lease in self.trusting:
             granted_until = self.store.grant_until(lease.name, lease.owner, self.clock.now)
             if granted_until is None:
-                self._violated(
+                self.violated(
                     f"client {number} trusts token {lease.token} the server no longer grants"
                 )
-            if lease.trusted_until > granted_until + 1e-9:
-                self._violated(
+            trusted_until = self.clocks[number].true_at(lease.trusted_until)
+            if trusted_until > granted_until + 1e-9:
+                self.violated(
                     f"client {number} trusts token {lease.token} until "
-                    f"{lease.trusted_until - 1000:.4f}, past the server's grant "
+                    f"{trusted_until - 1000:.4f}, past the server's grant "
                     f"(until {granted_until - 1000:.4f})"
                 )
+        self.workload.check(self.clock.now)
 
     def _trusting(self, now: float) -> list[tuple[int, AsyncLease]]:
         """The live leases trusted now (a lease a fault ended on the server aside), each
-        checked to be reported lost in time once its trusted time is over."""
+        checked to be reported lost in time once its trusted time is over (all in true
+        time: a client's own clock may run fast or slow, or have jumped)."""
         trusting: list[tuple[int, AsyncLease]] = []
         for number, client in enumerate(self.clients):
             if number in self.network.dead:  # a killed process trusts nothing
                 continue
+            own = self.clocks[number]
             for lease in client.held():
-                if lease.lost:
+                if lease.lost or self.workload.exempt(lease.name):
                     continue
-                if now > lease.trusted_until + LOSS_BOUND:
-                    self._violated(
+                trusted_until = own.true_at(lease.trusted_until)
+                noticed = max(trusted_until, own.jumped_at)  # a jump ends trust at once
+                if now > noticed + LOSS_BOUND:
+                    self.violated(
                         f"client {number}'s lease (token {lease.token}) is past its trusted "
-                        f"time by {now - lease.trusted_until:.3f}s and not reported lost"
+                        f"time by {now - trusted_until:.3f}s and not reported lost"
                     )
-                if lease.name == BELL:  # a wake-up, which others end on purpose
-                    continue
-                if lease.trusted_until > now and lease.owner not in self.victims:
+                if trusted_until > now and lease.owner not in self.victims:
                     trusting.append((number, lease))
         return trusting
 
@@ -195,41 +212,29 @@ class World:
         earlier = self.tokens.setdefault(lease.name, [])
         before = [token for granted, token in earlier if granted < asked]
         if before and lease.token <= max(before):
-            self._violated(
+            self.violated(
                 f"client {number} got token {lease.token} on {lease.name}, not above "
                 f"{max(before)}, granted before it asked"
             )
         earlier.append((self.clock.now, lease.token))
 
-    def _violated(self, what: str) -> NoReturn:
-        self.say(f"VIOLATION: {what}")
+    def violated(self, what: str) -> NoReturn:
+        """Raise :class:`Violation`; the run ends at the next turn, even if the task it
+        is raised in is a client's (whose end nobody awaits)."""
+        if self.violation is None:
+            self.violation = what
+            self.say(f"VIOLATION: {what}")
         raise Violation(what)
 
-    # --- the clients and the faults ------------------------------------------------------
+    # --- what the workloads call ----------------------------------------------------------
 
-    async def worker(self, number: int, client: AsyncClient, rng: random.Random) -> None:
-        lock = client.lock(NAME, ttl=self.plan.ttl)
-        pool = client.semaphore(POOL, permits=SEMAPHORE_PERMITS, ttl=self.plan.ttl)
-        end = self.clock.now + self.plan.duration
-        while self.clock.now < end:
-            timeout, asked = rng.uniform(0.05, 4 * self.plan.ttl), self.clock.now
-            try:
-                if self.plan.workload == "semaphore":
-                    lease = (await pool.acquire(timeout=timeout)).lease
-                else:
-                    lease = await lock.acquire(timeout=timeout)
-            except LockTimeout:
-                continue
-            except FencelockError as exc:
-                self.say(f"client {number}: acquire failed: {type(exc).__name__}")
-                await asyncio.sleep(rng.uniform(0.01, 0.2))
-                continue
-            self.say(f"client {number}: acquired token {lease.token}")
-            self._check_token(number, lease, asked)
-            self.acquired += 1
-            self.held_since[lease] = self.clock.now
-            lease.on_lost(self._telling_loss(number))
-            await self.hold(number, lease, rng)
+    def granted(self, number: int, lease: AsyncLease, asked: float) -> None:
+        """Client ``number`` was granted ``lease`` (it asked at true time ``asked``)."""
+        self.say(f"client {number}: acquired {lease.name} token {lease.token}")
+        self._check_token(number, lease, asked)
+        self.acquired += 1
+        self.held_since[lease] = self.clock.now
+        lease.on_lost(self._telling_loss(number))
 
     def _telling_loss(self, number: int) -> Callable[[AsyncLease], None]:
         def lost(lease: AsyncLease) -> None:
@@ -238,6 +243,7 @@ class World:
         return lost
 
     async def hold(self, number: int, lease: AsyncLease, rng: random.Random) -> None:
+        """Hold ``lease`` a while (an extend perhaps in flight), then release it."""
         with contextlib.suppress(FencelockError):
             held = rng.expovariate(1 / (0.8 * self.plan.ttl))
             if rng.random() < 0.4:  # at any moment of the hold, a renewal perhaps in flight
@@ -253,35 +259,59 @@ class World:
             self.say(f"client {number}: released {lease.token}")
         self.lease_seconds += self.clock.now - self.held_since.pop(lease, self.clock.now)
 
-    async def nemesis(self, rng: random.Random) -> None:
+    # --- the clients and the faults ------------------------------------------------------
+
+    async def worker(self, number: int, client: AsyncClient, rng: random.Random) -> None:
         end = self.clock.now + self.plan.duration
         while self.clock.now < end:
+            try:
+                await self.workload.once(number, client, rng)
+            except LockTimeout:
+                continue
+            except FencelockError as exc:
+                self.say(f"client {number}: failed: {type(exc).__name__}: {exc}")
+                await asyncio.sleep(rng.uniform(0.01, 0.2))
+
+    async def nemesis(self, rng: random.Random) -> None:
+        end = self.clock.now + self.plan.duration
+        faults = ("pause", "pause", "kill", "evict", "restart", "restart-empty", "jump")
+        while self.clock.now < end:
             await asyncio.sleep(rng.expovariate(1.0))
-            fault = rng.choice(("pause", "pause", "kill", "evict", "restart", "restart-empty"))
+            fault = rng.choice(faults)
             if fault == "kill":
                 self._kill(rng)
                 continue
             if fault == "pause":
-                victim, seconds = rng.randrange(self.plan.clients), rng.uniform(0.01, 3.0)
+                victim, seconds = rng.randrange(len(self.clients)), rng.uniform(0.01, 3.0)
                 self.network.pause(victim, self.clock.now, seconds)
                 self.say(f"nemesis: client {victim} paused for {seconds:.3f}s")
                 continue
+            if fault == "jump":  # the client's clock leaps ahead (it never goes back)
+                victim, seconds = rng.randrange(len(self.clients)), rng.uniform(0.01, 2.0)
+                self.loop.jump(self.clocks[victim], seconds)
+                self.say(f"nemesis: client {victim}'s clock jumps {seconds:.3f}s ahead")
+                continue
             if fault == "evict":
-                self._force_end()
+                self._force_end(rng)
             else:
-                if fault == "restart-empty":  # every grant ends, answered yet or not
-                    self.victims.update(self.store.owners())
-                    for number in range(len(self.clients)):
-                        if isinstance(self.store, SessionStore):
-                            self._tell_session_end(number, "was lost with the server's data")
-                keep = fault == "restart"
-                if isinstance(self.store, RedlockNodes):  # one node of them
-                    which = rng.randrange(REDLOCK_NODES)
-                    self.store.restart(keep, self.clock.now, which)
-                    fault = f"{fault} of node {which}"
-                else:
-                    self.store.restart(keep, self.clock.now)
+                self._restart(fault, rng)
+                fault = f"{fault}" if not isinstance(self.store, RedlockNodes) else fault
             self.say(f"nemesis: {fault}")
+
+    def _restart(self, fault: str, rng: random.Random) -> None:
+        keep = fault == "restart"
+        if not keep:  # every grant ends, answered yet or not
+            self.data_lost.append(self.clock.now)
+            self.victims.update(self.store.owners())
+            for number in range(len(self.clients)):
+                if isinstance(self.store, SessionStore):
+                    self._tell_session_end(number, "was lost with the server's data")
+        if isinstance(self.store, RedlockNodes):  # one node of them
+            which = rng.randrange(REDLOCK_NODES)
+            self.store.restart(keep, self.clock.now, which)
+            self.say(f"nemesis: node {which} restarts")
+        else:
+            self.store.restart(keep, self.clock.now)
 
     def _kill(self, rng: random.Random) -> None:
         """A client's process dies (nothing in or out, no release) and another starts."""
@@ -293,19 +323,30 @@ class World:
         self._start(random.Random(rng.random()))
 
     def _start(self, rng: random.Random) -> None:
+        """A client process: its own clock, its client, its worker task (every task it
+        starts runs in its context, so on its clock)."""
         number = len(self.clients)
-        self.clients.append(AsyncClient(self._backend(number)))
-        self.workers.append(asyncio.ensure_future(self.worker(number, self.clients[-1], rng)))
+        own = ClientClock(self.clock.now, self._rate())
+        context = contextvars.copy_context()
+        context.run(client_clock.set, own)
+        self.clocks.append(own)
+        self.clients.append(context.run(AsyncClient, self._backend(number)))
+        work = self.worker(number, self.clients[-1], rng)
+        self.workers.append(context.run(self.loop.create_task, work))
 
-    def _force_end(self) -> None:
+    def _force_end(self, rng: random.Random) -> None:
         """An operator's forced release (a lease store), or the holder's session killed
         by the server (a session store), which tells its client as it goes."""
         store, now = self.store, self.clock.now
-        name = next(iter(sorted(store.names())), NAME)
+        names = sorted(store.names())
+        if not names:
+            return
+        name = rng.choice(names)
         held = store.holder(name, now)
         ended = store.force_end(name, now)
         if not ended:
             return
+        self.data_lost.append(now)
         self.victims.update(ended)
         if isinstance(store, SessionStore) and isinstance(held, SessionLock):
             backend = store.clients.get(held.session)
@@ -336,9 +377,15 @@ class World:
                 await asyncio.gather(*self.workers, return_exceptions=True)
         finally:
             self.ended = True
-            for client in self.clients:
+            for number, client in enumerate(self.clients):
                 with contextlib.suppress(FencelockError):
-                    await client.aclose()
+                    await self._closing(number, client)
+
+    async def _closing(self, number: int, client: AsyncClient) -> None:
+        """Close ``client`` on its own clock."""
+        context = contextvars.copy_context()
+        context.run(client_clock.set, self.clocks[number])
+        await context.run(self.loop.create_task, client.aclose())
 
 
 @contextlib.contextmanager
@@ -346,7 +393,7 @@ def _seams(world: World) -> Iterator[None]:
     """The library's one clock and its owner values, the world's while it runs."""
     owners = random.Random(world.rng.random())
     real_now, real_owner, real_random = clock.now, lock_module.new_owner, random.getstate()
-    clock.now = lambda: world.clock.now
+    clock.now = world.loop.time  # a client's own clock, in its tasks
     lock_module.new_owner = lambda: f"{owners.getrandbits(160):040x}"
     random.seed(world.rng.random())
     try:
@@ -360,19 +407,23 @@ def run(plan: Plan) -> Outcome:
     """Run ``plan`` to its end or its first violation."""
     world = World(plan)
     world.loop.after_step = world.check
-    violation = None
     began = time.process_time()
     with _seams(world), reintroduced(*plan.bugs):
         try:
             world.loop.run_until_complete(world.main())
-        except Violation as exc:
-            violation = str(exc)
+        except Violation:  # a client's task's, too: kept by the world
+            pass
+        except Exception as exc:  # the client's code crashed: as much a failure
+            if world.violation is None:
+                world.violation = f"the client raised {type(exc).__name__}: {exc}"
+                world.say(f"VIOLATION: {world.violation}")
         finally:
             world.ended = True
+            world.loop.after_step = lambda: None  # what is left unwinds unchecked
             _close(world.loop)
     return Outcome(
         plan,
-        violation,
+        world.violation,
         list(world.trace),
         world.loop.steps,
         world.clock.now - 1000.0,

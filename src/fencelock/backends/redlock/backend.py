@@ -385,7 +385,7 @@ class AsyncRedlockBackend:
             raise self._unreachable(
                 [i for i, r in enumerate(replies) if isinstance(r, plan.NodeError)], replies
             )
-        return _quorum_view(name, answers, self._quorum)
+        return _quorum_view(name, answers, self._quorum, len(self.nodes))
 
     async def list(self, prefix: str) -> list[LockInfo]:
         """Held locks; raises BackendUnavailable unless a quorum of nodes answered.
@@ -419,19 +419,9 @@ class AsyncRedlockBackend:
         await asyncio.gather(*(node.close() for node in self.nodes), return_exceptions=True)
 
 
-def _quorum_view(name: str, answers: list[list[RawReply]], q: int) -> LockInfo | None:
-    owners: dict[str, list[int]] = {}
-    tokens = [int(token) for _, _, token in answers if token is not None]
-    for owner, pttl, _ in answers:
-        if owner is not None:
-            owners.setdefault(owner, []).append(int(pttl))
-    if not owners and not tokens:
-        return None
-    holder = next((o for o, ttls in owners.items() if len(ttls) >= q), None)
-    remaining = None
-    if holder is not None:
-        remaining = sorted(owners[holder], reverse=True)[q - 1] / 1000
-    return LockInfo(name=name, owner=holder, token=max(tokens, default=0), remaining=remaining)
+def _quorum_view(name: str, answers: list[list[RawReply]], q: int, n: int) -> LockInfo | None:
+    view = plan.quorum_view(name, [(owner, pttl, token) for owner, pttl, token in answers], q, n)
+    return None if view is None else LockInfo(name, *view)
 
 
 async def _enough(confirmations: Sequence[asyncio.Future[bool]], need: int) -> None:

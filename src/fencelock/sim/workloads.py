@@ -1,0 +1,303 @@
+"""What the simulated clients do, one primitive each, and each primitive's own invariant
+(beyond the world's: one trusting holder per name, trust within the server's grant,
+losses reported, tokens growing).
+
+A workload's ``once`` is one round of one client (take, hold, give back); its ``check``
+runs after every turn of the loop, from the simulator's omniscient view."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from dataclasses import dataclass, field
+from typing import NoReturn, Protocol
+
+from fencelock.client import AsyncClient
+from fencelock.errors import FencelockError, LockTimeout
+from fencelock.lease import AsyncLease
+
+NAME = "orders/1"
+POOL = "exports"  # the semaphore workload's
+SEMAPHORE_PERMITS = 2
+LATCH = "gate"
+LATCH_COUNT = 3
+
+
+class Plan(Protocol):
+    @property
+    def ttl(self) -> float: ...
+
+
+class World(Protocol):
+    """What a workload sees of the world (:class:`fencelock.sim.world.World`)."""
+
+    @property
+    def plan(self) -> Plan: ...
+
+    @property
+    def trusting(self) -> list[tuple[int, AsyncLease]]:
+        """Who trusts which lease now (as of the last check)."""
+
+    def true_now(self) -> float: ...
+
+    def say(self, text: str) -> None: ...
+
+    def violated(self, what: str) -> NoReturn: ...
+
+    def granted(self, number: int, lease: AsyncLease, asked: float) -> None: ...
+
+    async def hold(self, number: int, lease: AsyncLease, rng: random.Random) -> None: ...
+
+    def data_lost_since(self, when: float) -> bool: ...
+
+
+class Workload:
+    """One client's rounds; subclasses take a primitive."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    async def once(self, number: int, client: AsyncClient, rng: random.Random) -> None:
+        raise NotImplementedError
+
+    def check(self, now: float) -> None:
+        """The primitive's invariant, after every turn."""
+
+    def exempt(self, name: str) -> bool:
+        """Whether a lease on ``name`` is outside the world's per-lease invariants (a
+        primitive's own bookkeeping that others end on purpose)."""
+        return False
+
+    def _timeout(self, rng: random.Random) -> float:
+        return rng.uniform(0.05, 4 * self.world.plan.ttl)
+
+
+class LockWork(Workload):
+    """A lock: take it, hold it (an extend perhaps in flight), release it."""
+
+    async def once(self, number: int, client: AsyncClient, rng: random.Random) -> None:
+        world, asked = self.world, self.world.true_now()
+        try:
+            lease = await client.lock(NAME, ttl=world.plan.ttl).acquire(self._timeout(rng))
+        except LockTimeout:
+            return
+        world.granted(number, lease, asked)
+        await world.hold(number, lease, rng)
+
+
+class SemaphoreWork(Workload):
+    """Permits of a pool of :data:`SEMAPHORE_PERMITS`: never more trusted at once."""
+
+    bell = f"{POOL}.sem/bell"  # a waiter's wake-up, which the semaphore ends to ring it
+
+    async def once(self, number: int, client: AsyncClient, rng: random.Random) -> None:
+        world, asked = self.world, self.world.true_now()
+        pool = client.semaphore(POOL, permits=SEMAPHORE_PERMITS, ttl=world.plan.ttl)
+        try:
+            lease = (await pool.acquire(timeout=self._timeout(rng))).lease
+        except LockTimeout:
+            return
+        world.granted(number, lease, asked)
+        await world.hold(number, lease, rng)
+
+    def exempt(self, name: str) -> bool:
+        return name == self.bell
+
+    def check(self, now: float) -> None:
+        permits = [
+            (number, lease)
+            for number, lease in self.world.trusting
+            if lease.name.startswith(f"{POOL}.sem/p/")
+        ]
+        if len(permits) > SEMAPHORE_PERMITS:
+            who = ", ".join(f"client {n} (token {lease.token})" for n, lease in permits)
+            self.world.violated(f"{len(permits)} permits of {SEMAPHORE_PERMITS} trusted: {who}")
+
+
+class RWLockWork(Workload):
+    """A read-write lock: many readers or one writer, never both."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__(world)
+        self.modes: dict[AsyncLease, str] = {}
+
+    async def once(self, number: int, client: AsyncClient, rng: random.Random) -> None:
+        world, asked = self.world, self.world.true_now()
+        mode = "write" if rng.random() < 0.4 else "read"
+        rw = client.rw_lock(NAME, ttl=world.plan.ttl)
+        side = rw.write() if mode == "write" else rw.read()
+        try:
+            hold = await side.acquire(self._timeout(rng))
+        except LockTimeout:
+            return
+        self.modes[hold.lease] = mode
+        world.granted(number, hold.lease, asked)
+        try:
+            await world.hold(number, hold.lease, rng)
+        finally:
+            self.modes.pop(hold.lease, None)
+
+    def check(self, now: float) -> None:
+        holds = [
+            (number, lease, self.modes[lease])
+            for number, lease in self.world.trusting
+            if lease in self.modes
+        ]
+        if len(holds) > 1 and any(mode == "write" for _, _, mode in holds):
+            who = ", ".join(f"client {n} {mode}s (token {lease.token})" for n, lease, mode in holds)
+            self.world.violated(f"a writer trusted beside another hold: {who}")
+
+
+class ElectionWork(Workload):
+    """A leader election: one leader at a time (the world's one holder per name), terms
+    that grow (its tokens); announcements of earlier leaders are evicted on purpose."""
+
+    async def once(self, number: int, client: AsyncClient, rng: random.Random) -> None:
+        world, asked = self.world, self.world.true_now()
+        election = client.election(NAME, ttl=world.plan.ttl)
+        try:
+            leadership = await election.campaign(f"client-{number}", self._timeout(rng))
+        except LockTimeout:
+            return
+        world.granted(number, leadership.lease, asked)
+        await world.hold(number, leadership.lease, rng)
+        with contextlib.suppress(FencelockError):
+            await leadership.resign()
+
+    def exempt(self, name: str) -> bool:
+        return name.startswith(f"{NAME}.leader/")
+
+
+@dataclass
+class _Call:
+    """A latch call: when it began and ended (None: not yet), and how it came out."""
+
+    began: float
+    ended: float | None = None
+    outcome: bool | None = None  # None: raised or never answered (it may have counted)
+
+
+@dataclass
+class _Arming:
+    call: _Call
+    downs: list[_Call] = field(default_factory=list)
+
+
+class LatchWork(Workload):
+    """A count-down latch of :data:`LATCH_COUNT`: a waiter passes only once the latch it
+    waited on was counted down that many times (or was never armed)."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__(world)
+        self.armings: list[_Arming] = []
+        self.downs: list[_Call] = []
+
+    async def once(self, number: int, client: AsyncClient, rng: random.Random) -> None:
+        latch, roll = client.latch(LATCH), rng.random()
+        if roll < 0.2:
+            arming = _Arming(self._begin())
+            self.armings.append(arming)
+            await self._end(arming.call, latch.try_set_count(LATCH_COUNT), number, "armed")
+        elif roll < 0.6:
+            await self._end(self._begin(self.downs), latch.count_down(), number, "counted down")
+        else:
+            waiting = self._begin()
+            passed = await self._end(waiting, latch.wait(self._timeout(rng)), number, "waited")
+            if passed:
+                self._check_pass(number, waiting)
+        await asyncio.sleep(rng.uniform(0.0, self.world.plan.ttl))
+
+    def _begin(self, into: list[_Call] | None = None) -> _Call:
+        call = _Call(self.world.true_now())
+        if into is not None:
+            into.append(call)
+        return call
+
+    async def _end(self, call: _Call, doing: object, number: int, what: str) -> bool:
+        try:
+            outcome = await doing  # type: ignore[misc]
+        except FencelockError as exc:
+            self.world.say(f"client {number}: latch {what}: {type(exc).__name__}")
+            call.ended = self.world.true_now()
+            return False
+        call.ended, call.outcome = self.world.true_now(), bool(outcome)
+        self.world.say(f"client {number}: latch {what} -> {call.outcome}")
+        return call.outcome
+
+    def _check_pass(self, number: int, waiting: _Call) -> None:
+        """The latch last armed for sure before the wait began, counted down fewer times
+        than its count by every call that may have counted: the wait passed it closed."""
+        armed = [a for a in self.armings if a.call.outcome and a.call.ended <= waiting.began]  # type: ignore[operator]
+        if not armed or self.world.data_lost_since(armed[-1].call.began):
+            return
+        since = armed[-1].call.began
+        maybe = [
+            down
+            for down in self.downs
+            if down.outcome is not False
+            and (down.ended is None or down.ended > since)
+            and down.began < (waiting.ended or self.world.true_now())
+        ]
+        if len(maybe) < LATCH_COUNT:
+            self.world.violated(
+                f"client {number}'s wait passed a latch counted down at most {len(maybe)} "
+                f"of {LATCH_COUNT} times since it was armed"
+            )
+
+    def exempt(self, name: str) -> bool:
+        return name.startswith(f"{LATCH}.latch/")
+
+
+class ReentrantWork(Workload):
+    """A re-entrant lock taken by short-lived tasks of one client; a task may end still
+    holding it (a thread that dies holding a lock), which nobody else may then enter."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__(world)
+        self.taker: dict[AsyncLease, asyncio.Task[None]] = {}
+
+    async def once(self, number: int, client: AsyncClient, rng: random.Random) -> None:
+        world = self.world
+        lock = client.lock(NAME, ttl=world.plan.ttl, reentrant=True)
+        left: list[AsyncLease] = []
+
+        async def take(dies_holding: bool) -> None:
+            asked = world.true_now()
+            try:
+                lease = await lock.acquire(self._timeout(rng))
+            except LockTimeout:
+                return
+            me, before = asyncio.current_task(), self.taker.get(lease)
+            if before is not None and before is not me:
+                world.violated(
+                    f"client {number}: a new task entered the lease (token {lease.token}) "
+                    "that a task which ended holding it took"
+                )
+            assert me is not None
+            self.taker[lease] = me
+            world.granted(number, lease, asked)
+            if dies_holding:
+                world.say(f"client {number}: a task ends holding token {lease.token}")
+                left.append(lease)
+                return
+            await world.hold(number, lease, rng)
+
+        await asyncio.ensure_future(take(rng.random() < 0.3))
+        if left:  # another task of this client tries while the lease is left held
+            await asyncio.ensure_future(take(False))
+            await asyncio.sleep(rng.uniform(0.0, self.world.plan.ttl))
+            for lease in left:  # then the client gives back what the ended task left
+                with contextlib.suppress(FencelockError):
+                    await lease.release()
+                self.taker.pop(lease, None)
+
+
+WORKLOADS: dict[str, type[Workload]] = {
+    "lock": LockWork,
+    "semaphore": SemaphoreWork,
+    "rwlock": RWLockWork,
+    "election": ElectionWork,
+    "latch": LatchWork,
+    "reentrant": ReentrantWork,
+}
