@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from fencelock import stepping
 
 T = TypeVar("T")
+F = TypeVar("F", bound="asyncio.Future[Any]")
 
 # How long a stopped task may go on before it is cancelled again.
 RECANCEL_AFTER = 0.05
@@ -112,3 +113,16 @@ async def stop(task: asyncio.Future[Any] | None) -> None:
         await asyncio.wait({task}, timeout=RECANCEL_AFTER)
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+def read_when_done(task: F) -> F:
+    """``task``, awaited through :func:`asyncio.shield` by whoever needs its result: its
+    error is read when it ends, so one that every waiter gave up on is not logged as
+    never retrieved (each waiter still raises it)."""
+    task.add_done_callback(_read_outcome)
+    return task
+
+
+def _read_outcome(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()

@@ -22,7 +22,7 @@ from fencelock.sim.world import OUTLIVING
 
 SWEEP_CPU = 1.0  # seconds of CPU each family's lock sweep below may use (5-30 runs)
 PRIMITIVE_CPU = 0.4  # and each other workload's, on each family it runs on
-FAMILIES = ("lease", "session", "redlock")
+FAMILIES = ("lease", "session", "redlock", "etcd")
 PRIMITIVES = [
     (workload, family)
     for workload in sorted(WORKLOADS)
@@ -43,6 +43,7 @@ SHOWS_ON = {
     # Redlock's inspect, when a node is slow as a writer looks for readers: found after
     # about 17 s of CPU, so held here by the seed that found it (below), not searched for
     "redlock-guessed-holder": [],
+    "etcd-late-release": [("etcd", "lock")],  # the etcd backend's own I/O
 }
 
 

@@ -9,7 +9,7 @@ import time
 
 from fencelock.engine.reintroduced import KNOWN
 from fencelock.sim.workloads import WORKLOADS
-from fencelock.sim.world import Outcome, Plan, run
+from fencelock.sim.world import FAMILIES, Outcome, Plan, run
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -20,9 +20,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--duration", type=float, default=30.0, help="virtual seconds a run")
     parser.add_argument("--ttl", type=float, default=1.0)
-    parser.add_argument(
-        "--family", choices=("lease", "session", "redlock"), default="lease", help="the model"
-    )
+    parser.add_argument("--family", choices=FAMILIES, default="lease", help="the model")
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="lock")
     parser.add_argument(
         "--bug", action="append", default=[], choices=sorted(KNOWN), help="put a bug back"

@@ -8,14 +8,16 @@ import asyncio
 import contextlib
 import contextvars
 import hashlib
+import math
 import random
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from fencelock import clock
+from fencelock.backends.base import AsyncBackend
 from fencelock.client import AsyncClient
 from fencelock.engine.reintroduced import KNOWN, reintroduced
 from fencelock.engine.timing import validate_ttl
@@ -39,6 +41,9 @@ from fencelock.sim.model import (
 from fencelock.sim.network import Network, Weather
 from fencelock.sim.workloads import WORKLOADS
 
+if TYPE_CHECKING:
+    from fencelock.sim.etcd import EtcdModel
+
 # Slack past a lease's trusted time before its loss must have been reported: the renewer
 # looks at it by then at the latest (a renewal in flight waits out its request bound).
 LOSS_BOUND = 2 * REQUEST_BOUND
@@ -46,7 +51,7 @@ LOSS_BOUND = 2 * REQUEST_BOUND
 # documented drift (1 % of the TTL), so each within half of it.
 DRIFT = 0.0099
 REDLOCK_NODES = 5
-FAMILIES = ("lease", "session", "redlock")
+FAMILIES = ("lease", "session", "redlock", "etcd")
 # Workloads that need a lease to outlive its client (a latch's count): not the session
 # family's, as on ZooKeeper, MySQL and the advisory locks (docs/backends.md).
 OUTLIVING = ("latch",)
@@ -109,8 +114,12 @@ class World:
         self.rng = random.Random(plan.seed)
         self.clock = VirtualClock()
         self.loop = VirtualLoop(self.clock)
-        self.store: LeaseStore | SessionStore | RedlockNodes
-        if plan.family == "redlock":  # five nodes, each its own clock
+        self.store: LeaseStore | SessionStore | RedlockNodes | EtcdModel
+        if plan.family == "etcd":  # the real etcd backend, against a model of etcd
+            from fencelock.sim.etcd import EtcdModel
+
+            self.store = EtcdModel(self.true_now, rate=self._rate())
+        elif plan.family == "redlock":  # five nodes, each its own clock
             self.store = RedlockNodes(
                 [RedlockNode(self._rate(), self.clock.now) for _ in range(REDLOCK_NODES)]
             )
@@ -121,6 +130,7 @@ class World:
         weather = plan.weather if plan.faults else Weather(slow=0.0, drop=0.0, duplicate=0.0)
         self.network = Network(random.Random(self.rng.random()), weather, self.true_now)
         self.network.log = self.say
+        self.loop.set_exception_handler(self._unretrieved)
         self.workload = WORKLOADS[plan.workload](self)
         self.clients: list[AsyncClient] = []
         self.clocks: list[ClientClock] = []
@@ -130,7 +140,7 @@ class World:
         self.data_lost: list[float] = []  # when a fault ended leases or lost the data
         self.workers: list[asyncio.Task[None]] = []
         self.acquired = 0
-        self.tokens: dict[str, list[tuple[float, int]]] = {}  # per name: (granted, token)
+        self.tokens: dict[str, list[tuple[float, float, int]]] = {}  # (asked, granted, token)
         self.held_since: dict[AsyncLease, float] = {}
         self.trusting: list[tuple[int, AsyncLease]] = []  # as of the last check
         self.lease_seconds = 0.0
@@ -148,6 +158,10 @@ class World:
         line = f"{self.clock.now - 1000.0:10.4f}  {text}"
         self.trace.append(line)
         self.whole.update(line.encode())
+
+    def _unretrieved(self, loop: object, context: dict[str, object]) -> None:
+        """An error no task awaited (a request left running): into the trace, not a log."""
+        self.say(f"unretrieved: {context.get('message')}: {context.get('exception')!r}")
 
     def data_lost_since(self, when: float) -> bool:
         """Whether a fault has ended leases on the server, or lost its data, since ``when``."""
@@ -210,13 +224,18 @@ class World:
         """Tokens per name strictly increase: a lease asked for after another was
         granted (and known to be) has a greater token."""
         earlier = self.tokens.setdefault(lease.name, [])
-        before = [token for granted, token in earlier if granted < asked]
+        # etcd's revision starts again at 1 in a store that lost its data (as a real
+        # one's): a grant asked for before the loss is no measure of one after it
+        since = max(self.data_lost, default=-math.inf) if self.plan.family == "etcd" else -math.inf
+        before = [
+            token for was_asked, granted, token in earlier if granted < asked and was_asked > since
+        ]
         if before and lease.token <= max(before):
             self.violated(
                 f"client {number} got token {lease.token} on {lease.name}, not above "
                 f"{max(before)}, granted before it asked"
             )
-        earlier.append((self.clock.now, lease.token))
+        earlier.append((asked, self.clock.now, lease.token))
 
     def violated(self, what: str) -> NoReturn:
         """Raise :class:`Violation`; the run ends at the next turn, even if the task it
@@ -359,11 +378,17 @@ class World:
             session = backend.current
             self.network.push(number, lambda: backend.ended(session, why))
 
-    def _backend(self, number: int) -> SimBackend | SimSessionBackend | SimRedlockBackend:
+    def _backend(self, number: int) -> AsyncBackend:
+        if self.plan.family == "etcd":
+            from fencelock.sim.etcd import EtcdModel, sim_etcd_backend
+
+            assert isinstance(self.store, EtcdModel)
+            return sim_etcd_backend(self.store, self.network, number)
         if isinstance(self.store, RedlockNodes):
             return SimRedlockBackend(self.store, self.network, number)
         if isinstance(self.store, SessionStore):
             return SimSessionBackend(self.store, self.network, number, self.plan.ttl)
+        assert isinstance(self.store, LeaseStore)
         return SimBackend(self.store, self.network, number)
 
     async def main(self) -> None:

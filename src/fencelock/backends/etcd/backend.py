@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fencelock import clock, forking, stepping
-from fencelock.aio import stop
+from fencelock.aio import read_when_done, stop
 from fencelock.backends.base import (
     Acquired,
     AttemptResult,
@@ -38,6 +38,7 @@ from fencelock.backends.etcd.http import Gateway, LeaseNotFound
 from fencelock.backends.etcd.name_watch import EtcdNameWatch
 from fencelock.backends.etcd.options import etcd_options
 from fencelock.backends.etcd.session import FRESH_FRACTION, EtcdSession, SessionEnded
+from fencelock.engine import reintroduced
 from fencelock.engine.backoff import Backoff
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import FencelockError
@@ -125,7 +126,9 @@ class AsyncEtcdBackend:
             return current
         granting = self._granting.get(ttl)
         if granting is None or granting.done():
-            granting = asyncio.get_running_loop().create_task(EtcdSession.grant(self._gateway, ttl))
+            granting = read_when_done(
+                asyncio.get_running_loop().create_task(EtcdSession.grant(self._gateway, ttl))
+            )
             self._granting[ttl] = granting
         fresh = await asyncio.shield(granting)
         self._sessions[ttl] = fresh
@@ -180,6 +183,8 @@ class AsyncEtcdBackend:
             # The key stays claimed until the delete lands: a new contender of ours in
             # this session must not take it over (and then see it deleted under it).
             self._delete_eventually(held.session, delete, held.key)
+            if reintroduced.on("etcd-late-release"):
+                self.unclaim(held.key)
             raise
         except BaseException:
             self.unclaim(held.key)
@@ -265,7 +270,14 @@ class AsyncEtcdBackend:
         keeps the create revision, so the token stands). The fencelock lease still hears
         only its first session's news; a later loss shows at its next renewal."""
         session = await self.session(ttl, shared=not held.own_session)
-        as_of = await session.fresh(ttl * FRESH_FRACTION)
+        try:
+            as_of = await session.fresh(ttl * FRESH_FRACTION)
+        except SessionEnded:
+            # A shared etcd lease of that TTL that nobody kept alive since its last use
+            # has expired: that is no news of this lock's, whose key lives on. Once more
+            # with a fresh one (the ended one is never handed out again).
+            session = await self.session(ttl, shared=not held.own_session)
+            as_of = await session.fresh(ttl * FRESH_FRACTION)
         reply = await self.call(
             "kv/txn", gateway.move_txn(held.key, held.revision, owner.encode(), session.lease_id)
         )
@@ -373,13 +385,17 @@ class EtcdAttempt:
         if stepping.active():
             reply = await self._backend.call("kv/txn", enqueue)
         else:
-            self._enqueuing = asyncio.ensure_future(self._backend.call("kv/txn", enqueue))
+            self._enqueuing = read_when_done(
+                asyncio.ensure_future(self._backend.call("kv/txn", enqueue))
+            )
             reply = await asyncio.shield(self._enqueuing)
         where = gateway.read_enqueued(reply)
         if where.my_revision == 0:  # our key went with its lease
             session.end("expired before the lock was taken")
             raise SessionEnded("the session's lease expired")
-        if where.my_value not in (b"", self._owner.encode()):
+        if where.my_value not in (b"", self._owner.encode()) and not reintroduced.on(
+            "etcd-late-release"
+        ):
             # The key is an earlier lease's of ours whose release has not landed: never
             # adopt it (that release would delete it under us). Contend with our own.
             self._key = self._backend.claim_key(self._name, session, self._owner, own_suffix=True)

@@ -12,6 +12,7 @@ import asyncio
 import math
 
 from fencelock import clock
+from fencelock.aio import read_when_done
 from fencelock.backends.etcd import gateway
 from fencelock.backends.etcd.http import Gateway
 from fencelock.engine.session import Session
@@ -76,7 +77,9 @@ class EtcdSession:
             if asked - self.confirmed_at <= limit:
                 return self.confirmed_at
             if self._keepalive is None or self._keepalive.done():
-                self._keepalive = asyncio.get_running_loop().create_task(self._send_keepalive())
+                self._keepalive = read_when_done(
+                    asyncio.get_running_loop().create_task(self._send_keepalive())
+                )
             await asyncio.shield(self._keepalive)
 
     async def holds(self, key: bytes, max_age: float) -> bool:
@@ -85,7 +88,9 @@ class EtcdSession:
         asked = clock.now()
         while asked - self._keys_read_at > max_age:
             if self._listing is None or self._listing.done():
-                self._listing = asyncio.get_running_loop().create_task(self._list_keys())
+                self._listing = read_when_done(
+                    asyncio.get_running_loop().create_task(self._list_keys())
+                )
             await asyncio.shield(self._listing)
         return key in self._keys
 
