@@ -54,11 +54,7 @@ bench: servers
 # The deterministic simulator for 10 minutes of CPU (docs/safety.md); `make test` runs a
 # few seconds of it.
 sim: install
-	$(BIN)/python -m fencelock.sim --cpu 150
-	$(BIN)/python -m fencelock.sim --family session --cpu 150
-	$(BIN)/python -m fencelock.sim --family redlock --cpu 150
-	$(BIN)/python -m fencelock.sim --workload semaphore --cpu 75
-	$(BIN)/python -m fencelock.sim --family session --workload semaphore --cpu 75
+	$(BIN)/python -m fencelock.sim --all --cpu 600
 
 # The CPU a lock cycle costs, against bench/cpu_baseline.json: fails on a rise over 15 %.
 bench-check: servers install-test

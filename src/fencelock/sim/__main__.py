@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import dataclass
 
 from fencelock.engine.reintroduced import KNOWN
 from fencelock.sim.workloads import WORKLOADS
-from fencelock.sim.world import FAMILIES, Outcome, Plan, run
+from fencelock.sim.world import FAMILIES, OUTLIVING, Outcome, Plan, run
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -23,20 +24,23 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--family", choices=FAMILIES, default="lease", help="the model")
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="lock")
     parser.add_argument(
+        "--all", action="store_true", help="share --cpu among every family and workload"
+    )
+    parser.add_argument(
         "--bug", action="append", default=[], choices=sorted(KNOWN), help="put a bug back"
     )
     return parser.parse_args(argv)
 
 
-def _plan(args: argparse.Namespace, seed: int) -> Plan:
+def _plan(args: argparse.Namespace, seed: int, **pair: str) -> Plan:
     return Plan(
         seed=seed,
         clients=args.clients,
         duration=args.duration,
         ttl=args.ttl,
         bugs=tuple(args.bug),
-        family=args.family,
-        workload=args.workload,
+        family=pair.get("family", args.family),
+        workload=pair.get("workload", args.workload),
     )
 
 
@@ -52,6 +56,69 @@ def _failed(outcome: Outcome) -> int:
     return 1
 
 
+@dataclass
+class Search:
+    """A search's tally."""
+
+    runs: int = 0
+    steps: int = 0
+    virtual: float = 0.0
+    lease_seconds: float = 0.0
+    cpu: float = 0.0
+    last_seed: int = -1
+
+    def line(self, first_seed: int) -> str:
+        cpu = max(self.cpu, 1e-9)
+        return (
+            f"{self.runs} runs (seeds {first_seed}-{self.last_seed}), no violation: "
+            f"{self.steps} steps, {self.virtual:.0f} virtual seconds, "
+            f"{self.lease_seconds:.0f} lease-seconds in {self.cpu:.1f} CPU seconds "
+            f"({self.steps / cpu:,.0f} steps and {self.lease_seconds / cpu:,.0f} "
+            "lease-seconds per CPU second)"
+        )
+
+
+def _search(args: argparse.Namespace, cpu: float, **plan: str) -> Search | Outcome:
+    """Seeds from ``--first-seed`` on until ``cpu`` seconds are spent: the tally, or
+    the first run that broke an invariant."""
+    tally, began, seed = Search(), time.process_time(), args.first_seed
+    while time.process_time() - began < cpu:
+        outcome = run(_plan(args, seed, **plan))
+        tally.runs, tally.steps = tally.runs + 1, tally.steps + outcome.steps
+        tally.virtual += outcome.virtual_seconds
+        tally.lease_seconds += outcome.lease_seconds
+        tally.last_seed = seed
+        if not outcome.ok:
+            print(f"found after {tally.runs} runs, {time.process_time() - began:.2f} CPU seconds")
+            return outcome
+        seed += 1
+    tally.cpu = time.process_time() - began
+    return tally
+
+
+def _everything(args: argparse.Namespace) -> int:
+    """``--all``: the CPU budget shared by every family and workload a run can pair."""
+    pairs = [
+        (family, workload)
+        for family in FAMILIES
+        for workload in sorted(WORKLOADS)
+        if not (workload in OUTLIVING and family == "session")
+    ]
+    total = Search()
+    for family, workload in pairs:
+        found = _search(args, args.cpu / len(pairs), family=family, workload=workload)
+        if isinstance(found, Outcome):
+            return _failed(found)
+        print(f"{family:>8} {workload:<10} {found.line(args.first_seed)}", flush=True)
+        total.runs, total.steps = total.runs + found.runs, total.steps + found.steps
+        total.virtual += found.virtual
+        total.lease_seconds += found.lease_seconds
+        total.cpu += found.cpu
+        total.last_seed = max(total.last_seed, found.last_seed)
+    print(f"every pair: {total.line(args.first_seed)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     if args.seed is not None:
@@ -63,27 +130,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{outcome.virtual_seconds:.1f} virtual seconds (trace {outcome.digest})"
         )
         return 0
-    began, seed = time.process_time(), args.first_seed
-    runs = steps = 0
-    lease_seconds = virtual = 0.0
-    while time.process_time() - began < args.cpu:
-        outcome = run(_plan(args, seed))
-        runs, steps = runs + 1, steps + outcome.steps
-        lease_seconds, virtual = (
-            lease_seconds + outcome.lease_seconds,
-            virtual + outcome.virtual_seconds,
-        )
-        if not outcome.ok:
-            print(f"found after {runs} runs, {time.process_time() - began:.2f} CPU seconds")
-            return _failed(outcome)
-        seed += 1
-    cpu = time.process_time() - began
-    print(
-        f"{runs} runs (seeds {args.first_seed}-{seed - 1}), no violation: {steps} steps, "
-        f"{virtual:.0f} virtual seconds, {lease_seconds:.0f} lease-seconds in {cpu:.1f} CPU "
-        f"seconds ({steps / cpu:,.0f} steps and {lease_seconds / cpu:,.0f} lease-seconds "
-        "per CPU second)"
-    )
+    if args.all:
+        return _everything(args)
+    found = _search(args, args.cpu)
+    if isinstance(found, Outcome):
+        return _failed(found)
+    print(found.line(args.first_seed))
     return 0
 
 
