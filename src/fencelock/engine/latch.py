@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from fencelock.engine import steps
+from fencelock.engine import reintroduced, steps
 from fencelock.engine.deadline import deadline_after, time_left
 from fencelock.engine.steps import AwaitRelease, ListHeld
 from fencelock.errors import ConfigError
@@ -107,9 +107,15 @@ def _repair(names: LatchNames) -> Generator[Op, Reply, tuple[Reply, tuple[str, .
         for name in counts:
             yield Evict(name)
         counts = ()
-    elif closed.lasting and not counts:  # a count-down that died before it opened the latch
-        yield Evict(names.closed)
-        closed = Reply(closed.now, granted=False)
+    elif closed.lasting and not counts:
+        # A count-down that died before it opened the latch, or an arming that finished
+        # between the two reads: ``closed`` left lasting means every count was taken
+        # before it, so counts listed now, after it, tell them apart.
+        if not reintroduced.on("latch-stale-count-list"):
+            counts = (yield ListHeld(names.counts)).names
+        if not counts:
+            yield Evict(names.closed)
+            closed = Reply(closed.now, granted=False)
     return closed, counts
 
 

@@ -17,6 +17,7 @@ KNOWN = {
     "reused-holder-id": "a holder known by a number the next one gets once it ends (a thread id)",
     "renewer-stale-round": "the renewer dying on a lease that passed its safe time mid-round",
     "redlock-guessed-holder": "Redlock's inspect saying 'not held' when silent nodes could hold it",
+    "latch-stale-count-list": "a latch's repair taking counts listed before an arming for none",
     "etcd-late-release": "a resent etcd release landing late, deleting the same client's next key",
 }
 
