@@ -73,10 +73,16 @@ def test_each_primitive_keeps_its_invariant(workload: str, family: str) -> None:
     assert grants > 5 or workload == "latch"  # a latch takes no lock of the world's
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_a_run_is_decided_by_its_seed(family: str) -> None:
-    first, again = run(Plan(seed=7, family=family)), run(Plan(seed=7, family=family))
-    other = run(Plan(seed=8, family=family))
+@pytest.mark.parametrize(
+    ("family", "workload"),
+    [(family, "lock") for family in FAMILIES] + [("lease", w) for w in sorted(WORKLOADS)],
+)
+def test_a_run_is_decided_by_its_seed(family: str, workload: str) -> None:
+    first, again = (
+        run(Plan(7, family=family, workload=workload)),
+        run(Plan(7, family=family, workload=workload)),
+    )
+    other = run(Plan(seed=8, family=family, workload=workload))
     assert (first.digest, first.steps, first.grants) == (again.digest, again.steps, again.grants)
     assert first.trace == again.trace
     assert other.digest != first.digest

@@ -14,8 +14,7 @@ latches (MySQL) have no barriers either (:class:`ConfigError`, saying why).
 
 from __future__ import annotations
 
-import time
-
+from fencelock import clock
 from fencelock.engine.latch import validate_count
 from fencelock.engine.names import validate_name
 from fencelock.errors import ConfigError
@@ -51,23 +50,23 @@ def _alatch_of(client: AsyncClientLike, name: str, what: str) -> AsyncLatch:
 
 
 def _arrive(latch: Latch, parties: int, timeout: float | None) -> bool:
-    ends = None if timeout is None else time.monotonic() + timeout
+    ends = None if timeout is None else clock.now() + timeout
     # Counted only once the latch is armed: one that another party is still arming
     # counts nothing, so arm it (or wait for that party to) and count down again.
     while not latch.count_down():
-        if ends is not None and time.monotonic() >= ends:
+        if ends is not None and clock.now() >= ends:
             return False
         latch.try_set_count(parties)
-    return latch.wait(None if ends is None else max(ends - time.monotonic(), 0.0))
+    return latch.wait(None if ends is None else max(ends - clock.now(), 0.0))
 
 
 async def _aarrive(latch: AsyncLatch, parties: int, timeout: float | None) -> bool:
-    ends = None if timeout is None else time.monotonic() + timeout
+    ends = None if timeout is None else clock.now() + timeout
     while not await latch.count_down():
-        if ends is not None and time.monotonic() >= ends:
+        if ends is not None and clock.now() >= ends:
             return False
         await latch.try_set_count(parties)
-    return await latch.wait(None if ends is None else max(ends - time.monotonic(), 0.0))
+    return await latch.wait(None if ends is None else max(ends - clock.now(), 0.0))
 
 
 class Barrier(_BarrierBase):

@@ -249,6 +249,39 @@ class LatchWork(Workload):
         return name.startswith(f"{LATCH}.latch/")
 
 
+class BarrierWork(LatchWork):
+    """A barrier of :data:`LATCH_COUNT` parties: each arrival counts its latch down (arming
+    it when it is open) and waits for it, so the latch's invariant holds its passes: every
+    call the barrier makes on its latch is recorded as the latch workload's own are."""
+
+    async def once(self, number: int, client: AsyncClient, rng: random.Random) -> None:
+        barrier = client.barrier(LATCH, parties=LATCH_COUNT)
+        latch, work = barrier._latch, self
+
+        class Recorded:
+            async def count_down(self) -> bool:
+                return await work._end(
+                    work._begin(work.downs), latch.count_down(), number, "counted down"
+                )
+
+            async def try_set_count(self, count: int) -> bool:
+                arming = _Arming(work._begin())
+                work.armings.append(arming)
+                return await work._end(arming.call, latch.try_set_count(count), number, "armed")
+
+            async def wait(self, timeout: float | None = None) -> bool:
+                waiting = work._begin()
+                passed = await work._end(waiting, latch.wait(timeout), number, "waited")
+                if passed:
+                    work._check_pass(number, waiting)
+                return passed
+
+        barrier._latch = Recorded()  # type: ignore[assignment]
+        passed = await barrier.wait(self._timeout(rng))
+        self.world.say(f"client {number}: passed the barrier -> {passed}")
+        await asyncio.sleep(rng.uniform(0.0, self.world.plan.ttl))
+
+
 class ReentrantWork(Workload):
     """A re-entrant lock taken by short-lived tasks of one client; a task may end still
     holding it (a thread that dies holding a lock), which nobody else may then enter."""
@@ -299,5 +332,6 @@ WORKLOADS: dict[str, type[Workload]] = {
     "rwlock": RWLockWork,
     "election": ElectionWork,
     "latch": LatchWork,
+    "barrier": BarrierWork,
     "reentrant": ReentrantWork,
 }

@@ -54,7 +54,7 @@ REDLOCK_NODES = 5
 FAMILIES = ("lease", "session", "redlock", "etcd")
 # Workloads that need a lease to outlive its client (a latch's count): not the session
 # family's, as on ZooKeeper, MySQL and the advisory locks (docs/backends.md).
-OUTLIVING = ("latch",)
+OUTLIVING = ("latch", "barrier")
 
 
 class Violation(AssertionError):
