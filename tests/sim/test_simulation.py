@@ -70,7 +70,7 @@ def test_each_primitive_keeps_its_invariant(workload: str, family: str) -> None:
         outcome = run(Plan(seed=seed, family=family, workload=workload))
         assert outcome.ok, f"seed {seed}: {outcome.violation}\n" + "\n".join(outcome.trace)
         seed, grants = seed + 1, grants + outcome.grants
-    assert grants > 5 or workload == "latch"  # a latch takes no lock of the world's
+    assert grants > 5 or workload in OUTLIVING  # a latch takes no lock of the world's
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import contextvars
 import hashlib
 import math
 import random
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -415,16 +416,21 @@ class World:
 
 @contextlib.contextmanager
 def _seams(world: World) -> Iterator[None]:
-    """The library's one clock and its owner values, the world's while it runs."""
+    """The library's one clock and its owner values, the world's while it runs (in every
+    module that took ``new_owner`` by name)."""
     owners = random.Random(world.rng.random())
     real_now, real_owner, real_random = clock.now, lock_module.new_owner, random.getstate()
+    takers = [m for m in list(sys.modules.values()) if getattr(m, "new_owner", None) is real_owner]
     clock.now = world.loop.time  # a client's own clock, in its tasks
-    lock_module.new_owner = lambda: f"{owners.getrandbits(160):040x}"
+    for module in takers:
+        module.new_owner = lambda: f"{owners.getrandbits(160):040x}"  # type: ignore[attr-defined]
     random.seed(world.rng.random())
     try:
         yield
     finally:
-        clock.now, lock_module.new_owner = real_now, real_owner
+        clock.now = real_now
+        for module in takers:
+            module.new_owner = real_owner  # type: ignore[attr-defined]
         random.setstate(real_random)
 
 
