@@ -24,6 +24,7 @@ from fencelock.engine.reintroduced import KNOWN, reintroduced
 from fencelock.engine.timing import validate_ttl
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease
+from fencelock.primitives import barrier, election, latch, rwlock, semaphore
 from fencelock.primitives import lock as lock_module
 from fencelock.sim.backend import (
     REQUEST_BOUND,
@@ -45,6 +46,8 @@ from fencelock.sim.workloads import WORKLOADS
 if TYPE_CHECKING:
     from fencelock.sim.etcd import EtcdModel
 
+# Loaded before any run (see _seams): one imported while a run is on would keep its owners.
+LOADED = (barrier, election, latch, rwlock, semaphore)
 # Slack past a lease's trusted time before its loss must have been reported: the renewer
 # looks at it by then at the latest (a renewal in flight waits out its request bound).
 LOSS_BOUND = 2 * REQUEST_BOUND
