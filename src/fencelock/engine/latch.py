@@ -15,6 +15,9 @@ runs out by itself. So every state a crash can leave is one a later call finishe
 rolls back (:func:`_repair`, at the start of every flow): counts with no ``closed``
 (an arming that died) are evicted; a lasting ``closed`` with no count left (a count-down
 that died between its two evictions) is evicted, opening the latch as it would have.
+An arming that has taken ``closed`` evicts the counts still there (an arming's that lost
+its ``closed`` after the repair looked) and gives up if a count is refused it; every
+eviction of what a call saw ends that holder only (its owner), never one since.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 
 from fencelock.engine import reintroduced, steps
 from fencelock.engine.deadline import deadline_after, time_left
-from fencelock.engine.steps import AwaitRelease, ListHeld
+from fencelock.engine.steps import AwaitRelease, Holding, ListHeld
 from fencelock.errors import ConfigError
 
 ARM_WAIT = 2.0  # seconds to wait for a waiter that holds ``closed`` for a moment
@@ -68,9 +71,11 @@ class Leave:
 
 @dataclass(frozen=True)
 class Evict:
-    """End the lease on ``name``, whoever holds it; granted if one was ended."""
+    """End the lease on ``name``: ``owner``'s only, if given (one seen earlier, which a
+    new holder's is not), else whoever's. Granted if one was ended."""
 
     name: str
+    owner: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,9 +87,11 @@ class Held:
 
 @dataclass(frozen=True)
 class Reply(steps.Reply):
-    """What a step came to; for :class:`Held`, also whether the name was left to last."""
+    """What a step came to; for :class:`Held`, also whether the name was left to last,
+    and who holds it."""
 
     lasting: bool = False
+    owner: str | None = None
 
 
 Op = ListHeld | Take | Leave | Evict | Held | AwaitRelease
@@ -101,11 +108,13 @@ def validate_count(count: object) -> int:
 
 def _repair(names: LatchNames) -> Generator[Op, Reply, tuple[Reply, tuple[str, ...]]]:
     """Finish or roll back what a crashed call left: ``closed``'s state and the counts."""
-    counts = (yield ListHeld(names.counts)).names
+    listed = (yield ListHeld(names.counts)).held
+    counts = tuple(h.name for h in listed)
     closed = yield Held(names.closed)
     if counts and not closed.granted:  # an arming that died: its brief ``closed`` ran out
-        for name in counts:
-            yield Evict(name)
+        # Only the counts listed: a later arming may have taken ``closed`` and a count of
+        # the same name since, which is not ours to end.
+        yield from _evict(listed)
         counts = ()
     elif closed.lasting and not counts:
         # A count-down that died before it opened the latch, or an arming that finished
@@ -114,13 +123,19 @@ def _repair(names: LatchNames) -> Generator[Op, Reply, tuple[Reply, tuple[str, .
         if not reintroduced.on("latch-stale-count-list"):
             counts = (yield ListHeld(names.counts)).names
         if not counts:
-            yield Evict(names.closed)
+            yield Evict(names.closed, closed.owner)
             closed = Reply(closed.now, granted=False)
     return closed, counts
 
 
+def _evict(listed: tuple[Holding, ...]) -> Generator[Op, Reply, None]:
+    for held in listed:
+        yield Evict(held.name, held.owner)
+
+
 def set_count_flow(names: LatchNames, count: int) -> LatchFlow:
-    """Arm the latch with ``count`` if it is open; False if it is counting already."""
+    """Arm the latch with ``count`` if it is open; False if it is counting already, or
+    another client is arming it."""
     ttl = BRIEF + BRIEF_PER_COUNT * count
     waited = 0.0
     while True:
@@ -135,8 +150,15 @@ def set_count_flow(names: LatchNames, count: int) -> LatchFlow:
         if reply.granted:
             break
         waited += ARM_SLICE
+    # ``closed`` is ours, briefly: a count still there is an arming's that lost its own
+    # (it died, or failed, after the repair above looked), and must not pass for ours.
+    yield from _evict((yield ListHeld(names.counts)).held)
     for k in range(count):
-        yield Take(names.count(k), ARM_WAIT, BRIEF)
+        taken = yield Take(names.count(k), ARM_WAIT, BRIEF)
+        if not taken.granted:
+            # Another arming whose ``closed`` ran out holds it: give up; what we left is
+            # under no lasting ``closed``, which the next call's repair evicts.
+            return False
         yield Leave(names.count(k))
     yield Leave(names.closed)
     return True
@@ -152,7 +174,7 @@ def count_down_flow(names: LatchNames) -> LatchFlow:
         if evicted.granted:
             left = yield ListHeld(names.counts)
             if not left.names:
-                yield Evict(names.closed)
+                yield Evict(names.closed, closed.owner)
             return True
     return False
 

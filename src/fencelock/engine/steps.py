@@ -40,11 +40,12 @@ class AwaitRelease:
 
 @dataclass(frozen=True)
 class Holding:
-    """A lease :class:`ListHeld` found: its name, and the seconds its TTL has left
-    (None: the backend does not say)."""
+    """A lease :class:`ListHeld` found: its name, the seconds its TTL has left (None:
+    the backend does not say), and its owner (None: not told)."""
 
     name: str
     remaining: float | None
+    owner: str | None = None
 
 
 @dataclass(frozen=True)

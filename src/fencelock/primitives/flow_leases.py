@@ -60,7 +60,7 @@ async def arun_flow(flow: Flow[Rp, R], carry_out: Callable[[Any], Awaitable[Rp]]
 
 def holdings(infos: Iterable[LockInfo]) -> tuple[Holding, ...]:
     """The held leases among ``infos``, as the reply to a ``ListHeld`` step lists them."""
-    return tuple(Holding(info.name, info.remaining) for info in infos if info.held)
+    return tuple(Holding(info.name, info.remaining, info.owner) for info in infos if info.held)
 
 
 class FlowLeases:

@@ -117,17 +117,20 @@ class Latch(_LatchBase):
         if isinstance(op, Held):
             return _held(clock.now(), client.inspect(op.name))
         if isinstance(op, Evict):
+            if op.owner is not None:  # that owner's only: a compare-and-delete
+                return Reply(clock.now(), client.seam.backend.release(op.name, op.owner))
             return Reply(clock.now(), client.evict(op.name) is not None)
         if isinstance(op, Take):
             try:
                 taken[op.name] = client.lock(op.name, ttl=op.ttl, renew=False).acquire(op.timeout)
             except LockTimeout:
                 return Reply(clock.now(), False)
-            return Reply(clock.now())
+            return Reply(clock.now(), not taken[op.name].lost)  # lost already: not taken
         if isinstance(op, Leave):
-            lease = taken.pop(op.name, None)
-            if lease is not None:
+            lease = taken.get(op.name)
+            if lease is not None:  # kept to give back should it fail (it may have landed)
                 lease.expire_in(MAX_TTL)
+                del taken[op.name]
             return Reply(clock.now())
         try:
             held = client.lock(op.name, ttl=BRIEF_TTL, renew=False).acquire(op.timeout)
@@ -191,6 +194,8 @@ class AsyncLatch(_LatchBase):
         if isinstance(op, Held):
             return _held(clock.now(), await client.inspect(op.name))
         if isinstance(op, Evict):
+            if op.owner is not None:  # that owner's only: a compare-and-delete
+                return Reply(clock.now(), await client.seam.backend.release(op.name, op.owner))
             return Reply(clock.now(), await client.evict(op.name) is not None)
         if isinstance(op, Take):
             lock = client.lock(op.name, ttl=op.ttl, renew=False)
@@ -198,11 +203,12 @@ class AsyncLatch(_LatchBase):
                 taken[op.name] = await lock.acquire(op.timeout)
             except LockTimeout:
                 return Reply(clock.now(), False)
-            return Reply(clock.now())
+            return Reply(clock.now(), not taken[op.name].lost)  # lost already: not taken
         if isinstance(op, Leave):
-            lease = taken.pop(op.name, None)
-            if lease is not None:
+            lease = taken.get(op.name)
+            if lease is not None:  # kept to give back should it fail (it may have landed)
                 await lease.expire_in(MAX_TTL)
+                del taken[op.name]
             return Reply(clock.now())
         try:
             held = await client.lock(op.name, ttl=BRIEF_TTL, renew=False).acquire(op.timeout)
@@ -217,4 +223,5 @@ def _held(now: float, info: LockInfo | None) -> Reply:
     """Whether the name is held, and left to last (a year, not a brief TTL)."""
     held = info is not None and info.held
     lasting = held and info is not None and (info.remaining or 0.0) > LASTING
-    return Reply(now, held, lasting=lasting)
+    owner = info.owner if info is not None and held else None
+    return Reply(now, held, lasting=lasting, owner=owner)
