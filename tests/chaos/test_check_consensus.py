@@ -43,7 +43,10 @@ def test_fencing_keeps_the_resource_safe_under_pauses_kills_and_member_faults(
     assert run.counts["accepted_writes"] >= 5, run.describe()
 
 
-@pytest.mark.parametrize(("kind", "ttl"), [("zookeeper", "0.5"), ("etcd", "2")])
+# One kind: that a pause longer than the TTL loses updates without the fence is the
+# checker's and the nemesis's doing, shown once per file; the fenced runs above are on
+# every kind (and the others' "without" in test_check_runs.py).
+@pytest.mark.parametrize(("kind", "ttl"), [("zookeeper", "0.5")])
 def test_without_fencing_long_pauses_lose_updates(tmp_path: Path, kind: str, ttl: str) -> None:
     duration = "8" if ttl == "0.5" else "16"
     run = _run(

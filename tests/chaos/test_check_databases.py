@@ -41,7 +41,9 @@ def test_fencing_keeps_the_resource_safe_under_pauses_kills_and_server_faults(
     assert run.counts["accepted_writes"] >= 5, run.describe()
 
 
-@pytest.mark.parametrize("kind", KINDS)
+# One kind: that a pause longer than the TTL loses updates without the fence is the
+# checker's and the nemesis's doing; the fenced runs above are on every kind.
+@pytest.mark.parametrize("kind", ["postgresql"])
 def test_without_fencing_long_pauses_lose_updates(tmp_path: Path, kind: str) -> None:
     run = _run(
         tmp_path, kind, "--nemesis", "pause", "--no-fencing", "--seed", "5",

@@ -2,7 +2,9 @@
 sequences of acquire, renew, release, the passing of time and the end of a session, run
 against a model (:mod:`fencelock.sim.model`) and through a real backend, must come to
 the same outcomes, step by step. A model that drifts from Redis, SQLite, PostgreSQL,
-etcd, ZooKeeper, MariaDB, the advisory locks or one of Redlock's nodes fails here.
+ZooKeeper, MariaDB, the advisory locks or one of Redlock's nodes fails here. (etcd is
+simulated with a model of its own gateway under the real etcd backend, held to a real
+etcd in test_etcd_model_matches.py.)
 
 Time: each step is sent far from any lease's end (a step that would fall within the
 margin of one, ``MARGIN`` or its kind's, waits until it is past), so a loaded machine's
@@ -20,8 +22,6 @@ import pytest
 
 import fencelock
 from fencelock import clock
-from fencelock.backends.etcd import gateway as etcd_gateway
-from fencelock.backends.etcd.backend import session_ttl
 from fencelock.backends.redis.resp import Script
 from fencelock.backends.redis.scripts import LockKeys, ms
 from fencelock.backends.redlock.backend import PHASE1, PHASE2, RELEASE, RENEW, AsyncRedlockBackend
@@ -32,9 +32,10 @@ from fencelock.primitives.lock import new_owner
 from fencelock.sim.model import Granted, LeaseStore, RedlockNode, SessionStore
 from tests.contract.conftest import BackendCase
 
-LEASE_FAMILY = ("memory", "sqlite", "redis", "postgresql", "etcd")
+LEASE_FAMILY = ("memory", "sqlite", "redis", "postgresql")
 SESSION_FAMILY = ("zookeeper", "mysql", "advisory")
 WHY_NOT = {
+    "etcd": "simulated with its own gateway model: held to etcd in test_etcd_model_matches.py",
     "redlock": "of its own kind: one of its nodes is held to RedlockNode below",
     "redis+unix": "the same scripts as redis://, held to the model there",
     "redis+sentinel": "the same scripts as redis://, held to the model there",
@@ -47,8 +48,7 @@ STEPS = 18
 SEEDS = (1,)
 # The lease family's plan meets every one of LEASE_SITUATIONS (asserted) on each kind's
 # TTLs: a lease that is free, ended by its TTL, the owner's own, or another's when asked
-# for, renewed or released; a lease renewed to a TTL longer, shorter or the same (etcd
-# moves the first two to an etcd lease of that TTL, and keeps the third alive); and a
+# for, renewed or released; a lease renewed to a TTL longer, shorter or the same; and a
 # step that the renewals of a lease decide (it would have ended, or not, without them).
 LEASE_STEPS = 30
 LEASE_SEEDS = (302,)
@@ -70,10 +70,7 @@ class Timing:
     margin: float
 
 
-# etcd's leases last whole seconds (2 s is its least with default election timing: see
-# _etcd_grants_as_asked), and its leader revokes an expired one within about half a
-# second: TTLs, passes and the margin there are whole seconds too.
-TIMING = {"etcd": Timing((2.0, 6.0), 3.0, 1.0)}
+TIMING: dict[str, Timing] = {}  # a kind whose leases need other TTLs than TTLS
 DEFAULT_TIMING = Timing(TTLS, PASS, MARGIN)
 
 
@@ -116,16 +113,6 @@ async def _steer_clear(store: LeaseStore, name: str, started: float, margin: flo
         await asyncio.sleep(2 * margin)
 
 
-async def _etcd_grants_as_asked(real: Any, ttls: tuple[float, ...]) -> None:
-    """etcd raises a TTL below its least (1.5 election timeouts, rounded up) to it:
-    the model's leases would then end before the server's."""
-    for ttl in ttls:
-        reply = await real.call("lease/grant", {"TTL": str(session_ttl(ttl))})
-        await real.call("lease/revoke", {"ID": reply["ID"]})
-        granted = etcd_gateway.integer(reply, "TTL")
-        assert granted == ttl, f"etcd grants {granted}s for {ttl}s: pick TTLs it grants as asked"
-
-
 @pytest.mark.parametrize("seed", LEASE_SEEDS)
 def test_the_lease_model_matches_the_servers(backend: BackendCase, name: str, seed: int) -> None:
     kind = kind_of(backend)
@@ -136,7 +123,7 @@ def test_the_lease_model_matches_the_servers(backend: BackendCase, name: str, se
 
     async def main() -> list[str]:
         # PostgreSQL grants a lease again to its holder's resent try (same token, a new
-        # TTL); Redis, SQLite and etcd answer that it is taken: the model does either.
+        # TTL); Redis and SQLite answer that it is taken: the model does either.
         regrant = kind == "postgresql"
         store, owners, seen = LeaseStore(regrant=regrant), [new_owner() for _ in range(3)], []
         ops = ("acquire", "acquire", "renew", "release", "pass")
@@ -144,8 +131,6 @@ def test_the_lease_model_matches_the_servers(backend: BackendCase, name: str, se
         unrenewed: float | None = None  # when it would end had it not been renewed
         async with fencelock.aconnect(backend.url) as client:
             real, started = client.seam.backend, clock.now()
-            if kind == "etcd":
-                await _etcd_grants_as_asked(real, timing.ttls)
             for step in plan(seed, ops, timing.ttls, LEASE_STEPS):
                 await _steer_clear(store, name, started, timing.margin)
                 owner, now = owners[step.who], clock.now() - started
@@ -162,8 +147,7 @@ def test_the_lease_model_matches_the_servers(backend: BackendCase, name: str, se
                 ):
                     met.add(("renew", "decides a later step"))
                 if step.op == "acquire":
-                    # Not renewed: each lease ends by its own TTL, as the model's do (etcd
-                    # gives it an etcd lease of its own, not the client's shared session).
+                    # Not renewed: each lease ends by its own TTL, as the model's do.
                     attempt = real.attempt(name, owner, step.ttl, renewed=False)
                     try:
                         theirs = isinstance(await attempt.try_acquire(), Acquired)

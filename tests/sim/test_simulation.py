@@ -20,8 +20,8 @@ from fencelock.sim.model import Granted, LeaseStore, Taken
 from fencelock.sim.workloads import WORKLOADS
 from fencelock.sim.world import OUTLIVING
 
-SWEEP_CPU = 1.0  # seconds of CPU each family's lock sweep below may use (5-30 runs)
-PRIMITIVE_CPU = 0.4  # and each other workload's, on each family it runs on
+SWEEP_CPU = 0.75  # seconds of CPU each family's lock sweep below may use (5-30 runs)
+PRIMITIVE_CPU = 0.25  # and each other workload's, on each family it runs on
 FAMILIES = ("lease", "session", "redlock", "etcd")
 PRIMITIVES = [
     (workload, family)
