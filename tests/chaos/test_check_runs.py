@@ -53,9 +53,9 @@ def test_fencing_keeps_the_resource_safe_under_pauses_and_kills(
     assert 'href="result.json"' in page and 'href="history-runner.jsonl"' in page
 
 
-@pytest.mark.parametrize(
-    ("backend", "workload"), [("sqlite", "seats"), ("redis", "register"), ("redlock", "seats")]
-)
+# Each workload once (a pause past the TTL breaks it without the fence: the checker's and
+# the nemesis's doing); the fenced runs above are on every backend, Redlock's included.
+@pytest.mark.parametrize(("backend", "workload"), [("sqlite", "seats"), ("redis", "register")])
 def test_without_fencing_pauses_break_the_invariant(
     tmp_path: Path, backend: str, workload: str
 ) -> None:
