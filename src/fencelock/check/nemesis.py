@@ -27,6 +27,13 @@ client, or -1 for a server fault) whose start and end are the fault window.
   second client in).
 * ``partition``: cut a holder off from every lock server for 1.5-3 x TTL
   (through the harness's TCP proxies).
+* ``partition-restart``: cut a holder off from every lock server (as ``partition``),
+  then SIGKILL a lock server (as ``restart``: a minority of Redlock's, one member of a
+  cluster) and start it again at once; the cut heals 2-3 x TTL after it began. The
+  holder hears nothing (not the hang-up, not a renewal's answer), so it trusts its
+  lease to its end, while a server that lost its locks in the crash (MySQL's named
+  locks, PostgreSQL's advisory locks, Redis without persistence) lets the next client
+  in at once: only fencing protects the resource.
 
 The schedule (gaps, durations, which servers) is reproducible from the seed;
 which client happens to hold the lock at that moment is up to the run.
@@ -44,9 +51,18 @@ from fencelock.check.history import Op
 from fencelock.check.servers import CONSENSUS, ServerSet
 from fencelock.testing.process import ServerProcess
 
-NEMESES = ("pause", "kill", "server", "session", "restart", "clock", "partition")
-SERVER_NEMESES = ("server", "session", "restart", "clock")
-NETWORK_NEMESES = ("partition",)
+NEMESES = (
+    "pause",
+    "kill",
+    "server",
+    "session",
+    "restart",
+    "clock",
+    "partition",
+    "partition-restart",
+)
+SERVER_NEMESES = ("server", "session", "restart", "clock", "partition-restart")
+NETWORK_NEMESES = ("partition", "partition-restart")
 OVERTAKE_CAP = 12.0  # the longest a pause waits for another client's write, in TTLs
 
 
@@ -316,6 +332,46 @@ class FastRestart(ServerFault):
         return None
 
 
+class PartitionRestart(FastRestart):
+    """Cut a holder off from every server, then SIGKILL a server and start it again at once.
+
+    The cut comes first, so the holder hears nothing of the crash: the proxies hold
+    back the close of its connections, and its renewals go unanswered. The cut lasts
+    2-3 x TTL from the strike (at least until the server is up again), longer than
+    any lease the holder may have extended to (at most 2 x TTL before the strike),
+    so the holder's own clock ends its trust while it is still cut off.
+    """
+
+    name = "partition-restart"
+    gap = (1.0, 2.0)  # a fault is long (2-3 x TTL): come back sooner than ``restart``
+    length = (2.0, 3.0)
+
+    def strike(self, h: Harness, now: float, client: int, token: int | None) -> bool:
+        assert h.servers is not None
+        h.cut(client)
+        nodes = self._victims(h.servers.nodes)
+        began = clock.now()
+        for node in nodes:
+            h.kill_server(node)
+        for node in nodes:
+            h.restart(node)
+        took = clock.now() - began
+        length = self._draw(self.length)
+        how = "empty" if h.servers.kind in ("redis", "redlock") else "on its data"
+        names = ",".join(n.name for n in nodes)
+        detail = (
+            f"partition-restart client {client} (token {token}): cut from the servers, "
+            f"then server {names} SIGKILLed and started again at once ({how}; up after "
+            f"{took:.2f}s); the cut healed after {max(length, took):.2f}s"
+        )
+        until = now + max(length, took)
+        self._begin(h, _Active(client, now, until, detail, token, nodes, killed=True))
+        return True
+
+    def heal(self, h: Harness, active: _Active) -> None:
+        h.heal(active.target)
+
+
 class ClockJump(Nemesis):
     """Step lock servers' wall clocks forward by 2 x TTL; strikes while a client holds."""
 
@@ -352,6 +408,7 @@ _KINDS: dict[str, type[Nemesis]] = {
     "restart": FastRestart,
     "clock": ClockJump,
     "partition": Partition,
+    "partition-restart": PartitionRestart,
 }
 
 

@@ -16,10 +16,11 @@ from fencelock.toolkit.scale import RIGHT, WIDTH
 
 
 def fault_kind(fault: Op) -> str:
-    """pause, kill, partition, clock or other: from the nemesis's ``detail``."""
+    """pause, kill, partition-restart, partition, clock, restart or other: from the
+    nemesis's ``detail``."""
     words = fault.detail.lower().split()
     first = words[0] if words else ""
-    for kind in ("pause", "kill", "partition", "clock", "restart"):
+    for kind in ("pause", "kill", "partition-restart", "partition", "clock", "restart"):
         if first.startswith(kind):
             return kind
     return "other"
@@ -43,9 +44,12 @@ def server_band(fault: Op, layout: Layout) -> str:
 def client_fault(fault: Op, layout: Layout) -> str:
     """A hatched box on the target's row: pause (red), partition (teal), other."""
     kind = fault_kind(fault)
-    fill, stroke = {"pause": ("url(#hatch)", PAUSE), "partition": ("url(#cut)", PARTITION)}.get(
-        kind, ("url(#server)", SERVER)
-    )
+    cut = ("url(#cut)", PARTITION)
+    fill, stroke = {
+        "pause": ("url(#hatch)", PAUSE),
+        "partition": cut,
+        "partition-restart": cut,
+    }.get(kind, ("url(#server)", SERVER))
     x0, x1 = layout.x(fault.start), layout.x(fault.end)
     y = layout.y(fault.process) - layout.box / 2
     tip = f"{fault.detail}: {fault.end - fault.start:.2f}s"
@@ -73,8 +77,17 @@ def fault_labels(
     row_labels = list(more)
     for fault in on_clients:
         kind, span = fault_kind(fault), fault.end - fault.start
-        text = {"pause": f"SIGSTOP {span:.1f}s", "kill": "kill -9"}.get(kind, f"{kind} {span:.1f}s")
-        colour = {"pause": PAUSE, "kill": INK, "partition": PARTITION}.get(kind, SERVER)
+        text = {
+            "pause": f"SIGSTOP {span:.1f}s",
+            "kill": "kill -9",
+            "partition-restart": f"cut + server kill -9 {span:.1f}s",
+        }.get(kind, f"{kind} {span:.1f}s")
+        colour = {
+            "pause": PAUSE,
+            "kill": INK,
+            "partition": PARTITION,
+            "partition-restart": PARTITION,
+        }.get(kind, SERVER)
         row_labels.append(Label(fault.process, layout.x(fault.start) + 1, text, colour))
     parts = [
         label_text(lb, layout.y(lb.row) - layout.box / 2 - 2.5, 10.5)
