@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -139,10 +140,20 @@ class Cancelled(BaseException):
     """Stands for CancelledError or KeyboardInterrupt: the caller stopped waiting."""
 
 
+def _attempt_ends(events: list[str]) -> list[str]:
+    """An attempt ends at its grant or at its cancellation: nothing is tried after."""
+    for i, event in enumerate(events):
+        if event in ("acquired", "cancelled"):
+            return events[: i + 1]
+    return events
+
+
 @given(st.lists(st.sampled_from(["busy", "acquired", "timeout", "refused", "cancelled"])))
 def test_closing_undoes_the_worst_thing_a_request_may_have_left(events: list[str]) -> None:
-    left = UndoTracker()
+    events = _attempt_ends(events)
+    left = UndoTracker("first.x")
     for event in events:
+        left.before_try()
         try:
             with left.sending():
                 if event == "busy":
@@ -157,17 +168,54 @@ def test_closing_undoes_the_worst_thing_a_request_may_have_left(events: list[str
                     raise Cancelled()
         except (BackendUnavailable, Cancelled):
             pass
+    # What the final owner's tries left: those after the last unanswered one (whose
+    # owner went to its undo as the next try began).
+    final = events[_last_timeout(events) + 1 :] if "timeout" in events else events
     expected = (
         Undo.NOW
         if "cancelled" in events
         else Undo.LATER
-        if "timeout" in events
+        if events[-1:] == ["timeout"]
         else Undo.LEAVE_QUEUE
-        if events and _last_answer(events) == "busy"
+        if _last_answer(final) == "busy"
         else Undo.NOTHING
     )
     assert left.undo() is expected
     assert left.undo() is Undo.NOTHING
+
+
+@given(st.lists(st.sampled_from(["busy", "acquired", "timeout", "refused"])))
+def test_an_undo_never_names_the_owner_of_a_grant(events: list[str]) -> None:
+    """Every try after an unanswered one stores a fresh owner; the unanswered try's
+    owner is handed back for its undo, and a grant's owner is never undone (the bug:
+    a late undo of a reused owner deleted the retry's fresh grant)."""
+    events = _attempt_ends(events)
+    left = UndoTracker("first.x")
+    undone: list[str] = []
+    unanswered: list[str] = []
+    granted: list[str] = []
+    for event in events:
+        stale = left.before_try()
+        if stale is not None:
+            undone.append(stale)
+        with contextlib.suppress(BackendUnavailable), left.sending():
+            if event == "timeout":
+                unanswered.append(left.owner)
+                raise BackendUnavailable("no answer") from TimeoutError("timed out")
+            if event == "refused":
+                raise BackendUnavailable("refused") from ConnectionRefusedError()
+            result = left.answered(Acquired(1) if event == "acquired" else Busy(1.0))
+            if isinstance(result, Acquired):
+                granted.append(result.owner or "first.x")
+    if left.undo() is not Undo.NOTHING:
+        undone.append(left.owner)
+    assert not set(granted) & set(undone)
+    assert set(unanswered) <= set(undone)  # what may still land is given back
+    assert all(owner.endswith(".x") for owner in undone + granted)  # who we are stays
+
+
+def _last_timeout(events: list[str]) -> int:
+    return len(events) - 1 - events[::-1].index("timeout")
 
 
 def _last_answer(events: list[str]) -> str | None:

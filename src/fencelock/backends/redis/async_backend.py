@@ -87,17 +87,15 @@ class AsyncRedisBackend(RedisServer):
     async def waiters(self, name: str) -> builtins.list[str]:
         return await self._talk(conversations.waiters(name, self.keys))
 
-    async def undo(self, attempt: AsyncRedisAttempt, what: Undo) -> None:
-        """Give back what a closed attempt left on the server (see :class:`Undo`)."""
-        talk = undoing(what, attempt.keys, attempt.owner, self.listener.channel)
+    async def undo(self, keys: LockKeys, owner: str, what: Undo, ttl: float) -> None:
+        """Give back what a try by ``owner`` left on the server (see :class:`Undo`)."""
+        talk = undoing(what, keys, owner, self.listener.channel)
         if talk is not None:
             with best_effort(what):
                 await self._talk(talk)
         elif what is Undo.LATER:
-            undo = self._undo_later(attempt.keys, attempt.owner, self.listener.channel)
-            task = asyncio.get_running_loop().create_task(
-                self._undo(undo, clock.now() + attempt.ttl)
-            )
+            undo = self._undo_later(keys, owner, self.listener.channel)
+            task = asyncio.get_running_loop().create_task(self._undo(undo, clock.now() + ttl))
             self._undoing.add(task)
             task.add_done_callback(self._undoing.discard)
 

@@ -4,6 +4,11 @@
 queued), unanswered (timed out: the server may run it later), or abandoned (the
 caller was cancelled or interrupted while it was out: it may have run). ``close()``
 asks it what to undo. The two attempts below only send and wait.
+
+A try that went unanswered may still run, whenever the server gets to it: the next
+try stores an owner value of its own, and the unanswered one's is given back once
+the server answers again. An undo names only the owner of the try it undoes, so it
+can never delete the grant of a later try (nor can the late try be mistaken for one).
 """
 
 from __future__ import annotations
@@ -13,15 +18,17 @@ import contextlib
 import enum
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Protocol
 
-from fencelock.backends.base import AttemptResult, Busy
+from fencelock.backends.base import Acquired, AttemptResult, Busy
 from fencelock.backends.redis import conversations
 from fencelock.backends.redis.errors import unanswered
 from fencelock.backends.redis.listener import AsyncWakeListener, WakeListener
 from fencelock.backends.redis.scripts import Command, KeyStyle, LockKeys, acquire_command
 from fencelock.backends.wakeup import await_then_rearm, wait_then_rearm
 from fencelock.errors import BackendUnavailable, FencelockError
+from fencelock.holder import new_identity
 
 # Once a server that timed out answers again, wait this long before undoing what an
 # unanswered acquire may have taken: its buffered request runs first, then the undo.
@@ -39,11 +46,29 @@ class Undo(enum.Enum):
 
 
 class UndoTracker:
-    """What an attempt's requests may have left on the server (pure)."""
+    """What an attempt's requests may have left on the server (pure).
+
+    ``owner`` is the owner value the next try stores: the attempt's own until a try
+    goes unanswered, then a fresh one per try (:meth:`before_try`).
+    """
 
     queued = False
     unanswered = False
     abandoned = False
+
+    def __init__(self, owner: str) -> None:
+        self.owner = self._first_owner = owner
+
+    def before_try(self) -> str | None:
+        """Before each try: if the last one went unanswered (it may still run), this try
+        stores a fresh owner, and the stale one is returned, for the caller to undo once
+        the server answers; else None."""
+        if not self.unanswered:
+            return None
+        stale, self.owner = self.owner, new_identity(self.owner)
+        # What the stale owner left (its place in the queue too) goes with its undo.
+        self.unanswered = self.queued = False
+        return stale
 
     def sending(self) -> UndoTracker:
         """Around one acquire request: notes a failure that may leave something behind."""
@@ -62,10 +87,13 @@ class UndoTracker:
 
     def answered(self, result: AttemptResult) -> AttemptResult:
         self.queued = isinstance(result, Busy)
+        if isinstance(result, Acquired) and self.owner != self._first_owner:
+            return replace(result, owner=self.owner)  # the lease's owner is this try's
         return result
 
     def undo(self) -> Undo:
-        """What to undo now that the attempt ends; after it, nothing is left to undo."""
+        """What to undo of the last try (its owner is ``owner``) now that the attempt
+        ends; after it, nothing is left to undo."""
         undo = (
             Undo.NOW
             if self.abandoned
@@ -93,8 +121,8 @@ class Acquirer(Protocol):
     def acquire(self, command: Command, keys: LockKeys, owner: str) -> AttemptResult:
         """Run the acquire script once."""
 
-    def undo(self, attempt: RedisAttempt, what: Undo) -> None:
-        """Give back what a closing attempt may have left."""
+    def undo(self, keys: LockKeys, owner: str, what: Undo, ttl: float) -> None:
+        """Give back what a try by ``owner`` may have left."""
 
 
 class AsyncAcquirer(Protocol):
@@ -111,15 +139,25 @@ class AsyncAcquirer(Protocol):
     async def acquire(self, command: Command, keys: LockKeys, owner: str) -> AttemptResult:
         """Run the acquire script once."""
 
-    async def undo(self, attempt: AsyncRedisAttempt, what: Undo) -> None:
-        """Give back what a closing attempt may have left."""
+    async def undo(self, keys: LockKeys, owner: str, what: Undo, ttl: float) -> None:
+        """Give back what a try by ``owner`` may have left."""
 
 
 class _AttemptBase(UndoTracker):
     def __init__(self, channel: str, keys: LockKeys, owner: str, ttl: float, fair: bool) -> None:
-        self.owner, self.ttl = owner, ttl
-        self.keys = keys
+        super().__init__(owner)
+        self.ttl, self.keys = ttl, keys
+        self._channel, self._fair = channel, fair
         self._command = acquire_command(self.keys, owner, ttl, channel, fair)
+
+    def _next_owner(self) -> str | None:
+        """:meth:`before_try`, with this try's command and wake-up following the owner."""
+        stale = self.before_try()
+        if stale is not None:
+            self._command = acquire_command(
+                self.keys, self.owner, self.ttl, self._channel, self._fair
+            )
+        return stale
 
 
 class RedisAttempt(_AttemptBase):
@@ -138,6 +176,12 @@ class RedisAttempt(_AttemptBase):
         return result
 
     def _take(self) -> AttemptResult:
+        stale = self._next_owner()
+        if stale is not None:
+            self._backend.undo(self.keys, stale, Undo.LATER, self.ttl)
+            if self._event is not None:
+                self._backend.listener.wakeups.forget(stale)
+                self._event = self._backend.listener.wakeups.expect(self.owner)
         with self.sending():
             return self.answered(self._backend.acquire(self._command, self.keys, self.owner))
 
@@ -155,7 +199,7 @@ class RedisAttempt(_AttemptBase):
             self._event = None
         what = self.undo()
         if what is not Undo.NOTHING:
-            self._backend.undo(self, what)
+            self._backend.undo(self.keys, self.owner, what, self.ttl)
 
 
 class AsyncRedisAttempt(_AttemptBase):
@@ -175,6 +219,12 @@ class AsyncRedisAttempt(_AttemptBase):
         return result
 
     async def _take(self) -> AttemptResult:
+        stale = self._next_owner()
+        if stale is not None:
+            await self._backend.undo(self.keys, stale, Undo.LATER, self.ttl)
+            if self._event is not None:
+                self._backend.listener.wakeups.forget(stale)
+                self._event = self._backend.listener.wakeups.expect(self.owner)
         with self.sending():
             return self.answered(await self._backend.acquire(self._command, self.keys, self.owner))
 
@@ -187,7 +237,7 @@ class AsyncRedisAttempt(_AttemptBase):
             self._event = None
         what = self.undo()
         if what is not Undo.NOTHING:
-            await self._backend.undo(self, what)
+            await self._backend.undo(self.keys, self.owner, what, self.ttl)
 
 
 def undoing(

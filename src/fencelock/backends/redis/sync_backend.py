@@ -105,17 +105,17 @@ class RedisBackend(RedisServer):
     def waiters(self, name: str) -> builtins.list[str]:
         return self._talk(conversations.waiters(name, self.keys))
 
-    def undo(self, attempt: RedisAttempt, what: Undo) -> None:
-        """Give back what a closed attempt left on the server (see :class:`Undo`)."""
-        talk = undoing(what, attempt.keys, attempt.owner, self.listener.channel)
+    def undo(self, keys: LockKeys, owner: str, what: Undo, ttl: float) -> None:
+        """Give back what a try by ``owner`` left on the server (see :class:`Undo`)."""
+        talk = undoing(what, keys, owner, self.listener.channel)
         if talk is not None:
             with best_effort(what):
                 self._talk(talk)
         elif what is Undo.LATER:
-            undo = self._undo_later(attempt.keys, attempt.owner, self.listener.channel)
+            undo = self._undo_later(keys, owner, self.listener.channel)
             threading.Thread(
                 target=self._undo,
-                args=(undo, clock.now() + attempt.ttl),
+                args=(undo, clock.now() + ttl),
                 daemon=True,
                 name="fencelock-redis-undo",
             ).start()
