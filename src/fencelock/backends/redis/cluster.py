@@ -26,18 +26,27 @@ from __future__ import annotations
 import builtins
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import redis
 
 from fencelock import clock, forking
-from fencelock.backends.base import Attempt, AttemptResult, LockInfo, Renewal, RenewOutcome
+from fencelock.backends.base import (
+    Acquired,
+    Attempt,
+    AttemptResult,
+    LockInfo,
+    Renewal,
+    RenewOutcome,
+)
 from fencelock.backends.redis.errors import DRIVER_ERRORS, SlotMoved, translate
 from fencelock.backends.redis.options import RedisOptions, cluster_seeds, redis_options
 from fencelock.backends.redis.slots import Address, SlotMap, slot_of
 from fencelock.backends.redis.sync_backend import RedisBackend
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import BackendUnavailable, ConfigError, FencelockError
+from fencelock.holder import new_identity
 
 T = TypeVar("T")
 
@@ -219,7 +228,9 @@ class RedisClusterBackend:
 
 class ClusterAttempt:
     """An acquisition on the master serving the lock's slot; made again on the master
-    that serves it when a ``MOVED`` says the slot has moved (nothing was taken)."""
+    that serves it when a ``MOVED`` says the slot has moved. The attempt on a new master
+    stores a fresh owner: the old master's undo (of a try it may still run) names the old
+    one, so it can never delete a grant, should the slot come back to that master."""
 
     def __init__(
         self, cluster: RedisClusterBackend, name: str, owner: str, ttl: float, fair: bool
@@ -227,6 +238,7 @@ class ClusterAttempt:
         self._cluster, self._name, self._owner = cluster, name, owner
         self._ttl, self._fair = ttl, fair
         self._inner: Attempt | None = None
+        self._inner_owner = owner
         self._address: Address | None = None  # the master self._inner was made on
 
     def try_acquire(self) -> AttemptResult:
@@ -234,10 +246,16 @@ class ClusterAttempt:
 
     def _try_on(self, address: Address, node: RedisBackend) -> AttemptResult:
         if self._inner is None or address != self._address:
+            if self._address is not None:
+                self._inner_owner = new_identity(self._owner)
             self.close()  # what the old master may hold of it is given back by its undo
-            self._inner = node.attempt(self._name, self._owner, self._ttl, self._fair)
+            self._inner = node.attempt(self._name, self._inner_owner, self._ttl, self._fair)
             self._address = address
-        return self._inner.try_acquire()
+        result = self._inner.try_acquire()
+        moved = self._inner_owner != self._owner
+        if moved and isinstance(result, Acquired) and result.owner is None:
+            return replace(result, owner=self._inner_owner)
+        return result
 
     def wait(self, timeout: float) -> None:
         if self._inner is not None:
