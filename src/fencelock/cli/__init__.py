@@ -47,35 +47,6 @@ def errors_as_exit_codes() -> Iterator[None]:
         fail(str(exc), code)
 
 
-_UNITS = (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0))  # "ms" before "s"
-
-
-class Duration(click.ParamType):  # type: ignore[type-arg]
-    """Seconds, written ``30``, ``30s``, ``250ms``, ``5m`` or ``1h``."""
-
-    name = "duration"
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        if isinstance(value, (int, float)):
-            return float(value)
-        text = str(value).strip()
-        for unit, unit_scale in _UNITS:
-            if text.endswith(unit):
-                number, scale = text[: -len(unit)], unit_scale
-                break
-        else:
-            number, scale = text, 1.0
-        try:
-            seconds = float(number) * scale
-        except ValueError:
-            self.fail(f"{text!r} is not a duration (30, 30s, 250ms, 5m, 1h)", param, ctx)
-        if not seconds >= 0:
-            self.fail(f"{text!r} is negative", param, ctx)
-        return seconds
-
-
 url_option = click.option(
     "--url",
     envvar="FENCELOCK_URL",

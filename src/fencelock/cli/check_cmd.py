@@ -16,6 +16,10 @@ from fencelock.check.progress import RichProgress
 from fencelock.check.runner import CheckRun, run_check
 from fencelock.check.workloads import WORKLOADS
 from fencelock.cli import errors_as_exit_codes, exitcodes, fail
+from fencelock.cli.numbers import COUNT, Bounds, Number
+
+# Finite numbers here; the ranges are the harness's own (fencelock.check.options).
+_FINITE = Number(Bounds(least=None))
 
 
 class _Command(click.Command):
@@ -60,12 +64,14 @@ class _BadInput(click.UsageError):
     metavar="|".join(WORKLOADS),
     help="register: increment a counter; seats: sell seats.",
 )
-@click.option("--clients", type=int, default=8, show_default=True, help="Client processes.")
-@click.option("--duration", type=float, default=10.0, show_default=True, help="Seconds to run.")
-@click.option("--ttl", type=float, default=1.0, show_default=True, help="Lease TTL in seconds.")
+@click.option(
+    "--clients", type=Number(COUNT), default=8, show_default=True, help="Client processes."
+)
+@click.option("--duration", type=_FINITE, default=10.0, show_default=True, help="Seconds to run.")
+@click.option("--ttl", type=_FINITE, default=1.0, show_default=True, help="Lease TTL in seconds.")
 @click.option(
     "--work",
-    type=float,
+    type=_FINITE,
     default=0.01,
     show_default=True,
     help="Mean seconds between the lease check and the write.",
@@ -84,7 +90,9 @@ class _BadInput(click.UsageError):
     is_flag=True,
     help="Check the token on the write but not on the read (see docs/safety.md).",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the fault schedule.")
+@click.option(
+    "--seed", type=Number(COUNT), default=0, show_default=True, help="Seed of the fault schedule."
+)
 @click.option(
     "--report",
     type=click.Path(file_okay=False, path_type=Path),

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from fencelock.cli import errors_as_exit_codes, exitcodes, fail
+from fencelock.cli.numbers import COUNT, Bounds, Number
 from fencelock.demo import DemoError, DemoResult, Options, run_demo
 from fencelock.demo.model import RoundSpec
 
@@ -122,11 +123,13 @@ _DEFAULTS = Options()
 
 
 @click.command("demo")
-@_knob("workers", click.IntRange(2, 64), "Seller processes.")
-@_knob("seats", click.IntRange(1, 100_000), "Seats of the show.")
-@_knob("ttl", click.FloatRange(0.05, 5.0), "Lease TTL in seconds.")
-@_knob("pauses", click.IntRange(0, 1000), "SIGSTOP pauses injected per round.")
-@_knob("seed", int, "Seed for where the pauses fall.")
+@_knob("workers", Number(Bounds(least=2, most=64, whole=True, unit="")), "Seller processes.")
+@_knob("seats", Number(Bounds(least=1, most=100_000, whole=True, unit="")), "Seats of the show.")
+@_knob("ttl", Number(Bounds(least=0.05, most=5.0)), "Lease TTL in seconds.")
+@_knob(
+    "pauses", Number(Bounds(most=1000, whole=True, unit="")), "SIGSTOP pauses injected per round."
+)
+@_knob("seed", Number(COUNT), "Seed for where the pauses fall.")
 @_knob(
     "out",
     click.Path(file_okay=False, path_type=Path),

@@ -12,6 +12,7 @@ import click
 import fencelock
 from fencelock import holder
 from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
+from fencelock.cli.numbers import INTERVAL, TTL, Number
 from fencelock.cli.run_cmd import (
     RunCommand,
     default_grace,
@@ -116,7 +117,7 @@ def observe(client: Client, name: str, as_json: bool, interval: float | None) ->
 @url_option
 @click.option(
     "--ttl",
-    type=float,
+    type=Number(TTL),
     default=10.0,
     show_default=True,
     help="Leadership lease TTL in seconds: a dead leader is replaced within about this.",
@@ -127,7 +128,7 @@ def observe(client: Client, name: str, as_json: bool, interval: float | None) ->
 @click.option("--json", "as_json", is_flag=True, help="With --observe: one JSON object a line.")
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Number(INTERVAL),
     default=None,
     metavar="SECONDS",
     help="With --observe: how often to look (default: a third of the TTL, at most 1 s).",

@@ -10,6 +10,7 @@ import click
 import fencelock
 from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
 from fencelock.cli.inspect_cmds import json_option
+from fencelock.cli.numbers import INTERVAL, Number
 from fencelock.primitives.group import GroupChange, Member
 
 
@@ -41,15 +42,16 @@ def _change_lines(name: str, change: GroupChange) -> list[str]:
 @click.option("--watch", is_flag=True, help="Then print each change (who joined, who left).")
 @click.option(
     "--interval",
-    type=float,
+    type=Number(INTERVAL),
+    metavar="SECONDS",
     default=None,
     help="With --watch: how often to look (default: a third of the TTL, at most 1 s).",
 )
 @click.argument("name")
 def members(url: str | None, as_json: bool, watch: bool, interval: float | None, name: str) -> None:
     """Show the live members of group NAME, with their data and tokens."""
-    if interval is not None and (not watch or interval <= 0):
-        fail(f"--interval goes with --watch and is > 0 seconds, got {interval:g}", exitcodes.USAGE)
+    if interval is not None and not watch:
+        fail("--interval goes with --watch", exitcodes.USAGE)
     with errors_as_exit_codes(), fencelock.connect(url) as client:
         group = client.group(name)
         if not watch:

@@ -16,7 +16,8 @@ import click
 import fencelock
 from fencelock import clock, holder
 from fencelock.backends.base import leaves_names_taken
-from fencelock.cli import Duration, errors_as_exit_codes, exitcodes, fail, url_option
+from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
+from fencelock.cli.numbers import SECONDS, TTL, Duration, Number
 from fencelock.cli.process_group import ProcessGroup, Watchdog, spawn
 from fencelock.cli.run_signals import Interrupted, SignalRelay, Wakeup
 from fencelock.client import Client
@@ -290,7 +291,7 @@ def _options_follow(args: Sequence[str], name_at: int) -> bool:
 
 grace_option = click.option(
     "--grace",
-    type=click.FloatRange(min=0),
+    type=Number(SECONDS),
     default=None,
     metavar="SECONDS",
     help="Seconds between SIGTERM and SIGKILL when CMD's process group is stopped "
@@ -302,7 +303,7 @@ grace_option = click.option(
 @url_option
 @click.option(
     "--ttl",
-    type=float,
+    type=Number(TTL),
     default=30.0,
     show_default=True,
     help="Lease TTL in seconds; renewed at about a third of it while CMD runs.",
@@ -310,7 +311,7 @@ grace_option = click.option(
 @click.option(
     "--wait",
     "wait",
-    type=click.FloatRange(min=0),
+    type=Number(SECONDS),
     default=None,
     metavar="SECONDS",
     help="Give up after waiting this long for the lock (default: wait forever).",
@@ -319,7 +320,7 @@ grace_option = click.option(
 @grace_option
 @click.option(
     "--max-hold",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Number(TTL),
     default=None,
     metavar="SECONDS",
     help="Stop renewing after this long: CMD is then stopped and fencelock exits 76.",
@@ -331,7 +332,7 @@ grace_option = click.option(
 )
 @click.option(
     "--at-least",
-    type=Duration(),
+    type=Duration(SECONDS),
     default=0.0,
     metavar="DURATION",
     help="Keep the lock taken this long from the start (30s, 5m) even if CMD ends sooner.",

@@ -16,7 +16,8 @@ from rich.text import Text
 
 import fencelock
 from fencelock import clock
-from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
+from fencelock.cli import errors_as_exit_codes, url_option
+from fencelock.cli.numbers import Bounds, Number
 from fencelock.cli.stats_cmd import scrape
 from fencelock.cli.top_view import Rates, Row, TopState, under
 
@@ -62,10 +63,18 @@ def rates_table(rates: list[Rates]) -> Table:
 @url_option
 @click.argument("prefix", default="")
 @click.option(
-    "--interval", type=float, default=1.0, show_default=True, help="Seconds between refreshes."
+    "--interval",
+    type=Number(Bounds(least=0.2)),
+    default=1.0,
+    show_default=True,
+    help="Seconds between refreshes (at least 0.2).",
 )
 @click.option(
-    "--limit", type=int, default=200, show_default=True, help="Most names shown a refresh."
+    "--limit",
+    type=Number(Bounds(least=1, most=None, whole=True, unit="")),
+    default=200,
+    show_default=True,
+    help="Most names shown a refresh.",
 )
 @click.option(
     "--metrics",
@@ -86,10 +95,6 @@ def top(
     """A live view of the locks under PREFIX: holder, token, how long held, what is
     left, waiters; with --metrics, acquisitions and contention per second and fencing
     rejections. Ctrl-C ends it."""
-    if interval < 0.2:
-        fail(f"--interval must be at least 0.2 seconds, got {interval:g}", exitcodes.USAGE)
-    if limit < 1:
-        fail(f"--limit must be at least 1, got {limit}", exitcodes.USAGE)
     state = TopState()
 
     def frame(client: fencelock.Client) -> Group:
