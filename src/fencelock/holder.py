@@ -41,6 +41,7 @@ __all__ = [
     "new_identity",
     "owner_value",
     "process_start",
+    "process_stat",
     "program_of",
     "set_label",
     "set_program",
@@ -205,17 +206,34 @@ def _shortened(text: str, limit: int) -> str:
     return text.replace(_SEPARATOR, " ").encode()[:limit].decode("utf-8", "ignore")
 
 
-def process_start(pid: int) -> float | None:
-    """The process's start time from /proc (Linux); None elsewhere."""
+def process_stat(pid: int) -> tuple[str, int] | None:
+    """The process's state letter (field 3 of /proc/PID/stat) and its start in clock
+    ticks since boot (field 22), as this process's /proc shows them; None if unreadable.
+
+    The start ticks tell two processes under one PID apart, and no clock step moves
+    them (unlike :func:`process_start`, which adds the wall-clock boot time).
+    """
     try:
         with open(f"/proc/{pid}/stat") as stat:
             # The command (field 2) may hold spaces and parentheses: split after the last ")".
             fields = stat.read().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_start(pid: int) -> float | None:
+    """The process's start time, Unix time, from /proc (Linux); None elsewhere. For
+    display only: it moves with the wall clock (btime), so it proves nothing."""
+    stat = process_stat(pid)
+    if stat is None:
+        return None
+    try:
         with open("/proc/stat") as system:
             boot = next(int(line.split()[1]) for line in system if line.startswith("btime "))
-        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, StopIteration):
         return None
+    return boot + stat[1] / os.sysconf("SC_CLK_TCK")
 
 
 def age(started: float | None, now: float | None = None) -> float | None:

@@ -5,9 +5,11 @@ the lease and issuing its token is one ``INSERT ... ON CONFLICT DO UPDATE``
 inside one write transaction, so tokens never repeat; the row outlives release
 and expiry, and the file outlives restarts, so tokens never go backwards.
 
-Expiry is measured on the host's boot-time clock (:mod:`fencelock.clock`), one
-clock for every process on the host; a lease written during an earlier boot is
-expired, since its holder cannot still be running.
+Expiry is measured on the host's boot-time clock (:mod:`fencelock.clock`). The row
+records the boot and time namespace that clock belongs to, and the lease's TTL: a row
+written on another clock (another boot, host or time namespace) is expired only once
+it has been seen unchanged for its TTL on ours, and a holder is taken for dead only
+on positive proof (:mod:`.liveness`).
 
 Waiters queue a doorbell (:mod:`fencelock.backends.sqlite.wakeup_socket`) in the same
 transaction that found the lease busy. A release rings the oldest live waiter
@@ -21,14 +23,17 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dataclasses
 import os
+import secrets
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-from fencelock import clock, forking
+from fencelock import forking
 from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo, Renewal
 from fencelock.backends.sqlite import liveness
 from fencelock.backends.sqlite.wakeup_socket import WakeupSender, WakeupSocket
@@ -57,6 +62,15 @@ CREATE TABLE IF NOT EXISTS fencelock_leases (
     boot TEXT NOT NULL,
     since REAL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS fencelock_observed (
+    name TEXT NOT NULL,
+    observer TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    token INTEGER NOT NULL,
+    expires_at REAL NOT NULL,
+    seen REAL NOT NULL,
+    PRIMARY KEY (name, observer)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS fencelock_queue (
     seq INTEGER PRIMARY KEY,
     name TEXT NOT NULL,
@@ -69,47 +83,103 @@ CREATE INDEX IF NOT EXISTS fencelock_queue_name ON fencelock_queue (name, seq);
 # The queue's came with the starvation bound, and its ``owner`` (the waiter's owner
 # value, NULL from an older fencelock) with ``lock.contenders()``; the lease's ``since``
 # (the Unix time of its grant) with holder descriptions; ``pidns`` (the PID namespace
-# the lease was taken in) with taking a crashed holder's lease at once (:mod:`.liveness`).
+# the lease was taken in) with taking a crashed holder's lease at once (:mod:`.liveness`);
+# the TTL, the time namespace, the taker's PID and start ticks with proving that death
+# (and reading only our own clock's expiries). ``facts`` is the token those four describe:
+# an older fencelock that takes the lease leaves them describing the holder before it.
+# The queue's ``clock`` (which clock its times are on) came with that too.
 _ADDED_COLUMNS = {
     "fencelock_queue": {
         "arrived": "REAL NOT NULL DEFAULT 0",
         "alive_until": "REAL NOT NULL DEFAULT 0",
         "owner": "TEXT",
+        "clock": "TEXT",
     },
-    "fencelock_leases": {"since": "REAL", "pidns": "TEXT"},
+    "fencelock_leases": {
+        "since": "REAL",
+        "pidns": "TEXT",
+        "ttl": "REAL",
+        "timens": "TEXT",
+        "pid": "INTEGER",
+        "start_ticks": "INTEGER",
+        "facts": "INTEGER",
+    },
 }
 
-_QUEUE = """
-SELECT address, arrived, alive_until FROM fencelock_queue WHERE name = ? ORDER BY seq
+# A waiter's times are on its own clock: only the waiters on ours are judged by them
+# (kept for, passed over, dropped); one on another clock only asks, as a newcomer does,
+# and can neither hold a free lease back nor be dropped by a clock we cannot read. The
+# clock of an older fencelock's waiter, or one where it is unknown, is NULL: the host's.
+_OURS = "(clock IS NULL OR clock = :clock)"
+
+_QUEUE = f"""
+SELECT address, arrived, alive_until FROM fencelock_queue WHERE name = :name AND {_OURS}
+ORDER BY seq
 """
 
 _JOIN = """
-INSERT INTO fencelock_queue (name, address, arrived, alive_until, owner)
-VALUES (:name, :address, :now, :alive_until, :owner)
+INSERT INTO fencelock_queue (name, address, arrived, alive_until, owner, clock)
+VALUES (:name, :address, :now, :alive_until, :owner, :clock)
 ON CONFLICT (address) DO UPDATE SET alive_until = excluded.alive_until
 """
 
+# Free (released) leases only, or the one ``taken``: the holder whose lease expired or
+# who died, as :mod:`.liveness` judged it in the same transaction.
 _TAKE = """
-INSERT INTO fencelock_leases (name, owner, token, expires_at, boot, since, pidns)
-VALUES (:name, :owner, 1, :expires_at, :boot, :since, :pidns)
+INSERT INTO fencelock_leases
+    (name, owner, token, expires_at, boot, since, pidns, ttl, timens, pid, start_ticks, facts)
+VALUES (:name, :owner, 1, :expires_at, :boot, :since, :pidns, :ttl, :timens, :pid,
+    :start_ticks, 1)
 ON CONFLICT (name) DO UPDATE SET
     owner = excluded.owner, token = token + 1, expires_at = excluded.expires_at,
-    boot = excluded.boot, since = excluded.since, pidns = excluded.pidns
-WHERE owner IS NULL OR boot != excluded.boot OR expires_at <= :now OR owner = :crashed
+    boot = excluded.boot, since = excluded.since, pidns = excluded.pidns,
+    ttl = excluded.ttl, timens = excluded.timens, pid = excluded.pid,
+    start_ticks = excluded.start_ticks, facts = token + 1
+WHERE owner IS NULL OR owner = :taken
 RETURNING token
+"""
+
+# The caller's own lease, on the clock it wrote it on (only its own process has its owner).
+_HELD_BY = "owner = :owner AND boot = :boot AND timens IS :timens AND expires_at > :now"
+
+# A lease's row, with when an observer on our clock first saw it as it is now.
+_ROWS = """
+SELECT l.name, l.since, l.owner, l.token, l.expires_at, l.boot, l.facts, l.ttl, l.timens,
+    l.pidns, l.pid, l.start_ticks, o.seen
+FROM fencelock_leases AS l LEFT JOIN fencelock_observed AS o
+    ON o.name = l.name AND o.observer = :observer AND o.owner = l.owner
+    AND o.token = l.token AND o.expires_at = l.expires_at
+"""
+
+_OBSERVE = """
+INSERT INTO fencelock_observed (name, observer, owner, token, expires_at, seen)
+VALUES (:name, :observer, :owner, :token, :expires_at, :now)
+ON CONFLICT (name, observer) DO UPDATE SET owner = excluded.owner,
+    token = excluded.token, expires_at = excluded.expires_at, seen = excluded.seen
+"""
+
+# Other observers' sightings of a row that has changed since restart anyway.
+_FORGET = """
+DELETE FROM fencelock_observed WHERE name = :name AND observer != :observer
+AND NOT (owner = :owner AND token = :token AND expires_at = :expires_at)
 """
 
 _MAX_CONTENDED = 1024
 
-_INFO_COLUMNS = "name, owner, token, expires_at, boot, since"
-_LIVE = "owner IS NOT NULL AND boot = :boot AND expires_at > :now"
+_UNKNOWN_BOOT = "unknown-boot"
+
+_Row = tuple[str, float | None, liveness.Recorded]
 
 
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return "unknown-boot"
+def _recorded(row: tuple[Any, ...]) -> _Row:
+    """A row of :data:`_ROWS`: its name, its grant's Unix time, and what it records."""
+    name, since, owner, token, expires_at, boot, facts, ttl, timens, pidns, pid, ticks, seen = row
+    if facts != token:  # an older fencelock's: only what it wrote is its
+        ttl = timens = pid = ticks = None
+    recorded = liveness.Recorded(
+        owner, int(token), float(expires_at), boot, ttl, timens, pidns, pid, ticks, seen
+    )
+    return name, since, recorded
 
 
 def _create(path: str) -> None:
@@ -158,11 +228,11 @@ def database_path(parsed: ParsedURL) -> str:
 class _Waiters:
     """The queue for one name, oldest first, read only as far as it is iterated."""
 
-    def __init__(self, conn: sqlite3.Connection, name: str) -> None:
-        self._conn, self._name = conn, name
+    def __init__(self, conn: sqlite3.Connection, name: str, clock: str | None) -> None:
+        self._conn, self._name, self._clock = conn, name, clock
 
     def __iter__(self) -> Iterator[Waiter[bytes]]:
-        cursor = self._conn.execute(_QUEUE, (self._name,))
+        cursor = self._conn.execute(_QUEUE, {"name": self._name, "clock": self._clock})
         try:
             for address, arrived, alive in cursor:
                 yield Waiter(bytes(address), float(arrived), float(alive))
@@ -212,10 +282,10 @@ class SQLiteAttempt:
         ``timeout``."""
         if self._doorbell is None:
             return
-        owner, namespace = self._backend.live_holder(self._name)
-        if liveness.crashed(owner, namespace):
+        held = self._backend.held(self._name)
+        if held is not None and self._backend.crashed(held):
             return
-        exited = liveness.exit_notice(owner, namespace)
+        exited = None if held is None else self._backend.exit_notice(held)
         try:
             self._doorbell.wait(timeout, exited)
         finally:
@@ -245,7 +315,7 @@ class SQLiteBackend:
         """Whether a lease left to its TTL stays on the server after the client closes."""
         return True
 
-    def __init__(self, parsed: ParsedURL) -> None:
+    def __init__(self, parsed: ParsedURL, host: liveness.Host | None = None) -> None:
         reject_unknown_options(parsed, COMMON_OPTIONS | {"busy_timeout"})
         self.url = parsed.redacted
         self.path = database_path(parsed)
@@ -255,8 +325,10 @@ class SQLiteBackend:
             parsed, "timeout", number_option(parsed, "busy_timeout", 10.0)
         )
         self._connect_timeout = number_option(parsed, "connect_timeout", self._busy_timeout)
-        self._boot = _boot_id()
-        self._pidns = liveness.pid_namespace()
+        self._host: liveness.Host = host or liveness.ProcHost()
+        # This process's facts and the observer it records sightings as: read on first
+        # use, again after a fork (another PID and start, perhaps other namespaces).
+        self._facts: tuple[liveness.Here, str] | None = None
         self._mutex = threading.RLock()
         self._ringer = WakeupSender()
         # Names this client last saw waiters on: an attempt on one brings its doorbell
@@ -273,6 +345,7 @@ class SQLiteBackend:
         Database File", 2.6): the parent's is abandoned here, neither used nor closed.
         """
         self._mutex = threading.RLock()
+        self._facts = None
         if not self._closed:
             forking.abandon(self._conn)
             self._conn = None
@@ -353,21 +426,25 @@ class SQLiteBackend:
     ) -> AttemptResult:
         """One transaction: take the lease if it is free and the queue lets ``doorbell``
         (None: not queued yet) have it; else queue ``doorbell`` and say how long to wait."""
+        here = self._here()
         with self._transaction() as conn:
-            now = clock.now()
-            verdict = handoff(_Waiters(conn, name), doorbell, now, bound)
+            now = self._host.now()
+            verdict = handoff(_Waiters(conn, name, here.clock), doorbell, now, bound)
             _drop(conn, verdict.expired)
+            held: liveness.Recorded | None = None
             if verdict.may_take:
-                params = {"name": name, "owner": owner, "expires_at": now + ttl}
-                params |= {"boot": self._boot, "now": now, "since": time.time()}
+                params = self._written(here) | {"name": name, "owner": owner, "ttl": ttl}
+                params |= {"expires_at": now + ttl, "since": time.time(), "taken": None}
                 # A renewed lease lives as long as its process: recorded with the PID
-                # namespace, it is taken at once once that process is gone. One not
+                # namespace, it is taken at once once that process is proven gone. One not
                 # renewed is meant to last its TTL, whoever exits (run-once's at_least).
-                params |= {"pidns": self._pidns if renewed else None, "crashed": None}
+                if not renewed:
+                    params["pidns"] = None
                 row = conn.execute(_TAKE, params).fetchone()
-                if row is None:  # held: by a process that still runs?
-                    params["crashed"] = self._crashed_holder(conn, name, now)
-                    if params["crashed"] is not None:
+                if row is None:  # held, or expired or its holder gone: as seen from here?
+                    held = self._row(conn, name)
+                    if held is not None and self._takeable(held, now):
+                        params["taken"] = held.owner
                         row = conn.execute(_TAKE, params).fetchone()
                 if row is not None:
                     if doorbell is not None:
@@ -375,12 +452,83 @@ class SQLiteBackend:
                     return Acquired(int(row[0]))
             if doorbell is not None:
                 params = {"name": name, "address": doorbell, "now": now, "owner": owner}
-                conn.execute(_JOIN, {**params, "alive_until": alive_until(now)})
-            remaining, expired = self._holder(conn, name, now)
+                params |= {"alive_until": alive_until(now), "clock": here.clock}
+                conn.execute(_JOIN, params)
+            remaining, expired = self._look(conn, name, held, now)
         self._saw_waiters(name, True)
         if expired and verdict.kept_for is not None:
             self._wake(name, verdict.kept_for.key)
         return Busy(busy_wait(remaining))
+
+    def _here(self) -> liveness.Here:
+        """This process's facts, read once (again in a forked child)."""
+        return (self._facts or self._read_facts())[0]
+
+    def _observer(self) -> str:
+        """Who records sightings here: our clock, shared by every process reading it;
+        where that clock is unknown, this backend alone."""
+        return (self._facts or self._read_facts())[1]
+
+    def _read_facts(self) -> tuple[liveness.Here, str]:
+        here = liveness.Here.of(self._host)
+        self._facts = (here, here.clock or f"process {secrets.token_hex(8)}")
+        return self._facts
+
+    def _written(self, here: liveness.Here) -> dict[str, object]:
+        """The columns saying where a lease is taken or renewed, as this process writes them."""
+        return {
+            "boot": here.boot or _UNKNOWN_BOOT,
+            "timens": here.timens,
+            "pidns": here.pidns,
+            "pid": here.pid,
+            "start_ticks": here.start_ticks,
+        }
+
+    def _row(self, conn: sqlite3.Connection, name: str) -> liveness.Recorded | None:
+        """What ``name``'s row records (None: never taken)."""
+        found = conn.execute(
+            f"{_ROWS} WHERE l.name = :name", {"name": name, "observer": self._observer()}
+        ).fetchone()
+        return None if found is None else _recorded(found)[2]
+
+    def _takeable(self, row: liveness.Recorded, now: float) -> bool:
+        """Whether a held ``row`` may be taken from here: it expired, or its holder died."""
+        return liveness.remaining(row, self._here(), now) is None or self.crashed(row)
+
+    def crashed(self, row: liveness.Recorded) -> bool:
+        """Whether ``row``'s holder is proven gone (a /proc read only where it can be)."""
+        here = self._here()
+        if not liveness.judged_here(row, here) or row.pid is None:
+            return False
+        return liveness.dead(row, here, self._host.process(row.pid))
+
+    def exit_notice(self, row: liveness.Recorded) -> int | None:
+        """A pidfd readable when ``row``'s holder exits, if its exit would prove it gone."""
+        if not liveness.judged_here(row, self._here()):
+            return None
+        assert row.pid is not None and row.start_ticks is not None
+        return self._host.exit_notice(row.pid, row.start_ticks)
+
+    def _look(
+        self, conn: sqlite3.Connection, name: str, row: liveness.Recorded | None, now: float
+    ) -> tuple[float | None, bool]:
+        """The holder's remaining TTL as seen from here (None: the lease is free), and
+        whether the lease expired without a release. A row on another clock is observed:
+        its first sighting as it is now starts the TTL it must stay unchanged for."""
+        if row is None:
+            row = self._row(conn, name)
+        if row is None or row.owner is None:
+            return None, False
+        here = self._here()
+        if row.seen is None and not liveness.shares_clock(row, here):
+            sighting: dict[str, object] = {"name": name, "observer": self._observer()}
+            sighting |= {"owner": row.owner, "token": row.token}
+            sighting |= {"expires_at": row.expires_at, "now": now}
+            conn.execute(_OBSERVE, sighting)
+            conn.execute(_FORGET, sighting)
+            row = dataclasses.replace(row, seen=now)
+        remaining = liveness.remaining(row, here, now)
+        return remaining, remaining is None
 
     def _wake(self, name: str, address: bytes) -> None:
         """Ring the waiter a lease that expired is kept for (a release would have rung
@@ -393,16 +541,6 @@ class SQLiteBackend:
                 _drop(conn, (address,))
             self._wake_next(name)
 
-    def _crashed_holder(self, conn: sqlite3.Connection, name: str, now: float) -> str | None:
-        """The owner of ``name``'s live lease if its process is known to be gone."""
-        row = conn.execute(
-            f"SELECT owner, pidns FROM fencelock_leases WHERE name = :name AND {_LIVE}",
-            {"name": name, "boot": self._boot, "now": now},
-        ).fetchone()
-        if row is None or not liveness.crashed(row[0], row[1]):
-            return None
-        return str(row[0])
-
     def leave_to_ttl(self, name: str, owner: str) -> None:
         """The holder leaves its lease to its TTL (``expire_in``): it may exit now, and
         the lease stays taken until then."""
@@ -412,51 +550,30 @@ class SQLiteBackend:
                 (name, owner),
             )
 
-    def live_holder(self, name: str) -> tuple[str | None, str | None]:
-        """The owner and PID namespace of ``name``'s live lease (Nones if it is free)."""
+    def held(self, name: str) -> liveness.Recorded | None:
+        """What ``name``'s row records if its lease is held as seen from here."""
         with self._mutex, self._translated():
-            row = (
-                self._db()
-                .execute(
-                    f"SELECT owner, pidns FROM fencelock_leases WHERE name = :name AND {_LIVE}",
-                    {"name": name, "boot": self._boot, "now": clock.now()},
-                )
-                .fetchone()
-            )
-        return (None, None) if row is None else (row[0], row[1])
-
-    def _holder(self, conn: sqlite3.Connection, name: str, now: float) -> tuple[float | None, bool]:
-        """The holder's remaining TTL (None: the lease is free), and whether the lease
-        expired without a release."""
-        row = conn.execute(
-            "SELECT owner IS NULL, expires_at, boot FROM fencelock_leases WHERE name = ?", (name,)
-        ).fetchone()
-        if row is None or row[0]:
-            return None, False
-        _released, expires_at, boot = row
-        if boot == self._boot and expires_at > now:
-            return float(expires_at) - now, False
-        return None, True
+            row = self._row(self._db(), name)
+        if row is None or liveness.remaining(row, self._here(), self._host.now()) is None:
+            return None
+        return row
 
     def leave_queue(self, name: str, address: bytes) -> None:
         """Remove a waiter; if the lease is free now, wake the next one in its place."""
         with self._transaction() as conn:
             conn.execute("DELETE FROM fencelock_queue WHERE address = ?", (address,))
-            free = (
-                conn.execute(
-                    f"SELECT 1 FROM fencelock_leases WHERE name = :name AND {_LIVE}",
-                    {"name": name, "boot": self._boot, "now": clock.now()},
-                ).fetchone()
-                is None
-            )
+            row = self._row(conn, name)
+            now = self._host.now()
+            free = row is None or liveness.remaining(row, self._here(), now) is None
         if free:
             self._wake_next(name)
 
     def _wake_next(self, name: str) -> None:
         """Ring the oldest live waiter that still listens; drop the ones that died."""
+        clock = self._here().clock
         while True:
             with self._mutex, self._translated():
-                head, _expired = oldest_live(_Waiters(self._db(), name), clock.now())
+                head, _expired = oldest_live(_Waiters(self._db(), name, clock), self._host.now())
             self._saw_waiters(name, head is not None)
             if head is None or self._ringer.ring(head.key):
                 return
@@ -470,11 +587,12 @@ class SQLiteBackend:
             self.contended.add(name)
 
     def release(self, name: str, owner: str) -> bool:
+        written = self._written(self._here())
         with self._transaction() as conn:
             released = conn.execute(
                 f"UPDATE fencelock_leases SET owner = NULL, expires_at = 0 "
-                f"WHERE name = :name AND owner = :owner AND {_LIVE}",
-                {"name": name, "owner": owner, "boot": self._boot, "now": clock.now()},
+                f"WHERE name = :name AND {_HELD_BY}",
+                {"name": name, "owner": owner, "now": self._host.now()} | written,
             ).rowcount
         if released:
             self._wake_next(name)
@@ -485,48 +603,46 @@ class SQLiteBackend:
 
     def renew_many(self, renewals: Sequence[Renewal]) -> list[bool]:
         """Compare-and-extend each, all in one transaction."""
+        written = self._written(self._here())
         with self._transaction() as conn:
-            now = clock.now()
+            now = self._host.now()
             return [
                 conn.execute(
-                    f"UPDATE fencelock_leases SET expires_at = :expires_at "
-                    f"WHERE name = :name AND owner = :owner AND {_LIVE}",
-                    {
-                        "name": name,
-                        "owner": owner,
-                        "boot": self._boot,
-                        "now": now,
-                        "expires_at": now + ttl,
-                    },
+                    f"UPDATE fencelock_leases SET expires_at = :expires_at, ttl = :ttl "
+                    f"WHERE name = :name AND {_HELD_BY}",
+                    {"name": name, "owner": owner, "now": now, "ttl": ttl}
+                    | {"expires_at": now + ttl}
+                    | written,
                 ).rowcount
                 == 1
                 for name, owner, ttl in renewals
             ]
 
     def inspect(self, name: str) -> LockInfo | None:
+        observer = self._observer()
         with self._mutex, self._translated():
             conn = self._db()
             row = conn.execute(
-                f"SELECT {_INFO_COLUMNS} FROM fencelock_leases WHERE name = ?",
-                (name,),
+                f"{_ROWS} WHERE l.name = :name", {"name": name, "observer": observer}
             ).fetchone()
             if row is None:
                 return None
             (waiters,) = conn.execute(
                 "SELECT count(*) FROM fencelock_queue WHERE name = ?", (name,)
             ).fetchone()
-        return self._info(row, clock.now(), int(waiters))
+        return self._info(_recorded(row), self._host.now(), int(waiters))
 
     def waiters(self, name: str) -> builtins.list[str]:
         """The owners of ``name``'s live waiters, in arrival order ("" for an older
-        fencelock's, which recorded none)."""
+        fencelock's, which recorded none); a waiter on another clock counts as live."""
+        clock = self._here().clock
         with self._mutex, self._translated():
             rows = (
                 self._db()
                 .execute(
-                    "SELECT owner FROM fencelock_queue WHERE name = ? AND alive_until > ?"
-                    " ORDER BY seq",
-                    (name, clock.now()),
+                    f"SELECT owner FROM fencelock_queue WHERE name = :name"
+                    f" AND (alive_until > :now OR NOT {_OURS}) ORDER BY seq",
+                    {"name": name, "now": self._host.now(), "clock": clock},
                 )
                 .fetchall()
             )
@@ -534,28 +650,30 @@ class SQLiteBackend:
 
     def list(self, prefix: str) -> list[LockInfo]:
         pattern = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        observer = self._observer()
         with self._mutex, self._translated():
-            conn, now = self._db(), clock.now()
-            rows = conn.execute(
-                f"SELECT {_INFO_COLUMNS} FROM fencelock_leases "
-                f"WHERE name LIKE :pattern ESCAPE '\\' AND {_LIVE} ORDER BY name",
-                {"pattern": pattern, "boot": self._boot, "now": now},
-            ).fetchall()
-        return [self._info(row, now, None) for row in rows]
+            rows = (
+                self._db()
+                .execute(
+                    f"{_ROWS} WHERE l.name LIKE :pattern ESCAPE '\\' AND l.owner IS NOT NULL "
+                    "ORDER BY l.name",
+                    {"pattern": pattern, "observer": observer},
+                )
+                .fetchall()
+            )
+        now = self._host.now()
+        infos = [self._info(_recorded(row), now, None) for row in rows]
+        return [info for info in infos if info.held]
 
-    def _info(
-        self,
-        row: tuple[str, str | None, int, float, str, float | None],
-        now: float,
-        waiters: int | None,
-    ) -> LockInfo:
-        name, owner, token, expires_at, boot, since = row
-        live = owner is not None and boot == self._boot and expires_at > now
+    def _info(self, row: _Row, now: float, waiters: int | None) -> LockInfo:
+        name, since, recorded = row
+        remaining = liveness.remaining(recorded, self._here(), now)
+        live = remaining is not None
         return LockInfo(
             name=name,
-            owner=owner if live else None,
-            token=int(token),
-            remaining=expires_at - now if live else None,
+            owner=recorded.owner if live else None,
+            token=recorded.token,
+            remaining=remaining,
             waiters=waiters,
             since=since if live else None,
         )
