@@ -115,8 +115,8 @@ def test_cmd_keeps_its_own_dashes(env: dict[str, str], args: list[str], stdout: 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--wait", "-1", "n", "--", "true"], "'--wait'"),
-        (["--grace", "-1", "n", "--", "true"], "'--grace'"),
+        (["--wait", "-1", "n", "--", "true"], "--wait must be at least 0"),
+        (["--grace", "-1", "n", "--", "true"], "--grace must be at least 0"),
         (["n", "--ttl", "5", "echo", "hi"], "must end with --"),
         (["n", "--ttl", "5"], "must end with --"),
         (["n", "--ttl", "5", "--"], "Missing argument"),

@@ -56,4 +56,4 @@ def test_at_least_keeps_the_name_after_a_fast_job(env: dict[str, str], tmp_path:
 def test_a_duration_that_is_not_one_is_named(env: dict[str, str]) -> None:
     done = fencelock_cmd(env, "run", "--at-least", "soon", "n", "--", "true")
     assert done.returncode == 64
-    assert "'soon' is not a duration (30, 30s, 250ms, 5m, 1h)" in done.stderr
+    assert "--at-least takes a duration (30, 30s, 250ms, 5m, 1h), not 'soon'" in done.stderr

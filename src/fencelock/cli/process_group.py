@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 from fencelock import clock
@@ -16,6 +17,7 @@ _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 # After SIGKILL nothing in the group runs any more; what is still listed is a zombie
 # nobody reaps or a process finishing a system call. Wait that long for it, no longer.
 _KILL_SETTLE = 5.0
+_SETTLE_POLL = 0.01
 
 
 def _die_with_parent_hook() -> Callable[[], None] | None:
@@ -77,11 +79,12 @@ class Watchdog:
         self._send(f"{pgid}\n")
         self._guarding = True
 
-    def dismiss(self) -> None:
-        """The group is stopped (or never started): let the watchdog go without killing."""
+    def dismiss(self, gone: bool = True) -> None:
+        """Let the watchdog go: without killing if the group is ``gone`` (or was never
+        started), else after it SIGKILLs the group."""
         if self._proc is None or self._proc.stdin is None:
             return
-        if self._guarding:
+        if self._guarding and gone:
             self._send("done\n")
         with contextlib.suppress(BrokenPipeError):
             self._proc.stdin.close()
@@ -107,6 +110,7 @@ class ProcessGroup:
         self.terminated = False
         self.kill_at: float | None = None
         self.killed_at: float | None = None
+        self.gone = False  # nothing of the group can run any more
 
     def signal(self, signum: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -145,8 +149,20 @@ class ProcessGroup:
     def settled(self) -> bool:
         """Whether nothing of the group can run any more. Call once CMD has been reaped."""
         if self.killed_at is not None and clock.now() - self.killed_at > _KILL_SETTLE:
-            return True
-        return not self.alive()
+            self.gone = True
+        else:
+            self.gone = not self.alive()
+        return self.gone
+
+    def kill_now(self, proc: subprocess.Popen[bytes]) -> None:
+        """SIGKILL the whole group at once, then wait until CMD is reaped and nothing of
+        the group can run any more (its background children too)."""
+        self.killed_at = clock.now()
+        self.signal(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(_KILL_SETTLE)
+        while not self.settled():
+            time.sleep(_SETTLE_POLL)
 
     def _reap_adopted(self) -> None:
         # Orphans of the group are re-parented to us when fencelock is PID 1 (a

@@ -208,12 +208,21 @@ def run_supervised(
     wakeup = Wakeup()
     lease.on_lost(lambda _lease: wakeup.wake())
     watchdog = Watchdog()
+    group: ProcessGroup | None = None
     try:
         proc = _start(command, lease, relay)
-        watchdog.guard(proc.pid)
-        return supervise(proc, ProcessGroup(proc.pid, grace), lease, relay, wakeup)
+        group = ProcessGroup(proc.pid, grace)
+        try:
+            watchdog.guard(proc.pid)
+            return supervise(proc, group, lease, relay, wakeup)
+        except BaseException:
+            # Whatever ended the supervision (a bug, an error it did not expect), CMD's
+            # whole group ends with it, while the lease still holds.
+            group.kill_now(proc)
+            raise
     finally:
-        watchdog.dismiss()
+        # Its goodbye only once nothing of the group runs; else it SIGKILLs the group.
+        watchdog.dismiss(group is None or group.gone)
 
 
 def run_locked(
