@@ -447,3 +447,50 @@ def test_a_lease_an_older_fencelock_took_over_is_not_judged_by_the_holder_before
     assert s.waiter_takes() is None
     world.t += TTL
     assert take(s.waiter, new_owner()) == 3
+
+
+# -- the fast path ---------------------------------------------------------------------
+
+
+@dataclass
+class CountingView(View):
+    """A view that counts every read but the clock's."""
+
+    reads: list[str] = field(default_factory=list)
+
+    def boot_id(self) -> str | None:
+        self.reads.append("boot_id")
+        return super().boot_id()
+
+    def pid_namespace(self) -> str | None:
+        self.reads.append("pid_namespace")
+        return super().pid_namespace()
+
+    def time_namespace(self) -> str | None:
+        self.reads.append("time_namespace")
+        return super().time_namespace()
+
+    def proc_matches(self) -> bool:
+        self.reads.append("proc_matches")
+        return super().proc_matches()
+
+    def process(self, pid: int) -> liveness.Process:
+        self.reads.append(f"process {pid}")
+        return super().process(pid)
+
+
+def test_an_uncontended_cycle_reads_nothing_from_the_host_but_its_clock(
+    url: str, world: World, backends: list[SQLiteBackend]
+) -> None:
+    view = CountingView(world, {100: 5000}, me=100)
+    backend = open_view(url, view, backends)
+    owner = new_owner()
+    assert take(backend, owner) == 1
+    assert backend.release(NAME, owner)
+    view.reads.clear()  # this process's facts are read once
+    for token in range(2, 12):
+        owner = new_owner()
+        assert take(backend, owner) == token
+        assert backend.renew(NAME, owner, TTL)
+        assert backend.release(NAME, owner)
+    assert view.reads == []
