@@ -7,6 +7,11 @@ member said it has no leader; a request whose answer was lost is not sent again 
 ``patient`` call (a keepalive, a read) that a member leaves unanswered that long is
 sent to the next member at once, so a paused or partitioned member in use does not
 hold a lease's renewal past its safe time.
+
+Until an endpoint has answered once, a request waits for its answer no longer than
+the URL's connect timeout (``aconnect()``'s :meth:`Gateway.check_version`, or a blocking
+client's first call): a server that takes the connection and never answers is
+unreachable then, not one request timeout later.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ class Gateway:
         self._current = 0
         self._token: str | None = None
         self._connections: Wire | None = None
+        self._answered = False  # some endpoint has answered a request
 
     def _wire(self) -> Wire:
         if self._connections is None:
@@ -72,8 +78,9 @@ class Gateway:
         self._token = None
 
     async def check_version(self) -> None:
-        """Raise unless some endpoint answers and serves the v3 API (etcd 3.4 or later)."""
-        reply = await self._send("GET", "/version", None)
+        """Raise unless some endpoint answers within the connect timeout and serves the
+        v3 API (etcd 3.4 or later); an endpoint silent that long is given up for the next."""
+        reply = await self._send("GET", "/version", None, patience=self.options.connect_timeout)
         text = str(reply.get("etcdserver", ""))
         try:
             version = tuple(int(part) for part in text.split(".")[:2])
@@ -158,6 +165,8 @@ class Gateway:
         endpoints = self.options.endpoints
         failure: BaseException | None = None
         timeout = self.options.timeout if patience is None else patience
+        if not self._answered:  # connecting: the first answer is the connection's
+            timeout = min(timeout, self.options.connect_timeout)
         for step in range(len(endpoints)):
             index = (self._current + step) % len(endpoints)
             try:
@@ -173,8 +182,8 @@ class Gateway:
                     if patience is not None:
                         failure = exc
                         continue
-                raise self._unavailable(endpoints[index], exc) from exc
-            self._current = index
+                raise self._unavailable(endpoints[index], exc, timeout) from exc
+            self._current, self._answered = index, True
             if status != 200:
                 raise _refusal(status, content)
             try:
@@ -183,7 +192,7 @@ class Gateway:
                 raise self._unavailable(endpoints[index], exc) from exc
             return reply.get("result", reply) if path.endswith("keepalive") else reply
         assert failure is not None
-        raise self._unavailable(", ".join(endpoints), failure) from failure
+        raise self._unavailable(", ".join(endpoints), failure, timeout) from failure
 
     async def _exchange(
         self,
@@ -198,9 +207,17 @@ class Gateway:
         encoded = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
         return await self._wire().send(method, endpoint, path, encoded, headers, timeout)
 
-    def _unavailable(self, where: str, exc: BaseException) -> BackendUnavailable:
+    def _unavailable(
+        self, where: str, exc: BaseException, waited: float | None = None
+    ) -> BackendUnavailable:
         chain = _causes(exc)
         why = next((str(e) for e in chain if str(e)), type(exc).__name__)
+        if (
+            waited is not None
+            and isinstance(exc, Unanswered)
+            and isinstance(exc.__cause__, TimeoutError)
+        ):
+            why = f"no answer within {waited:g}s"
         reset = any(isinstance(e, ConnectionResetError) for e in chain)
         handshake = self.options.tls and isinstance(exc, NotSent) and reset
         if any(isinstance(e, ssl.SSLError) for e in chain) or "SSL" in why or handshake:
