@@ -1,5 +1,6 @@
 """The deterministic simulator: the real asyncio client against each model family (TTL
-leases, sessions, Redlock's independent nodes) over a faulty network, in virtual time.
+leases, sessions, Redlock's independent nodes; the real etcd and Redis backends against
+models of their servers) over a faulty network, in virtual time.
 No run breaks an invariant; a run is decided by its seed alone; each historical bug put
 back is found where it can show; the bugs the simulator found itself stay fixed."""
 
@@ -22,7 +23,7 @@ from fencelock.sim.world import OUTLIVING
 
 SWEEP_CPU = 0.75  # seconds of CPU each family's lock sweep below may use (5-30 runs)
 PRIMITIVE_CPU = 0.25  # and each other workload's, on each family it runs on
-FAMILIES = ("lease", "session", "redlock", "etcd")
+FAMILIES = ("lease", "session", "redlock", "etcd", "redis")
 PRIMITIVES = [
     (workload, family)
     for workload in sorted(WORKLOADS)
@@ -32,11 +33,12 @@ PRIMITIVES = [
 ]
 # Where each put-back bug can show (family, workload): a session's timeout does not
 # shrink with an extend; a reused holder needs a re-entrant lock; a renewer's round of
-# several leases, a client that holds two (a leader and its announcement).
+# several leases renewed one by one (Redis renews a round in one script), a client that
+# holds two (a leader and its announcement).
 SHOWS_ON = {
     "trust-from-reply": [(family, "lock") for family in FAMILIES],
-    "no-trust-at-send": [("lease", "lock"), ("redlock", "lock")],
-    "extend-renewal-race": [("lease", "lock"), ("redlock", "lock")],
+    "no-trust-at-send": [("lease", "lock"), ("redlock", "lock"), ("redis", "lock")],
+    "extend-renewal-race": [("lease", "lock"), ("redlock", "lock"), ("redis", "lock")],
     "late-try-forgotten": [("lease", "lock")],  # a store that grants its holder's try again
     "reused-holder-id": [(family, "reentrant") for family in FAMILIES],
     "renewer-stale-round": [("lease", "election"), ("redlock", "election")],
@@ -44,6 +46,7 @@ SHOWS_ON = {
     # about 17 s of CPU, so held here by the seed that found it (below), not searched for
     "redlock-guessed-holder": [],
     "etcd-late-release": [("etcd", "lock")],  # the etcd backend's own I/O
+    "redis-reused-owner": [("redis", "lock")],  # the Redis backend's own undo
     "latch-stale-count-list": [],  # about 6 s of CPU: held by its seed (below)
 }
 

@@ -138,3 +138,35 @@ class Network:
         elif not reply.done():
             self.log(f"client {client}: reply to {what}: {result!r}")
             reply.set_result(result)
+
+    def carry(
+        self, client: int, to_server: bool, deliver: Callable[[], None], reliable: bool = False
+    ) -> bool:
+        """One message of a connection of ``client``'s (to the server, or from it):
+        ``deliver()`` once it arrives, in a server context. False if it is lost (a
+        ``reliable`` one never is: a connection's reset). A paused client sends and hears
+        nothing until it resumes; a dead one, nothing at all. Messages may overtake each
+        other: the ends of a connection put them back in order."""
+        if to_server and client in self.dead:
+            return True  # never sent; its sender will never know
+        self.messages += 1
+        if not reliable and self.rng.random() < self.weather.drop:
+            return False
+        loop = asyncio.get_running_loop()
+        now = self.now()
+        delay = (self._resumes(client, now) if to_server else 0.0) + self._delay()
+
+        def arrive() -> None:
+            if to_server:  # what a client sent before it died still arrives
+                deliver()
+                return
+            if client in self.dead:
+                return
+            late = self._resumes(client, self.now())
+            if late > 0:  # a paused client reads it when it resumes
+                loop.call_later(late, arrive, context=self.server)
+            else:
+                deliver()
+
+        loop.call_later(delay, arrive, context=self.server)
+        return True

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NoReturn
 
-from fencelock import clock
+from fencelock import clock, holder
 from fencelock.backends.base import AsyncBackend
 from fencelock.client import AsyncClient
 from fencelock.engine.reintroduced import KNOWN, reintroduced
@@ -26,6 +26,7 @@ from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease
 from fencelock.primitives import barrier, election, latch, rwlock, semaphore
 from fencelock.primitives import lock as lock_module
+from fencelock.sim import bugs  # noqa: F401 - registers the bugs the simulator puts back
 from fencelock.sim.backend import (
     REQUEST_BOUND,
     SimBackend,
@@ -41,6 +42,7 @@ from fencelock.sim.model import (
     SessionStore,
 )
 from fencelock.sim.network import Network, Weather
+from fencelock.sim.redis_model import RedisModel, missing_for_redis
 from fencelock.sim.workloads import WORKLOADS
 
 if TYPE_CHECKING:
@@ -55,7 +57,7 @@ LOSS_BOUND = 2 * REQUEST_BOUND
 # documented drift (1 % of the TTL), so each within half of it.
 DRIFT = 0.0099
 REDLOCK_NODES = 5
-FAMILIES = ("lease", "session", "redlock", "etcd")
+FAMILIES = ("lease", "session", "redlock", "etcd", "redis")
 # Workloads that need a lease to outlive its client (a latch's count): not the session
 # family's, as on ZooKeeper, MySQL and the advisory locks (docs/backends.md).
 OUTLIVING = ("latch", "barrier")
@@ -76,7 +78,7 @@ class Plan:
     weather: Weather = field(default_factory=Weather)
     faults: bool = True
     bugs: tuple[str, ...] = ()  # historical bugs put back (fencelock.engine.reintroduced)
-    family: str = "lease"  # the model: "lease" (TTL leases), "session" or "redlock"
+    family: str = "lease"  # the model: lease (TTL leases), session, redlock, etcd or redis
     workload: str = "lock"  # what the clients do (fencelock.sim.workloads)
 
     def __post_init__(self) -> None:
@@ -84,6 +86,8 @@ class Plan:
             raise ConfigError(f"no model family {self.family!r} (one of {', '.join(FAMILIES)})")
         if self.workload not in WORKLOADS:
             raise ConfigError(f"no workload {self.workload!r} (one of {', '.join(WORKLOADS)})")
+        if self.family == "redis" and (missing := missing_for_redis()):
+            raise ConfigError(missing)
         if self.workload in OUTLIVING and self.family == "session":
             raise ConfigError(f"a {self.workload} needs leases that outlive their client")
         if self.clients < 2:
@@ -118,11 +122,16 @@ class World:
         self.rng = random.Random(plan.seed)
         self.clock = VirtualClock()
         self.loop = VirtualLoop(self.clock)
-        self.store: LeaseStore | SessionStore | RedlockNodes | EtcdModel
+        self.store: LeaseStore | SessionStore | RedlockNodes | EtcdModel | RedisModel
         if plan.family == "etcd":  # the real etcd backend, against a model of etcd
             from fencelock.sim.etcd import EtcdModel
 
             self.store = EtcdModel(self.true_now, rate=self._rate())
+        elif plan.family == "redis":  # the real Redis backend, against its scripts' model
+            from fencelock.sim import redis  # noqa: F401 - loaded before the seams are set
+
+            self.store = RedisModel(self.true_now, rate=self._rate())
+            self.store.log = self.say
         elif plan.family == "redlock":  # five nodes, each its own clock
             self.store = RedlockNodes(
                 [RedlockNode(self._rate(), self.clock.now) for _ in range(REDLOCK_NODES)]
@@ -178,6 +187,8 @@ class World:
             raise Violation(self.violation)
         if self.ended:
             return
+        if isinstance(self.store, RedisModel) and self.store.unmodeled:
+            self.violated(f"the Redis model was asked for {self.store.unmodeled[0]}, unmodeled")
         self.trusting = self._trusting(self.clock.now)
         by_name: dict[str, list[tuple[int, AsyncLease]]] = {}
         for number, lease in self.trusting:
@@ -297,12 +308,18 @@ class World:
 
     async def nemesis(self, rng: random.Random) -> None:
         end = self.clock.now + self.plan.duration
-        faults = ("pause", "pause", "kill", "evict", "restart", "restart-empty", "jump")
+        faults: tuple[str, ...] = ("pause", "pause", "kill", "evict", "restart")
+        faults += ("restart-empty", "jump")
+        if self.plan.family == "redis":  # a server that stops answering, then runs it all
+            faults += ("server-pause",)
         while self.clock.now < end:
             await asyncio.sleep(rng.expovariate(1.0))
             fault = rng.choice(faults)
             if fault == "kill":
                 self._kill(rng)
+                continue
+            if fault == "server-pause":
+                self._pause_server(rng.uniform(0.05, 3.0))
                 continue
             if fault == "pause":
                 victim, seconds = rng.randrange(len(self.clients)), rng.uniform(0.01, 3.0)
@@ -335,6 +352,15 @@ class World:
             self.say(f"nemesis: node {which} restarts")
         else:
             self.store.restart(keep, self.clock.now)
+
+    def _pause_server(self, seconds: float) -> None:
+        """The server's process stops (SIGSTOP) for ``seconds``: what reaches it waits,
+        its keys expire by its clock meanwhile; then it runs what waited, in order."""
+        store, until = self.store, self.clock.now + seconds
+        assert isinstance(store, RedisModel)
+        store.pause(until)
+        self.loop.call_later(seconds, store.resume, until, context=self.network.server)
+        self.say(f"nemesis: the server paused for {seconds:.3f}s")
 
     def _kill(self, rng: random.Random) -> None:
         """A client's process dies (nothing in or out, no release) and another starts."""
@@ -383,6 +409,11 @@ class World:
             self.network.push(number, lambda: backend.ended(session, why))
 
     def _backend(self, number: int) -> AsyncBackend:
+        if self.plan.family == "redis":
+            from fencelock.sim.redis import sim_redis_backend
+
+            assert isinstance(self.store, RedisModel)
+            return sim_redis_backend(self.store, self.network, number)
         if self.plan.family == "etcd":
             from fencelock.sim.etcd import EtcdModel, sim_etcd_backend
 
@@ -420,13 +451,23 @@ class World:
 @contextlib.contextmanager
 def _seams(world: World) -> Iterator[None]:
     """The library's one clock and its owner values, the world's while it runs (in every
-    module that took ``new_owner`` by name)."""
+    module that took ``new_owner`` or ``new_identity`` by name)."""
     owners = random.Random(world.rng.random())
     real_now, real_owner, real_random = clock.now, lock_module.new_owner, random.getstate()
-    takers = [m for m in list(sys.modules.values()) if getattr(m, "new_owner", None) is real_owner]
+    real_identity = holder.new_identity
+    loaded = list(sys.modules.values())
+    takers = [m for m in loaded if getattr(m, "new_owner", None) is real_owner]
+    renamers = [m for m in loaded if getattr(m, "new_identity", None) is real_identity]
+
+    def new_identity(owner: str) -> str:
+        _, dot, description = owner.partition(".")
+        return f"{owners.getrandbits(160):040x}{dot}{description}"
+
     clock.now = world.loop.time  # a client's own clock, in its tasks
     for module in takers:
         module.new_owner = lambda: f"{owners.getrandbits(160):040x}"  # type: ignore[attr-defined]
+    for module in renamers:
+        module.new_identity = new_identity  # type: ignore[attr-defined]
     random.seed(world.rng.random())
     try:
         yield
@@ -434,6 +475,8 @@ def _seams(world: World) -> Iterator[None]:
         clock.now = real_now
         for module in takers:
             module.new_owner = real_owner  # type: ignore[attr-defined]
+        for module in renamers:
+            module.new_identity = real_identity  # type: ignore[attr-defined]
         random.setstate(real_random)
 
 

@@ -1,0 +1,42 @@
+"""The Redis backend's double grant (fixed in 1631548), put back by the simulator as a
+patch of the code under test (``--bug redis-reused-owner``: ``UndoTracker.before_try``
+keeps the attempt's owner for every try) and found by it on the real backend.
+
+A waiter's try goes unanswered (a message lost, a client or the server paused past the
+call's timeout), a later try of the same attempt is granted, and the attempt's undo of
+the unanswered try, sent once the server answers again, names the owner the grant has:
+it deletes the grant, which the client goes on trusting, and the next waiter takes it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fencelock.engine.reintroduced import KNOWN
+from fencelock.sim import Plan, run
+from fencelock.sim.bugs import REDIS_REUSED_OWNER
+from fencelock.sim.network import Weather
+
+CALM = Weather(slow=0.0, drop=0.0, duplicate=0.0)  # no message lost or late: pauses only
+
+
+def test_the_switch_is_registered_beside_the_librarys_own() -> None:
+    assert REDIS_REUSED_OWNER in KNOWN
+    with pytest.raises(Exception, match="no such historical bug"):
+        Plan(seed=0, family="redis", bugs=("redis-reused-owner-typo",))
+
+
+@pytest.mark.parametrize(
+    ("seed", "weather"),
+    [
+        (0, Weather()),  # a try whose message was lost; found in the first run
+        (2, CALM),  # a try held up by its client's pause: found in the third
+    ],
+)
+def test_the_reused_owner_is_found_and_the_fix_holds(seed: int, weather: Weather) -> None:
+    plan = Plan(seed=seed, family="redis", weather=weather)
+    broken = run(Plan(seed=seed, family="redis", weather=weather, bugs=(REDIS_REUSED_OWNER,)))
+    assert not broken.ok
+    assert "the server no longer grants" in (broken.violation or ""), broken.violation
+    fixed = run(plan)
+    assert fixed.ok, f"{fixed.violation}\n" + "\n".join(fixed.trace)
