@@ -164,6 +164,7 @@ class AsyncZooKeeperBackend:
         opening = self._opening.get(timeout)
         if opening is None or opening.done():
             opening = asyncio.get_running_loop().create_task(self._connect(timeout))
+            opening.add_done_callback(_seen)  # its callers may all have been cut off
             self._opening[timeout] = opening
         fresh = await asyncio.shield(opening)
         self._sessions[timeout] = fresh
@@ -448,14 +449,26 @@ class AsyncZooKeeperBackend:
         return infos
 
     async def close(self) -> None:
+        """Stop every session, one still connecting too (each within its bound)."""
         sessions, self._every = self._every, set()
         self._sessions, self._own = {}, set()
+        opening, self._opening = [t for t in self._opening.values() if not t.done()], {}
         await asyncio.gather(*(_quietly(s.stop()) for s in sessions), *self._background)
+        for task in opening:  # its session is stopped: it ends at once
+            task.cancel()
+        await asyncio.gather(*opening, return_exceptions=True)
 
 
 async def _quietly(work: Any) -> None:
     with contextlib.suppress(FencelockError):
         await work
+
+
+def _seen(task: asyncio.Task[Any]) -> None:
+    """A session's opening has ended: its failure, if nobody awaits it any more, is no
+    "Task exception was never retrieved" (each caller that does still gets it)."""
+    if not task.cancelled():
+        task.exception()
 
 
 class ZooKeeperAttempt:

@@ -4,12 +4,22 @@ kazoo runs a connection thread and a callback thread per client; its ``*_async``
 calls return a result that calls back on the latter. :func:`outcome` carries that
 result onto the caller's loop (no thread per call, none per lock), and
 :func:`on_loop` does the same for watches and session-state callbacks.
+
+kazoo reads a server's answer to its handshake for as long as the session timeout
+(30 s for the default TTL), and its ``stop()`` waits for that read: through the
+handler (kazoo's interface for one), :class:`LoopHandler` bounds a connection's
+opening by the URL's connect timeout and can cut the connections it made, and
+:class:`QuietOnClose` keeps kazoo's lines about a session its client is closing
+out of the log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import socket
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -40,10 +50,66 @@ class _DirectResult(AsyncResult):  # type: ignore[misc]
 
 
 class LoopHandler(SequentialThreadingHandler):  # type: ignore[misc]
-    """kazoo's threading handler, with results that call back directly."""
+    """kazoo's threading handler, with results that call back directly, a TCP connect
+    bounded by ``connect_timeout``, and :meth:`cut` for the connections it made."""
+
+    def __init__(self, connect_timeout: float) -> None:
+        super().__init__()
+        self._connect_timeout = connect_timeout
+        self._guard = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._cut = False
 
     def async_result(self) -> AsyncResult:
         return _DirectResult(self)
+
+    def create_connection(self, *args: Any, **kwargs: Any) -> socket.socket:
+        """kazoo's connection to one server, its TCP connect given the connect timeout
+        at most (kazoo gives it the whole session timeout); refused once cut."""
+        timeout = kwargs.get("timeout")
+        kwargs["timeout"] = (
+            self._connect_timeout if timeout is None else min(timeout, self._connect_timeout)
+        )
+        if self._cut:
+            raise ConnectionAbortedError("the ZooKeeper client is closing")
+        sock: socket.socket = super().create_connection(*args, **kwargs)
+        with self._guard:
+            self._sockets = [s for s in self._sockets if s.fileno() != -1]
+            self._sockets.append(sock)
+        if self._cut:  # cut while it connected: a read on it must end too
+            _shut(sock)
+        return sock
+
+    def cut(self) -> None:
+        """Shut down every connection made (a read waiting on one returns at once, as
+        on a connection the server closed) and refuse new ones: kazoo's connection
+        thread then sees its client stopped and ends."""
+        with self._guard:
+            self._cut = True
+            sockets, self._sockets = self._sockets, []
+        for sock in sockets:
+            _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+class QuietOnClose(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """kazoo's logger for one client (its ``logger`` option): kazoo's own lines, until
+    :meth:`quiet` — from then on they are about the session fencelock is closing (a
+    connection it cut, a handshake it gave up on), not news."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.getLogger("kazoo.client"), {})
+        self._quiet = False
+
+    def quiet(self) -> None:
+        self._quiet = True
+
+    def isEnabledFor(self, level: int) -> bool:
+        return not self._quiet and self.logger.isEnabledFor(level)
 
 
 def on_loop(loop: asyncio.AbstractEventLoop, call: Callable[..., object], *args: Any) -> None:

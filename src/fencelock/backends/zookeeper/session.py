@@ -17,17 +17,17 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+from kazoo.protocol.states import EventType, KazooState, KeeperState, WatchedEvent
 
 from fencelock import clock, stepping
 from fencelock.aio import within
 from fencelock.backends import idle_watch
 from fencelock.backends.zookeeper.bridge import (
     LoopHandler,
+    QuietOnClose,
     SessionLost,
     on_loop,
     outcome,
-    translated,
 )
 from fencelock.backends.zookeeper.options import ZooKeeperOptions
 from fencelock.engine.session import Session, SessionNews
@@ -35,6 +35,9 @@ from fencelock.errors import BackendUnavailable, ConfigError
 
 # How soon a delete whose reply was lost is sent again.
 RETRY_DELETE = 0.5
+# How long kazoo's connection thread may take to end once its connections are cut (it
+# looks at its client's stop every 0.1 s between tries): a close waits no longer.
+AFTER_CUT = 1.0
 
 
 class Watch:
@@ -99,14 +102,19 @@ class ZkSession:
     def __init__(self, options: ZooKeeperOptions, timeout: int, where: str) -> None:
         self.options, self.where = options, where
         self.loop = asyncio.get_running_loop()
+        self._handler = LoopHandler(options.connect_timeout)
+        self._log = QuietOnClose()
         self.client = KazooClient(
             hosts=options.hosts,
             timeout=float(timeout),
             auth_data=options.auth_data or None,
-            handler=LoopHandler(),
+            handler=self._handler,
+            logger=self._log,
         )
         self.negotiated = 0.0
         self._granted = threading.Event()  # set once the session's setup is complete
+        self._settled = asyncio.Event()  # on the loop: set up, or being stopped
+        self._stopping = _Stopping(self.client, self._handler, self._log)
         self._capture_negotiated_timeout()
         self.news = Session(f"ZooKeeper session of {timeout}s")
         self.session_id: int | None = None
@@ -132,25 +140,29 @@ class ZkSession:
             read_timeout, connect_timeout = connect(*args)
             self.negotiated = read_timeout * 1.5 / 1000.0
             self._granted.set()
+            on_loop(self.loop, self._settled.set)
             return read_timeout, connect_timeout
 
         handler._connect = capturing
 
     async def start(self) -> None:
-        """Connect (kazoo connects on a thread of its own); a fencelock error if no
-        server answers within the connect timeout."""
+        """Connect (kazoo connects on a thread of its own); a fencelock error if the
+        session is not set up within the connect timeout, its connection given up."""
         sent = clock.now()
-        try:
-            await asyncio.to_thread(self.client.start, self.options.connect_timeout)
-        except Exception as exc:
+        self.client.start_async()
+        limit = self.options.connect_timeout
+        with contextlib.suppress(TimeoutError):  # on the loop: no thread is left waiting
+            await within(limit, self._settled.wait())
+        if not self._granted.is_set():
+            reached = self.client.connected or self.client.client_state == KeeperState.AUTH_FAILED
             await self.stop()
-            raise translated(exc, self.where) from exc
-        set_up = await asyncio.to_thread(self._granted.wait, self.options.connect_timeout)
-        if not set_up:
-            await self.stop()
+            if reached:  # kazoo says "connected" before the credentials are answered
+                raise BackendUnavailable(
+                    f"{self.where}: the ZooKeeper session was not set up within "
+                    f"{limit:g}s (were the URL's credentials refused?)"
+                )
             raise BackendUnavailable(
-                f"{self.where}: the ZooKeeper session was not set up within "
-                f"{self.options.connect_timeout:g}s (were the URL's credentials refused?)"
+                f"ZooKeeper at {self.where} unreachable: no server answered in time"
             )
         self.session_id = self.client.client_id[0] if self.client.client_id else None
         self.confirmed_at = sent
@@ -322,25 +334,56 @@ class ZkSession:
         blocking client runs only while it is called, and the lease must end anyway."""
         if self._closing is not None:
             self._closing.cancel()
-        self._closing = threading.Timer(seconds, _stop, (self.client,))
+        self._closing = threading.Timer(seconds, self._stopping.run, (self._grace(),))
         self._closing.daemon = True
         self._closing.start()
 
     async def stop(self, why: str | None = "was closed by its client") -> None:
         """Close the session: its nodes go at once, and ``why`` to the leases still in it
-        (None: they were released; nobody hears)."""
+        (None: they were released; nobody hears). Within the request timeout: a server
+        that does not answer the close has its connection cut."""
         if why is None:
             self.news.close(f"ZooKeeper session {self.session_id or 0:x} closed")
         else:
             self.end(why)
         if self._closing is not None:
             self._closing.cancel()
-        await asyncio.to_thread(_stop, self.client)
+        self._settled.set()  # a start still waiting gives up now
+        await asyncio.to_thread(self._stopping.run, self._grace())
+
+    def _grace(self) -> float:
+        """How long the server is given to answer the close: none for a session never
+        set up (nothing on the server to close), else one request's time."""
+        return self.options.timeout if self._granted.is_set() else 0.0
 
 
-def _stop(client: KazooClient) -> None:
-    try:
-        client.stop()
-    finally:
-        with contextlib.suppress(Exception):  # closed already
-            client.close()
+class _Stopping:
+    """kazoo's ``stop()`` and ``close()``, run once on a thread of their own, waited for
+    by every caller within a bound: past it, the client's connections are cut."""
+
+    def __init__(self, client: KazooClient, handler: LoopHandler, log: QuietOnClose) -> None:
+        self._client, self._handler, self._log = client, handler, log
+        self._started = False
+        self._guard = threading.Lock()
+        self._done = threading.Event()
+
+    def run(self, grace: float) -> None:
+        """Stop the client; wait up to ``grace`` for kazoo to close the session with the
+        server, then cut its connections and wait :data:`AFTER_CUT` at most."""
+        with self._guard:
+            first, self._started = not self._started, True
+        if first:
+            self._log.quiet()  # what kazoo says from here on is about this close
+            threading.Thread(target=self._stop, name="fencelock-zk-stop", daemon=True).start()
+        if not self._done.wait(grace):
+            self._handler.cut()
+            self._done.wait(AFTER_CUT)
+
+    def _stop(self) -> None:
+        try:
+            with contextlib.suppress(Exception):
+                self._client.stop()
+            with contextlib.suppress(Exception):  # not stopped in time: left to the process
+                self._client.close()
+        finally:
+            self._done.set()
