@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-TTL = 2.0
-WATCH = 2.5  # the waiter tries this long while the holder lives: past a whole TTL
+TTL = 3.0
+WATCH = 3.5  # the waiter tries this long while the holder lives: past a whole TTL
 DEADLINE = 30.0
 
 HOLDER = """
@@ -83,7 +83,7 @@ def _children(pid: int) -> list[int]:
 
 @contextlib.contextmanager
 def _holder(url: str, name: str, prefix: list[str]) -> Iterator[tuple[int, int]]:
-    """A process holding ``name`` (TTL 2 s, renewed): its PID on this host, its token."""
+    """A process holding ``name`` (TTL 3 s, renewed): its PID on this host, its token."""
     proc = subprocess.Popen(
         [*prefix, sys.executable, "-c", HOLDER, url, name, str(TTL)],
         stdout=subprocess.PIPE,
