@@ -84,11 +84,14 @@ class Connections:
         mode is refused by :meth:`ensure_schema`)."""
         timeout_ms = str(round(self.options.timeout * 1000))
         values = {"statement_timeout": timeout_ms, "lock_timeout": timeout_ms, **settings}
+        # The connect timeout for each host in turn, as libpq gives it; libpq's own is
+        # whole seconds and 2 at least, so the URL's is kept here.
+        limit = self.options.connect_timeout * len(self.options.hosts)
         try:
-            return await within(self.options.connect_timeout + 1, self._connect(values))
+            return await within(limit, self._connect(values))
         except TimeoutError as exc:
             raise BackendUnavailable(
-                f"PostgreSQL ({self.url}) did not answer within {self.options.connect_timeout:g} s"
+                f"PostgreSQL ({self.url}) did not answer within {limit:g} s"
             ) from exc
         except psycopg.Error as exc:
             raise self.translated(exc) from exc
