@@ -10,9 +10,11 @@ without a dot (an older client's) simply has no holder.
 The lock store is read by others (every host, every user that can list locks), so the
 program is recorded without its arguments, which carry passwords and tokens: the
 executable's name, and for an interpreter the script or module it runs (``python3
-report.py``, ``python3 -m celery``); ``fencelock run`` and ``elect`` record their
+report.py``, ``python3 -m celery``), or only the option of code given inline (``perl
+-e``: :mod:`fencelock.redaction`); ``fencelock run`` and ``elect`` record their
 command's program the same way (:func:`set_program`). Anything more only through a
-label (``FENCELOCK_LABEL``, :func:`set_label`), with a URL's password masked there too.
+label (``FENCELOCK_LABEL``, :func:`set_label`), with a URL's password and a
+``--password=``'s value masked there too.
 Only the first :data:`COMMAND_BYTES` bytes are kept. The description is made once per
 process (again in a forked child: its PID is new) and again after :func:`set_label`.
 """
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 
 from fencelock.engine.urls import redact
 from fencelock.errors import ConfigError
+from fencelock.redaction import masked_options, shown_command
 
 __all__ = [
     "UNKNOWN",
@@ -50,9 +53,6 @@ __all__ = [
 COMMAND_BYTES = 80
 HOST_BYTES = 64
 _SEPARATOR = "\x1f"  # between the fields, before encoding
-# Programs that run a script named among their arguments (versions allowed: python3.11)
-_INTERPRETER = re.compile(r"(python|pypy|node|ruby|perl|php|bash|sh|dash|zsh)[0-9.]*")
-_VALUED = {"-W", "-X", "-Q"}  # Python's options that take a separate value
 
 
 class _ThisProcess:
@@ -113,37 +113,17 @@ def set_program(argv: Sequence[str] | None) -> None:
 def program_of(argv: Sequence[str]) -> str:
     """What identifies a command without its arguments: ``["python3", "job.py",
     "--token=x"]`` is ``python3 job.py``; ``["python3", "-m", "celery", "worker"]`` is
-    ``python3 -m celery``; ``["/usr/bin/rsync", "-a", "src", "dst"]`` is ``rsync``."""
-    if not argv:
-        return os.path.basename(sys.executable) or "python"
-    program = os.path.basename(argv[0]) or argv[0]
-    if not _INTERPRETER.fullmatch(program):
-        return program
-    runs = _script_of(argv[1:])
-    return f"{program} {runs}" if runs else program
-
-
-def _script_of(args: Sequence[str]) -> str:
-    """What an interpreter's arguments say it runs: a script's name, ``-m module``, ``-c``."""
-    at = 0
-    while at < len(args):
-        arg, following = args[at], args[at + 1] if at + 1 < len(args) else ""
-        if arg == "-c":
-            return "-c"
-        if arg == "-m":
-            return f"-m {os.path.basename(following)}".rstrip()
-        if arg == "--":
-            return os.path.basename(following)
-        if not arg.startswith("-"):
-            return os.path.basename(arg)
-        at += 2 if arg in _VALUED else 1
-    return ""
+    ``python3 -m celery``; ``["perl", "-e", CODE]`` is ``perl -e``, inline code never
+    shown (:func:`fencelock.redaction.shown_command`, its table of interpreters);
+    ``["/usr/bin/rsync", "-a", "src", "dst"]`` is ``rsync``."""
+    return shown_command(argv) or os.path.basename(sys.executable) or "python"
 
 
 def masked(text: str) -> str:
-    """``text`` with the password of every URL in it replaced by ``***`` (by the one
-    redaction URLs get everywhere, word by word)."""
-    return re.sub(r"\S+", lambda word: redact(word.group()), text)
+    """``text`` with the password of every URL in it (by the one redaction URLs get
+    everywhere, word by word) and the value of every ``--password=``-like option
+    replaced by ``***``."""
+    return masked_options(re.sub(r"\S+", lambda word: redact(word.group()), text))
 
 
 def owner_value(identity: str) -> str:

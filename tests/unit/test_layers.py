@@ -17,6 +17,7 @@ LIBRARY_RANKS = {
     "stepping": 1,  # a coroutine run as a plain call; its requests' end (clock)
     "aio": 2,
     "engine": 1,
+    "redaction": 1,  # what of a command line the lock store may show
     "forking": 1,
     "holder": 2,  # masks passwords with engine.urls.redact
     "metrics": 3,
