@@ -4,10 +4,13 @@ added up by lock-name prefix, with the article's thresholds marked."""
 
 from __future__ import annotations
 
+import base64
+import http.client
 import json
 import math
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import click
@@ -15,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fencelock.cli import exitcodes, fail
+from fencelock.engine.urls import redact
 from fencelock.metrics.exposition import parse
 from fencelock.metrics.registry import PrefixMetrics
 
@@ -22,19 +26,45 @@ SCRAPE_TIMEOUT = 5.0
 
 
 def scrape(urls: tuple[str, ...]) -> dict[str, PrefixMetrics]:
-    """Every URL's metrics, added up; one clear line (exit 69) for one that fails."""
+    """Every URL's metrics, added up; one clear line (exit 69) for one that fails, the
+    URL's password shown as ``***`` (as everywhere: :func:`~fencelock.engine.urls.redact`)."""
     found: dict[str, PrefixMetrics] = {}
     for url in urls:
         if not url.startswith(("http://", "https://")):
-            fail(f"{url!r} is not an http:// or https:// metrics address", exitcodes.USAGE)
+            fail(f"{redact(url)!r} is not an http:// or https:// metrics address", exitcodes.USAGE)
         try:
-            with urllib.request.urlopen(url, timeout=SCRAPE_TIMEOUT) as reply:
-                text = reply.read().decode("utf-8", errors="replace")
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            fail(f"could not scrape {url}: {reason}", exitcodes.UNAVAILABLE)
+            text = fetch(url)
+        except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+            reason = _hidden(str(getattr(exc, "reason", exc)), url)
+            fail(f"could not scrape {redact(url)}: {reason}", exitcodes.UNAVAILABLE)
         parse(text, found)
     return found
+
+
+def fetch(url: str) -> str:
+    """The page at ``url``; a ``user:password@`` in it goes as HTTP basic auth (urllib
+    would take it for part of the host name), to that host only, not after a redirect."""
+    parts = urllib.parse.urlsplit(url)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    request = urllib.request.Request(parts._replace(netloc=host).geturl())
+    if at:
+        user, _, password = userinfo.partition(":")
+        pair = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
+        request.add_unredirected_header(
+            "Authorization", "Basic " + base64.b64encode(pair.encode()).decode()
+        )
+    with urllib.request.urlopen(request, timeout=SCRAPE_TIMEOUT) as reply:
+        text: str = reply.read().decode("utf-8", errors="replace")
+    return text
+
+
+def _hidden(reason: str, url: str) -> str:
+    """``reason`` (an error's text, which may quote the URL) without the URL's password."""
+    userinfo, at, _ = url.partition("://")[2].partition("/")[0].rpartition("@")
+    password = userinfo.partition(":")[2] if at else ""
+    for secret in {password, urllib.parse.unquote(password)} - {""}:
+        reason = reason.replace(secret, "***")
+    return reason
 
 
 def _seconds(value: float | None) -> str:
