@@ -73,7 +73,7 @@ def test_the_request_bound_is_taken_out_of_the_options() -> None:
     assert take_request_bound(parse_url("etcd://h:1"))[1] == REQUEST_BOUND
 
 
-@pytest.mark.parametrize("text", ["0", "-1", "soon", "nan"])
+@pytest.mark.parametrize("text", ["0", "-1", "soon", "nan", "inf", "-inf", "1e999"])
 def test_a_bad_request_bound_is_a_config_error(text: str) -> None:
     with pytest.raises(ConfigError, match=f"request_bound={text!r}"):
         take_request_bound(parse_url(f"zookeeper://h:1?request_bound={text}"))

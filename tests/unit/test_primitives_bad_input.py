@@ -29,6 +29,9 @@ import fencelock
         (lambda c: c.group("a").join(""), "non-empty str"),
         (lambda c: c.group("a").join("w", data="x" * 300), "fit beside this name"),
         (lambda c: c.group("bad name"), "lock name 'bad name'"),
+        (lambda c: next(c.election("a").observe(float("nan"))), "interval must be finite"),
+        (lambda c: next(c.election("a").observe(0)), "interval must be finite"),
+        (lambda c: next(c.group("a").watch(float("inf"))), "interval must be finite"),
     ],
 )
 def test_bad_arguments_are_a_config_error(

@@ -36,6 +36,16 @@ def validate_timeout(timeout: object) -> float | None:
     return value
 
 
+def validate_interval(interval: object, what: str = "interval") -> float:
+    """A polling interval: finite seconds > 0, or ConfigError naming ``what``."""
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)):
+        raise ConfigError(f"{what} must be a number of seconds, not {type(interval).__name__}")
+    value = float(interval)
+    if not math.isfinite(value) or value <= 0 or value > MAX_TTL:
+        raise ConfigError(f"{what} must be finite seconds > 0 and at most a year, got {interval!r}")
+    return value
+
+
 def clock_drift(ttl: float) -> float:
     """The Redlock allowance for clock drift between us and the server."""
     return ttl * 0.01 + 0.002

@@ -5,6 +5,7 @@ A password reaches no message: every message that shows a URL shows :func:`redac
 
 from __future__ import annotations
 
+import math
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -188,7 +189,7 @@ def reject_unknown_options(parsed: ParsedURL, known: AbstractSet[str]) -> None:
 
 
 def number_option(parsed: ParsedURL, key: str, default: float, allow_zero: bool = False) -> float:
-    """A numeric URL option (seconds, counts): > 0, or >= 0 with ``allow_zero``."""
+    """A numeric URL option (seconds, counts): finite, > 0, or >= 0 with ``allow_zero``."""
     text = parsed.options.get(key)
     if text is None:
         return default
@@ -196,7 +197,7 @@ def number_option(parsed: ParsedURL, key: str, default: float, allow_zero: bool 
         value = float(text)
     except ValueError:
         value = -1.0
-    if not (value > 0 or (allow_zero and value == 0)):
+    if not math.isfinite(value) or not (value > 0 or (allow_zero and value == 0)):
         bound = ">= 0" if allow_zero else "> 0"
         raise ConfigError(f"option {key}={text!r} in {parsed.redacted!r} must be a number {bound}")
     return value

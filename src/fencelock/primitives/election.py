@@ -26,7 +26,7 @@ from typing import Generic, ParamSpec, TypeVar
 from fencelock import clock
 from fencelock.backends.base import LockInfo
 from fencelock.engine.names import MAX_NAME_LENGTH, validate_name
-from fencelock.engine.timing import validate_ttl
+from fencelock.engine.timing import validate_interval, validate_ttl
 from fencelock.errors import ConfigError, FencelockError
 from fencelock.holder import Holder
 from fencelock.lease import AsyncLease, Lease, LeaseBase
@@ -257,7 +257,7 @@ class Election(_ElectionBase):
     def observe(self, interval: float | None = None) -> Iterator[Leader | None]:
         """The leader now, then each change (a new term or value, or nobody), looking
         every ``interval`` seconds (default: a third of the TTL, at most 1 s)."""
-        every = min(self.ttl / 3, 1.0) if interval is None else interval
+        every = min(self.ttl / 3, 1.0) if interval is None else validate_interval(interval)
         changes = _Changes(self.ttl)
         while True:
             leader = self.leader()
@@ -325,7 +325,7 @@ class AsyncElection(_ElectionBase):
 
     async def observe(self, interval: float | None = None) -> AsyncIterator[Leader | None]:
         """The leader now, then each change; as :meth:`Election.observe`."""
-        every = min(self.ttl / 3, 1.0) if interval is None else interval
+        every = min(self.ttl / 3, 1.0) if interval is None else validate_interval(interval)
         changes = _Changes(self.ttl)
         while True:
             leader = await self.leader()

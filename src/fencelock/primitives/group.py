@@ -24,7 +24,7 @@ from typing import Generic, TypeVar
 
 from fencelock.backends.base import LockInfo, async_name_watching, name_watching
 from fencelock.engine.names import MAX_NAME_LENGTH, validate_name
-from fencelock.engine.timing import validate_ttl
+from fencelock.engine.timing import validate_interval, validate_ttl
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.client_like import AsyncClientLike, ClientLike
@@ -102,7 +102,7 @@ class _GroupBase:
     def _every(self, interval: float | None, pushed: bool) -> float:
         """How long a watcher waits at most between two looks."""
         if interval is not None:
-            return interval
+            return validate_interval(interval)
         return PUSHED_RELOOK if pushed else min(self.ttl / 3, 1.0)
 
     def _names(self, member: str, data: str | None) -> tuple[str, str, str]:
