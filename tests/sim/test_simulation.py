@@ -54,7 +54,7 @@ SHOWS_ON = {
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_sweep_of_seeds_breaks_no_invariant(family: str) -> None:
     began, seed, steps = time.process_time(), 0, 0
-    while time.process_time() - began < SWEEP_CPU:
+    while time.process_time() - began < SWEEP_CPU or seed < 3:  # a loaded machine: 3 still
         outcome = run(Plan(seed=seed, family=family))
         assert outcome.ok, f"seed {seed}: {outcome.violation}\n" + "\n".join(outcome.trace)
         assert outcome.grants > 5  # the clients did take the lock, again and again
