@@ -314,7 +314,7 @@ class AdvisoryAttempt:
         session = self._session
         if session is None or session.ended:
             session = self._session = await backend.session(self._ttl, shared=self._renewed)
-        await self._place.before_asking()
+        listener = self._place.before_asking()
         mine = self._key in session.held  # this session holds it, or is taking it
         if not mine:
             session.held[self._key] = self._owner  # claimed: a sibling attempt waits
@@ -329,7 +329,7 @@ class AdvisoryAttempt:
                     "ttl": self._ttl,
                     "bound": self._bound,
                     "liveness": barging.WAITER_LIVENESS,
-                    "listener": backend.listener.pid,
+                    "listener": session.pid if listener is None else listener,
                 },
             )
         except BaseException as exc:
@@ -351,7 +351,12 @@ class AdvisoryAttempt:
         return self._place.left and own_left and self._unanswered is None
 
     async def wait(self, timeout: float) -> None:
-        await self._place.wait(timeout)
+        await self._place.wait(timeout, self._free)
+
+    async def _free(self) -> bool:
+        """Whether nobody holds the name now (its lease expired or released)."""
+        info = await self._backend.inspect(self._name)
+        return info is None or not info.held
 
     async def close(self) -> None:
         backend = self._backend

@@ -133,7 +133,7 @@ class PostgresAttempt:
     async def try_acquire(self) -> AttemptResult:
         backend = self._backend
         await backend.connections.ensure_schema()
-        await self._place.before_asking()
+        listener = self._place.before_asking()
         self._unanswered = True
         rows = await backend.connections.fetchall(
             backend.statements.acquire,
@@ -143,8 +143,9 @@ class PostgresAttempt:
                 "ttl": self._ttl,
                 "bound": self._bound,
                 "liveness": barging.WAITER_LIVENESS,
-                "listener": backend.listener.pid,
+                "listener": listener,
             },
+            own_pid="listener" if listener is None else None,
         )
         self._unanswered = False
         token, remaining = rows[0]
@@ -160,7 +161,12 @@ class PostgresAttempt:
         return self._place.left and not self._unanswered
 
     async def wait(self, timeout: float) -> None:
-        await self._place.wait(timeout)
+        await self._place.wait(timeout, self._free)
+
+    async def _free(self) -> bool:
+        """Whether nobody holds the name now (its lease expired or released)."""
+        info = await self._backend.inspect(self._name)
+        return info is None or not info.held
 
     async def close(self) -> None:
         await self._place.leave(self._backend.statements)

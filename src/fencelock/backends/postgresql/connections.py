@@ -108,22 +108,31 @@ class Connections:
             raise
         return conn
 
-    async def fetchall(self, query: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        """Run one statement; its rows."""
+    async def fetchall(
+        self, query: str, params: dict[str, Any], own_pid: str | None = None
+    ) -> list[tuple[Any, ...]]:
+        """Run one statement; its rows. ``own_pid``: a parameter given the server process
+        of the connection the statement runs on."""
         await self.ensure_schema()
-        return await self._run(query, params)
+        return await self._run(query, params, own_pid)
 
-    async def _run(self, query: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    async def _run(
+        self, query: str, params: dict[str, Any], own_pid: str | None = None
+    ) -> list[tuple[Any, ...]]:
         """On a connection that died while idle (the server restarted, or an admin
         terminated it), the statement runs once more on a new one: every statement
         fencelock runs may run twice (:mod:`.sql`)."""
         try:
-            return await self._once(query, params, reuse=True)
+            return await self._once(query, params, own_pid, reuse=True)
         except _Stale:
-            return await self._once(query, params, reuse=False)
+            return await self._once(query, params, own_pid, reuse=False)
 
-    async def _once(self, query: str, params: dict[str, Any], reuse: bool) -> list[tuple[Any, ...]]:
+    async def _once(
+        self, query: str, params: dict[str, Any], own_pid: str | None, reuse: bool
+    ) -> list[tuple[Any, ...]]:
         async with self._connection(reuse) as conn:
+            if own_pid is not None:
+                params = {**params, own_pid: conn.info.backend_pid}
             cursor = await within(self.options.timeout + 1, conn.execute(query, params))
             return await cursor.fetchall() if cursor.description else []
 

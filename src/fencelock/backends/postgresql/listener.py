@@ -34,9 +34,19 @@ class Listener:
         """A bell that rings when ``name`` may have been released for ``waiter`` (from now
         on): a release wakes the head of the line only."""
         await self._listening()
+        return self._bell(name, waiter)
+
+    def subscribed(self, name: str, waiter: str) -> asyncio.Event | None:
+        """:meth:`subscribe`, if this client listens already (no I/O); else None."""
+        return self._bell(name, waiter) if self._live() else None
+
+    def _bell(self, name: str, waiter: str) -> asyncio.Event:
         bell = asyncio.Event()
         self._bells.setdefault(name, {})[waiter] = bell
         return bell
+
+    def _live(self) -> bool:
+        return self._reader is not None and not self._reader.done()
 
     @property
     def pid(self) -> int:
@@ -51,12 +61,12 @@ class Listener:
                 del self._bells[name]
 
     async def _listening(self) -> None:
-        if self._reader is not None and not self._reader.done():
+        if self._live():
             return
         if self._starting is None:
             self._starting = asyncio.Lock()
         async with self._starting:
-            if self._reader is not None and not self._reader.done():
+            if self._live():
                 return
             conn = await self._connections.connect()
             try:

@@ -1,16 +1,23 @@
 """A waiter's place in the line, shared by ``postgresql://`` and ``+advisory``: its
 bell on the listener and its row in the waiters' table.
 
-The bell is subscribed before the first look and cleared before each one, so a release
-between a look and the wait still rings it. The row is put there by the acquire
-statement itself; :meth:`leave` takes it out again (and passes a free lease on).
+The row is put there by the acquire statement itself, alive while the session named
+in it is (``_ALIVE``); :meth:`leave` takes it out again (and passes a free lease on).
+The bell is subscribed before a look, so a release between the look and the wait
+rings it, and cleared before each look. Only where the client listens already,
+though: a look never waits for the listening connection to open, so an acquire that
+never waits (``timeout=0``) opens none. Such a first look names the statement's own
+session in its row; the first wait then listens, and looks whether the lease was
+freed meanwhile (unheard) before it waits on the bell.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
+from fencelock import clock
 from fencelock.aio import within
 from fencelock.backends.postgresql.connections import Connections
 from fencelock.backends.postgresql.listener import Listener
@@ -24,20 +31,29 @@ class WaiterPlace:
         self._bell: asyncio.Event | None = None
         self.queued = False  # a row may be in the table: leave() takes it out
 
-    async def before_asking(self) -> None:
-        """Listen (once) and clear the bell; from here on a release rings it, and the
-        statement about to be sent may queue this waiter."""
+    def before_asking(self) -> int | None:
+        """Before a look, which may queue this waiter: the server process whose session
+        keeps its row alive, the listener's (its bell cleared: from here on a release
+        rings it), or None while this client listens to nothing (the statement's own)."""
+        self.queued = True
+        if self._bell is None:
+            self._bell = self._listener.subscribed(self._name, self._owner)
+            if self._bell is None:
+                return None
+        self._bell.clear()
+        return self._listener.pid
+
+    async def wait(self, timeout: float, free: Callable[[], Awaitable[bool]]) -> None:
+        """Until a release names this waiter, or ``timeout``. If the last look was made
+        before the client listened, listen now, and return at once if ``free()`` says a
+        release came meanwhile (its notice went unheard)."""
+        ends = clock.now() + timeout
         if self._bell is None:
             self._bell = await self._listener.subscribe(self._name, self._owner)
-        self._bell.clear()
-        self.queued = True
-
-    async def wait(self, timeout: float) -> None:
-        """Until a release names this waiter, or ``timeout``."""
-        if self._bell is None:
-            return
+            if await free():
+                return
         with contextlib.suppress(TimeoutError):
-            await within(timeout, self._bell.wait())
+            await within(max(ends - clock.now(), 0.0), self._bell.wait())
 
     @property
     def left(self) -> bool:
