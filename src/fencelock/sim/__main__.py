@@ -9,9 +9,8 @@ import time
 from dataclasses import dataclass
 
 from fencelock.engine.reintroduced import KNOWN
-from fencelock.sim.redis_model import missing_for_redis
 from fencelock.sim.workloads import WORKLOADS
-from fencelock.sim.world import FAMILIES, OUTLIVING, Outcome, Plan, run
+from fencelock.sim.world import FAMILIES, OUTLIVING, Outcome, Plan, missing_for_redis, run
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:

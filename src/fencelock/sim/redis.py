@@ -10,9 +10,10 @@ the wire uses it (``connect``, ``send_packed_command``, ``read_response``, ...) 
 bytes travel as messages to the model, and :class:`SimPubSub` is a pub/sub object as
 the listener uses it (``subscribe``, ``get_message``, ``aclose``), which subscribes again
 after a reconnection as redis-py's does. Each connection keeps its messages in order
-both ways; a message lost on the way hangs the connection from there on (a reply) or
-breaks it (a pushed message: the server drops the subscriber), and a server restart
-resets every connection. Messages go over the simulated network
+both ways; a message lost on the way hangs the connection from there on (a connection
+its client gives up on at its timeout), or breaks it if it is a subscriber's (both ends
+learn it: the server drops the subscriber, the listener connects and subscribes again),
+and a server restart resets every connection. Messages go over the simulated network
 (:class:`NetworkTransport`) or straight to the model (:class:`DirectTransport`, for
 holding the model to a real server).
 """
@@ -139,8 +140,9 @@ class SimConnection:
     backend's ``decode_responses=True``), an error reply raised as redis-py's error, a
     connection the server dropped as its ``ConnectionError``."""
 
-    def __init__(self, side: Side) -> None:
+    def __init__(self, side: Side, fragile: bool = False) -> None:
         self._side = side
+        self._fragile = fragile  # a subscriber's: a message lost on it breaks it
         self.is_connected = False
         self.socket_timeout: float | None = None
         self._conn: Conn | None = None
@@ -183,7 +185,11 @@ class SimConnection:
         if up is None or self._broken:
             raise RedisConnectionError("Error 104 while writing to socket: connection reset")
         number = up.ticket()
-        side.transport.carry(side.client, True, lambda: up.arrive(number, request))
+        if not side.transport.carry(side.client, True, lambda: up.arrive(number, request)):
+            conn = self._conn
+            if self._fragile and conn is not None:  # both ends learn that it broke
+                side.model.close(conn)
+                side.transport.carry(side.client, False, lambda: self._hear_reset(conn), True)
 
     async def next_message(self) -> Reply:
         """What the server sent next (read in order); ConnectionError once it dropped us."""
@@ -238,7 +244,7 @@ class SimPubSub:
     every channel, after a dropped connection), ``aclose`` unsubscribes by closing."""
 
     def __init__(self, side: Side, timeout: float) -> None:
-        self._link = SimConnection(side)
+        self._link = SimConnection(side, fragile=True)
         self._timeout = timeout
         self.channels: list[str] = []
 

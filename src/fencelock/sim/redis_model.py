@@ -76,19 +76,6 @@ class Conn:
     closed: bool = False  # by its client
 
 
-def missing_for_redis() -> str | None:
-    """What the ``redis`` family needs and this install lacks (None: nothing)."""
-    import importlib.util
-
-    lacking = [name for name in ("redis", "lupa") if importlib.util.find_spec(name) is None]
-    if not lacking:
-        return None
-    return (
-        f"the redis family runs the real Redis backend and its Lua scripts: it needs "
-        f"{' and '.join(lacking)} (pip install 'fencelock[sim]')"
-    )
-
-
 def _script_body(source: str) -> str:
     """A script as Redis compiles it: the body of a function with no arguments."""
     return f"return function()\n{source}\nend"
@@ -235,7 +222,13 @@ class RedisModel:
             return
         reply = self.execute(conn, list(request))
         self.log(f"server: {_shown(request)} from client {conn.client} -> {_shown_reply(reply)}")
-        conn.send(reply)
+        self._send(conn, reply)
+
+    def _send(self, conn: Conn, message: Reply) -> None:
+        """A lost reply hangs a connection (its client gives up on it); a message lost to
+        a subscriber breaks the subscriber's connection: the server drops it."""
+        if not conn.send(message) and conn.channels:
+            self.drop(conn)
 
     def close(self, conn: Conn) -> None:
         """The client closed ``conn``: its subscriptions end (its requests already sent
@@ -472,8 +465,7 @@ class RedisModel:
         for conn in list(self.connections):
             if channel in conn.channels and conn.alive():
                 heard += 1
-                if not conn.send(["message", channel, message]):
-                    self.drop(conn)  # lost: the subscriber's connection broke
+                self._send(conn, ["message", channel, message])
         return heard
 
     def _ping(self, args: list[str]) -> Reply:
@@ -507,7 +499,7 @@ class RedisModel:
                 conn.channels.append(channel)
             confirmed = ["subscribe", channel, len(conn.channels)]
             if channel != args[-1]:
-                conn.send(confirmed)
+                self._send(conn, confirmed)
         return confirmed
 
     # --- scripts ---------------------------------------------------------------------

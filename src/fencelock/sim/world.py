@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import contextvars
 import hashlib
+import importlib.util
 import math
 import random
 import sys
@@ -42,11 +43,11 @@ from fencelock.sim.model import (
     SessionStore,
 )
 from fencelock.sim.network import Network, Weather
-from fencelock.sim.redis_model import RedisModel, missing_for_redis
 from fencelock.sim.workloads import WORKLOADS
 
 if TYPE_CHECKING:
     from fencelock.sim.etcd import EtcdModel
+    from fencelock.sim.redis_model import RedisModel
 
 # Loaded before any run (see _seams): one imported while a run is on would keep its owners.
 LOADED = (barrier, election, latch, rwlock, semaphore)
@@ -61,6 +62,17 @@ FAMILIES = ("lease", "session", "redlock", "etcd", "redis")
 # Workloads that need a lease to outlive its client (a latch's count): not the session
 # family's, as on ZooKeeper, MySQL and the advisory locks (docs/backends.md).
 OUTLIVING = ("latch", "barrier")
+
+
+def missing_for_redis() -> str | None:
+    """What the ``redis`` family needs and this install lacks (None: nothing)."""
+    lacking = [name for name in ("redis", "lupa") if importlib.util.find_spec(name) is None]
+    if not lacking:
+        return None
+    return (
+        f"the redis family runs the real Redis backend and its Lua scripts: it needs "
+        f"{' and '.join(lacking)} (pip install 'fencelock[sim]')"
+    )
 
 
 class Violation(AssertionError):
@@ -122,6 +134,7 @@ class World:
         self.rng = random.Random(plan.seed)
         self.clock = VirtualClock()
         self.loop = VirtualLoop(self.clock)
+        self.unmodeled: list[str] = []  # what the Redis model was asked and does not model
         self.store: LeaseStore | SessionStore | RedlockNodes | EtcdModel | RedisModel
         if plan.family == "etcd":  # the real etcd backend, against a model of etcd
             from fencelock.sim.etcd import EtcdModel
@@ -129,9 +142,11 @@ class World:
             self.store = EtcdModel(self.true_now, rate=self._rate())
         elif plan.family == "redis":  # the real Redis backend, against its scripts' model
             from fencelock.sim import redis  # noqa: F401 - loaded before the seams are set
+            from fencelock.sim.redis_model import RedisModel
 
             self.store = RedisModel(self.true_now, rate=self._rate())
             self.store.log = self.say
+            self.unmodeled = self.store.unmodeled
         elif plan.family == "redlock":  # five nodes, each its own clock
             self.store = RedlockNodes(
                 [RedlockNode(self._rate(), self.clock.now) for _ in range(REDLOCK_NODES)]
@@ -187,8 +202,8 @@ class World:
             raise Violation(self.violation)
         if self.ended:
             return
-        if isinstance(self.store, RedisModel) and self.store.unmodeled:
-            self.violated(f"the Redis model was asked for {self.store.unmodeled[0]}, unmodeled")
+        if self.unmodeled:
+            self.violated(f"the Redis model was asked for {self.unmodeled[0]}, unmodeled")
         self.trusting = self._trusting(self.clock.now)
         by_name: dict[str, list[tuple[int, AsyncLease]]] = {}
         for number, lease in self.trusting:
@@ -356,6 +371,8 @@ class World:
     def _pause_server(self, seconds: float) -> None:
         """The server's process stops (SIGSTOP) for ``seconds``: what reaches it waits,
         its keys expire by its clock meanwhile; then it runs what waited, in order."""
+        from fencelock.sim.redis_model import RedisModel
+
         store, until = self.store, self.clock.now + seconds
         assert isinstance(store, RedisModel)
         store.pause(until)
@@ -411,6 +428,7 @@ class World:
     def _backend(self, number: int) -> AsyncBackend:
         if self.plan.family == "redis":
             from fencelock.sim.redis import sim_redis_backend
+            from fencelock.sim.redis_model import RedisModel
 
             assert isinstance(self.store, RedisModel)
             return sim_redis_backend(self.store, self.network, number)
