@@ -1,6 +1,6 @@
 # The two commands a newcomer runs: `make demo` and `make test`.
 # Each installs everything it needs first (a virtual environment in .venv).
-.PHONY: demo test check quick lint typecheck servers bench bench-check docs install install-test clean sim
+.PHONY: demo test check quick lint typecheck servers bench bench-check docs install install-test clean sim mutate
 
 VENV := .venv
 BIN := $(VENV)/bin
@@ -55,6 +55,16 @@ bench: servers
 # few seconds of it.
 sim: install
 	$(BIN)/python -m fencelock.sim --all --cpu 600
+
+# Mutation testing of the safety code, not part of `make test` (docs/safety.md, "Mutation
+# testing"): the kill rate of the unit tests, the memory/sqlite contract and a simulator
+# sweep. FILES="engine/trust.py lease.py" (globs under src/fencelock/) restricts it,
+# BUDGET=minutes stops it, SAMPLE=N runs N mutants drawn at random, REV=worktree mutates
+# uncommitted changes (default: HEAD), REDIS=1 adds redis:// and tests/redis.
+mutate:
+	@scripts/bootstrap.sh test,mutate
+	$(BIN)/python scripts/mutate.py --files "$(FILES)" --budget "$(or $(BUDGET),0)" \
+		--sample "$(or $(SAMPLE),0)" --rev "$(or $(REV),HEAD)" $(if $(REDIS),--redis)
 
 # The CPU a lock cycle costs, against bench/cpu_baseline.json: fails on a rise over 15 %.
 bench-check: servers install-test
