@@ -5,8 +5,10 @@ outcome at every step. The steps: tries of an acquisition (granted, or queued as
 waiter, which stays queued for later steps), a waiter giving up, a waiter's wait (woken
 by a release, or not), renewals one by one and in a batch, releases, ``inspect``,
 ``waiters`` and ``list``, time passing (leases and waiters expiring, renewals after
-expiry), and the server killed and started again with its data (an AOF written at
-every write) or without it.
+expiry), the server killed and started again with its data (an AOF written at every
+write) or without it, and the server paused while a client's try is out: the client
+gives up on it, the server runs it when it resumes, and the client's undo gives back
+what it took.
 
 Time: the model's clock is the real one. No step is sent within ``MARGIN`` of any
 deadline the model's keyspace holds (a key's expiry, a waiter's liveness), and each
@@ -26,10 +28,11 @@ from dataclasses import dataclass, replace
 import pytest
 
 from fencelock.backends import open_async_backend
+from fencelock.backends.base import AsyncBackend
 from fencelock.backends.redis.async_backend import AsyncRedisBackend
 from fencelock.backends.redis.attempt import AsyncRedisAttempt
 from fencelock.engine.outcomes import Acquired, Busy
-from fencelock.errors import FencelockError
+from fencelock.errors import BackendUnavailable, FencelockError
 from fencelock.primitives.lock import new_owner
 from fencelock.sim.redis import direct_redis_backend
 from fencelock.sim.redis_model import RedisModel
@@ -41,6 +44,8 @@ PASS = 0.7  # seconds a pass lets go by
 MARGIN = 0.15  # no step this close to a deadline of the keyspace
 SPACING = 0.03  # between steps: past barging.STARVATION_BOUND (20 ms)
 WOKEN_WITHIN = 0.2  # a wait that returns sooner was woken (it waits up to 2x this)
+IMPATIENT = 0.3  # the timeout of the client whose try a paused server runs late
+UNDO_SETTLED = 1.2  # by then its undo ran: a ping answered, UNDO_SETTLE, or a retry
 STEPS = 24  # the seeded steps after the scripted ones
 SEED = 4
 OPS = (
@@ -83,6 +88,8 @@ SCRIPTED = (
     ("kill-empty", 0, 0.0),
     ("inspect", 0, 0.0),
     ("acquire", 0, 2.5),  # its token still above the last: the server's clock
+    ("release", 0, 0.0),
+    ("late try", 1, 2.5),  # a try the paused server runs after its client gave up
 )
 # What the sequence must meet (asserted): each kind of outcome, on both sides alike.
 MET = {
@@ -97,6 +104,7 @@ MET = {
     "leave: left",
     "kill: done",
     "kill-empty: done",
+    "late try: unanswered, then free, its try ran",
     "inspect: held",
     "inspect: free",
     "waiters: some",
@@ -261,6 +269,49 @@ async def _steer_clear(model: RedisModel) -> None:
         await asyncio.sleep((max(near) - now) / 1000 + MARGIN + 0.01)
 
 
+async def _late_try(
+    server: RedisServer, model: RedisModel, sides: tuple[Side, Side], step: Step
+) -> tuple[str, str]:
+    """On each side at once, a client with a short timeout, connected; the server paused,
+    the client's try unanswered (its connection closed at its timeout, the request left
+    in the server), the server resumed: it runs the try, and the client's undo, sent
+    once the server answers its ping, gives back what the try took. What each says."""
+    clients = (
+        open_async_backend(f"{server.url}?timeout={IMPATIENT}"),
+        direct_redis_backend(model, client=1, timeout=IMPATIENT),
+    )
+    before = [await side.backend.inspect(side.name) for side in sides]
+    for client in clients:
+        await client.open()  # a connection of its own, connected before the pause
+
+    async def tried(client: AsyncBackend) -> str:
+        attempt = client.attempt(sides[0].name, sides[0].owners[step.who], step.ttl)
+        try:
+            return f"answered {await attempt.try_acquire()}"
+        except BackendUnavailable:
+            return "unanswered"
+        finally:
+            await attempt.close()  # the undo, once the server answers again
+
+    server.pause()
+    model.pause()
+    try:
+        said = await asyncio.gather(*(tried(client) for client in clients))
+    finally:
+        server.resume()
+        model.resume()
+    await asyncio.sleep(UNDO_SETTLED)
+    outcomes = []
+    for side, was, client_said in zip(sides, before, said, strict=True):
+        now = await side.backend.inspect(side.name)
+        ran = now is not None and (was is None or now.token > was.token)
+        held = "free" if now is None or now.owner is None else "held"
+        outcomes.append(f"{client_said}, then {held}, its try {'ran' if ran else 'never ran'}")
+    for client in clients:
+        await client.close()
+    return outcomes[0], outcomes[1]
+
+
 async def _kill(server: RedisServer, model: RedisModel, keep: bool) -> None:
     """Both servers killed and started again, with their data or without."""
     await asyncio.to_thread(server.kill)
@@ -289,6 +340,12 @@ def test_the_redis_model_matches_redis_server(server: RedisServer) -> None:
                 step = aimed(step, model, name, owners, set(ours.attempts))  # noqa: PLW2901
                 if step.op == "pass":
                     await asyncio.sleep(PASS)
+                    continue
+                if step.op == "late try":
+                    server_said, model_said = await _late_try(server, model, (theirs, ours), step)
+                    met.add(f"{step.op}: {server_said}")
+                    seen.append(f"{step}: server {server_said}, model {model_said}")
+                    assert server_said == model_said, "\n".join(seen)
                     continue
                 if step.op.startswith("kill"):
                     await _kill(server, model, keep=step.op == "kill")
