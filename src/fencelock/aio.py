@@ -26,6 +26,10 @@ from fencelock import stepping
 T = TypeVar("T")
 F = TypeVar("F", bound="asyncio.Future[Any]")
 
+# What a deadline raises: before Python 3.11, asyncio's TimeoutError is not the
+# builtin one, and drivers raise either. Catch both with ``except TIMEOUTS``.
+TIMEOUTS: tuple[type[Exception], ...] = (TimeoutError, asyncio.TimeoutError)
+
 # How long a stopped task may go on before it is cancelled again.
 RECANCEL_AFTER = 0.05
 
@@ -53,19 +57,36 @@ if sys.version_info >= (3, 11):
         _raise_swallowed(before)
         return result
 
-else:  # pragma: no cover - Python 3.10
+else:  # pragma: no cover - Python 3.10: no asyncio.timeout, no Task.cancelling
 
     async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
-        future = asyncio.ensure_future(awaitable)
-        try:
-            done, _ = await asyncio.wait({future}, timeout=seconds)
-        except asyncio.CancelledError:
-            future.cancel()
-            raise
+        return await _cut_off(seconds, awaitable, recancel=None)
+
+
+async def _cut_off(seconds: float | None, awaitable: Awaitable[T], recancel: float | None) -> T:
+    """Python 3.10's :func:`within` and :func:`insisting`, as 3.11's behave: the awaited
+    call, cancelled at the deadline (and again ``recancel`` later if it goes on), ends
+    in place; a result it returned all the same is the result, a cancellation is
+    :class:`TimeoutError` (the builtin one, as on 3.11)."""
+    future = asyncio.ensure_future(awaitable)
+    try:
+        done, _ = await asyncio.wait({future}, timeout=seconds)
         if not done:
             future.cancel()
-            raise asyncio.TimeoutError
+            if recancel is not None:
+                done, _ = await asyncio.wait({future}, timeout=recancel)
+                if not done:
+                    future.cancel()
+            await asyncio.wait({future})
+    except asyncio.CancelledError:
+        future.cancel()
+        raise
+    if future.cancelled():
+        raise TimeoutError
+    try:
         return future.result()
+    except asyncio.TimeoutError as exc:  # a driver's own deadline: the one kind of timeout
+        raise TimeoutError(*exc.args) from exc
 
 
 if sys.version_info >= (3, 11):
@@ -100,7 +121,9 @@ if sys.version_info >= (3, 11):
         return result
 
 else:  # pragma: no cover - Python 3.10
-    insisting = within
+
+    async def insisting(seconds: float, awaitable: Awaitable[T]) -> T:
+        return await _cut_off(seconds, awaitable, recancel=RECANCEL_AFTER)
 
 
 async def stop(task: asyncio.Future[Any] | None) -> None:

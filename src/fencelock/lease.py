@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from fencelock import clock
-from fencelock.aio import within
+from fencelock.aio import TIMEOUTS, within
 from fencelock.backends.base import (
     Renewal,
     async_batch_renewing,
@@ -573,7 +573,7 @@ class AsyncLease(LeaseBase):
         self.on_lost(wake)
         try:
             return await within(timeout, noticed)
-        except asyncio.TimeoutError:
+        except TIMEOUTS:
             return self.lost
 
     def _renewal(self, ttl: float | None = None) -> asyncio.Task[Outcome]:

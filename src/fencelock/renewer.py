@@ -19,7 +19,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Generic, TypeVar
 
 from fencelock import clock, forking
-from fencelock.aio import stop, within
+from fencelock.aio import TIMEOUTS, stop, within
 from fencelock.backends.base import async_batch_renewing, batch_renewing
 from fencelock.engine import reintroduced
 from fencelock.engine import renewal as plan
@@ -246,7 +246,7 @@ class AsyncRenewer(_RenewerBase[AsyncLease]):
             together = asyncio.get_running_loop().create_task(arenew_together(leases.to_renew))
             try:
                 leases.renewed(await within(leases.time_limit, asyncio.shield(together)))
-            except asyncio.TimeoutError:
+            except TIMEOUTS:
                 leases.renewed(None)
             return leases.carried_out()
         for lease in leases.to_renew:
@@ -256,7 +256,7 @@ class AsyncRenewer(_RenewerBase[AsyncLease]):
                 try:
                     outcome = await within(one.time_limit, asyncio.shield(lease._renewal()))
                     one.renewed({lease: outcome})
-                except asyncio.TimeoutError:
+                except TIMEOUTS:
                     one.renewed(None)
             leases.steps[lease] = one.steps[lease]
         return leases.carried_out()

@@ -17,7 +17,7 @@ from collections.abc import Awaitable
 from typing import Any, NoReturn, TypeVar
 
 from fencelock import clock
-from fencelock.aio import insisting
+from fencelock.aio import TIMEOUTS, insisting
 from fencelock.backends.base import AsyncAttempt, AttemptResult
 from fencelock.engine.timing import REQUEST_BOUND
 from fencelock.errors import BackendUnavailable
@@ -76,7 +76,7 @@ async def bounded(
         return await awaitable
     try:
         return await insisting(seconds, awaitable)
-    except TimeoutError as exc:
+    except TIMEOUTS as exc:
         raise _no_answer(where, what, seconds, bound) from exc
 
 

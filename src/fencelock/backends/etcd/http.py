@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fencelock import clock
+from fencelock.aio import TIMEOUTS
 from fencelock.backends.etcd.gateway import Body, Reply
 from fencelock.backends.etcd.options import EtcdOptions
 from fencelock.backends.etcd.wire import NotSent, Unanswered, Wire
@@ -177,7 +178,7 @@ class Gateway:
                 failure = exc
                 continue
             except Unanswered as exc:
-                if isinstance(exc.__cause__, TimeoutError):  # a stalled member: the next
+                if isinstance(exc.__cause__, TIMEOUTS):  # a stalled member: the next
                     self._current = (index + 1) % len(endpoints)  # request goes elsewhere
                     if patience is not None:
                         failure = exc
@@ -215,7 +216,7 @@ class Gateway:
         if (
             waited is not None
             and isinstance(exc, Unanswered)
-            and isinstance(exc.__cause__, TimeoutError)
+            and isinstance(exc.__cause__, TIMEOUTS)
         ):
             why = f"no answer within {waited:g}s"
         reset = any(isinstance(e, ConnectionResetError) for e in chain)

@@ -19,7 +19,7 @@ import pymysql
 from pymysql.constants import CLIENT
 
 from fencelock import forking, stepping
-from fencelock.aio import within
+from fencelock.aio import TIMEOUTS, within
 from fencelock.backends.mysql.options import MySQLOptions
 from fencelock.backends.mysql.statements import Statements
 from fencelock.errors import BackendUnavailable, ConfigError, FencelockError
@@ -93,7 +93,7 @@ class Connections:
                     charset="utf8mb4",
                 ),
             )
-        except TimeoutError as exc:
+        except TIMEOUTS as exc:
             raise BackendUnavailable(
                 f"MySQL ({self.url}) did not answer within {options.connect_timeout:g} s"
             ) from exc
@@ -122,7 +122,7 @@ class Connections:
                 return await stepping.reading_here(results, reader, transport, timeout, "MySQL")
         except BaseException as exc:
             await discard(conn)
-            if isinstance(exc, TimeoutError):
+            if isinstance(exc, TIMEOUTS):
                 raise BackendUnavailable(
                     f"MySQL ({self.url}) did not answer within {timeout:g} s"
                 ) from exc

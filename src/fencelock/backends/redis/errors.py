@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from redis.exceptions import RedisError
 
+from fencelock.aio import TIMEOUTS
 from fencelock.backends.redis.options import RedisOptions
 from fencelock.backends.redis.scripts import KEY_PREFIX
 from fencelock.errors import BackendUnavailable
@@ -55,7 +56,7 @@ def translate(exc: BaseException, where: str, tls: bool = False) -> BackendUnava
         if text.startswith(("WRONGPASS", "NOAUTH", "NOPERM")) or _no_password_given(text):
             return refused_credentials(where, text)
         return BackendUnavailable(f"{where} failed: {text}")
-    if isinstance(exc, (rex.TimeoutError, TimeoutError)):
+    if isinstance(exc, (rex.TimeoutError, *TIMEOUTS)):
         return BackendUnavailable(f"{where} did not answer in time: {exc}")
     if isinstance(exc, (rex.ConnectionError, OSError)):
         return BackendUnavailable(f"cannot reach {where}: {exc}")
@@ -116,7 +117,7 @@ def tls_failure(where: str, exc: BaseException, tls: bool) -> BackendUnavailable
             )
     import redis.exceptions as rex
 
-    if tls and isinstance(exc, (rex.TimeoutError, TimeoutError)) and "connecting" in str(exc):
+    if tls and isinstance(exc, (rex.TimeoutError, *TIMEOUTS)) and "connecting" in str(exc):
         return tls_not_connected(where, "in time")
     return None
 
@@ -142,7 +143,7 @@ def unanswered(error: BaseException) -> bool:
     import redis.exceptions as rex
 
     cause = error.__cause__
-    return isinstance(cause, (rex.TimeoutError, TimeoutError))
+    return isinstance(cause, (rex.TimeoutError, *TIMEOUTS))
 
 
 @contextlib.contextmanager

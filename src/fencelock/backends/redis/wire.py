@@ -14,7 +14,6 @@ here only run it, blocking or with asyncio.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -25,7 +24,7 @@ import redis.asyncio
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from fencelock.aio import within
+from fencelock.aio import TIMEOUTS, within
 from fencelock.backends.redis.conversations import Conversation, ConversationState
 from fencelock.backends.redis.resp import RawReply
 from fencelock.backends.redis.scripts import Command
@@ -239,7 +238,7 @@ class AsyncWire:
         except (ResponseError, FencelockError):
             self._checkin(conn)
             raise
-        except asyncio.TimeoutError as exc:
+        except TIMEOUTS as exc:
             await conn.disconnect(nowait=True)
             raise self._timed_out(conn) from exc
         except BaseException:

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import redis.asyncio
 
 from fencelock import clock, forking
-from fencelock.aio import within
+from fencelock.aio import TIMEOUTS, within
 from fencelock.backends.base import (
     Acquired,
     AttemptResult,
@@ -360,7 +360,7 @@ class AsyncRedlockBackend:
         """``work`` on ``node`` within the per-node timeout, or that node's failure."""
         try:
             return await within(self.timeout, work)
-        except asyncio.TimeoutError:
+        except TIMEOUTS:
             return plan.NodeError(f"{node.where} did not answer within {self.timeout:g}s")
         except Exception as exc:  # a driver error of any kind is this node's failure
             return plan.NodeError(f"{node.where}: {_describe(exc)}")

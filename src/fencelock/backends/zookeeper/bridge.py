@@ -27,7 +27,7 @@ from kazoo import exceptions as kz
 from kazoo.handlers.threading import AsyncResult, KazooTimeoutError, SequentialThreadingHandler
 
 from fencelock import stepping
-from fencelock.aio import within
+from fencelock.aio import TIMEOUTS, within
 from fencelock.errors import BackendUnavailable, ConfigError, FencelockError
 
 # What the recipe acts on itself: answers about nodes, not failures.
@@ -145,7 +145,7 @@ async def outcome(result: Any, timeout: float, where: str) -> Any:
     result.rawlink(done)
     try:
         return await within(timeout, future)
-    except TimeoutError as exc:
+    except TIMEOUTS as exc:
         raise BackendUnavailable(f"ZooKeeper ({where}) did not answer within {timeout:g}s") from exc
     except ANSWERS:
         raise
