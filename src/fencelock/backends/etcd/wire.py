@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from fencelock import clock, forking, stepping
-from fencelock.aio import within
+from fencelock.aio import TIMEOUTS, within
 
 # What a reply that cannot be read raises: a connection that failed or ended early, a
 # reply that is not HTTP/1.1, a header block or chunk-size line over the reader's
@@ -99,7 +99,7 @@ class Wire:
             status, reply, keep = got
         except BaseException as exc:
             _close(connection)
-            if isinstance(exc, (*UNREADABLE, TimeoutError)):
+            if isinstance(exc, (*UNREADABLE, *TIMEOUTS)):
                 raise Unanswered(str(exc) or type(exc).__name__) from exc
             raise  # cancelled: the connection is gone with the unread reply
         if keep and len(endpoint.idle) < MAX_IDLE:
