@@ -351,12 +351,7 @@ class AdvisoryAttempt:
         return self._place.left and own_left and self._unanswered is None
 
     async def wait(self, timeout: float) -> None:
-        await self._place.wait(timeout, self._free)
-
-    async def _free(self) -> bool:
-        """Whether nobody holds the name now (its lease expired or released)."""
-        info = await self._backend.inspect(self._name)
-        return info is None or not info.held
+        await self._place.wait(timeout, self._backend)
 
     async def close(self) -> None:
         backend = self._backend

@@ -161,12 +161,7 @@ class PostgresAttempt:
         return self._place.left and not self._unanswered
 
     async def wait(self, timeout: float) -> None:
-        await self._place.wait(timeout, self._free)
-
-    async def _free(self) -> bool:
-        """Whether nobody holds the name now (its lease expired or released)."""
-        info = await self._backend.inspect(self._name)
-        return info is None or not info.held
+        await self._place.wait(timeout, self._backend)
 
     async def close(self) -> None:
         await self._place.leave(self._backend.statements)

@@ -7,21 +7,31 @@ The bell is subscribed before a look, so a release between the look and the wait
 rings it, and cleared before each look. Only where the client listens already,
 though: a look never waits for the listening connection to open, so an acquire that
 never waits (``timeout=0``) opens none. Such a first look names the statement's own
-session in its row; the first wait then listens, and looks whether the lease was
-freed meanwhile (unheard) before it waits on the bell.
+session in its row; the first wait then listens, and looks whether a release meanwhile
+was this waiter's (the lease free, the waiter first in line) before it waits on the bell.
 """
 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
-from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from fencelock import clock
 from fencelock.aio import within
+from fencelock.backends.base import LockInfo
 from fencelock.backends.postgresql.connections import Connections
 from fencelock.backends.postgresql.listener import Listener
 from fencelock.backends.postgresql.statements import Statements
+
+
+class Line(Protocol):
+    """What a wait reads of the backend when its notice may have gone unheard."""
+
+    async def inspect(self, name: str) -> LockInfo | None: ...
+
+    async def waiters(self, name: str) -> builtins.list[str]: ...
 
 
 class WaiterPlace:
@@ -43,17 +53,27 @@ class WaiterPlace:
         self._bell.clear()
         return self._listener.pid
 
-    async def wait(self, timeout: float, free: Callable[[], Awaitable[bool]]) -> None:
+    async def wait(self, timeout: float, line: Line) -> None:
         """Until a release names this waiter, or ``timeout``. If the last look was made
-        before the client listened, listen now, and return at once if ``free()`` says a
-        release came meanwhile (its notice went unheard)."""
+        before the client listened, listen now, and return at once if a release came
+        meanwhile for this waiter (its notice went unheard)."""
         ends = clock.now() + timeout
         if self._bell is None:
             self._bell = await self._listener.subscribe(self._name, self._owner)
-            if await free():
+            if await self._missed(line):
                 return
         with contextlib.suppress(TimeoutError):
             await within(max(ends - clock.now(), 0.0), self._bell.wait())
+
+    async def _missed(self, line: Line) -> bool:
+        """Whether this waiter is first in line, and then the lease free: a release
+        announces the name to the head of its line alone. In that order, as a free
+        lease seen first may go to the waiter then ahead before this one is first."""
+        waiting = await line.waiters(self._name)
+        if waiting and waiting[0] != self._owner:
+            return False
+        info = await line.inspect(self._name)
+        return info is None or not info.held
 
     @property
     def left(self) -> bool:
