@@ -114,14 +114,15 @@ def test_the_rule_sees_an_upward_import() -> None:
 FAMILIES = {"redis", "redlock", "etcd", "zookeeper", "postgresql", "mysql", "sqlite", "memory"}
 FAMILY_MAY_IMPORT = {"redlock": {"redis"}}
 # The simulator runs the real etcd backend against its model of etcd (the backend's own
-# wire, no driver), and the real Redis backend against its model of Redis (which runs the
-# backend's scripts; the simulator puts a Redis bug back by patching the backend); the
-# simulator's etcd and redis families load them when a run asks for them.
+# wire, no driver), and the real Redis and Redlock backends against its model of Redis
+# (which runs the backends' scripts; the simulator puts a Redis bug back by patching the
+# backend); the simulator's etcd, redis and redlock families load them when a run asks.
 OUTSIDE_MAY_IMPORT = {
     "sim/etcd.py": {"etcd"},
     "sim/redis.py": {"redis"},
     "sim/redis_model.py": {"redis"},
     "sim/bugs.py": {"redis"},
+    "sim/redlock.py": {"redlock"},
 }
 
 

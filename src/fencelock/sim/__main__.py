@@ -10,7 +10,16 @@ from dataclasses import dataclass
 
 from fencelock.engine.reintroduced import KNOWN
 from fencelock.sim.workloads import WORKLOADS
-from fencelock.sim.world import FAMILIES, OUTLIVING, Outcome, Plan, missing_for_redis, run
+from fencelock.sim.world import (
+    FAMILIES,
+    ON_REDIS,
+    OUTLIVING,
+    SEARCHED,
+    Outcome,
+    Plan,
+    missing_for_redis,
+    run,
+)
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -100,14 +109,14 @@ def _everything(args: argparse.Namespace) -> int:
     """``--all``: the CPU budget shared by every family and workload a run can pair."""
     pairs = [
         (family, workload)
-        for family in FAMILIES
+        for family in SEARCHED
         for workload in sorted(WORKLOADS)
         if not (workload in OUTLIVING and family == "session")
     ]
     missing = missing_for_redis()
     if missing is not None:  # the other families need nothing beyond the library
-        print(f"   redis (every workload) left out: {missing}")
-        pairs = [(family, workload) for family, workload in pairs if family != "redis"]
+        print(f"{', '.join(ON_REDIS)} (every workload) left out: {missing}")
+        pairs = [(family, workload) for family, workload in pairs if family not in ON_REDIS]
     total = Search()
     for family, workload in pairs:
         found = _search(args, args.cpu / len(pairs), family=family, workload=workload)

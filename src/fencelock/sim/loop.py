@@ -14,7 +14,7 @@ import contextvars
 import heapq
 import math
 import selectors
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 
@@ -56,6 +56,14 @@ class ClientClock:
 client_clock: contextvars.ContextVar[ClientClock | None] = contextvars.ContextVar(
     "client_clock", default=None
 )
+
+
+# The number of the client whose task is running (None: the loop's or a server's).
+client_number: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "client_number", default=None
+)
+# How a connection is made in a run (``loop.create_connection``'s stand-in), if any.
+Dial = Callable[..., Awaitable[tuple[asyncio.BaseTransport, asyncio.BaseProtocol]]]
 
 
 def server_side() -> contextvars.Context:
@@ -104,6 +112,19 @@ class VirtualLoop(asyncio.SelectorEventLoop):
         self.clock = clock
         self.after_step: Callable[[], None] = lambda: None
         self.steps = 0
+        self.dial: Dial | None = None
+
+    async def create_connection(  # type: ignore[override]
+        self,
+        protocol_factory: Callable[[], asyncio.BaseProtocol],
+        host: str | None = None,
+        port: int | None = None,
+        **options: Any,
+    ) -> tuple[asyncio.BaseTransport, asyncio.BaseProtocol]:
+        """A connection to a simulated server (there are no sockets here)."""
+        if self.dial is None:
+            raise ConnectionRefusedError(f"nothing listens at {host}:{port} in the simulation")
+        return await self.dial(protocol_factory, host, port)
 
     def time(self) -> float:
         own = client_clock.get()

@@ -52,7 +52,7 @@ class CommandError(Exception):
         self.text = text
 
 
-Reply = Any  # int, str, Status, None, a list of these, or a CommandError
+Reply = Any  # int, str, Status, None, a list or a dict of these, or a CommandError
 CONNECT = ("connect",)  # a connection's first message: its handshake
 
 
@@ -74,6 +74,7 @@ class Conn:
     incarnation: int = -1  # of the server process that accepted it (-1: not yet)
     channels: list[str] = field(default_factory=list)
     closed: bool = False  # by its client
+    protocol: int = 2  # RESP2, or RESP3 after HELLO 3
 
 
 def _script_body(source: str) -> str:
@@ -182,6 +183,9 @@ class RedisModel:
             "EVAL": lambda conn, args: self._eval(args),
             "SCRIPT": lambda conn, args: self._script(args),
             "SUBSCRIBE": self._subscribe,
+            "UNSUBSCRIBE": self._unsubscribe,
+            "CLIENT": lambda conn, args: self._client(args),
+            "HELLO": self._hello,
         }
 
     # --- time --------------------------------------------------------------------------
@@ -501,6 +505,48 @@ class RedisModel:
             if channel != args[-1]:
                 self._send(conn, confirmed)
         return confirmed
+
+    def _unsubscribe(self, conn: Conn, args: list[str]) -> Reply:
+        """Each channel's end as a pushed message (the reply is the last of them)."""
+        self._arity(args, 1, "UNSUBSCRIBE")
+        for channel in args:
+            if channel in conn.channels:
+                conn.channels.remove(channel)
+            ended = ["unsubscribe", channel, len(conn.channels)]
+            if channel != args[-1]:
+                self._send(conn, ended)
+        return ended
+
+    def _client(self, args: list[str]) -> Reply:
+        """What redis-py sends as it connects: ``CLIENT SETINFO``, and on RESP3
+        ``CLIENT MAINT_NOTIFICATIONS``, which Redis 7.0 does not know."""
+        which = args[0].upper() if args else ""
+        if which == "MAINT_NOTIFICATIONS":
+            raise CommandError(f"ERR unknown subcommand '{args[0]}'. Try CLIENT HELP.")
+        if which != "SETINFO":
+            raise self._unmodeled(f"CLIENT {which}")
+        return Status("OK")
+
+    def _hello(self, conn: Conn, args: list[str]) -> Reply:
+        """``HELLO 2`` or ``HELLO 3`` (no ``AUTH``, no ``SETNAME``): the protocol from now on."""
+        if len(args) != 1 or args[0] not in ("2", "3"):
+            raise self._unmodeled(f"HELLO {' '.join(args)}")
+        conn.protocol = int(args[0])
+        return {
+            "server": "redis",
+            "version": "7.0.15",
+            "proto": conn.protocol,
+            "id": self.connections.index(conn) + 1 if conn in self.connections else 0,
+            "mode": "standalone",
+            "role": "master",
+            "modules": [],
+        }
+
+    def accept(self, conn: Conn) -> None:
+        """A TCP connection accepted (by the kernel: also while the process is paused)."""
+        conn.incarnation = self.incarnation
+        if not conn.closed:
+            self.connections.append(conn)
 
     # --- scripts ---------------------------------------------------------------------
 

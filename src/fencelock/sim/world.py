@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import hashlib
 import importlib.util
 import math
@@ -34,7 +35,7 @@ from fencelock.sim.backend import (
     SimRedlockBackend,
     SimSessionBackend,
 )
-from fencelock.sim.loop import ClientClock, VirtualClock, VirtualLoop, client_clock
+from fencelock.sim.loop import ClientClock, VirtualClock, VirtualLoop, client_clock, client_number
 from fencelock.sim.model import (
     LeaseStore,
     RedlockNode,
@@ -48,6 +49,7 @@ from fencelock.sim.workloads import WORKLOADS
 if TYPE_CHECKING:
     from fencelock.sim.etcd import EtcdModel
     from fencelock.sim.redis_model import RedisModel
+    from fencelock.sim.redlock import RedisNodes
 
 # Loaded before any run (see _seams): one imported while a run is on would keep its owners.
 LOADED = (barrier, election, latch, rwlock, semaphore)
@@ -58,20 +60,26 @@ LOSS_BOUND = 2 * REQUEST_BOUND
 # documented drift (1 % of the TTL), so each within half of it.
 DRIFT = 0.0099
 REDLOCK_NODES = 5
-FAMILIES = ("lease", "session", "redlock", "etcd", "redis")
+FAMILIES = ("lease", "session", "redlock", "etcd", "redis", "redlock-model")
+# The families that run a backend of the library on models of Redis (redis, lupa).
+ON_REDIS = ("redis", "redlock")
+# What --all shares its time among: redlock-model (the decisions of the real Redlock
+# backend over a model of its nodes, before the real backend ran here) is kept for the
+# seeds of the bugs found on it.
+SEARCHED = ("lease", "session", "redlock", "etcd", "redis")
 # Workloads that need a lease to outlive its client (a latch's count): not the session
 # family's, as on ZooKeeper, MySQL and the advisory locks (docs/backends.md).
 OUTLIVING = ("latch", "barrier")
 
 
 def missing_for_redis() -> str | None:
-    """What the ``redis`` family needs and this install lacks (None: nothing)."""
+    """What the families on models of Redis need and this install lacks (None: nothing)."""
     lacking = [name for name in ("redis", "lupa") if importlib.util.find_spec(name) is None]
     if not lacking:
         return None
     return (
-        f"the redis family runs the real Redis backend and its Lua scripts: it needs "
-        f"{' and '.join(lacking)} (pip install 'fencelock[sim]')"
+        f"the redis and redlock families run the real backends and their Lua scripts: "
+        f"they need {' and '.join(lacking)} (pip install 'fencelock[sim]')"
     )
 
 
@@ -90,7 +98,7 @@ class Plan:
     weather: Weather = field(default_factory=Weather)
     faults: bool = True
     bugs: tuple[str, ...] = ()  # historical bugs put back (fencelock.engine.reintroduced)
-    family: str = "lease"  # the model: lease (TTL leases), session, redlock, etcd or redis
+    family: str = "lease"  # one of FAMILIES
     workload: str = "lock"  # what the clients do (fencelock.sim.workloads)
 
     def __post_init__(self) -> None:
@@ -98,7 +106,7 @@ class Plan:
             raise ConfigError(f"no model family {self.family!r} (one of {', '.join(FAMILIES)})")
         if self.workload not in WORKLOADS:
             raise ConfigError(f"no workload {self.workload!r} (one of {', '.join(WORKLOADS)})")
-        if self.family == "redis" and (missing := missing_for_redis()):
+        if self.family in ON_REDIS and (missing := missing_for_redis()):
             raise ConfigError(missing)
         if self.workload in OUTLIVING and self.family == "session":
             raise ConfigError(f"a {self.workload} needs leases that outlive their client")
@@ -135,7 +143,7 @@ class World:
         self.clock = VirtualClock()
         self.loop = VirtualLoop(self.clock)
         self.unmodeled: list[str] = []  # what the Redis model was asked and does not model
-        self.store: LeaseStore | SessionStore | RedlockNodes | EtcdModel | RedisModel
+        self.store: LeaseStore | SessionStore | RedlockNodes | EtcdModel | RedisModel | RedisNodes
         if plan.family == "etcd":  # the real etcd backend, against a model of etcd
             from fencelock.sim.etcd import EtcdModel
 
@@ -147,7 +155,10 @@ class World:
             self.store = RedisModel(self.true_now, rate=self._rate())
             self.store.log = self.say
             self.unmodeled = self.store.unmodeled
-        elif plan.family == "redlock":  # five nodes, each its own clock
+        elif plan.family == "redlock":  # the real backend on five nodes of Redis
+            self.store = self._redis_nodes()
+            self.unmodeled = self.store.unmodeled
+        elif plan.family == "redlock-model":  # five nodes, each its own clock
             self.store = RedlockNodes(
                 [RedlockNode(self._rate(), self.clock.now) for _ in range(REDLOCK_NODES)]
             )
@@ -158,6 +169,11 @@ class World:
         weather = plan.weather if plan.faults else Weather(slow=0.0, drop=0.0, duplicate=0.0)
         self.network = Network(random.Random(self.rng.random()), weather, self.true_now)
         self.network.log = self.say
+        if plan.family == "redlock":
+            from fencelock.sim.redlock import RedisNodes, dialer
+
+            assert isinstance(self.store, RedisNodes)
+            self.loop.dial = dialer(self.store, self.network)
         self.loop.set_exception_handler(self._unretrieved)
         self.workload = WORKLOADS[plan.workload](self)
         self.clients: list[AsyncClient] = []
@@ -174,6 +190,20 @@ class World:
         self.lease_seconds = 0.0
         self.violation: str | None = None
         self.ended = False
+
+    def _redis_nodes(self) -> RedisNodes:
+        """Redlock's nodes, each a model of Redis on its own clock."""
+        from fencelock.sim import redlock  # noqa: F401 - loaded before the seams are set
+        from fencelock.sim.redis_model import RedisModel
+        from fencelock.sim.redlock import RedisNodes
+
+        models = [RedisModel(self.true_now, rate=self._rate()) for _ in range(REDLOCK_NODES)]
+        for number, model in enumerate(models):
+            model.log = functools.partial(self._node_says, number)
+        return RedisNodes(models)
+
+    def _node_says(self, number: int, line: str) -> None:
+        self.say(line.replace("server:", f"node {number}:", 1))
 
     def _rate(self) -> float:
         """A clock's rate against true time: within half the drift the design allows."""
@@ -361,9 +391,9 @@ class World:
             for number in range(len(self.clients)):
                 if isinstance(self.store, SessionStore):
                     self._tell_session_end(number, "was lost with the server's data")
-        if isinstance(self.store, RedlockNodes):  # one node of them
-            which = rng.randrange(REDLOCK_NODES)
-            self.store.restart(keep, self.clock.now, which)
+        if isinstance(self.store, RedlockNodes) or self.plan.family == "redlock":
+            which = rng.randrange(REDLOCK_NODES)  # one node of them
+            self.store.restart(keep, self.clock.now, which)  # type: ignore[call-arg]
             self.say(f"nemesis: node {which} restarts")
         else:
             self.store.restart(keep, self.clock.now)
@@ -395,6 +425,7 @@ class World:
         own = ClientClock(self.clock.now, self._rate())
         context = contextvars.copy_context()
         context.run(client_clock.set, own)
+        context.run(client_number.set, number)
         self.clocks.append(own)
         self.clients.append(context.run(AsyncClient, self._backend(number)))
         work = self.worker(number, self.clients[-1], rng)
@@ -437,6 +468,11 @@ class World:
 
             assert isinstance(self.store, EtcdModel)
             return sim_etcd_backend(self.store, self.network, number)
+        if self.plan.family == "redlock":
+            from fencelock.sim.redlock import RedisNodes, sim_redlock_backend
+
+            assert isinstance(self.store, RedisNodes)
+            return sim_redlock_backend(self.store)
         if isinstance(self.store, RedlockNodes):
             return SimRedlockBackend(self.store, self.network, number)
         if isinstance(self.store, SessionStore):
@@ -463,6 +499,7 @@ class World:
         """Close ``client`` on its own clock."""
         context = contextvars.copy_context()
         context.run(client_clock.set, self.clocks[number])
+        context.run(client_number.set, number)
         await context.run(self.loop.create_task, client.aclose())
 
 
