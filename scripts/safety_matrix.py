@@ -2,12 +2,13 @@
 section of docs/safety.md from the runs.
 
     python scripts/safety_matrix.py run [--backends redis,mysql] [--nemeses pause,kill]
-                                        [--results FILE] [--budget MINUTES]
+                                        [--results FILE] [--budget MINUTES] [--again]
     python scripts/safety_matrix.py render [--results FILE] [--doc docs/safety.md]
                                            [--pending BACKEND:NEMESIS=REASON ...]
 
 ``run`` appends one JSON line per run to the results file and skips what it already
-holds, so it can be stopped and started again; each cell runs fenced and unfenced,
+holds, so it can be stopped and started again (``--again`` forgets the runs of the cells
+named first, to run them anew after a fix); each cell runs fenced and unfenced,
 seeds 1, 2, ... until it has at least 2 seeds and 5 faults per column (at most 4
 seeds). Settings per nemesis: :mod:`fencelock.check.matrix`. ``render`` replaces what
 lies between the markers in the document; a cell with no verdict reads "not run".
@@ -101,6 +102,14 @@ def run_all(
         print("out of budget: the cells left read 'not run'", file=sys.stderr)
 
 
+def forget(results: Path, backends: list[str], nemeses: list[str]) -> int:
+    """Drop the runs of the cells named from the results file; how many were dropped."""
+    runs = read_runs(results)
+    kept = [r for r in runs if r.backend not in backends or r.nemesis not in nemeses]
+    results.write_text("".join(r.to_json() + "\n" for r in kept))
+    return len(runs) - len(kept)
+
+
 def _pending(items: list[str]) -> dict[tuple[str, str], str]:
     out = {}
     for item in items:
@@ -119,6 +128,7 @@ def main() -> None:
     run.add_argument("--results", type=Path, default=RESULTS)
     run.add_argument("--workdir", type=Path, default=RESULTS.parent / "runs")
     run.add_argument("--budget", type=float, default=24 * 60.0, help="minutes")
+    run.add_argument("--again", action="store_true", help="forget these cells' runs first")
     show = sub.add_parser("render", help="write the matrix section of the document")
     show.add_argument("--results", type=Path, default=RESULTS)
     show.add_argument("--doc", type=Path, default=DOC)
@@ -134,6 +144,9 @@ def main() -> None:
     args = parser.parse_args()
     backends, nemeses = args.backends.split(","), args.nemeses.split(",")
     if args.action == "run":
+        if args.again and args.results.exists():
+            dropped = forget(args.results, backends, nemeses)
+            print(f"forgot {dropped} runs", file=sys.stderr)
         run_all(backends, nemeses, args.results, args.workdir, args.budget * 60)
         return
     section = render(read_runs(args.results), backends, nemeses, _pending(args.pending))
