@@ -6,8 +6,14 @@ import signal
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 pytest_plugins = ["fencelock.testing.pytest_plugin"]
+
+# No per-example deadline: a loaded 2-core machine (CI beside other work) takes longer
+# than hypothesis's 200 ms for an example now and then; a test's own bounds stay.
+settings.register_profile("fencelock", deadline=None)
+settings.load_profile("fencelock")
 
 
 @pytest.fixture

@@ -45,12 +45,7 @@ if sys.version_info >= (3, 11):
         if _cancelling() > before:
             raise asyncio.CancelledError
 
-    async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
-        """Await with a deadline (:class:`TimeoutError` past it); no extra task. A
-        cancellation the awaited call swallowed is raised once it is back. Stepped (no
-        task: :mod:`fencelock.stepping`), the request inside bounds its wait."""
-        if stepping.active():
-            return await stepping.within(seconds, awaitable)
+    async def _within(seconds: float | None, awaitable: Awaitable[T]) -> T:
         before = _cancelling()
         async with asyncio.timeout(seconds):
             result = await awaitable
@@ -59,8 +54,17 @@ if sys.version_info >= (3, 11):
 
 else:  # pragma: no cover - Python 3.10: no asyncio.timeout, no Task.cancelling
 
-    async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
+    async def _within(seconds: float | None, awaitable: Awaitable[T]) -> T:
         return await _cut_off(seconds, awaitable, recancel=None)
+
+
+async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
+    """Await with a deadline (:class:`TimeoutError` past it); no extra task (from Python
+    3.11). A cancellation the awaited call swallowed is raised once it is back. In a
+    stepped call (:mod:`fencelock.stepping`), the request inside bounds its wait."""
+    if stepping.active():
+        return await stepping.within(seconds, awaitable, _within)
+    return await _within(seconds, awaitable)
 
 
 async def _cut_off(seconds: float | None, awaitable: Awaitable[T], recancel: float | None) -> T:

@@ -1,6 +1,6 @@
-"""Stepping (``stepping.py``): a coroutine run as a plain call on the calling
-thread, handed to the shared loop if it suspends. No server: the requests here are
-futures set by timers and threads."""
+"""Stepping (``stepping.py``): a blocking call runs as a task of its own, marked
+stepped, on the loop its thread runs; tasks it starts are not stepped. No server: the
+requests here are futures set by timers and threads."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from fencelock import clock, stepping
+from fencelock.aio import within
 from fencelock.backends.shared_loop import SharedLoop
 from fencelock.errors import BackendUnavailable
 
@@ -25,25 +26,7 @@ def shared() -> Iterator[SharedLoop]:
     loop.stop()
 
 
-def test_a_coroutine_that_never_suspends_finishes_without_a_turn_of_the_loop(
-    shared: SharedLoop,
-) -> None:
-    turns: list[bool] = []
-    shared.loop.call_soon(lambda: turns.append(True))  # runs only if the loop turns
-    seen: list[bool] = []
-
-    async def request() -> int:
-        seen.append(stepping.active())
-        return 7
-
-    finished, value, _ = stepping.step(request(), shared.loop)
-    assert (finished, value, seen, turns) == (True, 7, [True], [])
-    assert not stepping.active()  # over once the step is
-
-
-def test_a_coroutine_that_suspends_finishes_on_the_loop_with_the_same_frames(
-    shared: SharedLoop,
-) -> None:
+def test_a_stepped_call_is_stepped_and_the_tasks_it_starts_are_not(shared: SharedLoop) -> None:
     seen: list[tuple[str, bool]] = []
 
     async def opening() -> int:
@@ -58,8 +41,10 @@ def test_a_coroutine_that_suspends_finishes_on_the_loop_with_the_same_frames(
         return opened + 1
 
     assert shared.run_stepped(request()) == 6
-    # a task made while stepping is not stepped; the remainder runs in a task too
-    assert seen == [("stepped", True), ("task", False), ("resumed", False)]
+    assert seen == [("stepped", True), ("task", False), ("resumed", True)]
+    assert shared.run(request()) == 6  # a plain call is not stepped
+    assert seen[3:] == [("stepped", False), ("task", False), ("resumed", False)]
+    assert not stepping.active()  # nor is this thread, outside any call
 
 
 def test_a_failed_future_raises_inside_the_resumed_coroutine(shared: SharedLoop) -> None:
@@ -111,7 +96,9 @@ def test_an_exception_while_stepped_propagates_and_frees_the_loop(shared: Shared
     assert shared.run(after()) == "the loop is free"
 
 
-def test_a_thread_that_finds_the_loop_busy_joins_it_unstepped(shared: SharedLoop) -> None:
+def test_a_thread_that_finds_the_loop_busy_hands_it_its_call_still_stepped(
+    shared: SharedLoop,
+) -> None:
     started, release = threading.Event(), threading.Event()
 
     async def hold_the_loop() -> None:
@@ -139,7 +126,7 @@ def test_a_thread_that_finds_the_loop_busy_joins_it_unstepped(shared: SharedLoop
     finally:
         release.set()
         holder.join(10)
-    assert seen == [False]  # run by the loop's thread, in a task
+    assert seen == [True]  # run by the loop's thread, in a stepped task of its own
     assert bounds == ["bound"]  # within the call's bound there too
 
 
@@ -160,7 +147,7 @@ def test_a_bound_set_inside_a_stepped_call_stays_inside_it(shared: SharedLoop) -
     ends: list[float | None] = []
 
     async def request() -> None:
-        await stepping.within(30, asyncio.sleep(0.001))  # suspends: handed to the loop
+        await within(30, asyncio.sleep(0.001))
         ends.append(stepping.time_left())
 
     async def after() -> None:
@@ -168,7 +155,7 @@ def test_a_bound_set_inside_a_stepped_call_stays_inside_it(shared: SharedLoop) -
 
     shared.run_stepped(request())
     shared.run_stepped(after())
-    assert ends[0] is None  # the remainder ran unstepped, after within() was done
+    assert ends[0] is None  # within() was done: its end with it
     assert ends[1] is None and stepping.time_left() is None
 
 
@@ -180,14 +167,14 @@ def test_within_says_timeout_when_its_own_end_cut_the_request_off(shared: Shared
 
     async def by_within() -> str:
         try:
-            await stepping.within(0.5, cut_off_request())
+            await within(0.5, cut_off_request())
         except TimeoutError:
             return "TimeoutError"
         return "answered"
 
     async def by_the_call() -> str:
         try:
-            await stepping.within(30, cut_off_request())
+            await within(30, cut_off_request())
         except stepping.CallEnded:
             return "CallEnded"
         return "answered"
@@ -198,12 +185,12 @@ def test_within_says_timeout_when_its_own_end_cut_the_request_off(shared: Shared
 
 
 def test_within_cuts_off_a_stepped_request_that_suspends(shared: SharedLoop) -> None:
-    """The request suspends (a connection being opened): its rest runs on the loop,
-    still cut off at within's seconds (it ran unbounded before)."""
+    """The request suspends (a connection being opened): it is cut off at within's
+    seconds all the same."""
 
     async def request() -> str:
         try:
-            await stepping.within(0.05, asyncio.sleep(30))
+            await within(0.05, asyncio.sleep(30))
         except TimeoutError:
             return "cut off"
         return "slept"
@@ -211,94 +198,6 @@ def test_within_cuts_off_a_stepped_request_that_suspends(shared: SharedLoop) -> 
     began = clock.now()
     assert shared.run_stepped(request()) == "cut off"
     assert clock.now() - began < 10
-
-
-def _blocking(woken: threading.Event, seen: list[str]) -> Coroutine[Any, Any, str]:
-    async def waiter() -> str:
-        seen.append(f"before {stepping.active()}")
-        await stepping.block(woken, 30)
-        seen.append(f"after {stepping.active()}")
-        return "done"
-
-    return waiter()
-
-
-def test_a_blocked_coroutine_leaves_the_loop_to_other_threads_and_goes_on_stepped(
-    shared: SharedLoop,
-) -> None:
-    woken, seen, others = threading.Event(), list[str](), list[str]()
-
-    def other_call() -> None:  # a renewal, say, while the waiter waits
-        async def renew() -> str:
-            return "renewed"
-
-        others.append(shared.run(renew()))
-        woken.set()
-
-    threading.Timer(0.05, other_call).start()
-    started = clock.now()
-    assert shared.run_stepped(_blocking(woken, seen)) == "done"
-    assert others == ["renewed"]  # it ran while the waiter was blocked, not after 30 s
-    assert clock.now() - started < 10
-    assert seen == ["before True", "after True"]  # woken, it went on on its own thread
-
-
-def test_a_blocked_coroutine_whose_loop_is_busy_when_woken_finishes_there(
-    shared: SharedLoop,
-) -> None:
-    woken, seen = threading.Event(), list[str]()
-    running = threading.Event()
-
-    def busy_call() -> None:  # runs the loop, and wakes the waiter while it does
-        async def hold() -> None:
-            running.set()
-            woken.set()
-            await asyncio.sleep(0.3)
-
-        shared.run(hold())
-
-    threading.Timer(0.05, busy_call).start()
-    assert shared.run_stepped(_blocking(woken, seen)) == "done"
-    assert running.is_set()
-    assert seen == ["before True", "after False"]  # the rest ran as a task on the loop
-
-
-def test_a_blocked_wait_ends_at_the_calls_end(shared: SharedLoop) -> None:
-    woken, seen = threading.Event(), list[str]()  # never set
-    started = clock.now()
-    with stepping.call_ends_at(clock.now() + 0.2):
-        assert shared.run_stepped(_blocking(woken, seen)) == "done"
-    assert 0.15 < clock.now() - started < 10  # not its own 30 s
-
-
-def test_within_passes_a_block_up_to_the_stepper(shared: SharedLoop) -> None:
-    woken = threading.Event()
-    threading.Timer(0.05, woken.set).start()
-
-    async def request() -> bool:
-        await stepping.within(5, stepping.block(woken, 30))
-        return stepping.active()
-
-    assert shared.run_stepped(request()) is True
-
-
-def test_a_blocked_coroutine_is_closed_if_the_wait_is_interrupted(shared: SharedLoop) -> None:
-    closed: list[bool] = []
-
-    class Interrupting(threading.Event):
-        def wait(self, timeout: float | None = None) -> bool:
-            raise KeyboardInterrupt
-
-    async def waiter() -> None:
-        try:
-            await stepping.block(Interrupting(), 30)
-        finally:
-            closed.append(True)
-
-    with pytest.raises(KeyboardInterrupt):
-        shared.run_stepped(waiter())
-    assert closed == [True]
-    assert shared.run_stepped(asyncio.sleep(0, "free")) == "free"  # the loop is not held
 
 
 def test_a_call_handed_to_a_loop_closed_before_it_ran_says_the_client_was_closed(

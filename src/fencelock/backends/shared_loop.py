@@ -78,12 +78,10 @@ class SharedLoop:
         if _loop_running_here():  # called from asyncio code: this thread cannot run ours
             return _on_helper_thread(self.run, coro)
         if self._baton.acquire(blocking=False):
-            work = _after_pending_io(coro) if _has_news(self.loop) else coro
             try:
-                task = self.loop.create_task(work)
+                task = self.loop.create_task(_after_pending_io(coro))
             except BaseException as exc:
                 self._leave()
-                work.close()
                 raise _refused(coro, self.loop) from exc
             return self._lead(task, task)
         return self._join(coro)
@@ -93,68 +91,9 @@ class SharedLoop:
         coro: Coroutine[Any, Any, T],
         rest: Callable[[Coroutine[Any, Any, T]], Coroutine[Any, Any, T]] = _as_it_is,
     ) -> T:
-        """:meth:`run`, but ``coro`` is stepped on this thread (:mod:`.stepping`): it
-        finishes without a turn of the loop if it never suspends; if it does, the
-        loop runs ``rest(the remainder)``. One that blocks (:func:`.stepping.block`)
-        waits here with the loop left to other threads, and is stepped on after.
-        Another thread running the loop meanwhile gets ``rest(coro)`` as in :meth:`run`."""
-        if _loop_running_here() or not self._baton.acquire(blocking=False):
-            try:
-                return self.run(rest(coro))
-            finally:
-                _close_unstarted(coro)  # refused (the loop was closed): it never ran
-        if self.loop.is_closed():
-            self._leave()
-            raise _refused(coro, self.loop)
-        try:
-            self._catch_up()
-            finished, outcome, context = stepping.step(coro, self.loop)
-        except BaseException:
-            self._leave()
-            _close_unstarted(coro)
-            raise
-        while not finished and isinstance(outcome, stepping.Blocked):
-            if not self._wait_off_loop(coro, outcome, context):  # another thread runs
-                # the loop now: it runs the rest, in the stepped context, as a task
-                return self._join(rest(stepping.resume(coro, None)), context)
-            try:
-                self._catch_up()
-                finished, outcome = stepping.step_on(coro, self.loop, context)
-            except BaseException:
-                self._leave()
-                raise
-        if finished:
-            self._leave()
-            return outcome  # type: ignore[no-any-return]
-        try:
-            # made in the stepped context: the rest reads what the stepped part set
-            task = context.run(self.loop.create_task, rest(stepping.resume(coro, outcome)))
-        except BaseException as exc:  # pragma: no cover - the loop was closed under us
-            self._leave()
-            raise _refused(coro, self.loop) from exc
-        return self._lead(task, task)
-
-    def _catch_up(self) -> None:
-        """A turn of the loop if anything arrived while nobody ran it (a session's end),
-        for a stepped call to see first."""
-        if _has_news(self.loop):
-            self.loop.run_until_complete(_one_turn())
-
-    def _wait_off_loop(
-        self, coro: Coroutine[Any, Any, Any], blocked: stepping.Blocked, context: Context
-    ) -> bool:
-        """Leave the loop to other threads' calls while stepped ``coro`` waits as
-        ``blocked`` says; True once this thread runs the loop again, False if another
-        thread does now. Interrupted (Ctrl-C), ``coro`` is closed: it must not go on."""
-        self._leave()
-        try:
-            context.run(blocked.wait)
-            if self.loop.is_closed():
-                raise BackendUnavailable("the client was closed")
-        except BaseException:
-            context.run(coro.close)
-            raise
-        return self._baton.acquire(blocking=False)
+        """:meth:`run` of ``rest(coro)`` as a stepped call (:mod:`.stepping`): where the
+        backend's driver can, it waits for its answers right here, the loop held still."""
+        return self.run(stepping.stepped(rest(coro)))
 
     def _lead(self, work: asyncio.Future[T], task: asyncio.Future[T] | None) -> T:
         try:
@@ -256,31 +195,16 @@ def _close_unstarted(coro: Coroutine[Any, Any, Any]) -> None:
         coro.close()
 
 
-def _has_news(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether a turn of ``loop`` has anything to run: a callback queued (a driver's
-    thread hands the loop its news so), a timer due, or a socket it reads ready. No
-    public API asks; a loop without asyncio's own attributes (uvloop) always turns.
-    The turn itself costs a stepped call more than its requests."""
-    ready, timers = getattr(loop, "_ready", None), getattr(loop, "_scheduled", None)
-    selector = getattr(loop, "_selector", None)
-    if ready is None or timers is None or selector is None:
-        return True
-    if ready or (timers and timers[0].when() <= loop.time()):
-        return True
-    return bool(selector.select(0))
+async def _after_pending_io(coro: Coroutine[Any, Any, T]) -> T:
+    # One turn of the loop first: it reads what arrived while nobody ran it (a
+    # connection the server closed, late replies) and fires timers that fell due, so
+    # ``coro`` does not send on a connection already known to be dead.
+    await asyncio.sleep(0)
+    return await coro
 
 
 async def _one_turn() -> None:
-    """Nothing: :func:`_after_pending_io` around it gives the loop its one pass."""
-
-
-async def _after_pending_io(coro: Coroutine[Any, Any, T]) -> T:
-    # One turn of the loop first: it reads what arrived while nobody ran it (a
-    # connection the server closed, late replies) and fires timers that fell due,
-    # so ``coro`` does not send on a connection already known to be dead. Only when
-    # something waits (_has_news): the turn costs a call more than its requests.
-    await asyncio.sleep(0)
-    return await coro
+    """Nothing: running it gives the loop one pass (what arrived is read)."""
 
 
 class _Handoff(Generic[T]):
@@ -371,13 +295,8 @@ class SharedLoopAttempt:
         return self._call(lambda attempt: attempt.try_acquire(), "a try")
 
     def wait(self, timeout: float) -> None:
-        """The attempt's wait: stepped where the backend's attempt wakes itself from any
-        thread (:meth:`interrupt`), else on the loop, where ``interrupt`` cancels it."""
-        if self._interrupted:
-            return
-        if self._steps and self._wakes_itself() is not None:
-            self._call(lambda attempt: attempt.wait(timeout), "a wait")
-        else:
+        """The attempt's wait, on the loop, where :meth:`interrupt` cancels it."""
+        if not self._interrupted:
             self._loop.run(self._interruptible_wait(timeout))
 
     def _wakes_itself(self) -> Callable[[], None] | None:

@@ -115,7 +115,7 @@ class Connections:
         try:
             async with _turn(conn):  # one statement at a time (a renewal meets a release)
                 results = _results(conn, query, params)
-                streams = None if waits or not stepping.active() else _streams(conn)
+                streams = None if waits or not stepping.active() else aiomysql_streams(conn)
                 if streams is None:
                     return await within(timeout, results)
                 reader, transport = streams
@@ -192,9 +192,13 @@ def _turn(conn: aiomysql.Connection) -> asyncio.Lock:
     return turn
 
 
-def _streams(conn: aiomysql.Connection) -> tuple[asyncio.StreamReader, asyncio.Transport] | None:
+def aiomysql_streams(
+    conn: aiomysql.Connection,
+) -> tuple[asyncio.StreamReader, asyncio.Transport] | None:
     """The connection's reader and transport (aiomysql keeps them as ``_reader`` and
-    ``_writer``), for a stepped read; None if this aiomysql keeps them otherwise."""
+    ``_writer``, its one inside fencelock reads: tests/unit/test_public_apis_only.py
+    pins it), for a stepped read and a watched hang-up; None if this aiomysql keeps
+    them otherwise."""
     reader, writer = getattr(conn, "_reader", None), getattr(conn, "_writer", None)
     if not isinstance(reader, asyncio.StreamReader) or writer is None:
         return None

@@ -16,6 +16,7 @@ from typing import Any
 import aiomysql
 
 from fencelock.backends import idle_watch
+from fencelock.backends.mysql.connections import aiomysql_streams
 from fencelock.engine.session import Session
 
 
@@ -25,7 +26,8 @@ class WatchedConnection:
     def __init__(self, conn: aiomysql.Connection, where: str) -> None:
         self.conn = conn
         self.news = Session(f"MySQL connection {conn.thread_id()} ({where})")
-        self._transport: Any = getattr(getattr(conn, "_writer", None), "transport", None)
+        streams = aiomysql_streams(conn)
+        self._transport: Any = None if streams is None else streams[1]
         self._loop = asyncio.get_running_loop()
         self._fd: int | None = None
         if self._transport is None or self._transport.is_closing():

@@ -20,7 +20,7 @@ from psycopg import waiting
 from psycopg.abc import PQGen
 from psycopg.conninfo import make_conninfo
 
-from fencelock import forking, stepping
+from fencelock import clock, forking, stepping
 from fencelock.aio import within
 from fencelock.backends.postgresql.options import PostgresOptions
 from fencelock.backends.postgresql.statements import SchemaObjects, Statements
@@ -29,14 +29,28 @@ from fencelock.errors import BackendUnavailable, ConfigError, FencelockError
 MAX_CONNECTIONS = 8
 # psycopg's default between checks of a wait (for Ctrl-C); its own value is private.
 WAIT_INTERVAL = 0.1
-# Whether this psycopg's blocking wait takes a timeout (3.2 on), so that a stepped
-# statement can be bounded: only then does the blocking client step (see below).
-STEPS = (
-    hasattr(pgerrors, "_WaitTimeout") and "timeout" in inspect.signature(waiting.wait).parameters
-)
+# Whether this psycopg's blocking wait takes a timeout, and tells its generator when a
+# wait interval passed with nothing ready (3.2 on): only then can a stepped statement
+# be cut off at the call's end, so only then does the blocking client step.
+STEPS = "timeout" in inspect.signature(waiting.wait).parameters
 
 
 RV = TypeVar("RV")
+
+
+def _until(gen: PQGen[RV], ends: float, limit: float) -> PQGen[RV]:
+    """``gen``, ended by :class:`~fencelock.stepping.CallEnded` once a wait that psycopg
+    reports as over with nothing ready (a falsy readiness) finds the call's end passed."""
+    state = next(gen)
+    while True:
+        ready = yield state
+        if not ready and clock.now() >= ends:
+            gen.close()
+            raise stepping.CallEnded(f"PostgreSQL did not answer within {limit:.3g}s")
+        try:
+            state = gen.send(ready)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
 
 class SteppedConnection(psycopg.AsyncConnection[Any]):
@@ -52,12 +66,12 @@ class SteppedConnection(psycopg.AsyncConnection[Any]):
             return await super().wait(gen, interval, timeout)
         limit, cut = stepping.wait_limit(timeout)
         try:
-            return waiting.wait(gen, self.pgconn.socket, interval=interval, timeout=limit)
-        except pgerrors._WaitTimeout as exc:  # its only way to say the wait ran out
-            self.pgconn.finish()  # mid-statement: the connection's state is unknown
-            if not cut:
-                raise
-            raise stepping.CallEnded(f"PostgreSQL did not answer within {limit:.3g}s") from exc
+            if not cut:  # its own timeout, as psycopg means it
+                return waiting.wait(gen, self.pgconn.socket, interval=interval, timeout=timeout)
+            assert limit is not None, "a call's end is a time"
+            bounded = _until(gen, clock.now() + limit, limit)
+            every = max(min(interval, limit), 0.001)
+            return waiting.wait(bounded, self.pgconn.socket, interval=every)
         except BaseException:
             self.pgconn.finish()  # interrupted mid-statement: its state is unknown
             raise

@@ -19,7 +19,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType, KazooState, KeeperState, WatchedEvent
 
-from fencelock import clock, stepping
+from fencelock import clock
 from fencelock.aio import within
 from fencelock.backends import idle_watch
 from fencelock.backends.zookeeper.bridge import (
@@ -42,18 +42,15 @@ AFTER_CUT = 1.0
 
 class Watch:
     """A ZooKeeper watch and its session's news, as one event: a waiter sets
-    ``callback`` as a read's watch, then awaits :meth:`fired`. Made stepped (the
-    blocking client, :mod:`~fencelock.stepping`), the waiter's thread waits for it off
-    the loop, and nothing of it crosses into the loop."""
+    ``callback`` as a read's watch, then awaits :meth:`fired`."""
 
-    def __init__(self, news: Session, stepped: bool) -> None:
+    def __init__(self, news: Session) -> None:
         self.event = asyncio.Event()
-        self.woken = threading.Event()  # the same, for a stepped waiter's thread
+        self.woken = threading.Event()  # set from any thread, before the waiter awaits
         self.deleted = False  # what fired was the watched node's deletion,
         self.changed = False  # ... or a write of its data,
         self.touched = False  # ... or a change at what :meth:`touch_callback` watches
-        self._stepped = stepped
-        self._on_loop = not stepped  # a waiter awaits ``event`` on the loop
+        self._on_loop = False  # a waiter awaits ``event`` on the loop
         self._loop = asyncio.get_running_loop()
         self._stop = news.listen(lambda _news, _why: self.wake())
 
@@ -80,10 +77,6 @@ class Watch:
 
     async def fired(self, timeout: float | None) -> None:
         """Until the watch fires, the session has news, or ``timeout`` passes."""
-        if self._stepped and stepping.active():
-            await stepping.block(self.woken, timeout)
-            return
-        # On the loop: a wait not stepped, or a stepped one's rest handed to the loop.
         # ``wake`` sets ``event`` from here on; one that came before set ``woken``.
         self._on_loop = True
         if self.woken.is_set():
@@ -266,7 +259,7 @@ class ZkSession:
     @contextlib.contextmanager
     def watching(self) -> Iterator[Watch]:
         """A :class:`Watch` on this session, its news listener removed on leaving."""
-        watch = Watch(self.news, stepping.active())
+        watch = Watch(self.news)
         self._watches.add(watch)
         try:
             yield watch
