@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import contextvars
 import hashlib
+import random
 from collections.abc import Iterator
 
 import pytest
@@ -260,7 +261,7 @@ async def _paused_server_scenario(world: World) -> list[AsyncLease]:
     holder = await in_a.run(loop.create_task, a.lock("orders/1", ttl=TTL).acquire(1))
     waiting = in_b.run(loop.create_task, take(b, "B", 20))
     await asyncio.sleep(0.3)
-    world._pause_server(2 * TTL)
+    world._pause_server(2 * TTL, random.Random(0))
     await asyncio.sleep(2 * TTL + 0.05)
     third = in_c.run(loop.create_task, take(c, "C", 20))
     await asyncio.gather(waiting, third)

@@ -355,7 +355,7 @@ class World:
         end = self.clock.now + self.plan.duration
         faults: tuple[str, ...] = ("pause", "pause", "kill", "evict", "restart")
         faults += ("restart-empty", "jump")
-        if self.plan.family == "redis":  # a server that stops answering, then runs it all
+        if self.plan.family in ON_REDIS:  # a server (a node) that stops, then runs it all
             faults += ("server-pause",)
         while self.clock.now < end:
             await asyncio.sleep(rng.expovariate(1.0))
@@ -364,7 +364,7 @@ class World:
                 self._kill(rng)
                 continue
             if fault == "server-pause":
-                self._pause_server(rng.uniform(0.05, 3.0))
+                self._pause_server(rng.uniform(0.05, 3.0), rng)
                 continue
             if fault == "pause":
                 victim, seconds = rng.randrange(len(self.clients)), rng.uniform(0.01, 3.0)
@@ -398,16 +398,22 @@ class World:
         else:
             self.store.restart(keep, self.clock.now)
 
-    def _pause_server(self, seconds: float) -> None:
-        """The server's process stops (SIGSTOP) for ``seconds``: what reaches it waits,
-        its keys expire by its clock meanwhile; then it runs what waited, in order."""
+    def _pause_server(self, seconds: float, rng: random.Random) -> None:
+        """The server's process (one Redlock node's) stops (SIGSTOP) for ``seconds``: what
+        reaches it waits, its keys expire by its clock meanwhile; then it runs what
+        waited, in order."""
         from fencelock.sim.redis_model import RedisModel
+        from fencelock.sim.redlock import RedisNodes
 
-        store, until = self.store, self.clock.now + seconds
+        until, which = self.clock.now + seconds, ""
+        store = self.store
+        if isinstance(store, RedisNodes):
+            number = rng.randrange(len(store.models))
+            store, which = store.models[number], f" node {number}:"
         assert isinstance(store, RedisModel)
         store.pause(until)
         self.loop.call_later(seconds, store.resume, until, context=self.network.server)
-        self.say(f"nemesis: the server paused for {seconds:.3f}s")
+        self.say(f"nemesis:{which} the server paused for {seconds:.3f}s")
 
     def _kill(self, rng: random.Random) -> None:
         """A client's process dies (nothing in or out, no release) and another starts."""
