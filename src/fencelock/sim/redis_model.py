@@ -10,8 +10,11 @@ over the keyspace: ``GET``, ``SET`` (``NX``/``XX``, ``PX``/``EX``), ``DEL``, ``E
 ``PEXPIRE``, ``PTTL``, ``ZADD`` (``NX``/``XX``), ``ZREM``, ``ZRANGE`` (``WITHSCORES``),
 ``ZSCORE``, ``ZCARD``, ``TIME`` and ``PUBLISH``, converted to and from Lua as Redis
 converts them. Outside scripts: ``PING``, ``SCAN``, ``SCRIPT LOAD``, ``EVALSHA``,
-``EVAL`` and ``SUBSCRIBE``. A command the model does not implement is an error reply,
-and listed in :attr:`RedisModel.unmodeled` (a test asserts that it stays empty).
+``EVAL``, ``SUBSCRIBE``, ``UNSUBSCRIBE``, and what redis-py says as it connects
+(``HELLO 3``: RESP3 from then on, ``CLIENT SETINFO``, and ``CLIENT MAINT_NOTIFICATIONS``,
+refused as Redis 7.0 refuses it). A command the model does not implement is an error
+reply, and listed in :attr:`RedisModel.unmodeled` (the simulator makes that a
+violation; the tests assert that it stays empty). ``WAIT`` (``wait_replicas``) is one.
 
 Clients reach it through connections (:class:`Conn`): each request is executed when it
 reaches the server, in the order sent on its connection; while the server is paused
