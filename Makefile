@@ -1,6 +1,6 @@
 # The two commands a newcomer runs: `make demo` and `make test`.
 # Each installs everything it needs first (a virtual environment in .venv).
-.PHONY: demo test check quick lint typecheck servers bench bench-check docs install install-test clean sim mutate
+.PHONY: demo test matrix check quick lint typecheck servers bench bench-check docs install install-test clean sim mutate
 
 VENV := .venv
 BIN := $(VENV)/bin
@@ -28,6 +28,12 @@ servers:
 # loaded 2-core machine is the condition every test must pass under anyway.
 test: lint typecheck servers
 	$(BIN)/pytest -q -n 2 --durations=25 tests
+	@scripts/python-matrix.sh
+
+# The other Pythons pyproject.toml declares (3.10, 3.12, 3.13, found on PATH or in
+# pyenv): tests/unit and the contract suite on every backend, each in a venv of its own.
+matrix: servers
+	@scripts/python-matrix.sh
 
 # The edit-test loop (about 3 minutes): lint, types, the pure engine tests and the
 # contract suite on memory://, sqlite:/// and redis:// only, less the tests marked slow.
@@ -53,7 +59,8 @@ bench: servers
 
 # The deterministic simulator for 10 minutes of CPU (docs/safety.md); `make test` runs a
 # few seconds of it.
-sim: install
+sim:
+	@scripts/bootstrap.sh sim
 	$(BIN)/python -m fencelock.sim --all --cpu 600
 
 # Mutation testing of the safety code, not part of `make test` (docs/safety.md, "Mutation

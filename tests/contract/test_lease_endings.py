@@ -160,7 +160,10 @@ def test_async_wait_lost_does_not_block_the_loop(backend: BackendCase, name: str
 
     lost, took, ticks = asyncio.run(main())
     assert lost and took < 4
-    assert ticks > 3  # the loop ran other tasks while it waited
+    # The loop ran other tasks while it waited (a wait that blocked it ran nothing for its
+    # whole length). A loss heard at once leaves no time to tick: a loaded machine can
+    # hear it so, and a count of ticks would be a count of the machine's spare time.
+    assert ticks > 0 or took < 0.5, f"the loop ran nothing in {took:.2f}s of waiting"
 
 
 def test_async_release_after_loss_raises_lease_lost(backend: BackendCase, name: str) -> None:

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The other Pythons pyproject.toml declares (3.10, 3.12, 3.13; the default one runs the
+# whole suite in `make test`): each gets a venv of its own (.venv-pyX.Y, with the test
+# extra) and runs tests/unit and the contract suite, both colours, on every backend.
+# An interpreter that is not installed is named in the last lines, never skipped
+# silently; any failure fails the run. Interpreters are found on PATH (python3.X) or
+# in pyenv's versions.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+versions="${PYTHON_MATRIX:-3.10 3.12 3.13}"
+tests="tests/unit tests/contract/test_contract.py tests/contract/test_contract_async.py"
+
+find_python() {
+    local v="$1" root candidate
+    if command -v "python$v" >/dev/null 2>&1; then command -v "python$v"; return 0; fi
+    root="$(pyenv root 2>/dev/null || echo "${PYENV_ROOT:-$HOME/.pyenv}")"
+    for candidate in "$root"/versions/"$v".*/bin/python"$v"; do
+        [ -x "$candidate" ] && { echo "$candidate"; return 0; }
+    done
+    return 1
+}
+
+summary=()
+failed=0
+for v in $versions; do
+    if ! python="$(find_python "$v")"; then
+        summary+=("Python $v: NOT INSTALLED (neither python$v on PATH nor in pyenv): not tested")
+        continue
+    fi
+    venv=".venv-py$v"
+    stamp="$venv/.installed-test"
+    if [ ! -x "$venv/bin/python" ]; then
+        "$python" -m venv "$venv" || { summary+=("Python $v: FAILED to make $venv"); failed=1; continue; }
+        "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
+    fi
+    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+        if ! "$venv/bin/python" -m pip install -q -e ".[test]"; then
+            summary+=("Python $v: FAILED to install fencelock[test]"); failed=1; continue
+        fi
+        touch "$stamp"
+    fi
+    full="$("$venv/bin/python" -c 'import platform; print(platform.python_version())')"
+    echo "python-matrix: Python $full: $tests" >&2
+    log="$(mktemp)"
+    # shellcheck disable=SC2086
+    "$venv/bin/python" -m pytest -q -n 2 -p no:cacheprovider $tests 2>&1 | tee "$log" | tail -n 15
+    status=${PIPESTATUS[0]}
+    counts="$(grep -E '^[0-9]+ (passed|failed)|^=+ .*(passed|failed)' "$log" | tail -n 1)"
+    rm -f "$log"
+    if [ "$status" -eq 0 ]; then
+        summary+=("Python $full: passed ($counts)")
+    else
+        summary+=("Python $full: FAILED ($counts)"); failed=1
+    fi
+done
+echo
+echo "python-matrix (tests/unit and the contract suite on every backend, both colours):"
+for line in "${summary[@]}"; do echo "  $line"; done
+exit "$failed"
