@@ -3,7 +3,7 @@
     python scripts/mutate.py [--files "engine/trust.py lease.py"] [--budget MINUTES]
                              [--sample N] [--seed S] [--rev HEAD|worktree] [--jobs 2]
                              [--sim-seeds 2] [--redis] [--workdir tmp/mutate]
-    python scripts/mutate.py --report-only [--workdir tmp/mutate]
+    python scripts/mutate.py --report-only | --resume [--budget M] | --recheck
 
 ``make mutate`` runs it (``FILES=``, ``BUDGET=``, ``SAMPLE=``, ``REV=`` pass through);
 it is not part of ``make test``. The tool is mutmut 3 (the ``mutate`` extra), driven
@@ -29,6 +29,12 @@ here so that the project's working tree is never touched:
    (killed + timed out) / (killed + timed out + survived + no tests); then every
    survivor as file:line, its mutant's name and the change. A mutant that only edits
    a string literal (an error message, mostly) is marked ``[string]``.
+
+A function that runs only in a forked child is invisible to mutmut's test map, and the
+batched renewal's tests are marked slow: their mutants left alive are run afterwards
+against those tests (``RECHECK``; ``--recheck`` does it alone).
+``--resume`` runs what a budget left unjudged, on the same snapshot, without a second
+instrumented run. ``--jobs`` (4) mutants run at once: the killer's tests mostly wait.
 
 ``mutmut show NAME`` (run in ``--workdir``) prints one mutant's diff; ``mutmut apply``
 is never needed. Results stay in ``--workdir``: ``report.txt`` and ``report.json``.
@@ -87,7 +93,19 @@ DESELECT = [
     "tests/unit/test_public_api.py::test_every_public_member_has_a_docstring",
     "tests/unit/test_public_api.py::test_every_class_users_are_handed_documents_itself",
     "tests/contract/test_contract_async.py::test_sync_and_async_signatures_match",
+    # a pytester run inside the copy: mutmut's trampolines look for its configuration there
+    "tests/redis/test_throwaway_servers.py::test_a_failing_test_shows_its_servers_log",
 ]
+
+# Mutants that the killer cannot judge, run afterwards against the tests that can (a
+# recheck): a function that runs only in a forked child (mutmut maps the tests that reach
+# a function in the test's own process only, so its mutants read "no tests"), and the
+# batched renewal, whose tests are marked slow (their mutants read "survived").
+RECHECK = {
+    "_reset_after_fork": ["tests/contract/test_fork.py"],
+    "renew_together": ["tests/contract/test_batched_renewal.py"],
+    "arenew_together": ["tests/contract/test_batched_renewal.py"],
+}
 
 SIM_SWEEP = '''"""Written by scripts/mutate.py: the simulator as a killer, on fixed seeds."""
 
@@ -133,7 +151,7 @@ STATUS = {
     152: "timeout",
     255: "timeout",
     -11: "crashed",
-    -9: "crashed",
+    -9: "timeout",  # SIGKILL: mutmut ends a worker so that goes past its time limit
 }
 COLUMNS = ["killed", "timeout", "survived", "no tests", "not run", "other"]
 
@@ -167,7 +185,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--rev", default=env("MUTATE_REV") or "HEAD", help="a commit, or 'worktree'"
     )
-    parser.add_argument("--jobs", type=int, default=int(env("MUTATE_JOBS") or 2))
+    # the killer's tests mostly wait (leases, renewals): more workers than cores pay
+    parser.add_argument("--jobs", type=int, default=int(env("MUTATE_JOBS") or 4))
     parser.add_argument("--sim-seeds", type=int, default=2, help="simulator seeds per pair")
     parser.add_argument(
         "--redis", action="store_true", help="add redis:// and tests/redis to the killer"
@@ -175,6 +194,16 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workdir", type=Path, default=ROOT / "tmp" / "mutate")
     parser.add_argument(
         "--report-only", action="store_true", help="print the report of the last run"
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="run the last run's mutants not judged yet (mutmut keeps its test map)",
+    )
+    parser.add_argument(
+        "--recheck",
+        action="store_true",
+        help="run the last run's RECHECK mutants left alive, then report",
     )
     return parser.parse_args(argv)
 
@@ -341,14 +370,56 @@ def _module_file(module: str, files: list[str]) -> str | None:
 
 
 def load_mutants(work: Path, files: list[str]) -> list[Mutant]:
+    rechecked = work / "rechecked.json"
+    overrides = json.loads(rechecked.read_text()) if rechecked.exists() else {}
     mutants = []
     for f in files:
         meta = work / "mutants" / PACKAGE / (f + ".meta")
         if not meta.exists():
             continue
         codes = json.loads(meta.read_text())["exit_code_by_key"]
-        mutants += [Mutant(name, f, code) for name, code in codes.items()]
+        mutants += [Mutant(name, f, overrides.get(name, code)) for name, code in codes.items()]
     return mutants
+
+
+def _function(name: str) -> str:
+    return name.rpartition(".")[2].partition("__mutmut_")[0].rpartition("ǁ")[2].removeprefix("x_")
+
+
+def recheck(
+    work: Path, env: dict[str, str], names: set[str] | None, deadline: float | None
+) -> None:
+    """Run each mutant of a RECHECK function left alive against that function's tests."""
+    files = json.loads((work / "files.json").read_text())
+    path = work / "rechecked.json"
+    done: dict[str, int] = json.loads(path.read_text()) if path.exists() else {}
+    todo = [
+        m
+        for m in load_mutants(work, files)
+        if m.status in {"no tests", "survived"}
+        and _function(m.name) in RECHECK
+        and m.name not in done
+        if names is None or m.name in names
+    ]
+    cli = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    for m in todo:
+        if deadline is not None and time.monotonic() > deadline:
+            break
+        tests = RECHECK[_function(m.name)]
+        try:
+            code = subprocess.run(
+                ["nice", "-n", "10", sys.executable, "-m", "pytest", *cli, *tests],
+                cwd=work / "mutants",
+                env={**env, "MUTANT_UNDER_TEST": m.name},
+                capture_output=True,
+                timeout=300,
+                check=False,
+            ).returncode
+        except subprocess.TimeoutExpired:
+            code = 36
+        done[m.name] = code
+        path.write_text(json.dumps(done, indent=1))
+        print(f"mutate: recheck {m.name}: {STATUS.get(code, 'other')}", flush=True)
 
 
 def sample(mutants: list[Mutant], count: int, seed: int, whole: list[str]) -> list[Mutant]:
@@ -551,7 +622,7 @@ def run_mutmut(
 ) -> int:
     """``mutmut run`` on ``names`` (all when empty); at the deadline it is interrupted as
     with Ctrl-C (mutmut keeps what it has judged), then ended."""
-    log = (work / "mutmut.log").open("w")
+    log = (work / "mutmut.log").open("a")
     command = ["nice", "-n", "10", sys.executable, "-m", "mutmut", "run", "--max-children"]
     process = subprocess.Popen(
         [*command, str(jobs), *names],
@@ -589,10 +660,31 @@ def run_mutmut(
                 return process.wait()
 
 
+def resume(work: Path, args: argparse.Namespace, deadline: float | None) -> int:
+    """The last run's chosen mutants that were not judged (stopped by the budget),
+    with the same snapshot and the test map mutmut saved (no second stats run)."""
+    files = json.loads((work / "files.json").read_text())
+    chosen = set(json.loads((work / "names.json").read_text()))
+    todo = sorted(
+        m.name for m in load_mutants(work, files) if m.name in chosen and m.code in (None, 2)
+    )
+    print(f"mutate: resuming {len(todo)} mutants in {work}", flush=True)
+    env = environment(work, args)
+    if todo:
+        run_mutmut(work, env, todo, args.jobs, deadline)
+    recheck(work, env, chosen, deadline)
+    print(report(work, files, chosen, (work / "header.txt").read_text().strip()))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     work: Path = args.workdir.resolve()
-    if args.report_only:
+    if args.recheck:
+        chosen_names = work / "names.json"
+        last = set(json.loads(chosen_names.read_text())) if chosen_names.exists() else None
+        recheck(work, environment(work, args), last, None)
+    if args.report_only or args.recheck:
         files = json.loads((work / "files.json").read_text())
         names_file = work / "names.json"
         last = set(json.loads(names_file.read_text())) if names_file.exists() else None
@@ -600,6 +692,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     began = time.monotonic()
     deadline = began + 60 * args.budget if args.budget > 0 else None
+    if args.resume:
+        return resume(work, args, deadline)
     files = chosen_files(args.files)
     print(f"mutate: {len(files)} files, snapshot of {args.rev} in {work}", flush=True)
     export_snapshot(args.rev, work)
@@ -640,6 +734,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    recheck(work, env, {m.name for m in chosen}, deadline)
     print(report(work, files, {m.name for m in chosen}, header))
     print(f"({time.monotonic() - began:.0f} s; report in {work / 'report.txt'})")
     return 0
