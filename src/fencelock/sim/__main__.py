@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 
 from fencelock.engine.reintroduced import KNOWN
+from fencelock.sim import sqlite_host
 from fencelock.sim.workloads import WORKLOADS
 from fencelock.sim.world import (
     FAMILIES,
@@ -21,6 +22,8 @@ from fencelock.sim.world import (
     run,
 )
 
+SQLITE = "sqlite"  # not a Plan's family: fencelock.sim.sqlite_host runs it, no asyncio
+
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m fencelock.sim", description=__doc__)
@@ -30,7 +33,12 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--duration", type=float, default=30.0, help="virtual seconds a run")
     parser.add_argument("--ttl", type=float, default=1.0)
-    parser.add_argument("--family", choices=FAMILIES, default="lease", help="the model")
+    parser.add_argument(
+        "--family",
+        choices=(*FAMILIES, SQLITE),
+        default="lease",
+        help="the model (sqlite: the real embedded backend on a real file, simulated hosts)",
+    )
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="lock")
     parser.add_argument(
         "--all", action="store_true", help="share --cpu among every family and workload"
@@ -134,6 +142,8 @@ def _everything(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
+    if args.family == SQLITE and not args.all:
+        return sqlite_host.cli(args)
     if args.seed is not None:
         outcome = run(_plan(args, args.seed))
         if not outcome.ok:

@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import Iterator
 
 from fencelock.engine import reintroduced
+from fencelock.sim import sqlite_guess  # noqa: F401 - registers sqlite-dead-holder-guess
 
 REDIS_REUSED_OWNER = "redis-reused-owner"
 
