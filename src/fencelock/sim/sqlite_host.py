@@ -30,6 +30,7 @@ import dataclasses
 import hashlib
 import heapq
 import os
+import random
 import sqlite3
 import sys
 import tempfile
@@ -249,8 +250,6 @@ class SqliteWorld:
     """One run: machines, clients, the file, the checks."""
 
     def __init__(self, plan: SqlitePlan, directory: str) -> None:
-        import random
-
         self.plan, self.rng = plan, random.Random(plan.seed)
         self.t = 0.0
         self.path = str(Path(directory) / "locks.db")
