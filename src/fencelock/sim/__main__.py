@@ -44,6 +44,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "--all", action="store_true", help="share --cpu among every family and workload"
     )
     parser.add_argument(
+        "--cancels",
+        action="store_true",
+        help="cancel extends in flight, and shut a client's loop down with a request out",
+    )
+    parser.add_argument(
         "--bug", action="append", default=[], choices=sorted(KNOWN), help="put a bug back"
     )
     return parser.parse_args(argv)
@@ -58,6 +63,7 @@ def _plan(args: argparse.Namespace, seed: int, **pair: str) -> Plan:
         bugs=tuple(args.bug),
         family=pair.get("family", args.family),
         workload=pair.get("workload", args.workload),
+        cancels=args.cancels,
     )
 
 
@@ -68,6 +74,7 @@ def _failed(outcome: Outcome) -> int:
     print(
         f"replay: python -m fencelock.sim --family {outcome.plan.family} --workload "
         f"{outcome.plan.workload} --seed {outcome.plan.seed}"
+        + (" --cancels" if outcome.plan.cancels else "")
         + "".join(f" --bug {bug}" for bug in outcome.plan.bugs)
     )
     return 1

@@ -138,6 +138,7 @@ class SimSessionBackend:
         self.store, self.network, self.client, self.timeout = store, network, client, timeout
         self.url = f"sim://session-store/client-{client}"
         self._session: tuple[int, Session] | None = None
+        self._opening = asyncio.Lock()  # one session at a time, as a real client's
 
     def outlives_client(self, renewed: bool) -> bool:
         return False  # a lock ends with its session
@@ -149,6 +150,12 @@ class SimSessionBackend:
         await self.session()
 
     async def session(self) -> tuple[int, Session]:
+        """The session in use, opened if there is none: by one task at a time (two tasks
+        opening at once made two, a lock taken in one and the other pinged)."""
+        async with self._opening:
+            return await self._open_once()
+
+    async def _open_once(self) -> tuple[int, Session]:
         if self._session is None or self._session[1].ended_because is not None:
             number = await self.network.call(
                 self.client,
@@ -197,7 +204,8 @@ class SimSessionBackend:
         def apply() -> bool:
             alive = self.store.ping(number, self._now())
             held = self.store.locks.get(name)
-            return alive and held is not None and held.owner == owner
+            mine = held is not None and held.owner == owner and held.session == number
+            return alive and mine  # a lock in another session is not kept by this ping
 
         if not await self.network.call(self.client, apply, REQUEST_BOUND, f"ping for {name}"):
             if number not in self.store.sessions:

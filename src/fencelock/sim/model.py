@@ -258,9 +258,10 @@ class RedlockNode:
             return None, -2, token
         return key[0], int((key[1] - self.clock(true_now)) * 1000), token
 
-    def names_under(self, prefix: str) -> set[str]:
-        """The names this node has a key or a token for under ``prefix`` (a SCAN)."""
-        return {name for name in (*self.keys, *self.counters) if name.startswith(prefix)}
+    def names_under(self, prefix: str) -> list[str]:
+        """The names this node has a key or a token for under ``prefix`` (a SCAN), sorted:
+        a set's order (and its repr in the trace) would follow ``PYTHONHASHSEED``."""
+        return sorted({name for name in (*self.keys, *self.counters) if name.startswith(prefix)})
 
     def phase_one(
         self, name: str, owner: str, ttl: float, true_now: float

@@ -18,6 +18,21 @@ from fencelock.sim.loop import server_side
 T = TypeVar("T")
 
 
+def shown(value: object) -> str:
+    """``repr(value)`` for the trace, a set's members sorted (by their repr) at any depth:
+    a set's own order follows ``PYTHONHASHSEED``, and the trace is the seed's alone."""
+    if isinstance(value, (set, frozenset)) and value:
+        return "{" + ", ".join(sorted(shown(item) for item in value)) + "}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{shown(k)}: {shown(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(shown(item) for item in value) + "]"
+    if isinstance(value, tuple):
+        last = "," if len(value) == 1 else ""
+        return "(" + ", ".join(shown(item) for item in value) + last + ")"
+    return repr(value)
+
+
 @dataclass(frozen=True)
 class Weather:
     """How the network behaves: one-way delays and the odds of each mishap."""
@@ -117,7 +132,7 @@ class Network:
         """The request reaches the server: applied; its reply sent, lost, or lost and the
         request sent again later (a driver resending it)."""
         result = apply()
-        self.log(f"server: {what} from client {client} -> {result!r}")
+        self.log(f"server: {what} from client {client} -> {shown(result)}")
         loop = asyncio.get_running_loop()
         if self.rng.random() >= self.weather.drop:
             delay = self._in_order(link, "out", self.now(), self._delay())
@@ -126,7 +141,7 @@ class Network:
             loop.call_later(self._delay(), self._again, client, apply, what, context=self.server)
 
     def _again(self, client: int, apply: Callable[[], object], what: str) -> None:
-        self.log(f"server: {what} from client {client}, sent again -> {apply()!r}")
+        self.log(f"server: {what} from client {client}, sent again -> {shown(apply())}")
 
     def _answer(self, client: int, reply: asyncio.Future[T], result: T, what: str) -> None:
         if client in self.dead:
@@ -136,7 +151,7 @@ class Network:
         if late > 0:  # a paused client reads it when it resumes
             loop.call_later(late, self._answer, client, reply, result, what, context=self.server)
         elif not reply.done():
-            self.log(f"client {client}: reply to {what}: {result!r}")
+            self.log(f"client {client}: reply to {what}: {shown(result)}")
             reply.set_result(result)
 
     def carry(

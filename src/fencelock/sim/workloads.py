@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import NoReturn, Protocol
 
 from fencelock.client import AsyncClient
+from fencelock.engine.lease_state import is_live
 from fencelock.errors import FencelockError, LockTimeout
 from fencelock.lease import AsyncLease
+from fencelock.primitives.lock import AsyncLock
 
 NAME = "orders/1"
 POOL = "exports"  # the semaphore workload's
@@ -283,47 +285,137 @@ class BarrierWork(LatchWork):
 
 
 class ReentrantWork(Workload):
-    """A re-entrant lock taken by short-lived tasks of one client; a task may end still
-    holding it (a thread that dies holding a lock), which nobody else may then enter."""
+    """A re-entrant lock taken by short-lived tasks of one client. A task that holds it
+    may enter it again, 2 or 3 deep, and leaves in order, the outer hold last; a task may
+    end still holding it (a thread that dies holding a lock). While a task holds it at
+    any depth (or ended holding it) no other task enters it: another task of the same
+    client that tries meanwhile gets the lease only once it is given back or lost."""
+
+    DEEPEST = 3
 
     def __init__(self, world: World) -> None:
         super().__init__(world)
         self.taker: dict[AsyncLease, asyncio.Task[None]] = {}
+        self.reentered = 0  # entries of a held lease by its holder (nested, not new)
 
     async def once(self, number: int, client: AsyncClient, rng: random.Random) -> None:
         world = self.world
         lock = client.lock(NAME, ttl=world.plan.ttl, reentrant=True)
         left: list[AsyncLease] = []
 
-        async def take(dies_holding: bool) -> None:
+        async def take(dies_holding: bool, nests: int) -> None:
             asked = world.true_now()
             try:
                 lease = await lock.acquire(self._timeout(rng))
             except LockTimeout:
                 return
-            me, before = asyncio.current_task(), self.taker.get(lease)
-            if before is not None and before is not me:
-                world.violated(
-                    f"client {number}: a new task entered the lease (token {lease.token}) "
-                    "that a task which ended holding it took"
-                )
+            me = asyncio.current_task()
             assert me is not None
-            self.taker[lease] = me
+            self._entering(number, lease, me)
             world.granted(number, lease, asked)
             if dies_holding:
                 world.say(f"client {number}: a task ends holding token {lease.token}")
                 left.append(lease)
                 return
-            await world.hold(number, lease, rng)
+            try:
+                if nests:
+                    await self._nest(number, lock, lease, nests, rng)
+                await world.hold(number, lease, rng)
+            finally:
+                if self.taker.get(lease) is me:
+                    del self.taker[lease]
 
-        await asyncio.ensure_future(take(rng.random() < 0.3))
+        roll = rng.random()
+        nests = rng.choice((1, 1, 2)) if roll >= 0.3 and rng.random() < 0.6 else 0
+        holding = asyncio.ensure_future(take(roll < 0.3, nests))
+        holding.add_done_callback(_retrieved)  # its error is raised by the await below
+        try:
+            if nests and rng.random() < 0.5:  # another task tries while it is held, nested
+                await asyncio.sleep(rng.uniform(0.0, 0.3 * self.world.plan.ttl))
+                await asyncio.ensure_future(take(False, 0))
+            await holding
+        finally:
+            holding.cancel()  # the client was killed meanwhile: its task ends with it
         if left:  # another task of this client tries while the lease is left held
-            await asyncio.ensure_future(take(False))
+            await asyncio.ensure_future(take(False, 0))
             await asyncio.sleep(rng.uniform(0.0, self.world.plan.ttl))
             for lease in left:  # then the client gives back what the ended task left
                 with contextlib.suppress(FencelockError):
                     await lease.release()
                 self.taker.pop(lease, None)
+
+    def _entering(self, number: int, lease: AsyncLease, me: asyncio.Task[None]) -> None:
+        """A task got ``lease`` anew: no other task may hold, at any depth, a live lease
+        of this client's on the name, nor have taken this very lease."""
+        before = self.taker.get(lease)
+        if before is not None and before is not me:
+            self.world.violated(
+                f"client {number}: a new task entered the lease (token {lease.token}) "
+                "that a task which ended holding it took"
+            )
+        trusted = [other for _, other in self.world.trusting]  # as of the last check
+        others = [
+            other
+            for other, task in self.taker.items()
+            if task is not me and other is not lease and other.name == lease.name
+        ]
+        for other in others:
+            if any(other is held for held in trusted) and not other._given_back:
+                self.world.violated(
+                    f"client {number}: a task entered {lease.name} (token {lease.token}) "
+                    f"while another holds token {other.token} at depth {other.depth}"
+                )
+        self.taker[lease] = me
+
+    async def _nest(
+        self, number: int, lock: AsyncLock, lease: AsyncLease, deeper: int, rng: random.Random
+    ) -> None:
+        """The holder enters ``lease`` again (``deeper`` more levels at most), works a
+        while, and leaves it in order: each inner release keeps the lease held."""
+        depth, live, asked = lease.depth, is_live(lease.state), self.world.true_now()
+        again = await lock.acquire(self._timeout(rng))
+        if again is not lease:
+            if live:  # taken once more while live: it is the same lease, deeper
+                self.world.violated(
+                    f"client {number}: re-entering token {lease.token} gave another lease "
+                    f"(token {again.token})"
+                )
+            self.world.say(f"client {number}: token {lease.token} was lost: took another")
+            self.world.granted(number, again, asked)
+            await self.world.hold(number, again, rng)
+            return
+        if lease.depth != depth + 1:
+            self.world.violated(
+                f"client {number}: re-entering token {lease.token} left its depth at "
+                f"{lease.depth}, not {depth + 1}"
+            )
+        self.reentered += 1
+        self.world.say(f"client {number}: re-entered token {lease.token}, depth {lease.depth}")
+        try:
+            await asyncio.sleep(rng.uniform(0.0, 0.4 * self.world.plan.ttl))
+            if deeper > 1:
+                await self._nest(number, lock, lease, deeper - 1, rng)
+        finally:
+            with contextlib.suppress(FencelockError):
+                await lease.release()  # the inner hold only
+            self.world.say(f"client {number}: left token {lease.token} to depth {lease.depth}")
+            if lease.depth != depth and not lease.lost:
+                self.world.violated(
+                    f"client {number}: leaving a nested hold of token {lease.token} left "
+                    f"its depth at {lease.depth}, not {depth}"
+                )
+            if not lease.lost and lease._given_back:
+                self.world.violated(
+                    f"client {number}: leaving a nested hold gave token {lease.token} back "
+                    "while its outer hold is on"
+                )
+
+
+def _retrieved(task: asyncio.Future[None]) -> None:
+    """Mark ``task``'s error retrieved: else asyncio reports it when the task is garbage
+    collected, at a moment the seed does not decide."""
+    if not task.cancelled():
+        task.exception()
 
 
 WORKLOADS: dict[str, type[Workload]] = {

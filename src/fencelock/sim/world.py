@@ -15,7 +15,7 @@ import random
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NoReturn
 
@@ -23,6 +23,7 @@ from fencelock import clock, holder
 from fencelock.backends.base import AsyncBackend
 from fencelock.client import AsyncClient
 from fencelock.engine.reintroduced import KNOWN, reintroduced
+from fencelock.engine.renewal import Outcome as RenewalOutcome
 from fencelock.engine.timing import validate_ttl
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease
@@ -100,6 +101,9 @@ class Plan:
     bugs: tuple[str, ...] = ()  # historical bugs put back (fencelock.engine.reintroduced)
     family: str = "lease"  # one of FAMILIES
     workload: str = "lock"  # what the clients do (fencelock.sim.workloads)
+    # extends (and renewals) cancelled in flight: off unless asked, so that the seeds
+    # that hold the bugs found so far run as they did
+    cancels: bool = False
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -190,6 +194,7 @@ class World:
         self.lease_seconds = 0.0
         self.violation: str | None = None
         self.ended = False
+        self.cancelled = 0  # client loops shut down with a request (a renewal's) in flight
 
     def _redis_nodes(self) -> RedisNodes:
         """Redlock's nodes, each a model of Redis on its own clock."""
@@ -383,6 +388,91 @@ class World:
                 fault = f"{fault}" if not isinstance(self.store, RedlockNodes) else fault
             self.say(f"nemesis: {fault}")
 
+    async def canceller(self, rng: random.Random) -> None:
+        """Now and then a client's extend (or ``expire_in``) is called from a task of its
+        own, which is cancelled while its request is out (the request goes on: it is
+        shielded); or, the next request on a lease (an extend's, a renewal's) in flight,
+        its client's loop shuts down, every task cancelled, that request's too (the
+        renewal's interrupted branch). The world's invariants check the rest."""
+        end = self.clock.now + self.plan.duration
+        while self.clock.now < end:
+            await asyncio.sleep(rng.expovariate(2.0))
+            held = [
+                (number, lease)
+                for number, client in enumerate(self.clients)
+                if number not in self.network.dead
+                for lease in client.held()
+                if not lease.lost and not self.workload.exempt(lease.name)
+            ]
+            if not held:
+                continue
+            (number, lease), roll = rng.choice(held), rng.random()
+            if roll < 0.4 or roll >= 0.7:  # its next request, cancelled in flight
+                self._arm(number, lease, rng.uniform(0.0, 0.005), rng)
+            if roll < 0.4:  # a renewal's, most likely
+                continue
+            ttl = rng.uniform(0.5, 2.0) * self.plan.ttl
+            expire = rng.random() < 0.2
+            calling = self._on_client(number, self._extending(number, lease, ttl, expire))
+            await asyncio.sleep(rng.uniform(0.0, 0.005))
+            if not calling.done():
+                calling.cancel()
+                what = "expire_in" if expire else "extend"
+                self.say(f"nemesis: client {number}'s {what} of {lease.token} cancelled")
+
+    def _arm(self, number: int, lease: AsyncLease, after: float, rng: random.Random) -> None:
+        """``after`` seconds into the next request on ``lease``, its client's loop shuts
+        down (as ``asyncio.run`` ends, every task cancelled) with the request in flight."""
+        if "_renewal" in vars(lease):
+            return  # armed already
+        sending, then = lease._renewal, random.Random(rng.random())
+
+        def cancelled_soon(ttl: float | None = None) -> asyncio.Task[RenewalOutcome]:
+            delattr(lease, "_renewal")  # once: the class's method again
+            request = sending(ttl)
+            self.loop.call_later(after, self._shut_down, number, request, then)
+            return request
+
+        setattr(lease, "_renewal", cancelled_soon)  # noqa: B010 - undone by its first call
+
+    def _shut_down(
+        self, number: int, request: asyncio.Task[RenewalOutcome], rng: random.Random
+    ) -> None:
+        """Client ``number``'s loop ends with ``request`` in flight: the request, the
+        renewer and the client's work cancelled, the client gone (nobody there trusts its
+        leases any more, which end by their TTL); another client starts."""
+        if request.done() or number in self.network.dead or self.ended:
+            return
+        self.network.dead.add(number)
+        renewing = self.clients[number]._renewer._task
+        for task in (request, renewing, self.workers[number]):
+            if task is not None:
+                task.cancel()
+        self.cancelled += 1
+        self.say(
+            f"nemesis: client {number}'s loop shuts down with a request in flight; "
+            f"client {len(self.clients)} starts"
+        )
+        self._start(rng)
+
+    async def _extending(self, number: int, lease: AsyncLease, ttl: float, expire: bool) -> None:
+        with contextlib.suppress(FencelockError):
+            if expire:
+                await lease.expire_in(ttl)
+                self.say(f"client {number}: left {lease.token} to expire in {ttl:.3f}s")
+            else:
+                await lease.extend(ttl)
+                self.say(f"client {number}: extended {lease.token} to {ttl:.3f}s")
+
+    def _on_client(self, number: int, work: Coroutine[object, object, None]) -> asyncio.Task[None]:
+        """``work`` as a task of client ``number``'s (on its clock), its end retrieved."""
+        context = contextvars.copy_context()
+        context.run(client_clock.set, self.clocks[number])
+        context.run(client_number.set, number)
+        task = context.run(self.loop.create_task, work)
+        task.add_done_callback(_retrieved)
+        return task
+
     def _restart(self, fault: str, rng: random.Random) -> None:
         keep = fault == "restart"
         if not keep:  # every grant ends, answered yet or not
@@ -490,9 +580,15 @@ class World:
         for _ in range(self.plan.clients):
             self._start(random.Random(self.rng.random()))
         nemesis = self.nemesis(random.Random(self.rng.random())) if self.plan.faults else None
+        canceller = None
+        if self.plan.cancels:  # its own stream: the other draws are as without it
+            cancelling = random.Random(f"{self.plan.seed}/cancels")
+            canceller = self.loop.create_task(self.canceller(cancelling))
         try:
             if nemesis is not None:
                 await nemesis
+            if canceller is not None:
+                await canceller
             while not all(task.done() for task in self.workers):  # the killed' replacements too
                 await asyncio.gather(*self.workers, return_exceptions=True)
         finally:
@@ -570,6 +666,13 @@ def run(plan: Plan) -> Outcome:
         world.lease_seconds,
         world.whole.hexdigest(),
     )
+
+
+def _retrieved(task: asyncio.Task[None]) -> None:
+    """Mark ``task``'s end seen: an error left for the garbage collector would be
+    reported at a moment the seed does not decide."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _close(loop: VirtualLoop) -> None:
