@@ -53,6 +53,45 @@ for v in $versions; do
         summary+=("Python $full: FAILED ($counts)"); failed=1
     fi
 done
+# The drivers' oldest releases, as pyproject.toml's lower bounds pin them, on the default
+# Python: the contract suite on the backends they serve.
+lower_pins="$(.venv/bin/python - <<'PY'
+import re, tomllib
+extras = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]
+for extra in ("redis", "zookeeper", "postgresql", "mysql", "prometheus", "otel"):
+    for requirement in extras[extra]:
+        name, low = re.match(r"([A-Za-z0-9_.\[\]-]+)>=([0-9][^,;]*)", requirement).groups()
+        print(f"{name}=={low}")
+PY
+)"
+lower=".venv-lower"
+if [ ! -x "$lower/bin/python" ] || [ pyproject.toml -nt "$lower/.installed" ]; then
+    rm -rf "$lower"
+    .venv/bin/python -m venv "$lower" && "$lower/bin/python" -m pip install -q --upgrade pip >/dev/null
+    # shellcheck disable=SC2086
+    if "$lower/bin/python" -m pip install -q -e . $lower_pins pymysql lupa h11 \
+        "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.5" "hypothesis>=6.100"; then
+        touch "$lower/.installed"
+    fi
+fi
+if [ -f "$lower/.installed" ]; then
+    echo "python-matrix: the drivers' oldest releases: $(echo $lower_pins)" >&2
+    log="$(mktemp)"
+    FENCELOCK_TEST_BACKENDS=redis,redlock,zookeeper,postgresql,advisory,mysql \
+        "$lower/bin/python" -m pytest -q -n 2 -p no:cacheprovider \
+        tests/contract/test_contract.py tests/contract/test_contract_async.py 2>&1 | tee "$log" | tail -n 15
+    status=${PIPESTATUS[0]}
+    counts="$(grep -E '^[0-9]+ (passed|failed)|^=+ .*(passed|failed)' "$log" | tail -n 1)"
+    rm -f "$log"
+    if [ "$status" -eq 0 ]; then
+        summary+=("oldest drivers ($(echo $lower_pins)): passed ($counts)")
+    else
+        summary+=("oldest drivers ($(echo $lower_pins)): FAILED ($counts)"); failed=1
+    fi
+else
+    summary+=("oldest drivers: FAILED to install $(echo $lower_pins)"); failed=1
+fi
+
 echo
 echo "python-matrix (tests/unit and the contract suite on every backend, both colours):"
 for line in "${summary[@]}"; do echo "  $line"; done

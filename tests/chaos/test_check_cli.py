@@ -45,7 +45,7 @@ def _check(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         (["--servers", "redis", "--url", "redis://127.0.0.1:1/0"], "not both"),
         (["--workload", "queue"], "unknown workload 'queue'"),
         (["--clients", "1"], "at least 2"),
-        (["--clients", "many"], "not a valid integer"),
+        (["--clients", "many"], "--clients takes a whole number"),
         (["--url", "consul://127.0.0.1:1"], "unknown scheme"),
     ],
 )

@@ -294,20 +294,24 @@ def test_an_at_least_mark_stops_the_handoff_without_a_listing(zookeeper: ZooKeep
     name = f"kept/{time.monotonic_ns()}"
     with fencelock.connect(zookeeper.url) as running, fencelock.connect(zookeeper.url) as waiting:
 
+        holding = threading.Event()
+        started: list[float] = []
+
         @fencelock.once(name, at_most=30, at_least=2.0, client=running)
         def job() -> None:
+            started.append(time.monotonic())
+            holding.set()
             time.sleep(0.5)  # the waiter queues behind meanwhile
 
         taken: list[float] = []
 
         def wait() -> None:
-            time.sleep(0.1)
+            holding.wait(30)  # behind the job, however slowly it got the lock
             waiting.lock(name, ttl=10).acquire(timeout=30).release()
             taken.append(time.monotonic())
 
         waiter = threading.Thread(target=wait)
-        started = time.monotonic()
         waiter.start()
         job()
         waiter.join(30)
-        assert taken and taken[0] - started >= 1.9  # not before at_least ran out
+        assert taken and taken[0] - started[0] >= 1.9  # not before at_least ran out

@@ -32,7 +32,7 @@ WAIT_INTERVAL = 0.1
 # Whether this psycopg's blocking wait takes a timeout, and tells its generator when a
 # wait interval passed with nothing ready (3.2 on): only then can a stepped statement
 # be cut off at the call's end, so only then does the blocking client step.
-STEPS = "timeout" in inspect.signature(waiting.wait).parameters
+STEPS = {"interval", "timeout"} <= set(inspect.signature(waiting.wait).parameters)
 
 
 RV = TypeVar("RV")
@@ -63,6 +63,8 @@ class SteppedConnection(psycopg.AsyncConnection[Any]):
         self, gen: PQGen[RV], interval: float = WAIT_INTERVAL, timeout: float | None = None
     ) -> RV:
         if not stepping.active():
+            if timeout is None:  # psycopg before 3.3.6 has no timeout here (nor asks for one)
+                return await super().wait(gen, interval)
             return await super().wait(gen, interval, timeout)
         limit, cut = stepping.wait_limit(timeout)
         try:

@@ -45,9 +45,6 @@ MIN_SOCKET_WAIT = 0.01
 class Connection(Protocol):
     """What a wire uses of a redis-py connection (sync)."""
 
-    @property
-    def is_connected(self) -> bool: ...
-
     def connect(self) -> None: ...
 
     def send_packed_command(self, command: Any, check_health: bool = True) -> None: ...
@@ -146,8 +143,9 @@ def _talk_within_the_call(conn: Connection, talking: ConversationState[Any]) -> 
 
 def _talk_on(conn: Connection, talking: ConversationState[Any]) -> None:
     """``talking``'s commands and replies on ``conn`` (connected first if need be)."""
-    if not conn.is_connected:  # connect() itself: a Sentinel's asks for the master
-        conn.connect()
+    # redis-py's connect() returns at once on a connected socket (a Sentinel's too, before
+    # it asks for the master); its is_connected is new in redis-py 8.
+    conn.connect()
     while talking.command is not None:
         conn.send_packed_command((talking.command,), check_health=False)
         talking.answer(_reply(conn))
@@ -180,8 +178,7 @@ def _set_timeouts(conn: Connection, timeout: float | None, connect: float | None
 
 
 def _pipelined(conn: Connection, commands: Sequence[Command]) -> list[RawReply]:
-    if not conn.is_connected:
-        conn.connect()
+    conn.connect()  # at once when connected (see _talk_on)
     replies = _all_at_once(conn, commands)
     unknown = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
     if unknown:
