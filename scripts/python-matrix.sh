@@ -22,6 +22,24 @@ find_python() {
 
 summary=()
 failed=0
+
+# run_suite LABEL PYTHON TESTS...: pytest with PYTHON, its last lines shown, its outcome
+# added to the summary under LABEL.
+run_suite() {
+    local label="$1" python="$2" log status counts
+    shift 2
+    echo "python-matrix: $label: $*" >&2
+    log="$(mktemp)"
+    "$python" -m pytest -q -n 2 -p no:cacheprovider "$@" 2>&1 | tee "$log" | tail -n 15
+    status=${PIPESTATUS[0]}
+    counts="$(grep -E '^[0-9]+ (passed|failed)|^=+ .*(passed|failed)' "$log" | tail -n 1)"
+    rm -f "$log"
+    if [ "$status" -eq 0 ]; then
+        summary+=("$label: passed ($counts)")
+    else
+        summary+=("$label: FAILED ($counts)"); failed=1
+    fi
+}
 for v in $versions; do
     if ! python="$(find_python "$v")"; then
         summary+=("Python $v: NOT INSTALLED (neither python$v on PATH nor in pyenv): not tested")
@@ -40,18 +58,8 @@ for v in $versions; do
         touch "$stamp"
     fi
     full="$("$venv/bin/python" -c 'import platform; print(platform.python_version())')"
-    echo "python-matrix: Python $full: $tests" >&2
-    log="$(mktemp)"
     # shellcheck disable=SC2086
-    "$venv/bin/python" -m pytest -q -n 2 -p no:cacheprovider $tests 2>&1 | tee "$log" | tail -n 15
-    status=${PIPESTATUS[0]}
-    counts="$(grep -E '^[0-9]+ (passed|failed)|^=+ .*(passed|failed)' "$log" | tail -n 1)"
-    rm -f "$log"
-    if [ "$status" -eq 0 ]; then
-        summary+=("Python $full: passed ($counts)")
-    else
-        summary+=("Python $full: FAILED ($counts)"); failed=1
-    fi
+    run_suite "Python $full" "$venv/bin/python" $tests
 done
 # The drivers' oldest releases, as pyproject.toml's lower bounds pin them, on the default
 # Python: the contract suite on the backends they serve.
@@ -75,19 +83,9 @@ if [ ! -x "$lower/bin/python" ] || [ pyproject.toml -nt "$lower/.installed" ]; t
     fi
 fi
 if [ -f "$lower/.installed" ]; then
-    echo "python-matrix: the drivers' oldest releases: $(echo $lower_pins)" >&2
-    log="$(mktemp)"
     FENCELOCK_TEST_BACKENDS=redis,redlock,zookeeper,postgresql,advisory,mysql \
-        "$lower/bin/python" -m pytest -q -n 2 -p no:cacheprovider \
-        tests/contract/test_contract.py tests/contract/test_contract_async.py 2>&1 | tee "$log" | tail -n 15
-    status=${PIPESTATUS[0]}
-    counts="$(grep -E '^[0-9]+ (passed|failed)|^=+ .*(passed|failed)' "$log" | tail -n 1)"
-    rm -f "$log"
-    if [ "$status" -eq 0 ]; then
-        summary+=("oldest drivers ($(echo $lower_pins)): passed ($counts)")
-    else
-        summary+=("oldest drivers ($(echo $lower_pins)): FAILED ($counts)"); failed=1
-    fi
+        run_suite "oldest drivers ($(echo $lower_pins))" "$lower/bin/python" \
+        tests/contract/test_contract.py tests/contract/test_contract_async.py
 else
     summary+=("oldest drivers: FAILED to install $(echo $lower_pins)"); failed=1
 fi
