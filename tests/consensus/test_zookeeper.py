@@ -293,7 +293,6 @@ def test_an_at_least_mark_stops_the_handoff_without_a_listing(zookeeper: ZooKeep
     the deletion: the waiter behind sees the mark, not a free lock."""
     name = f"kept/{time.monotonic_ns()}"
     with fencelock.connect(zookeeper.url) as running, fencelock.connect(zookeeper.url) as waiting:
-
         holding = threading.Event()
         started: list[float] = []
 
