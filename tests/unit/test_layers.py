@@ -123,6 +123,8 @@ OUTSIDE_MAY_IMPORT = {
     "sim/redis_model.py": {"redis"},
     "sim/bugs.py": {"redis"},
     "sim/redlock.py": {"redlock"},
+    "sim/sqlite_host.py": {"sqlite"},
+    "sim/sqlite_guess.py": {"sqlite"},
 }
 
 
