@@ -105,6 +105,7 @@ RECHECK = {
     "_reset_after_fork": ["tests/contract/test_fork.py"],
     "renew_together": ["tests/contract/test_batched_renewal.py"],
     "arenew_together": ["tests/contract/test_batched_renewal.py"],
+    "_service": ["tests/contract/test_batched_renewal.py"],  # the renewer's round
 }
 
 SIM_SWEEP = '''"""Written by scripts/mutate.py: the simulator as a killer, on fixed seeds."""
