@@ -11,11 +11,15 @@ versions="${PYTHON_MATRIX:-3.10 3.12 3.13}"
 tests="tests/unit tests/contract/test_contract.py tests/contract/test_contract_async.py"
 
 find_python() {
+    # pyenv's versions first: its shim on PATH names every version it has, but runs
+    # only the ones selected; whatever is found must run.
     local v="$1" root candidate
-    if command -v "python$v" >/dev/null 2>&1; then command -v "python$v"; return 0; fi
     root="$(pyenv root 2>/dev/null || echo "${PYENV_ROOT:-$HOME/.pyenv}")"
-    for candidate in "$root"/versions/"$v".*/bin/python"$v"; do
-        [ -x "$candidate" ] && { echo "$candidate"; return 0; }
+    for candidate in "$root"/versions/"$v".*/bin/python"$v" "$(command -v "python$v" 2>/dev/null)"; do
+        if [ -x "$candidate" ] && "$candidate" -c 'import venv' >/dev/null 2>&1; then
+            echo "$candidate"
+            return 0
+        fi
     done
     return 1
 }
