@@ -232,7 +232,7 @@ class AsyncRenewer(_RenewerBase[AsyncLease]):
             if not leases:
                 self._wake.clear()
                 self._wakes_at = self._schedule.wake_at(clock.now())
-                with contextlib.suppress(asyncio.TimeoutError):
+                with contextlib.suppress(*TIMEOUTS):
                     await within(self._wakes_at - clock.now(), self._wake.wait())
                 self._wakes_at = -math.inf
                 continue

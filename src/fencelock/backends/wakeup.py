@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import threading
 
-from fencelock.aio import within
+from fencelock.aio import TIMEOUTS, within
 
 
 def wait_then_rearm(event: threading.Event | None, timeout: float) -> None:
@@ -19,6 +19,6 @@ def wait_then_rearm(event: threading.Event | None, timeout: float) -> None:
 async def await_then_rearm(event: asyncio.Event | None, timeout: float) -> None:
     """:func:`wait_then_rearm` for an asyncio event."""
     if event is not None:
-        with contextlib.suppress(asyncio.TimeoutError):
+        with contextlib.suppress(*TIMEOUTS):
             await within(timeout, event.wait())
         event.clear()

@@ -30,7 +30,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from fencelock.aio import within
+from fencelock.aio import TIMEOUTS, within
 from fencelock.backends.redis.async_backend import AsyncRedisBackend
 from fencelock.backends.redis.listener import AsyncWakeListener
 from fencelock.backends.redis.scripts import KEY_PREFIX
@@ -251,7 +251,7 @@ class SimPubSub:
     async def _connect(self) -> None:
         try:
             await within(self._timeout, self._link.connect())
-        except asyncio.TimeoutError:
+        except TIMEOUTS:
             raise RedisTimeoutError("Timeout connecting to server") from None
         if self.channels:
             self._link.request(["SUBSCRIBE", *self.channels])
@@ -269,7 +269,7 @@ class SimPubSub:
             await self._connect()
         try:
             message = await within(timeout, self._link.next_message())
-        except asyncio.TimeoutError:
+        except TIMEOUTS:
             return None
         kind, channel, data = message
         if kind == "subscribe" and ignore_subscribe_messages:

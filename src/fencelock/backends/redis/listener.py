@@ -16,7 +16,7 @@ import redis.asyncio
 import redis.asyncio.client
 import redis.client
 
-from fencelock.aio import stop, within
+from fencelock.aio import TIMEOUTS, stop, within
 from fencelock.backends.redis.errors import subscribing
 from fencelock.backends.redis.wakeups import Subscription, Wakeups, new_channel
 from fencelock.stepping import time_left
@@ -132,7 +132,7 @@ class AsyncWakeListener:
         deadline = loop.time() + self._state.timeout
         while (left := self._state.time_left(deadline, loop.time())) is not None:
             self._changed.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
+            with contextlib.suppress(*TIMEOUTS):
                 await within(left, self._changed.wait())
         return True
 
