@@ -45,10 +45,10 @@ from fencelock.backends.base import Acquired
 from fencelock.backends.sqlite import SQLiteBackend, liveness
 from fencelock.backends.sqlite.backend import SQLiteAttempt
 from fencelock.engine.reintroduced import KNOWN, reintroduced
-from fencelock.engine.timing import trusted_until, validate_ttl
+from fencelock.engine.timing import trusted_until
 from fencelock.engine.urls import parse_url
-from fencelock.errors import ConfigError
 from fencelock.sim import sqlite_guess
+from fencelock.sim.world import check_run
 
 NAME = "jobs/sim"
 HZ = sqlite_guess.HZ
@@ -73,13 +73,7 @@ class SqlitePlan:
     faults: bool = True
 
     def __post_init__(self) -> None:
-        if self.clients < 2:
-            raise ConfigError(f"a run needs at least 2 clients to contend, not {self.clients}")
-        validate_ttl(self.ttl)
-        validate_ttl(self.duration, "duration")
-        unknown = sorted(set(self.bugs) - set(KNOWN))
-        if unknown:
-            raise ConfigError(f"no such historical bug: {', '.join(unknown)}")
+        check_run(self.clients, self.ttl, self.duration, self.bugs)
 
 
 @dataclass

@@ -114,13 +114,18 @@ class Plan:
             raise ConfigError(missing)
         if self.workload in OUTLIVING and self.family == "session":
             raise ConfigError(f"a {self.workload} needs leases that outlive their client")
-        if self.clients < 2:
-            raise ConfigError(f"a run needs at least 2 clients to contend, not {self.clients}")
-        validate_ttl(self.ttl)
-        validate_ttl(self.duration, "duration")
-        unknown = sorted(set(self.bugs) - set(KNOWN))
-        if unknown:
-            raise ConfigError(f"no such historical bug: {', '.join(unknown)}")
+        check_run(self.clients, self.ttl, self.duration, self.bugs)
+
+
+def check_run(clients: int, ttl: float, duration: float, put_back: tuple[str, ...]) -> None:
+    """What every simulated run's plan must be (ConfigError naming what is wrong)."""
+    if clients < 2:
+        raise ConfigError(f"a run needs at least 2 clients to contend, not {clients}")
+    validate_ttl(ttl)
+    validate_ttl(duration, "duration")
+    unknown = sorted(set(put_back) - set(KNOWN))
+    if unknown:
+        raise ConfigError(f"no such historical bug: {', '.join(unknown)}")
 
 
 @dataclass
