@@ -248,7 +248,7 @@ class Client(_ClientBase[Backend, Lease]):
 
     def close(self) -> None:
         """Release what is still held (logging each at WARNING), then close the backend."""
-        for lease in self._holdings.unreleased():
+        for lease in self._holdings.close():
             with _releasing_forgotten(lease):
                 lease.release()
         self._renewer.close()
@@ -373,7 +373,7 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
 
     async def aclose(self) -> None:
         """Release what is still held (logging each at WARNING), then close the backend."""
-        for lease in self._holdings.unreleased():
+        for lease in self._holdings.close():
             with _releasing_forgotten(lease):
                 await lease.release()
         await self._renewer.close()

@@ -17,7 +17,7 @@ from typing import Generic, TypeVar
 from fencelock import forking
 from fencelock.engine import reintroduced
 from fencelock.engine.lease_state import is_live
-from fencelock.errors import AlreadyHeld
+from fencelock.errors import AlreadyHeld, BackendUnavailable
 from fencelock.lease import LeaseBase, Tracker
 
 L = TypeVar("L", bound=LeaseBase)
@@ -88,12 +88,23 @@ class Holdings(Generic[L]):
         self._renewer = renewer
         self._mutex = threading.Lock()
         self._by_name: dict[str, dict[L, object]] = {}
+        self._closed = False
         forking.register(self)
+
+    def close(self) -> list[L]:
+        """Take no lease from now on (the client closes); the leases still unreleased."""
+        self._closed = True
+        return self.unreleased()
 
     def reenter(self, name: str, holder: object, reentrant: bool) -> L | None:
         """``holder``'s live re-entrant lease on ``name``, taken once more, if ``reentrant``
         and it has one; None if it holds none. Raises :class:`AlreadyHeld` if it holds
-        one that cannot be re-entered (either side not re-entrant)."""
+        one that cannot be re-entered (either side not re-entrant), and
+        :class:`BackendUnavailable` once the client is closed: every acquire asks here."""
+        if self._closed:
+            raise BackendUnavailable(
+                f"lock {name!r}: the client was closed; connect a new one to take locks"
+            )
         holders = self._by_name.get(name)
         if not holders or holder not in holders.values():  # the usual case, lock-free
             return None

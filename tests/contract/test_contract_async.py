@@ -185,3 +185,15 @@ def test_sync_and_async_signatures_match() -> None:
                 list(inspect.signature(member).parameters)[1:]
                 == list(inspect.signature(twin).parameters)[1:]
             ), f"{sync_cls.__name__}.{attr}"
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+def test_a_closed_async_client_says_so(backend: BackendCase, name: str) -> None:
+    async def main() -> None:
+        async with fencelock.aconnect(backend.url) as client, client.lock(name):
+            pass
+        with pytest.raises(fencelock.FencelockError, match="closed"):
+            await client.lock(name).acquire(timeout=0)
+
+    run(main())

@@ -78,11 +78,12 @@ class SharedLoop:
         if _loop_running_here():  # called from asyncio code: this thread cannot run ours
             return _on_helper_thread(self.run, coro)
         if self._baton.acquire(blocking=False):
+            wrapped = _after_pending_io(coro)
             try:
-                task = self.loop.create_task(_after_pending_io(coro))
+                task = self.loop.create_task(wrapped)
             except BaseException as exc:
                 self._leave()
-                raise _refused(coro, self.loop) from exc
+                raise _refused(wrapped, self.loop) from exc
             return self._lead(task, task)
         return self._join(coro)
 
@@ -182,17 +183,21 @@ def _quiet_when_abandoned(loop: asyncio.AbstractEventLoop, context: dict[str, An
 
 def _refused(coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop) -> BaseException:
     """The error for a call the loop could not take: the client was closed."""
-    coro.close()
+    _close_unstarted(coro)
     if loop.is_closed():
         return BackendUnavailable("the client was closed")
     return RuntimeError("fencelock: the shared event loop refused a call")  # pragma: no cover
 
 
 def _close_unstarted(coro: Coroutine[Any, Any, Any]) -> None:
-    """Close ``coro`` if it never ran (else Python warns it was never awaited); one
-    that ran this far is left as it is."""
-    if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
-        coro.close()
+    """Close ``coro`` if it never ran, and the unstarted coroutines it was given to
+    await (else Python warns each was never awaited); one that ran is left as it is."""
+    if inspect.getcoroutinestate(coro) != inspect.CORO_CREATED:
+        return
+    given = [v for v in inspect.getcoroutinelocals(coro).values() if inspect.iscoroutine(v)]
+    coro.close()
+    for inner in given:
+        _close_unstarted(inner)
 
 
 async def _after_pending_io(coro: Coroutine[Any, Any, T]) -> T:
