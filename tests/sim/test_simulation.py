@@ -7,14 +7,18 @@ back is found where it can show; the bugs the simulator found itself stay fixed.
 from __future__ import annotations
 
 import asyncio
+import random
+import threading
 import time
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fencelock import clock
 from fencelock.engine.reintroduced import KNOWN
 from fencelock.errors import ConfigError
+from fencelock.primitives import lock as lock_module
 from fencelock.sim import Plan, run
 from fencelock.sim.loop import Stalled, VirtualClock, VirtualLoop
 from fencelock.sim.model import Granted, LeaseStore, Taken
@@ -101,6 +105,31 @@ def test_a_run_is_decided_by_its_seed(family: str, workload: str) -> None:
     assert (first.digest, first.steps, first.grants) == (again.digest, again.steps, again.grants)
     assert first.trace == again.trace
     assert other.digest != first.digest
+
+
+def test_a_thread_outside_the_world_changes_no_run() -> None:
+    """A thread of an earlier test or of a driver drawing from ``random``, the clock and
+    the owner values while a run goes on leaves the run as its seed decides (in a suite,
+    one left drawing gave the same seed two histories)."""
+    stop = threading.Event()
+
+    def draw() -> None:
+        while not stop.is_set():
+            random.random()
+            random.getrandbits(8)
+            clock.now()
+            lock_module.new_owner()
+            time.sleep(0.0002)
+
+    alone = run(_plan(7, "redlock"))
+    drawing = threading.Thread(target=draw, daemon=True)
+    drawing.start()
+    try:
+        beside = [run(_plan(7, "redlock")) for _ in range(2)]
+    finally:
+        stop.set()
+        drawing.join()
+    assert [b.digest for b in beside] == [alone.digest, alone.digest]
 
 
 @pytest.mark.parametrize(

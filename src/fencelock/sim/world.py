@@ -13,11 +13,12 @@ import importlib.util
 import math
 import random
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from fencelock import clock, holder
 from fencelock.backends.base import AsyncBackend
@@ -46,6 +47,8 @@ from fencelock.sim.model import (
 )
 from fencelock.sim.network import Network, Weather
 from fencelock.sim.workloads import WORKLOADS
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from fencelock.sim.etcd import EtcdModel
@@ -610,27 +613,56 @@ class World:
         await context.run(self.loop.create_task, client.aclose())
 
 
+def _on_thread(
+    thread: int, world_version: Callable[..., T], real: Callable[..., T]
+) -> Callable[..., T]:
+    """``world_version`` when called on ``thread``, else ``real``."""
+
+    def chosen(*args: Any, **kwargs: Any) -> T:
+        if threading.get_ident() == thread:
+            return world_version(*args, **kwargs)
+        return real(*args, **kwargs)
+
+    return chosen
+
+
 @contextlib.contextmanager
 def _seams(world: World) -> Iterator[None]:
-    """The library's one clock and its owner values, the world's while it runs (in every
-    module that took ``new_owner`` or ``new_identity`` by name)."""
+    """The library's one clock, its owner values and the ``random`` module's draws, the
+    world's while it runs (in every module that took ``new_owner`` or ``new_identity`` by
+    name), on the run's own thread only: a thread outside the world (an earlier test's,
+    a driver's) that drew from them would change the run (one drawing ``random.random``
+    every 0.5 ms gave six runs of one seed six histories)."""
+    here = threading.get_ident()
     owners = random.Random(world.rng.random())
-    real_now, real_owner, real_random = clock.now, lock_module.new_owner, random.getstate()
+    draws = random.Random(world.rng.random())
+    shared = random.random.__self__  # type: ignore[attr-defined]  # the module's instance
+    real_now, real_owner = clock.now, lock_module.new_owner
     real_identity = holder.new_identity
     loaded = list(sys.modules.values())
     takers = [m for m in loaded if getattr(m, "new_owner", None) is real_owner]
     renamers = [m for m in loaded if getattr(m, "new_identity", None) is real_identity]
+    module_draws = {
+        name: drawn
+        for name, drawn in vars(random).items()
+        if callable(drawn) and getattr(drawn, "__self__", None) is shared
+    }
+    in_world = functools.partial(_on_thread, here)
 
     def new_identity(owner: str) -> str:
         _, dot, description = owner.partition(".")
         return f"{owners.getrandbits(160):040x}{dot}{description}"
 
-    clock.now = world.loop.time  # a client's own clock, in its tasks
+    def new_owner() -> str:
+        return f"{owners.getrandbits(160):040x}"
+
+    clock.now = in_world(world.loop.time, real_now)  # a client's own clock, in its tasks
     for module in takers:
-        module.new_owner = lambda: f"{owners.getrandbits(160):040x}"  # type: ignore[attr-defined]
+        module.new_owner = in_world(new_owner, real_owner)  # type: ignore[attr-defined]
     for module in renamers:
-        module.new_identity = new_identity  # type: ignore[attr-defined]
-    random.seed(world.rng.random())
+        module.new_identity = in_world(new_identity, real_identity)  # type: ignore[attr-defined]
+    for name, drawn in module_draws.items():
+        setattr(random, name, in_world(getattr(draws, name), drawn))
     try:
         yield
     finally:
@@ -639,7 +671,8 @@ def _seams(world: World) -> Iterator[None]:
             module.new_owner = real_owner  # type: ignore[attr-defined]
         for module in renamers:
             module.new_identity = real_identity  # type: ignore[attr-defined]
-        random.setstate(real_random)
+        for name, drawn in module_draws.items():
+            setattr(random, name, drawn)
 
 
 def run(plan: Plan) -> Outcome:
