@@ -113,7 +113,7 @@ class _ClientBase(Generic[B, L]):
 
     def _lock_args(self, name: str, ttl: float, fair: bool) -> tuple[str, float]:
         """A lock's name and TTL, checked (and ``fair``): raises :class:`ConfigError`."""
-        _check_fair(self._backend.supports_fair, fair, self.url)
+        _check_fair(self._backend.capabilities.fair, fair, self.url)
         return validate_name(name), validate_ttl(ttl)
 
 

@@ -30,7 +30,7 @@ from fencelock.backends.base import (
     keeping,
     leaves_names_taken,
 )
-from fencelock.backends.bounds import abandoning, request_bound_of
+from fencelock.backends.bounds import abandoning
 from fencelock.backends.shared_loop import release_within
 from fencelock.engine import reintroduced, timing, trust
 from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transition
@@ -490,7 +490,7 @@ class Lease(LeaseBase):
             return
         with self._releasing(self._tracker) as release:
             if release.send and release.lost_before:  # a courtesy: bounded
-                bound = request_bound_of(self._backend)
+                bound = self._backend.request_bound
                 release.outcome = release_within(self._backend, self.name, self.owner, bound)
             elif release.send:
                 release.outcome = self._backend.release(self.name, self.owner)
@@ -554,7 +554,7 @@ class AsyncLease(LeaseBase):
                 sent = self._backend.release(self.name, self.owner)
                 if release.lost_before:  # a courtesy: bounded
                     url = self._backend.url
-                    bound = request_bound_of(self._backend)
+                    bound = self._backend.request_bound
                     sent = abandoning(bound, sent, url, "a release", bound)
                 release.outcome = await sent
 

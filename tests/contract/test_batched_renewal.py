@@ -70,7 +70,7 @@ class Count:
 def spy(backend: Any, monkeypatch: pytest.MonkeyPatch) -> Count:
     count = Count()
     monkeypatch.setattr(backend, "renew", count.one(backend.renew))
-    if getattr(backend, "renews_in_batches", False):
+    if backend.capabilities.renews_in_batches:
         monkeypatch.setattr(backend, "renew_many", count.many(backend.renew_many))
     return count
 
@@ -93,7 +93,7 @@ def test_many_leases_are_renewed_together_and_all_kept(
         assert not [lease for lease in leases if lease.lost]
         for lease in leases:
             lease.release()
-    check(count, getattr(client.seam.backend, "renews_in_batches", False))
+    check(count, client.seam.backend.capabilities.renews_in_batches)
 
 
 def test_async_many_leases_are_renewed_together_and_all_kept(
@@ -107,7 +107,7 @@ def test_async_many_leases_are_renewed_together_and_all_kept(
             assert not [lease for lease in leases if lease.lost]
             for lease in leases:
                 await lease.release()
-        check(count, getattr(client.seam.backend, "renews_in_batches", False))
+        check(count, client.seam.backend.capabilities.renews_in_batches)
 
     asyncio.run(main())
 

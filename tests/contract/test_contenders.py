@@ -65,7 +65,7 @@ def test_the_holder_then_the_waiters_in_line(
     name: str,
     label: Callable[[str], None],
 ) -> None:
-    fair, lined = client.seam.backend.supports_fair, keeps_a_line(client, name)
+    fair, lined = client.seam.backend.capabilities.fair, keeps_a_line(client, name)
     assert client.lock(name).contenders() == []
     label("holder")
     held = client.lock(name, fair=fair).acquire()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import multiprocessing
 import os
@@ -15,6 +16,7 @@ import pytest
 
 import fencelock
 from fencelock import clock
+from fencelock.backends.base import Capabilities
 from fencelock.engine import timing
 from tests.contract.conftest import BackendCase, wait_for_waiters
 from tests.contract.workers import unsafe_increments
@@ -303,3 +305,19 @@ def test_the_common_connection_options_are_taken_everywhere(
         assert lease.token > 0
     with pytest.raises(fencelock.ConfigError, match="timeout"):
         fencelock.connect(url, timeout=0)
+
+
+def test_each_backend_keeps_its_urls_request_bound(backend: BackendCase) -> None:
+    """The URL's ``request_bound`` is the backend's own, both colours: every scheme
+    takes it, and the blocking face of an asyncio backend keeps the same."""
+    url = f"{backend.url}{'&' if '?' in backend.url else '?'}request_bound=7.5"
+    url = url.replace("request_bound=5&", "").replace("&request_bound=5", "")
+    with fencelock.connect(url) as client:
+        assert client.seam.backend.request_bound == 7.5
+        assert isinstance(client.seam.backend.capabilities, Capabilities)
+
+    async def main() -> None:
+        async with fencelock.aconnect(url) as aclient:
+            assert aclient.seam.backend.request_bound == 7.5
+
+    asyncio.run(main())

@@ -26,7 +26,7 @@ from fencelock.backends.etcd.backend import AsyncEtcdBackend
 from fencelock.backends.etcd.http import Gateway
 from fencelock.backends.etcd.options import etcd_options
 from fencelock.engine.outcomes import Acquired, Busy
-from fencelock.engine.urls import parse_url, take_request_bound
+from fencelock.engine.urls import parse_url
 from fencelock.errors import FencelockError
 from fencelock.primitives.lock import new_owner
 from fencelock.sim.etcd import (
@@ -289,7 +289,7 @@ def test_the_etcd_model_answers_the_backends_requests_as_etcd_does(
     backend: BackendCase, name: str
 ) -> None:
     _etcd_only(backend)
-    parsed, _ = take_request_bound(parse_url(backend.url))
+    parsed = parse_url(backend.url)
     options = etcd_options(parsed)
     server = Gateway(options, backend.url)
     model = EtcdModel(clock.now)

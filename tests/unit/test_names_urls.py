@@ -7,10 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import fencelock
-from fencelock.backends.bounds import request_bound_of
 from fencelock.engine.names import MAX_NAME_LENGTH, validate_name
 from fencelock.engine.timing import REQUEST_BOUND
-from fencelock.engine.urls import parse_url, take_request_bound
+from fencelock.engine.urls import parse_url
 from fencelock.errors import ConfigError
 
 part = st.from_regex(r"[A-Za-z0-9_:@=+-][A-Za-z0-9_.:@=+-]{0,10}", fullmatch=True)
@@ -67,23 +66,23 @@ def test_connect_options_must_be_plain_values() -> None:
 
 
 def test_the_request_bound_is_taken_out_of_the_options() -> None:
-    parsed, bound = take_request_bound(parse_url("etcd://h:1?request_bound=2.5&timeout=4"))
-    assert bound == 2.5
+    parsed = parse_url("etcd://h:1?request_bound=2.5&timeout=4")
+    assert parsed.request_bound == 2.5
     assert parsed.options == {"timeout": "4"}  # the family never sees it
-    assert take_request_bound(parse_url("etcd://h:1"))[1] == REQUEST_BOUND
+    assert parse_url("etcd://h:1").request_bound == REQUEST_BOUND
 
 
 @pytest.mark.parametrize("text", ["0", "-1", "soon", "nan", "inf", "-inf", "1e999"])
 def test_a_bad_request_bound_is_a_config_error(text: str) -> None:
     with pytest.raises(ConfigError, match=f"request_bound={text!r}"):
-        take_request_bound(parse_url(f"zookeeper://h:1?request_bound={text}"))
+        parse_url(f"zookeeper://h:1?request_bound={text}")
 
 
 @pytest.mark.parametrize("scheme", ["memory", "sqlite"])
 def test_every_scheme_takes_a_request_bound(scheme: str, tmp_path: Path) -> None:
     url = "memory://x" if scheme == "memory" else f"sqlite:///{tmp_path / 'bound.db'}"
     with fencelock.connect(f"{url}?request_bound=7") as client:
-        assert request_bound_of(client.seam.backend) == 7.0
+        assert client.seam.backend.request_bound == 7.0
 
 
 @pytest.mark.parametrize(

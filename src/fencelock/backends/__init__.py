@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from fencelock.backends.base import AsyncBackend, Backend
-from fencelock.engine.urls import ParsedURL, parse_url, take_request_bound
+from fencelock.engine.urls import ParsedURL, parse_url
 from fencelock.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -101,12 +101,10 @@ def open_async_backend(url: str) -> AsyncBackend:
 
 def _opened(url: str, opener: str) -> Any:
     """The backend that ``url``'s family opens with its ``opener`` (``open_sync`` or
-    ``open_async``), told the URL's bound on each request."""
-    parsed, bound = take_request_bound(parse_url(url))
+    ``open_async``)."""
+    parsed = parse_url(url)
     with _driver_needed(parsed):
-        backend = getattr(_family(parsed), opener)(parsed)
-    setattr(backend, "request_bound", bound)  # noqa: B010 - read by bounds.request_bound_of
-    return backend
+        return getattr(_family(parsed), opener)(parsed)
 
 
 def url_of(target: object) -> object:
@@ -123,7 +121,7 @@ def url_of(target: object) -> object:
 
 def review_sql(url: str) -> str:
     """Every SQL statement the backend at ``url`` runs, for review (no driver, no connection)."""
-    parsed, _ = take_request_bound(parse_url(url))
+    parsed = parse_url(url)
     family = _FAMILIES.get(parsed.scheme)
     if family not in _SQL_FAMILIES:
         raise ConfigError(
@@ -136,7 +134,7 @@ def review_sql(url: str) -> str:
 
 def sqlite_file(url: str) -> str | None:
     """The database file of an ``sqlite://`` URL, else None."""
-    parsed, _ = take_request_bound(parse_url(url))
+    parsed = parse_url(url)
     if _FAMILIES.get(parsed.scheme) != "sqlite":
         return None
     path: str = _family(parsed).database_path(parsed)
@@ -145,7 +143,7 @@ def sqlite_file(url: str) -> str | None:
 
 def open_redis_fence(url: str) -> RedisFence:
     """The Redis half of :class:`fencelock.fencing.RedisGuard` (needs ``fencelock[redis]``)."""
-    parsed, _ = take_request_bound(parse_url(url))
+    parsed = parse_url(url)
     if _FAMILIES.get(parsed.scheme) != "redis":
         raise ConfigError(f"a RedisGuard needs a redis:// URL, not {parsed.redacted!r}")
     with _driver_needed(parsed):

@@ -47,6 +47,7 @@ __all__ = [
     "AttemptResult",
     "Backend",
     "Busy",
+    "Capabilities",
     "LockInfo",
     "PermitsInUse",
     "RenewedAsOf",
@@ -55,6 +56,22 @@ __all__ = [
     "async_sharing",
     "sharing",
 ]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do beyond the lock protocol: one value every backend declares
+    (``capabilities = Capabilities(...)``), so a misspelt capability is mypy's error,
+    not a silent False. Each True names the protocol the backend also implements."""
+
+    fair: bool = False  # waiters granted in arrival order
+    shares: bool = False  # native read/write and permit queues: SharingBackend
+    latches: bool = False  # count-down latches kept by the server: LatchingBackend
+    name_watches: bool = False  # the server pushes changes of names: NameWatchingBackend
+    keeps: bool = False  # a name kept after its lease by the server's clock: KeepingBackend
+    keeps_announced: bool = False  # a keep ended early wakes the name's waiters
+    renews_in_batches: bool = False  # many renewals in one request: BatchRenewingBackend
+    steps: bool = False  # the blocking face may wait on its driver stepped (stepping.py)
 
 
 @dataclass(frozen=True)
@@ -96,7 +113,8 @@ class Attempt(Protocol):
 
 class Backend(Protocol):
     url: str
-    supports_fair: bool
+    capabilities: Capabilities
+    request_bound: float  # seconds a request in flight may take past a call's end (its URL's)
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease (``renewed`` or not) left to its TTL stays on the server after
@@ -142,7 +160,8 @@ class AsyncAttempt(Protocol):
 
 class AsyncBackend(Protocol):
     url: str
-    supports_fair: bool
+    capabilities: Capabilities
+    request_bound: float
 
     def outlives_client(self, renewed: bool) -> bool: ...
 
@@ -185,7 +204,7 @@ class PermitsInUse(ConfigError):
 
 
 class SharingBackend(Backend, Protocol):
-    """A backend whose queue shares a name natively (``native_shares = True``)."""
+    """A backend whose queue shares a name natively (``Capabilities(shares=True)``)."""
 
     def shared_attempt(self, name: str, owner: str, ttl: float, share: Share) -> Attempt: ...
 
@@ -196,15 +215,15 @@ class AsyncSharingBackend(AsyncBackend, Protocol):
 
 def sharing(backend: Backend) -> SharingBackend | None:
     """``backend`` as one with native read/write and permit queues, or None."""
-    return cast(SharingBackend, backend) if getattr(backend, "native_shares", False) else None
+    return cast(SharingBackend, backend) if backend.capabilities.shares else None
 
 
 def async_sharing(backend: AsyncBackend) -> AsyncSharingBackend | None:
-    return cast(AsyncSharingBackend, backend) if getattr(backend, "native_shares", False) else None
+    return cast(AsyncSharingBackend, backend) if backend.capabilities.shares else None
 
 
 class NativeLatch(Protocol):
-    """A count-down latch a backend keeps itself (``native_latches = True``): the count
+    """A count-down latch a backend keeps itself (``Capabilities(latches=True)``): the count
     outlives every client even where leases end with theirs (ZooKeeper)."""
 
     def try_set_count(self, count: int) -> bool: ...
@@ -236,16 +255,16 @@ class AsyncLatchingBackend(AsyncBackend, Protocol):
 
 def latching(backend: Backend) -> LatchingBackend | None:
     """``backend`` as one that keeps latches itself, or None."""
-    return cast(LatchingBackend, backend) if getattr(backend, "native_latches", False) else None
+    return cast(LatchingBackend, backend) if backend.capabilities.latches else None
 
 
 def async_latching(backend: AsyncBackend) -> AsyncLatchingBackend | None:
-    ok = getattr(backend, "native_latches", False)
+    ok = backend.capabilities.latches
     return cast(AsyncLatchingBackend, backend) if ok else None
 
 
 class NameWatch(Protocol):
-    """Pushed news of the names under some prefixes (``native_name_watches = True``: a
+    """Pushed news of the names under some prefixes (``Capabilities(name_watches=True)``: a
     server's own watch, etcd's or ZooKeeper's), for a group's watchers."""
 
     def changed(self, timeout: float) -> bool:
@@ -271,17 +290,17 @@ class AsyncNameWatchingBackend(AsyncBackend, Protocol):
 
 def name_watching(backend: Backend) -> NameWatchingBackend | None:
     """``backend`` as one whose server pushes changes of names, or None."""
-    ok = getattr(backend, "native_name_watches", False)
+    ok = backend.capabilities.name_watches
     return cast(NameWatchingBackend, backend) if ok else None
 
 
 def async_name_watching(backend: AsyncBackend) -> AsyncNameWatchingBackend | None:
-    ok = getattr(backend, "native_name_watches", False)
+    ok = backend.capabilities.name_watches
     return cast(AsyncNameWatchingBackend, backend) if ok else None
 
 
 class KeepingBackend(Backend, Protocol):
-    """A backend that keeps a name taken after its lease ends (``native_keeps = True``),
+    """A backend that keeps a name taken after its lease ends (``Capabilities(keeps=True)``),
     where a lease itself cannot outlive its client (ZooKeeper)."""
 
     def keep(self, name: str, owner: str, seconds: float) -> bool:
@@ -295,11 +314,11 @@ class AsyncKeepingBackend(AsyncBackend, Protocol):
 
 def keeping(backend: Backend) -> KeepingBackend | None:
     """``backend`` as one that keeps names after their leases, or None."""
-    return cast(KeepingBackend, backend) if getattr(backend, "native_keeps", False) else None
+    return cast(KeepingBackend, backend) if backend.capabilities.keeps else None
 
 
 def async_keeping(backend: AsyncBackend) -> AsyncKeepingBackend | None:
-    ok = getattr(backend, "native_keeps", False)
+    ok = backend.capabilities.keeps
     return cast(AsyncKeepingBackend, backend) if ok else None
 
 
@@ -308,7 +327,7 @@ RenewOutcome = bool | RenewedAsOf | FencelockError
 
 
 class BatchRenewingBackend(Backend, Protocol):
-    """A backend that renews many leases in one request (``renews_in_batches = True``)."""
+    """A backend that renews many leases in one request (``renews_in_batches``)."""
 
     def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
         """:meth:`Backend.renew` of each, in one request: an outcome each, in order (the
@@ -338,19 +357,19 @@ async def renew_each(
 
 def batch_renewing(backend: Backend) -> BatchRenewingBackend | None:
     """``backend`` as one that renews many leases in one request, or None."""
-    ok = getattr(backend, "renews_in_batches", False)
+    ok = backend.capabilities.renews_in_batches
     return cast(BatchRenewingBackend, backend) if ok else None
 
 
 def async_batch_renewing(backend: AsyncBackend) -> AsyncBatchRenewingBackend | None:
-    ok = getattr(backend, "renews_in_batches", False)
+    ok = backend.capabilities.renews_in_batches
     return cast(AsyncBatchRenewingBackend, backend) if ok else None
 
 
 def leaves_names_taken(backend: Backend | AsyncBackend, renewed: bool) -> bool:
     """Whether a name can stay taken after its lease for a while (``expire_in``,
     run-once's ``at_least``): its lease outlives the client, or the backend keeps it."""
-    return backend.outlives_client(renewed) or getattr(backend, "native_keeps", False)
+    return backend.outlives_client(renewed) or backend.capabilities.keeps
 
 
 def holds_latches(backend: Backend | AsyncBackend) -> bool:
@@ -358,8 +377,6 @@ def holds_latches(backend: Backend | AsyncBackend) -> bool:
     it keeps latches itself, or it keeps names after their leases and wakes their
     waiters when a keep is ended early (``keeps_announced``): the generic latch then
     keeps its counts that way."""
-    if backend.outlives_client(False) or getattr(backend, "native_latches", False):
+    if backend.outlives_client(False) or backend.capabilities.latches:
         return True
-    return bool(
-        getattr(backend, "native_keeps", False) and getattr(backend, "keeps_announced", False)
-    )
+    return bool(backend.capabilities.keeps and backend.capabilities.keeps_announced)

@@ -48,13 +48,6 @@ def _server(where: str) -> str:
     return f"{kind} at {where}" if kind else where
 
 
-def request_bound_of(backend: object) -> float:
-    """The request bound of ``backend``: its URL's ``request_bound`` option, else
-    :data:`~fencelock.engine.timing.REQUEST_BOUND`."""
-    bound = getattr(backend, "request_bound", REQUEST_BOUND)
-    return float(bound)
-
-
 async def bounded(
     seconds: float | None,
     awaitable: Awaitable[T],

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from fencelock import clock, forking
-from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo, Renewal
+from fencelock.backends.base import Acquired, AttemptResult, Busy, Capabilities, LockInfo, Renewal
 from fencelock.backends.threaded import ThreadedAsyncBackend
 from fencelock.engine.barging import (
     Waiter,
@@ -154,8 +154,10 @@ class MemoryAttempt:
 class MemoryBackend:
     """Leases in this process's memory."""
 
-    supports_fair = True
-    renews_in_batches = True
+    capabilities = Capabilities(
+        fair=True,
+        renews_in_batches=True,
+    )
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""
@@ -172,6 +174,7 @@ class MemoryBackend:
         if parsed.hosts and parsed.hosts[0][1] is not None:
             raise ConfigError(f"memory:// takes a store name, not a port: {parsed.redacted!r}")
         self.url = parsed.redacted
+        self.request_bound = parsed.request_bound
         self._store = _STORES.get(parsed.hosts[0][0] if parsed.hosts else "")
         self._created_in = os.getpid()
         self._forked = False

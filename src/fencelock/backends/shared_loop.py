@@ -27,6 +27,7 @@ from fencelock.backends.base import (
     Attempt,
     AttemptResult,
     Backend,
+    Capabilities,
     LockInfo,
     Renewal,
     RenewedAsOf,
@@ -38,7 +39,7 @@ from fencelock.backends.base import (
     async_name_watching,
     async_sharing,
 )
-from fencelock.backends.bounds import BoundedAttempt, abandoning, request_bound_of
+from fencelock.backends.bounds import BoundedAttempt, abandoning
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import BackendUnavailable, ConfigError
 from fencelock.stepping import call_ends_at
@@ -419,15 +420,10 @@ class SharedLoopBackend:
             self._loop.stop()
             raise
         self.url = inner.url
-        self.supports_fair = inner.supports_fair
+        self.capabilities: Capabilities = inner.capabilities
+        self.request_bound = inner.request_bound
         self.outlives_client = inner.outlives_client
-        self.native_shares: bool = getattr(inner, "native_shares", False)
-        self.native_latches: bool = getattr(inner, "native_latches", False)
-        self.native_name_watches: bool = getattr(inner, "native_name_watches", False)
-        self.native_keeps: bool = getattr(inner, "native_keeps", False)
-        self.keeps_announced: bool = getattr(inner, "keeps_announced", False)
-        self.renews_in_batches: bool = getattr(inner, "renews_in_batches", False)
-        self._steps: bool = getattr(inner, "steps", False)  # see stepping.py
+        self._steps = inner.capabilities.steps  # see stepping.py
         forking.register(self)
 
     @classmethod
@@ -466,7 +462,7 @@ class SharedLoopBackend:
             self._backend().attempt(name, owner, ttl, fair, renewed),
             self._loop,
             self.url,
-            request_bound_of(self),
+            self.request_bound,
             self._steps,
         )
 
@@ -478,7 +474,7 @@ class SharedLoopBackend:
             inner.shared_attempt(name, owner, ttl, share),
             self._loop,
             self.url,
-            request_bound_of(self),
+            self.request_bound,
             self._steps,
         )
 
@@ -489,7 +485,7 @@ class SharedLoopBackend:
         return SharedLoopNameWatch(inner.watch_names(prefixes), self._loop)
 
     def latch(self, name: str) -> SharedLoopLatch:
-        if not self.native_latches:
+        if not self.capabilities.latches:
             raise ConfigError(f"{self.url} keeps no latch of its own")
         return SharedLoopLatch(self, name)
 
@@ -518,7 +514,7 @@ class SharedLoopBackend:
         the process's exit."""
         inner = self._backend()
         renewing = inner.renew(name, owner, ttl)
-        bound = request_bound_of(self)
+        bound = self.request_bound
         cut_off = abandoning(ttl + bound, renewing, self.url, "a renewal", bound)
         return self._loop.run(cut_off)
 
@@ -526,7 +522,7 @@ class SharedLoopBackend:
         """Renew ``renewals`` in one trip; cut off as :meth:`renew`."""
         inner = async_batch_renewing(self._backend())
         assert inner is not None, "asked only where renews_in_batches"
-        bound = request_bound_of(self)
+        bound = self.request_bound
         longest = max((ttl for _, _, ttl in renewals), default=0.0)
         renewing = inner.renew_many(renewals)
         return self._loop.run(abandoning(longest + bound, renewing, self.url, "renewals", bound))

@@ -26,6 +26,7 @@ from fencelock.backends.base import (
     Attempt,
     AttemptResult,
     Backend,
+    Capabilities,
     LockInfo,
     Renewal,
     RenewedAsOf,
@@ -140,9 +141,9 @@ class ThreadedAsyncBackend:
     def __init__(self, backend: Backend) -> None:
         self.sync = backend
         self.url = backend.url
-        self.supports_fair = backend.supports_fair
+        self.capabilities: Capabilities = backend.capabilities
+        self.request_bound = backend.request_bound
         self.outlives_client = backend.outlives_client
-        self.renews_in_batches: bool = getattr(backend, "renews_in_batches", False)
         self._pools = _Pools()
 
     async def open(self) -> None:

@@ -23,6 +23,9 @@ class ParsedURL:
     password: str | None = field(default=None, repr=False)
     options: dict[str, str] = field(default_factory=dict)
     raw: str = field(default="", repr=False)
+    # Seconds past a call's timeout that a request in flight may take: every scheme's
+    # ``request_bound`` option (default REQUEST_BOUND); a backend keeps it as its own.
+    request_bound: float = REQUEST_BOUND
 
     @property
     def redacted(self) -> str:
@@ -107,7 +110,7 @@ def parse_url(url: object) -> ParsedURL:
         raise ConfigError(f"malformed backend URL {shown!r}: no scheme")
     userinfo, _, hostlist = parts.netloc.rpartition("@")
     username, _, password = userinfo.partition(":")
-    return ParsedURL(
+    parsed = ParsedURL(
         scheme=scheme,
         hosts=tuple(_parse_host(h, shown) for h in hostlist.split(",")) if hostlist else (),
         path=unquote(parts.path),
@@ -116,6 +119,9 @@ def parse_url(url: object) -> ParsedURL:
         options=_parse_query(parts.query, shown),
         raw=url,
     )
+    bound = number_option(parsed, "request_bound", REQUEST_BOUND)
+    options = {key: value for key, value in parsed.options.items() if key != "request_bound"}
+    return replace(parsed, options=options, request_bound=bound)
 
 
 def _reject_raw_reserved(url: str, shown: str) -> None:
@@ -166,16 +172,6 @@ def _parse_query(query: str, shown: str) -> dict[str, str]:
 # to the server, ``connect_timeout`` bounds opening a connection. A portable program can
 # pass them whatever $FENCELOCK_URL names; memory:// accepts and ignores them.
 COMMON_OPTIONS = frozenset({"timeout", "connect_timeout"})
-
-
-def take_request_bound(parsed: ParsedURL) -> tuple[ParsedURL, float]:
-    """``parsed`` without its ``request_bound`` option, and that option's value in
-    seconds (default :data:`~fencelock.engine.timing.REQUEST_BOUND`): how long past a
-    call's timeout a request in flight may take. Every scheme takes it; the registry
-    reads it, so no family needs to."""
-    bound = number_option(parsed, "request_bound", REQUEST_BOUND)
-    options = {key: value for key, value in parsed.options.items() if key != "request_bound"}
-    return replace(parsed, options=options), bound
 
 
 def reject_unknown_options(parsed: ParsedURL, known: AbstractSet[str]) -> None:

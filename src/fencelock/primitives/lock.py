@@ -28,7 +28,7 @@ from fencelock.backends.base import (
     async_sharing,
     sharing,
 )
-from fencelock.backends.bounds import alimited, request_bound_of
+from fencelock.backends.bounds import alimited
 from fencelock.backends.shared_loop import limited
 from fencelock.engine.acquire import (
     AcquireFlow,
@@ -330,7 +330,7 @@ class Lock(_LockBase[Backend, Lease]):
             owner, flow, began = self._start(timeout)
             deadline = deadline_of(began, timeout)
             attempt = limited(self._attempt(owner), deadline)
-            ends = None if deadline is None else deadline + request_bound_of(self._backend)
+            ends = None if deadline is None else deadline + self._backend.request_bound
             pending = self._pending.blocking(attempt)
             try:
                 with call_ends_at(ends):  # a blocking driver's sockets end with the call
@@ -434,7 +434,7 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
         with acquiring(self.name, timeout, self._backend.url) as traced:
             owner, flow, began = self._start(timeout)
             deadline = deadline_of(began, timeout)
-            bound = request_bound_of(self._backend)
+            bound = self._backend.request_bound
             attempt = alimited(self._attempt(owner), self._backend.url, deadline, bound)
             pending = self._pending.task()
             try:

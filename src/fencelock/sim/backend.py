@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from fencelock import clock
-from fencelock.backends.base import LockInfo
+from fencelock.backends.base import Capabilities, LockInfo
 from fencelock.engine import redlock as plan
 from fencelock.engine.outcomes import Acquired, AttemptResult, Busy, RenewedAsOf
 from fencelock.engine.session import Session
@@ -39,7 +39,7 @@ REQUEST_BOUND = 0.25  # how long a client waits for a reply (a real URL's reques
 class SimBackend:
     """Client ``client``'s connection to ``store`` over ``network``."""
 
-    supports_fair = False
+    capabilities = Capabilities()
     request_bound = REQUEST_BOUND
 
     def __init__(self, store: LeaseStore, network: Network, client: int) -> None:
@@ -131,7 +131,7 @@ class SimSessionBackend:
     on first use and again after it ended; every lock held in it reports its end (the
     server's push, or the answer to the next request) through one :class:`Session`."""
 
-    supports_fair = False
+    capabilities = Capabilities()
     request_bound = REQUEST_BOUND
 
     def __init__(self, store: SessionStore, network: Network, client: int, timeout: float) -> None:
@@ -269,7 +269,7 @@ class SimRedlockBackend:
     """Client ``client``'s Redlock over N model nodes, each request to each node over
     the network: the decisions are the real ones (:mod:`fencelock.engine.redlock`)."""
 
-    supports_fair = False
+    capabilities = Capabilities()
     request_bound = REQUEST_BOUND
 
     def __init__(self, nodes: RedlockNodes, network: Network, client: int) -> None:

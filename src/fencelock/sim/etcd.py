@@ -809,7 +809,7 @@ def _etcd_backend(model: EtcdModel, transport: Transport, timeout: float) -> Asy
     backend = AsyncEtcdBackend(parse_url(url))
     wire = SimEtcdWire(model, transport, backend.options)
     backend._gateway = SimEtcdGateway(backend.options, backend.url, wire)
-    setattr(backend, "request_bound", timeout)  # noqa: B010 - as the registry does
+    backend.request_bound = timeout
     return backend
 
 

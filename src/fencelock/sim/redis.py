@@ -327,7 +327,7 @@ class SimRedisBackend(AsyncRedisBackend):
 def _backend(side: Side, timeout: float) -> SimRedisBackend:
     url = f"redis://sim-redis:6379/0?timeout={timeout}&connect_timeout={timeout}"
     backend = SimRedisBackend(url, side, f"{KEY_PREFIX}wake:{side.client:016x}")
-    setattr(backend, "request_bound", timeout)  # noqa: B010 - as the registry does
+    backend.request_bound = timeout
     return backend
 
 

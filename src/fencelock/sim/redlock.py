@@ -272,5 +272,5 @@ def sim_redlock_backend(nodes: RedisNodes, timeout: float = NODE_TIMEOUT) -> Asy
     """A real Redlock backend on ``nodes`` (dialled through the loop's ``dial``)."""
     hosts = ",".join(f"{host}:{PORT}" for host in node_names(len(nodes.models)))
     backend = AsyncRedlockBackend(parse_url(f"redlock://{hosts}/0?timeout={timeout}"))
-    setattr(backend, "request_bound", REQUEST_BOUND)  # noqa: B010 - as the registry does
+    backend.request_bound = REQUEST_BOUND
     return backend

@@ -26,13 +26,13 @@ from fencelock.backends.base import (
     Acquired,
     AttemptResult,
     Busy,
+    Capabilities,
     LockInfo,
     Renewal,
     RenewedAsOf,
     RenewOutcome,
     renew_each,
 )
-from fencelock.backends.bounds import request_bound_of
 from fencelock.backends.etcd import gateway
 from fencelock.backends.etcd.http import Gateway, LeaseNotFound
 from fencelock.backends.etcd.name_watch import EtcdNameWatch
@@ -72,10 +72,12 @@ def session_ttl(ttl: float) -> int:
 class AsyncEtcdBackend:
     """The asyncio etcd backend; the sync one runs it on a shared loop."""
 
-    supports_fair = True  # the queue is FIFO by create revision, fair or not
-    renews_in_batches = True  # answered from the session's keepalive, one loop trip
-    steps = True  # the blocking client steps it: a reply is read on the caller's thread
-    native_name_watches = True  # a watch on a key range: a group's changes are pushed
+    capabilities = Capabilities(
+        fair=True,  # the queue is FIFO by create revision, fair or not
+        renews_in_batches=True,  # answered from the session's keepalive, one loop trip
+        steps=True,  # the blocking client steps it: a reply is read on the caller's thread
+        name_watches=True,  # a watch on a key range: a group's changes are pushed
+    )
 
     def outlives_client(self, renewed: bool) -> bool:
         """An unrenewed lease has an etcd lease of its own, which closing the client
@@ -85,6 +87,7 @@ class AsyncEtcdBackend:
     def __init__(self, parsed: ParsedURL) -> None:
         self.options = etcd_options(parsed)
         self.url = parsed.redacted
+        self.request_bound = parsed.request_bound
         self._gateway = Gateway(self.options, self.url)
         self._start_afresh()
         forking.register(self)
@@ -107,7 +110,7 @@ class AsyncEtcdBackend:
     def watch_names(self, prefixes: Sequence[str]) -> EtcdNameWatch:
         """Pushed news of every name under ``prefixes`` (the keys of their lines)."""
         keys = [f"{self.options.prefix}{prefix}".encode() for prefix in prefixes]
-        return EtcdNameWatch(self._gateway.stream, keys, request_bound_of(self))
+        return EtcdNameWatch(self._gateway.stream, keys, self.request_bound)
 
     async def open(self) -> None:
         await self._gateway.check_version()

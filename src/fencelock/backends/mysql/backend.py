@@ -27,6 +27,7 @@ from fencelock.backends.base import (
     Acquired,
     AttemptResult,
     Busy,
+    Capabilities,
     LockInfo,
     Renewal,
     RenewOutcome,
@@ -55,10 +56,12 @@ def idle_limit(ttl: float) -> int:
 class AsyncMySQLBackend:
     """The asyncio MySQL backend; the sync one runs it on a shared loop."""
 
-    supports_fair = False  # GET_LOCK's waiters are woken in the server's order
-    renews_in_batches = True  # each on its own connection, all in one loop trip
-    native_keeps = True  # a name kept after its lock: a row of the keeps table
-    steps = True  # the blocking client steps it: a reply is read on the caller's thread
+    capabilities = Capabilities(
+        fair=False,  # GET_LOCK's waiters are woken in the server's order
+        renews_in_batches=True,  # each on its own connection, all in one loop trip
+        keeps=True,  # a name kept after its lock: a row of the keeps table
+        steps=True,  # the blocking client steps it: a reply is read on the caller's thread
+    )
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""
@@ -67,6 +70,7 @@ class AsyncMySQLBackend:
     def __init__(self, parsed: ParsedURL) -> None:
         self.options = mysql_options(parsed)
         self.url = parsed.redacted
+        self.request_bound = parsed.request_bound
         self.connections = Connections(self.options, self.url)
         self.statements = self.connections.statements
         self._held: dict[str, tuple[WatchedConnection, str]] = {}  # owner -> conn, lock

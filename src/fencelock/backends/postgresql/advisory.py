@@ -27,6 +27,7 @@ from fencelock.backends.base import (
     Acquired,
     AttemptResult,
     Busy,
+    Capabilities,
     LockInfo,
     Renewal,
     RenewOutcome,
@@ -59,11 +60,13 @@ class _Held:
 class AsyncAdvisoryBackend:
     """The asyncio advisory-lock backend; the sync one runs it on a shared loop."""
 
-    supports_fair = True
-    renews_in_batches = True  # each on its own session, all in one loop trip
-    native_keeps = True  # a name kept after its lock: a row of the lease table
-    keeps_announced = True  # a keep ended early wakes the name's waiters (NOTIFY)
-    steps = STEPS  # the blocking client steps it (fencelock/stepping.py)
+    capabilities = Capabilities(
+        fair=True,
+        renews_in_batches=True,  # each on its own session, all in one loop trip
+        keeps=True,  # a name kept after its lock: a row of the lease table
+        keeps_announced=True,  # a keep ended early wakes the name's waiters (NOTIFY)
+        steps=STEPS,  # the blocking client steps it (fencelock/stepping.py)
+    )
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""
@@ -72,6 +75,7 @@ class AsyncAdvisoryBackend:
     def __init__(self, parsed: ParsedURL) -> None:
         self.options = postgres_options(parsed)
         self.url = parsed.redacted
+        self.request_bound = parsed.request_bound
         self.statements = AdvisoryStatements(self.options.schema)
         self.connections = Connections(self.options, self.url, self.statements)
         self.listener = Listener(self.connections)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fencelock import forking
-from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo, Renewal
+from fencelock.backends.base import Acquired, AttemptResult, Busy, Capabilities, LockInfo, Renewal
 from fencelock.backends.postgresql.connections import STEPS, Connections
 from fencelock.backends.postgresql.listener import Listener
 from fencelock.backends.postgresql.options import postgres_options
@@ -32,9 +32,11 @@ from fencelock.engine.urls import ParsedURL
 class AsyncPostgresBackend:
     """The asyncio PostgreSQL backend; the sync one runs it on a shared loop."""
 
-    supports_fair = True
-    renews_in_batches = True
-    steps = STEPS  # the blocking client steps it (fencelock/stepping.py)
+    capabilities = Capabilities(
+        fair=True,
+        renews_in_batches=True,
+        steps=STEPS,  # the blocking client steps it (fencelock/stepping.py)
+    )
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""
@@ -43,6 +45,7 @@ class AsyncPostgresBackend:
     def __init__(self, parsed: ParsedURL) -> None:
         self.options = postgres_options(parsed)
         self.url = parsed.redacted
+        self.request_bound = parsed.request_bound
         self.connections = Connections(self.options, self.url)
         self.statements = Statements(self.options.schema)
         self.listener = Listener(self.connections)

@@ -36,6 +36,7 @@ from fencelock.backends.base import (
     Acquired,
     Attempt,
     AttemptResult,
+    Capabilities,
     LockInfo,
     Renewal,
     RenewOutcome,
@@ -58,14 +59,17 @@ RELEARN_AT_MOST_EVERY = 0.2
 class RedisClusterBackend:
     """Leases on a Redis Cluster (sync; asyncio through the thread adapter)."""
 
-    supports_fair = True
-    renews_in_batches = True  # a pipeline per master
+    capabilities = Capabilities(
+        fair=True,
+        renews_in_batches=True,  # a pipeline per master
+    )
 
     def outlives_client(self, renewed: bool) -> bool:
         return True
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.url = parsed.redacted
+        self.request_bound = parsed.request_bound
         self._parsed = parsed
         self._seeds = cluster_seeds(parsed)
         self._nodes: dict[Address, RedisBackend] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from contextlib import AbstractContextManager
 
+from fencelock.backends.base import Capabilities
 from fencelock.backends.redis import conversations
 from fencelock.backends.redis.errors import translated
 from fencelock.backends.redis.options import RedisOptions, redis_options
@@ -15,8 +16,10 @@ from fencelock.engine.urls import ParsedURL
 class RedisServer:
     """One Redis server as a backend sees it (no connection: the drivers make those)."""
 
-    supports_fair = True
-    renews_in_batches = True
+    capabilities = Capabilities(
+        fair=True,
+        renews_in_batches=True,
+    )
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""
@@ -25,6 +28,7 @@ class RedisServer:
     def __init__(self, parsed: ParsedURL, options: RedisOptions | None = None) -> None:
         """The server ``parsed`` names, or the one ``options`` name (a cluster's node)."""
         self.url = parsed.redacted
+        self.request_bound = parsed.request_bound
         self.options = redis_options(parsed) if options is None else options
         self.where = self.options.where
         self.keys = KeyStyle(self.options.bare_keys)

@@ -29,6 +29,7 @@ from fencelock.aio import TIMEOUTS, within
 from fencelock.backends.base import (
     Acquired,
     AttemptResult,
+    Capabilities,
     LockInfo,
     Renewal,
     RenewOutcome,
@@ -155,8 +156,10 @@ class RedlockAttempt:
 class AsyncRedlockBackend:
     """Leases on a quorum of independent Redis masters."""
 
-    supports_fair = False
-    renews_in_batches = True  # each on its own, pipelined on the nodes' connections
+    capabilities = Capabilities(
+        fair=False,
+        renews_in_batches=True,  # each on its own, pipelined on the nodes' connections
+    )
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""
@@ -164,6 +167,7 @@ class AsyncRedlockBackend:
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.url = parsed.redacted
+        self.request_bound = parsed.request_bound
         self._options = node_options(parsed)
         self._connect()
         self.timeout = self.nodes[0].options.timeout

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from fencelock import forking
-from fencelock.backends.base import Acquired, AttemptResult, Busy, LockInfo, Renewal
+from fencelock.backends.base import Acquired, AttemptResult, Busy, Capabilities, LockInfo, Renewal
 from fencelock.backends.sqlite import liveness
 from fencelock.backends.sqlite.wakeup_socket import WakeupSender, WakeupSocket
 from fencelock.engine.barging import (
@@ -308,8 +308,10 @@ class SQLiteAttempt:
 class SQLiteBackend:
     """Leases in an SQLite file shared by the processes of one host."""
 
-    supports_fair = True
-    renews_in_batches = True
+    capabilities = Capabilities(
+        fair=True,
+        renews_in_batches=True,
+    )
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""
@@ -318,6 +320,7 @@ class SQLiteBackend:
     def __init__(self, parsed: ParsedURL, host: liveness.Host | None = None) -> None:
         reject_unknown_options(parsed, COMMON_OPTIONS | {"busy_timeout"})
         self.url = parsed.redacted
+        self.request_bound = parsed.request_bound
         self.path = database_path(parsed)
         # timeout: how long one statement waits for the file's write lock (busy_timeout
         # is its older name); connect_timeout: how long opening the file may take.

@@ -32,6 +32,7 @@ from fencelock.backends.base import (
     Acquired,
     AttemptResult,
     Busy,
+    Capabilities,
     LockInfo,
     PermitsInUse,
     Renewal,
@@ -95,13 +96,15 @@ def session_timeout(ttl: float) -> int:
 class AsyncZooKeeperBackend:
     """The asyncio ZooKeeper backend; the sync one runs it on a shared loop."""
 
-    supports_fair = True  # the queue is FIFO by sequence number, fair or not
-    renews_in_batches = True  # answered from the session's heartbeat, one loop trip
-    native_shares = True  # readers, writers and permits queue in one line
-    native_latches = True  # in a persistent node (a lease's node ends with its session)
-    native_keeps = True  # a name kept after its lease, by a mark the server times
-    steps = True  # kazoo's results can be waited for on the caller's thread (stepping.py)
-    native_name_watches = True  # child watches: a group's changes are pushed
+    capabilities = Capabilities(
+        fair=True,  # the queue is FIFO by sequence number, fair or not
+        renews_in_batches=True,  # answered from the session's heartbeat, one loop trip
+        shares=True,  # readers, writers and permits queue in one line
+        latches=True,  # in a persistent node (a lease's node ends with its session)
+        keeps=True,  # a name kept after its lease, by a mark the server times
+        steps=True,  # kazoo's results can be waited for on the caller's thread (stepping.py)
+        name_watches=True,  # child watches: a group's changes are pushed
+    )
 
     def outlives_client(self, renewed: bool) -> bool:
         """Whether a lease left to its TTL stays on the server after the client closes."""
@@ -110,6 +113,7 @@ class AsyncZooKeeperBackend:
     def __init__(self, parsed: ParsedURL) -> None:
         self.options = zookeeper_options(parsed)
         self.url = parsed.redacted
+        self.request_bound = parsed.request_bound
         self._start_afresh()
         forking.register(self)
 
