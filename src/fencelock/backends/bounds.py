@@ -19,6 +19,7 @@ from typing import Any, NoReturn, TypeVar
 from fencelock import clock
 from fencelock.aio import TIMEOUTS, insisting
 from fencelock.backends.base import AsyncAttempt, AttemptResult
+from fencelock.engine.deadline import CallEnd
 from fencelock.engine.timing import REQUEST_BOUND
 from fencelock.errors import BackendUnavailable
 from fencelock.stepping import CallEnded
@@ -122,15 +123,8 @@ class BoundedAttempt:
     (a server merely slow still hears it; what a hung one keeps, a waiter's entry, expires
     with its session)."""
 
-    def __init__(
-        self,
-        attempt: AsyncAttempt,
-        where: str,
-        deadline: float | None = None,
-        bound: float = REQUEST_BOUND,
-    ) -> None:
-        self._attempt, self._where, self.deadline = attempt, where, deadline
-        self._request_bound = bound
+    def __init__(self, attempt: AsyncAttempt, where: str, end: CallEnd) -> None:
+        self._attempt, self._where, self.end = attempt, where, end
         self._cut_off = False
 
     @property
@@ -139,18 +133,12 @@ class BoundedAttempt:
         return bool(getattr(self._attempt, "idle", False))
 
     def _bound(self) -> float | None:
-        if self.deadline is None:
-            return None
-        return max(self.deadline - clock.now(), 0.0) + self._request_bound
+        return self.end.left(clock.now())
 
     @property
     def inner(self) -> AsyncAttempt:
         """The attempt, unbounded (for a caller that bounds it by :meth:`ends_at`)."""
         return self._attempt
-
-    def ends_at(self) -> float | None:
-        """When a call made now must end (a :func:`fencelock.clock.now` time), or None."""
-        return None if self.deadline is None else self.deadline + self._request_bound
 
     async def try_acquire(self) -> AttemptResult:
         return await self.bounding(self._attempt.try_acquire(), "a try")
@@ -161,7 +149,7 @@ class BoundedAttempt:
     async def bounding(self, call: Awaitable[T], what: str) -> T:
         """``call`` (one of this attempt's), cut off at the deadline plus one request."""
         try:
-            return await bounded(self._bound(), call, self._where, what, self._request_bound)
+            return await bounded(self._bound(), call, self._where, what, self.end.request)
         except BackendUnavailable:
             self._cut_off = True
             raise
@@ -171,7 +159,7 @@ class BoundedAttempt:
         (stepped): :meth:`close` as if here, and raise as :meth:`bounding` would."""
         self._cut_off = True
         if isinstance(failure, CallEnded) and given is not None:
-            raise _no_answer(self._where, what, given, self._request_bound) from failure
+            raise _no_answer(self._where, what, given, self.end.request) from failure
         raise failure
 
     async def close(self) -> None:
@@ -183,8 +171,6 @@ class BoundedAttempt:
         await asyncio.wait({closing}, timeout=0)  # sent; the caller's time is already up
 
 
-def alimited(
-    attempt: AsyncAttempt, where: str, deadline: float | None, bound: float = REQUEST_BOUND
-) -> AsyncAttempt:
-    """``attempt``, cut off at ``deadline`` (None: as it is) plus ``bound``."""
-    return attempt if deadline is None else BoundedAttempt(attempt, where, deadline, bound)
+def alimited(attempt: AsyncAttempt, where: str, end: CallEnd) -> AsyncAttempt:
+    """``attempt``, cut off at ``end`` (one with no deadline: as it is)."""
+    return attempt if end.deadline is None else BoundedAttempt(attempt, where, end)

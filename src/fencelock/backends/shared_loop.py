@@ -40,6 +40,7 @@ from fencelock.backends.base import (
     async_sharing,
 )
 from fencelock.backends.bounds import BoundedAttempt, abandoning
+from fencelock.engine.deadline import CallEnd
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import BackendUnavailable, ConfigError
 from fencelock.stepping import call_ends_at
@@ -288,14 +289,14 @@ class SharedLoopAttempt:
     def __init__(
         self, attempt: AsyncAttempt, loop: SharedLoop, where: str, bound: float, steps: bool
     ) -> None:
-        self._attempt, self._loop = BoundedAttempt(attempt, where, bound=bound), loop
+        self._attempt, self._loop = BoundedAttempt(attempt, where, CallEnd(None, bound)), loop
         self._steps = steps
         self._interrupted = False
         self._waiting: asyncio.Future[None] | None = None  # the wait under way, on the loop
 
-    def limit(self, deadline: float | None) -> None:
-        """Cut every call off at ``deadline`` (a :func:`fencelock.clock.now` time)."""
-        self._attempt.deadline = deadline
+    def limit(self, end: CallEnd) -> None:
+        """Cut every call off at ``end``."""
+        self._attempt.end = end
 
     def try_acquire(self) -> AttemptResult:
         return self._call(lambda attempt: attempt.try_acquire(), "a try")
@@ -340,10 +341,10 @@ class SharedLoopAttempt:
         bounded = self._attempt
         if not self._steps:  # its own (bounded) call, whose request is made as it runs
             return self._loop.run(call(bounded))
-        ends = bounded.ends_at()
-        given = None if ends is None else max(ends - clock.now(), 0.0)
+        end = bounded.end
+        given = end.left(clock.now())
         try:
-            with call_ends_at(ends):  # what a stepped request waits at most
+            with call_ends_at(end.at):  # what a stepped request waits at most
                 return self._loop.run_stepped(
                     call(bounded.inner), lambda rest: bounded.bounding(rest, what)
                 )
@@ -559,13 +560,13 @@ def release_within(backend: Backend, name: str, owner: str, seconds: float) -> b
     blocking driver's socket timeout cut to that (Redis's)."""
     if isinstance(backend, SharedLoopBackend):
         return backend.release_within(name, owner, seconds)
-    with call_ends_at(clock.now() + seconds):
+    with call_ends_at(CallEnd(clock.now(), seconds).at):  # no caller's time: one request
         return backend.release(name, owner)
 
 
-def limited(attempt: Attempt, deadline: float | None) -> Attempt:
-    """``attempt``, cut off at ``deadline`` plus one request where it can be (behind the
+def limited(attempt: Attempt, end: CallEnd) -> Attempt:
+    """``attempt``, cut off at ``end`` where it can be (behind the
     shared loop); a blocking backend's own socket timeout bounds the rest."""
     if isinstance(attempt, SharedLoopAttempt):
-        attempt.limit(deadline)
+        attempt.limit(end)
     return attempt

@@ -41,6 +41,7 @@ from fencelock.engine.acquire import (
     Waited,
     acquire_flow,
 )
+from fencelock.engine.deadline import CallEnd
 from fencelock.engine.timing import validate_timeout, validate_ttl
 from fencelock.errors import BackendUnavailable, ConfigError, FencelockError, LockTimeout
 from fencelock.holder import Holder, owner_value
@@ -328,12 +329,11 @@ class Lock(_LockBase[Backend, Lease]):
             return again
         with acquiring(self.name, timeout, self._backend.url) as traced:
             owner, flow, began = self._start(timeout)
-            deadline = deadline_of(began, timeout)
-            attempt = limited(self._attempt(owner), deadline)
-            ends = None if deadline is None else deadline + self._backend.request_bound
+            end = CallEnd(deadline_of(began, timeout), self._backend.request_bound)
+            attempt = limited(self._attempt(owner), end)
             pending = self._pending.blocking(attempt)
             try:
-                with call_ends_at(ends):  # a blocking driver's sockets end with the call
+                with call_ends_at(end.at):  # a blocking driver's sockets end with the call
                     outcome = drive(flow, attempt, self.name, pending)
             finally:
                 self._pending.done(pending)
@@ -433,9 +433,8 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
             return again
         with acquiring(self.name, timeout, self._backend.url) as traced:
             owner, flow, began = self._start(timeout)
-            deadline = deadline_of(began, timeout)
-            bound = self._backend.request_bound
-            attempt = alimited(self._attempt(owner), self._backend.url, deadline, bound)
+            end = CallEnd(deadline_of(began, timeout), self._backend.request_bound)
+            attempt = alimited(self._attempt(owner), self._backend.url, end)
             pending = self._pending.task()
             try:
                 outcome = await adrive(flow, attempt, self.name)
