@@ -24,12 +24,6 @@ class Trust(NamedTuple):
     hold_until: float = math.inf
 
 
-def first(started: float, ttl: float, max_hold: float | None) -> Trust:
-    """The trust of a lease granted by a request sent at ``started``."""
-    hold_until = math.inf if max_hold is None else started + max_hold
-    return Trust(min(timing.trusted_until(started, ttl), hold_until), hold_until=hold_until)
-
-
 def sending(trust: Trust, started: float, ttl: float) -> Trust:
     """A request to leave the lease ``ttl`` from about now goes out at ``started``: the
     server may apply it the moment it arrives, before its answer is read, so until then
