@@ -8,32 +8,50 @@ etcd in test_etcd_model_matches.py.)
 
 Time: each step is sent far from any lease's end (a step that would fall within the
 margin of one, ``MARGIN`` or its kind's, waits until it is past), so a loaded machine's
-delays cannot decide an outcome either way."""
+delays cannot decide an outcome either way.
+
+The session model is also held to the servers of its family as sessions end, on
+servers of this module's own: a silent client's session timing out (its locks granted
+to the client waiting, its renewals refused, its leases reported lost), and a server
+killed and started again (ZooKeeper keeps its sessions, MySQL and PostgreSQL end every
+one; tokens still grow); two deliberately broken models fail that differential."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+import secrets
 import time
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 import fencelock
 from fencelock import clock
+from fencelock.backends import open_async_backend
 from fencelock.backends.redis.resp import Script
 from fencelock.backends.redis.scripts import LockKeys, ms
 from fencelock.backends.redlock.backend import PHASE1, PHASE2, RELEASE, RENEW, AsyncRedlockBackend
 from fencelock.backends.redlock.round import Round, boolean_reply, phase_one_reply
 from fencelock.engine import redlock as quorum_plan
 from fencelock.engine.outcomes import Acquired, RenewedAsOf
+from fencelock.engine.session import Session
+from fencelock.errors import BackendUnavailable, FencelockError
 from fencelock.primitives.lock import new_owner
 from fencelock.sim.model import Granted, LeaseStore, RedlockNode, SessionStore
-from tests.contract.conftest import BackendCase
+from fencelock.testing import ServerPool, ServerProcess, ZooKeeperServer
+from fencelock.testing.tools import LOOPBACK
+from fencelock.testing.zookeeper import TICK_MS
+from tests.contract.conftest import BACKENDS, BackendCase
+
+T = TypeVar("T")
 
 LEASE_FAMILY = ("memory", "sqlite", "redis", "postgresql")
 SESSION_FAMILY = ("zookeeper", "mysql", "advisory")
+SELECTED_SESSION_KINDS = [kind for kind in SESSION_FAMILY if kind in BACKENDS]
 WHY_NOT = {
     "etcd": "simulated with its own gateway model: held to etcd in test_etcd_model_matches.py",
     "redlock": "of its own kind: one of its nodes is held to RedlockNode below",
@@ -362,3 +380,525 @@ def test_a_redlock_node_matches_its_model(backend: BackendCase, name: str, seed:
 
     asyncio.run(main())
     assert met >= REDLOCK_SITUATIONS, f"never met: {sorted(REDLOCK_SITUATIONS - met)}"
+
+
+# -- the session model as sessions end: expiry, a server killed ------------------------
+#
+# On servers of this module's own (one is killed), each client through a link of its
+# own that the test can cut (``Link``). The server's run is recorded once per backend and
+# scenario: every step, when its request left, and what the server answered; the model
+# replays the record (it is deterministic given the times) and must answer alike, step
+# by step. Times: the model's clock is the real one. A session is pinged in the model
+# when the real server heard from its client: each statement on it (MySQL, PostgreSQL:
+# their idle timeouts count from the last one), or any byte from its client (ZooKeeper:
+# kazoo pings on its own; the link notes when each byte passed).
+#
+# Tolerance: no compared step falls near a session's end. The probe that must find the
+# silent client's locks held is sent BEFORE (1.2 s) ahead of the earliest end its
+# sessions can have; the grant a session's end allows is compared on the model SETTLE
+# after it came, however late the server was. A model whose sessions end 1 s late fails
+# while the server grants within 0.7 s of the timeout (MySQL, PostgreSQL: within a poll;
+# this ZooKeeper: a tick, 0.1 s, and the request pipeline).
+
+EXPIRY_TTL = 3.0  # the expiry scenario's sessions' timeout: whole seconds (MySQL's wait_timeout)
+KILL_TTL = 10.0  # the kill scenario's: kazoo reconnects to a restarted ZooKeeper well within it
+KILLED_BEFORE = 2.0  # a silent ZooKeeper client's session would end this long after the kill
+BEFORE = 1.2  # the probe that must find a silent client's locks still held: this long before
+SETTLE = 0.3  # a grant that a session's end allowed is checked on the model this long after
+POLL = 0.2  # a waiter's wait between its tries
+GRANTED_WITHIN = 15.0  # a waiter is granted within this, or the step fails
+ANSWERED_WITHIN = 40.0  # a step is asked again while the server cannot be reached
+LOST_WITHIN = 5.0  # a refused lease is reported lost within this
+QUICK_TICK_MS = 100  # the ZooKeeper here ends a silent session within a tick past its timeout
+SCENARIOS = ("expiry", "kill")
+# Each scenario's outcomes the servers must have said (and so the model): per kind.
+MET_EXPIRY = {
+    "try: busy",
+    "try: acquired, its token above the name's earlier ones",
+    "renew: refused, lost",
+    "lost?: lost",
+    "release: False",
+    "release: True",
+}
+MET_KILL = {
+    "zookeeper": {"renew: renewed, held", "try: busy", "release: True"},
+    "mysql": {"renew: refused, lost", "release: False"},
+    "advisory": {"renew: refused, lost", "release: False"},
+}
+MET_KILL_ALL = {"try: acquired, its token above the name's earlier ones"}
+
+
+class QuickZooKeeper(ZooKeeperServer):
+    """A standalone ZooKeeper whose tick is 100 ms: it counts sessions' expiry in ticks,
+    so it ends a silent session within 0.1 s past its timeout, not 0.5 s."""
+
+    def config(self) -> str:
+        return super().config().replace(f"tickTime={TICK_MS}\n", f"tickTime={QUICK_TICK_MS}\n")
+
+
+@dataclass(frozen=True)
+class Said:
+    """A step of the server's run: ``op`` by client ``who`` on ``name``, sent at ``at``;
+    ``said``: what the server answered (None: not compared, only replayed)."""
+
+    at: float
+    op: str  # try, touch, renew, lost?, release, restart, heard
+    who: int = 0
+    name: str = ""
+    said: str | None = None
+    since: float = 0.0  # a restart's: when the server was killed
+
+
+@dataclass
+class Recording:
+    kind: str
+    scenario: str
+    ttl: float
+    steps: list[Said]
+
+
+class Link:
+    """One client's TCP link to the server: a proxy on the test's own loop that can be
+    cut (nothing crosses it either way, a close included: the client falls silent, as
+    behind a rule that drops its packets) and healed (every connection open across the
+    cut is closed: its bytes were lost), or refuse connections (while the server
+    restarts: a ZooKeeper that listens before it serves holds a client's reconnect
+    unanswered for the whole session timeout, and the session is lost or not by luck).
+    ``heard``: when the server heard from the client (bytes passed to it), each time."""
+
+    def __init__(self, upstream: int) -> None:
+        self.upstream, self.cut, self.heard = upstream, False, list[float]()
+        self.refusing = False
+        self._open: set[asyncio.StreamWriter] = set()
+        self._serving: set[asyncio.Task[Any]] = set()
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._serve, LOOPBACK, 0)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    def heal(self) -> None:
+        self.cut = False
+        for writer in list(self._open):
+            writer.close()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        self.heal()
+        if self._serving:
+            await asyncio.wait(self._serving)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.refusing:
+            writer.close()
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self._serving.add(task)
+        task.add_done_callback(self._serving.discard)
+        self._open.add(writer)
+        try:
+            up_reader, up_writer = await asyncio.open_connection(LOOPBACK, self.upstream)
+        except OSError:  # the server is down: so is this connection
+            self._open.discard(writer)
+            writer.close()
+            return
+        self._open.add(up_writer)
+        try:
+            await asyncio.gather(
+                self._pump(reader, up_writer, to_server=True),
+                self._pump(up_reader, writer, to_server=False),
+            )
+        finally:
+            for end in (writer, up_writer):
+                self._open.discard(end)
+                end.close()
+
+    async def _pump(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, to_server: bool
+    ) -> None:
+        with contextlib.suppress(OSError):
+            while data := await reader.read(65536):
+                if self.cut:
+                    continue  # dropped
+                if to_server:
+                    self.heard.append(clock.now())
+                writer.write(data)
+                await writer.drain()
+        while self.cut:  # a close does not cross a cut link either
+            await asyncio.sleep(0.05)
+        writer.close()
+
+
+class RealRun:
+    """The clients of one scenario on the real server, each on a link of its own; every
+    step they take, sent when and answered what, recorded."""
+
+    def __init__(self, kind: str, server: ServerProcess, ttl: float) -> None:
+        self.kind, self.server, self.ttl = kind, server, ttl
+        self.url = server.url
+        if kind == "advisory":
+            self.url = self.url.replace("postgresql://", "postgresql+advisory://", 1)
+        base = f"t{secrets.token_hex(4)}"
+        self.names = [f"{base}/l{number}" for number in (1, 2, 3)]
+        self.links: list[Link] = []
+        self.backends: list[Any] = []
+        self.owners: dict[tuple[int, str], str] = {}
+        self.attempts: dict[tuple[int, str], Any] = {}
+        self.leases: dict[tuple[int, str], Session] = {}  # each lease's news
+        self.tokens: dict[str, int] = {}  # the highest token granted, by name
+        self.steps: list[Said] = []
+
+    async def open(self, clients: int) -> None:
+        for _ in range(clients):
+            link = Link(self.server.port)
+            port = await link.start()
+            self.links.append(link)
+            url = self.url.replace(self.server.address, f"{LOOPBACK}:{port}", 1)
+            self.backends.append(open_async_backend(url))
+
+    def owner(self, who: int, name: str) -> str:
+        return self.owners.setdefault((who, name), new_owner())
+
+    async def _answered(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``call``'s answer, asked again while the server cannot be reached (restarting)."""
+        deadline = clock.now() + ANSWERED_WITHIN
+        while True:
+            try:
+                return await call()
+            except BackendUnavailable:
+                if clock.now() > deadline:
+                    raise
+                await asyncio.sleep(POLL)
+
+    async def _try(self, who: int, name: str) -> str:
+        key = (who, name)
+        attempt = self.attempts.get(key)
+        if attempt is None:
+            attempt = self.backends[who].attempt(name, self.owner(who, name), self.ttl)
+            self.attempts[key] = attempt
+        result = await self._answered(attempt.try_acquire)
+        if not isinstance(result, Acquired):
+            return "busy"
+        del self.attempts[key]
+        await attempt.close()
+        assert result.session is not None, "a session backend's lease has its session's news"
+        self.leases[key] = result.session
+        above = "above" if result.token > self.tokens.get(name, 0) else "not above"
+        self.tokens[name] = max(result.token, self.tokens.get(name, 0))
+        return f"acquired, its token {above} the name's earlier ones"
+
+    async def try_(self, who: int, name: str) -> None:
+        sent = clock.now()
+        self.steps.append(Said(sent, "try", who, name, await self._try(who, name)))
+
+    async def await_grant(self, who: int, name: str) -> None:
+        """Tries until granted, waiting between; the tries that find the lock still held
+        are not compared (a session's end may fall between a try's send and its answer):
+        the grant is, once settled."""
+        deadline = clock.now() + GRANTED_WITHIN
+        while True:
+            sent = clock.now()
+            said = await self._try(who, name)
+            if said != "busy":
+                granted = clock.now()
+                await asyncio.sleep(SETTLE)
+                self.steps.append(Said(granted + SETTLE, "try", who, name, said))
+                return
+            self.steps.append(Said(sent, "touch", who, name))
+            assert clock.now() < deadline, f"client {who} was never granted {name}"
+            await self.attempts[(who, name)].wait(POLL)
+            if self.kind == "mysql":  # it waited inside GET_LOCK, on its session
+                self.steps.append(Said(clock.now(), "touch", who, name))
+
+    async def _reported_lost(self, who: int, name: str, within: float) -> bool:
+        news = self.leases[(who, name)]
+        deadline = clock.now() + within
+        while news.ended_because is None and clock.now() < deadline:
+            await asyncio.sleep(0.02)
+        return news.ended_because is not None
+
+    async def renew(self, who: int, name: str) -> None:
+        sent, owner, backend = clock.now(), self.owner(who, name), self.backends[who]
+        renewed = bool(await self._answered(lambda: backend.renew(name, owner, self.ttl)))
+        lost = await self._reported_lost(who, name, 0.0 if renewed else LOST_WITHIN)
+        said = f"{'renewed' if renewed else 'refused'}, {'lost' if lost else 'held'}"
+        self.steps.append(Said(sent, "renew", who, name, said))
+
+    async def lost(self, who: int, name: str) -> None:
+        sent = clock.now()
+        lost = await self._reported_lost(who, name, LOST_WITHIN)
+        self.steps.append(Said(sent, "lost?", who, name, "lost" if lost else "held"))
+
+    async def release(self, who: int, name: str) -> None:
+        sent, owner, backend = clock.now(), self.owner(who, name), self.backends[who]
+        released = await self._answered(lambda: backend.release(name, owner))
+        self.leases.pop((who, name), None)
+        self.steps.append(Said(sent, "release", who, name, str(released)))
+
+    async def kill_and_restart(self) -> None:
+        """The server SIGKILLed and started again, with its data; its clients reach it
+        again once it serves."""
+        for link in self.links:
+            link.refusing = True
+            link.heal()
+        killed = clock.now()
+        await asyncio.to_thread(self.server.kill)
+        await asyncio.to_thread(self.server.start)
+        self.steps.append(Said(clock.now(), "restart", since=killed))
+        for link in self.links:
+            link.refusing = False
+
+    async def close(self) -> None:
+        for attempt in self.attempts.values():
+            with contextlib.suppress(FencelockError):
+                await attempt.close()
+        for who, name in list(self.leases):
+            with contextlib.suppress(FencelockError):
+                await self.backends[who].release(name, self.owner(who, name))
+        for backend in self.backends:
+            with contextlib.suppress(FencelockError):
+                await backend.close()
+        for link in self.links:
+            await link.close()
+        if self.kind == "zookeeper":  # kazoo's pings: ZooKeeper's sessions live by them
+            self.steps += [
+                Said(at, "heard", who) for who, link in enumerate(self.links) for at in link.heard
+            ]
+
+
+async def _expiry(run: RealRun) -> None:
+    """Client 0 holds two locks and falls silent (its link cut); client 1 waits for both:
+    they are still held shortly before the session's timeout, granted to client 1 once
+    the server ends the session, and client 0, heard again, is told it lost them."""
+    l1, l2, _ = run.names
+    for who in (0, 1):  # each client's session opened (a ZooKeeper session, a schema read)
+        await run.try_(who, f"{l1}.warm")
+        await run.release(who, f"{l1}.warm")
+    await run.try_(0, l1)
+    held_from = clock.now()  # no session of client 0's ends before this plus its timeout
+    await run.try_(0, l2)
+    await run.try_(1, l1)
+    await run.try_(1, l2)
+    run.links[0].cut = True
+    await asyncio.sleep(max(0.0, held_from + run.ttl - BEFORE - clock.now()))
+    await run.try_(1, l1)
+    await run.try_(1, l2)
+    await run.await_grant(1, l1)
+    await run.await_grant(1, l2)
+    run.links[0].heal()
+    await run.renew(0, l1)
+    await run.lost(0, l2)
+    await run.release(0, l2)
+    await run.try_(0, l1)  # in a session of its own now: client 1 holds it
+    await run.release(1, l1)
+    await run.release(1, l2)
+
+
+async def _kill(run: RealRun) -> None:
+    """Clients 0 and 1 hold three locks between them, client 2 waits for one; the server
+    is killed and started again with its data; what is still held, and by whom, then
+    the waiter granted, and a lock granted afresh, their tokens above the names' last.
+    On ZooKeeper, client 1 falls silent first: its session would have run out while
+    the server was down, but a restarted ZooKeeper times every session afresh."""
+    l1, l2, l3 = run.names
+    await run.try_(0, l1)
+    await run.try_(0, l2)
+    await run.try_(1, l3)
+    await run.try_(2, l1)
+    if run.kind == "zookeeper":
+        run.links[1].cut = True
+        ends = run.links[1].heard[-1] + run.ttl
+        await asyncio.sleep(max(0.0, ends - KILLED_BEFORE - clock.now()))
+    await run.kill_and_restart()
+    await run.renew(0, l1)
+    await run.renew(0, l2)
+    await run.renew(1, l3)
+    await run.try_(2, l2)
+    await run.release(0, l1)
+    await run.await_grant(2, l1)
+    await run.release(1, l3)
+    await run.await_grant(0, l3)
+
+
+async def _record(kind: str, scenario: str, server: ServerProcess) -> Recording:
+    ttl = EXPIRY_TTL if scenario == "expiry" else KILL_TTL
+    run = RealRun(kind, server, ttl)
+    await run.open(2 if scenario == "expiry" else 3)
+    try:
+        await (_expiry if scenario == "expiry" else _kill)(run)
+    finally:
+        await run.close()
+    return Recording(kind, scenario, ttl, sorted(run.steps, key=lambda step: step.at))
+
+
+class ModelRun:
+    """The model's side of a recording: each client's sessions as the real backend keeps
+    them (one per client and TTL on ZooKeeper and the advisory locks, one per lease or
+    waiter on MySQL, where each holds a connection of its own), a new one opened when a
+    try finds its session ended, as the real clients do."""
+
+    def __init__(self, store: SessionStore, recording: Recording) -> None:
+        self.store, self.ttl = store, recording.ttl
+        self.per_lease = recording.kind == "mysql"
+        self.sessions: dict[tuple[int, str | None], int] = {}
+        self.leases: dict[tuple[int, str], int] = {}  # the session each lease is held in
+        self.tokens: dict[str, int] = {}
+
+    def _key(self, who: int, name: str) -> tuple[int, str | None]:
+        return (who, name) if self.per_lease else (who, None)
+
+    def _mine(self, who: int, name: str, at: float) -> bool:
+        held = self.store.holder(name, at)
+        session = self.leases.get((who, name))
+        return held is not None and held.owner == f"{who}" and held.session == session
+
+    def do(self, step: Said) -> str | None:
+        store, at, who, name = self.store, step.at, step.who, step.name
+        if step.op == "restart":
+            store.restart(True, at, down_since=step.since)
+        elif step.op == "heard":
+            session = self.sessions.get((who, None))
+            if session is not None:
+                store.ping(session, at)
+        elif step.op == "touch":
+            session = self.sessions.get(self._key(who, name))
+            if session is not None:
+                store.ping(session, at)
+        elif step.op == "try":
+            key = self._key(who, name)
+            current = self.sessions.get(key)
+            taken = None if current is None else store.acquire(name, f"{who}", current, at)
+            if current is None or taken is None:  # no session yet, or it has ended: a new one
+                current = self.sessions[key] = store.open_session(self.ttl, at)
+                taken = store.acquire(name, f"{who}", current, at)
+            if not isinstance(taken, Granted):
+                return "busy"
+            self.leases[(who, name)] = current
+            above = "above" if taken.token > self.tokens.get(name, 0) else "not above"
+            self.tokens[name] = max(taken.token, self.tokens.get(name, 0))
+            return f"acquired, its token {above} the name's earlier ones"
+        elif step.op == "renew":
+            session = self.leases.get((who, name))
+            alive = session is not None and store.ping(session, at)
+            return "renewed, held" if alive and self._mine(who, name, at) else "refused, lost"
+        elif step.op == "lost?":
+            return "held" if self._mine(who, name, at) else "lost"
+        elif step.op == "release":
+            held_in = self.leases.pop((who, name), 0)
+            return str(store.release(name, f"{who}", held_in, at))
+        return None
+
+
+def replay(recording: Recording, store: SessionStore) -> tuple[list[str], bool]:
+    """The recording's compared steps, each as the server and the model answered it, up
+    to the first on which they differ; and whether they all agreed."""
+    model, lines = ModelRun(store, recording), []
+    began = recording.steps[0].at
+    for step in recording.steps:
+        ours = model.do(step)
+        if step.op == "restart":
+            lines.append(f"{step.at - began:7.3f} the server killed and started again")
+        if step.said is None:
+            continue
+        lines.append(
+            f"{step.at - began:7.3f} {step.op} {step.who} {step.name.rsplit('/', 1)[-1]}:"
+            f" server {step.said}, model {ours}"
+        )
+        if ours != step.said:
+            return lines, False
+    return lines, True
+
+
+def session_store(kind: str) -> SessionStore:
+    """The model of ``kind``'s server: ZooKeeper's sessions outlive a restart with its
+    data; MySQL's and PostgreSQL's (connections) do not."""
+    return SessionStore(durable_sessions=kind == "zookeeper")
+
+
+def _own_server(pool: ServerPool, kind: str) -> ServerProcess:
+    if kind == "zookeeper":
+        member = QuickZooKeeper(pool.workdir("zookeeper-quick"), name="zookeeper-quick")
+        return pool.cluster([member])[0]
+    if kind == "mysql":
+        return pool.mariadb(name="mariadb-model-check")
+    return pool.postgresql(name="postgresql-model-check")
+
+
+@pytest.fixture(scope="module")
+def recorded(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[[str, str], Recording]]:
+    """A kind's run of a scenario on a server of this module's own, recorded once (the
+    broken models below replay the same records)."""
+    done: dict[tuple[str, str], Recording | BaseException] = {}
+    servers: dict[str, ServerProcess] = {}
+    with ServerPool(tmp_path_factory.mktemp) as pool:
+
+        def record(kind: str, scenario: str) -> Recording:
+            if kind not in SELECTED_SESSION_KINDS:
+                pytest.skip(f"{kind} is not among the backends tested")
+            if (kind, scenario) not in done:
+                try:
+                    if kind not in servers:
+                        servers[kind] = _own_server(pool, kind)
+                    done[kind, scenario] = asyncio.run(_record(kind, scenario, servers[kind]))
+                except Exception as exc:  # each test that needs it fails alike
+                    done[kind, scenario] = exc
+            found = done[kind, scenario]
+            if isinstance(found, BaseException):
+                raise found
+            return found
+
+        yield record
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("kind", SESSION_FAMILY)
+def test_the_session_model_matches_the_servers_as_sessions_end(
+    recorded: Callable[[str, str], Recording], kind: str, scenario: str
+) -> None:
+    """A silent client's session ending by its timeout (its locks granted to the client
+    that waits, its renewals refused and its leases reported lost once it is heard
+    again), and a server killed and started again (ZooKeeper keeps its sessions and
+    their locks; MySQL and PostgreSQL end every one; tokens still grow), alike on each
+    server of the session family and on its model."""
+    recording = recorded(kind, scenario)
+    lines, agreed = replay(recording, session_store(kind))
+    assert agreed, "\n".join(lines)
+    met = {f"{step.op}: {step.said}" for step in recording.steps if step.said is not None}
+    wanted = MET_EXPIRY if scenario == "expiry" else MET_KILL[kind] | MET_KILL_ALL
+    assert met >= wanted, f"never met: {sorted(wanted - met)}\n" + "\n".join(lines)
+
+
+class LateSessions(SessionStore):
+    """Broken: every session ends 1 s after its timeout."""
+
+    def open_session(self, timeout: float, true_now: float) -> int:
+        return super().open_session(timeout + 1.0, true_now)
+
+
+class KillEndsOneLock(SessionStore):
+    """Broken: a restart ends one lock (the first by name), every other session and lock
+    kept."""
+
+    def restart(self, keep_data: bool, true_now: float, down_since: float | None = None) -> None:
+        if self.locks:
+            del self.locks[min(self.locks)]
+
+
+BROKEN: dict[str, tuple[str, type[SessionStore]]] = {
+    "sessions-expire-1s-late": ("expiry", LateSessions),
+    "a-kill-ends-one-lock": ("kill", KillEndsOneLock),
+}
+
+
+@pytest.mark.parametrize("broken", sorted(BROKEN))
+@pytest.mark.parametrize("kind", SESSION_FAMILY)
+def test_a_broken_session_model_fails_the_differential(
+    recorded: Callable[[str, str], Recording], kind: str, broken: str
+) -> None:
+    scenario, model = BROKEN[broken]
+    lines, agreed = replay(recorded(kind, scenario), model(durable_sessions=kind == "zookeeper"))
+    assert not agreed, f"a model where {broken} passed:\n" + "\n".join(lines)

@@ -126,10 +126,20 @@ class SessionStore:
     """One server of the session family (ZooKeeper, MySQL's named locks, PostgreSQL's
     advisory locks): a lock lives in its holder's session, which lives while its client
     pings it within the session's timeout (by the server's clock) and ends the moment
-    it expires or the server kills it; every lock in it ends with it."""
+    it expires or the server kills it; every lock in it ends with it.
+
+    A restart: ZooKeeper keeps its sessions in its log, so they outlive a restart with
+    its data (``durable_sessions``); MySQL's and PostgreSQL's sessions are connections,
+    which every restart ends (``durable_sessions=False``: a kill and restart of either
+    server ends every lock, its data kept or not). So with the default, a restart
+    without data is what any MySQL or PostgreSQL restart does. Tokens come from one
+    counter that a restart keeps (a sequence, a counter row, the zxid: each kept with
+    the server's data; tests/contract/test_models_match_servers.py holds the servers to
+    this model as sessions expire and as a server is killed)."""
 
     rate: float = 1.0
     started: float = 0.0
+    durable_sessions: bool = True  # ZooKeeper's (in its log); False: MySQL's, PostgreSQL's
     sessions: dict[int, float] = field(default_factory=dict)  # id: expiry (server clock)
     timeouts: dict[int, float] = field(default_factory=dict)
     locks: dict[str, SessionLock] = field(default_factory=dict)
@@ -218,11 +228,21 @@ class SessionStore:
         self.end_session(held.session)
         return ended
 
-    def restart(self, keep_data: bool, true_now: float) -> None:
-        """Sessions survive a restart with data only (ZooKeeper's are in its log)."""
-        if not keep_data:
+    def restart(self, keep_data: bool, true_now: float, down_since: float | None = None) -> None:
+        """The server killed at ``down_since`` (by default: now) and back at ``true_now``.
+        A session that had expired by the kill stays ended. Durable sessions survive a
+        restart with data, each timed afresh from ``true_now``, as ZooKeeper's session
+        tracker does when it loads them (nobody counted a client's silence while the
+        servers were down); other sessions, and every one without the data, end, and
+        every lock in them."""
+        self._expire(true_now if down_since is None else down_since)
+        if not keep_data or not self.durable_sessions:
             self.sessions.clear()
             self.locks.clear()
+            return
+        now = self.clock(true_now)
+        for session in self.sessions:
+            self.sessions[session] = now + self.timeouts[session]
 
 
 @dataclass
