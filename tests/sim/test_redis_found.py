@@ -6,6 +6,8 @@ A waiter's try goes unanswered (a message lost, a client or the server paused pa
 call's timeout), a later try of the same attempt is granted, and the attempt's undo of
 the unanswered try, sent once the server answers again, names the owner the grant has:
 it deletes the grant, which the client goes on trusting, and the next waiter takes it.
+The simulator tells it as the grant ends on the server, before its time, by no release
+of its own (before the client's trust in it outlives the grant).
 """
 
 from __future__ import annotations
@@ -29,14 +31,14 @@ def test_the_switch_is_registered_beside_the_librarys_own() -> None:
 @pytest.mark.parametrize(
     ("seed", "weather"),
     [
-        (0, Weather()),  # a try whose message was lost; found in the first run
-        (2, CALM),  # a try held up by its client's pause: found in the third
+        (0, Weather()),  # found in the first run
+        (0, CALM),  # no message lost or late: a try held up by the server's pause
     ],
 )
 def test_the_reused_owner_is_found_and_the_fix_holds(seed: int, weather: Weather) -> None:
     plan = Plan(seed=seed, family="redis", weather=weather)
     broken = run(Plan(seed=seed, family="redis", weather=weather, bugs=(REDIS_REUSED_OWNER,)))
     assert not broken.ok
-    assert "the server no longer grants" in (broken.violation or ""), broken.violation
+    assert "by no release of its own" in (broken.violation or ""), broken.violation
     fixed = run(plan)
     assert fixed.ok, f"{fixed.violation}\n" + "\n".join(fixed.trace)

@@ -203,14 +203,18 @@ class Election(_ElectionBase):
 
     def campaign(self, value: str | None = None, timeout: float | None = None) -> Leadership:
         """Wait to lead (``timeout=None``: as long as it takes; :class:`LockTimeout`
-        after ``timeout``), then announce ``value``; the :class:`Leadership`."""
+        after ``timeout``), then announce ``value``; the :class:`Leadership`.
+        :class:`LeaseLost` if the leadership is lost before it is announced (a deposed
+        campaigner evicts nobody: the announcements it finds may be its successor's)."""
         self._check_value(value)
         lease = self._client.lock(self.name, ttl=self.ttl).acquire(timeout)
         announcement = None
         try:
             for stale in self._stale(self._client.list(self._announcements)):
+                lease.check()  # deposed meanwhile: the announcement may be its successor's
                 self._client.evict(stale)  # a deposed leader's: only a leader announces
             if value is not None:
+                lease.check()
                 announce = self._client.lock(self._announcement(value), ttl=self.ttl)
                 announcement = announce.acquire(timeout=self.ttl)
         except BaseException:
@@ -282,8 +286,10 @@ class AsyncElection(_ElectionBase):
         announcement = None
         try:
             for stale in self._stale(await self._client.list(self._announcements)):
+                lease.check()  # as in Election.campaign
                 await self._client.evict(stale)
             if value is not None:
+                lease.check()
                 announce = self._client.lock(self._announcement(value), ttl=self.ttl)
                 announcement = await announce.acquire(timeout=self.ttl)
         except BaseException:

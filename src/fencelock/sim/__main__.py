@@ -45,8 +45,10 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--cancels",
-        action="store_true",
-        help="cancel extends in flight, and shut a client's loop down with a request out",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="cancel extends in flight, and shut a client's loop down with a request out "
+        "(on by default; --no-cancels leaves them out)",
     )
     parser.add_argument(
         "--bug", action="append", default=[], choices=sorted(KNOWN), help="put a bug back"
@@ -74,7 +76,7 @@ def _failed(outcome: Outcome) -> int:
     print(
         f"replay: python -m fencelock.sim --family {outcome.plan.family} --workload "
         f"{outcome.plan.workload} --seed {outcome.plan.seed}"
-        + (" --cancels" if outcome.plan.cancels else "")
+        + ("" if outcome.plan.cancels else " --no-cancels")
         + "".join(f" --bug {bug}" for bug in outcome.plan.bugs)
     )
     return 1

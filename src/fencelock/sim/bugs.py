@@ -1,17 +1,37 @@
 """Historical bugs the simulator puts back by patching the code under test, so that
 nothing in the library reads a switch for them: each registered here in
 :mod:`fencelock.engine.reintroduced`'s registry, so ``--bug NAME`` and
-``reintroduced(NAME)`` take it as they take the library's own switches."""
+``reintroduced(NAME)`` take it as they take the library's own switches. Besides them,
+broken variants that never shipped, one for each invariant that no historical bug
+breaks (release semantics, a read-write lock's tokens, an election's announcements,
+the fencing guards): each shows that its invariant can fail."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from fencelock.engine import reintroduced
 from fencelock.sim import sqlite_guess  # noqa: F401 - registers sqlite-dead-holder-guess
 
 REDIS_REUSED_OWNER = "redis-reused-owner"
+REDIS_RELEASE_UNCHECKED = "redis-release-unchecked"
+ELECTION_EVICTS_FIRST = "election-evicts-first"
+FENCE_EQUAL_WAVES_ALL = "fence-equal-waves-all"
+RWLOCK_OWN_LEASE_TOKEN = "rwlock-own-lease-token"
+ELECTION_DEPOSED_EVICTS = "election-deposed-evicts"
+
+
+@contextlib.contextmanager
+def _patched(owner: object, name: str, replacement: object) -> Iterator[None]:
+    """``owner.name`` is ``replacement`` within."""
+    fixed = getattr(owner, name)
+    setattr(owner, name, replacement)
+    try:
+        yield
+    finally:
+        setattr(owner, name, fixed)
 
 
 @contextlib.contextmanager
@@ -36,3 +56,130 @@ reintroduced.KNOWN[REDIS_REUSED_OWNER] = (
     "a Redis try after an unanswered one storing the same owner, whose late undo deleted it"
 )
 reintroduced.put_back_by(REDIS_REUSED_OWNER, _reused_owner)
+
+
+# The owner check of free.lua's release, which the bug leaves out.
+_OWNER_CHECK = """  if redis.call('GET', KEYS[1]) ~= ARGV[2] then
+    return 0
+  end
+"""
+
+
+def _release_unchecked() -> contextlib.AbstractContextManager[None]:
+    """A Redis release deleting the lock's key whoever holds it (a ``DEL`` where a
+    compare-and-delete belongs): a release that lands late, after the lease ran out and
+    another client took the lock, ends that client's lease."""
+    from fencelock.backends.redis import conversations
+    from fencelock.backends.redis.resp import Script
+    from fencelock.backends.redis.scripts import LockKeys, lua
+
+    source = lua("free")
+    assert _OWNER_CHECK in source, "free.lua changed: update the bug put back"
+    unchecked = Script(source.replace(_OWNER_CHECK, ""))
+
+    def release_command(keys: LockKeys, owner: str) -> tuple[Script, bytes]:
+        return unchecked, unchecked.call(keys.waking, [b"release", owner])
+
+    return _patched(conversations, "release_command", release_command)
+
+
+def _evicts_first() -> contextlib.AbstractContextManager[None]:
+    """An asyncio campaign clearing the announcements before it has won, not after: a
+    campaigner still waiting evicts the sitting leader's announcement, which that
+    leader goes on trusting (and observers see no value for its term)."""
+    from fencelock.primitives.election import AsyncElection
+
+    won: Callable[..., Any] = AsyncElection.campaign
+
+    async def campaign(
+        self: AsyncElection, value: str | None = None, timeout: float | None = None
+    ) -> Any:
+        for stale in self._stale(await self._client.list(self._announcements)):
+            await self._client.evict(stale)
+        return await won(self, value, timeout)
+
+    return _patched(AsyncElection, "campaign", campaign)
+
+
+def _deposed_evicts() -> contextlib.AbstractContextManager[None]:
+    """An asyncio campaign as it was before the simulator's announcement invariant: it
+    evicted the announcements it listed, and announced, without looking whether it
+    still led, so a campaigner deposed while it listed (paused, its lease run out)
+    evicted its successor's announcement."""
+    from fencelock.primitives.election import AsyncElection, AsyncLeadership
+
+    async def campaign(
+        self: AsyncElection, value: str | None = None, timeout: float | None = None
+    ) -> AsyncLeadership:
+        self._check_value(value)
+        lease = await self._client.lock(self.name, ttl=self.ttl).acquire(timeout)
+        announcement = None
+        try:
+            for stale in self._stale(await self._client.list(self._announcements)):
+                await self._client.evict(stale)
+            if value is not None:
+                announce = self._client.lock(self._announcement(value), ttl=self.ttl)
+                announcement = await announce.acquire(timeout=self.ttl)
+        except BaseException:
+            await lease.release()
+            raise
+        return AsyncLeadership(lease, announcement, value)
+
+    return _patched(AsyncElection, "campaign", campaign)
+
+
+def _equal_waves_all() -> contextlib.AbstractContextManager[None]:
+    """The memory guard's test grouped as ``(token < last or token == last) and not
+    allow_equal``: a write that allows its own token again passes whatever its token,
+    so a deposed holder's late write lands over its successor's."""
+    from fencelock.fencing import MemoryGuard
+
+    def accept(self: MemoryGuard, key: str, token: int, *, allow_equal: bool = False) -> None:
+        with self._guard:
+            last = self._last.get(key)
+            if last is not None and (token < last or token == last) and not allow_equal:
+                raise self._reject(key, token, last)
+            self._last[key] = token
+
+    return _patched(MemoryGuard, "accept", accept)
+
+
+def _own_lease_token() -> contextlib.AbstractContextManager[None]:
+    """An asyncio read hold's token taken from its own reader lease, not from the gate
+    as it entered: readers' and writers' tokens then come from counters of different
+    names, which need not order against each other (a store with a counter per name,
+    Redlock's nodes on their own clocks), so a writer may get a token below a reader's
+    before it."""
+    from fencelock.primitives.rwlock import AsyncReadWriteSide, AsyncRWLease
+
+    through_gate: Callable[..., Any] = AsyncReadWriteSide.acquire
+
+    async def acquire(self: AsyncReadWriteSide, timeout: float | None = None) -> AsyncRWLease:
+        hold: AsyncRWLease = await through_gate(self, timeout)
+        if hold.mode == "write":
+            return hold
+        return AsyncRWLease(hold.name, hold.mode, hold.lease, hold.lease.token)
+
+    return _patched(AsyncReadWriteSide, "acquire", acquire)
+
+
+reintroduced.KNOWN[ELECTION_DEPOSED_EVICTS] = (
+    "a campaign deposed while it listed evicting its successor's announcement"
+)
+reintroduced.put_back_by(ELECTION_DEPOSED_EVICTS, _deposed_evicts)
+reintroduced.KNOWN[REDIS_RELEASE_UNCHECKED] = (
+    "a Redis release deleting the lock whoever holds it, not only its owner's"
+)
+reintroduced.put_back_by(REDIS_RELEASE_UNCHECKED, _release_unchecked)
+reintroduced.KNOWN[ELECTION_EVICTS_FIRST] = (
+    "a campaign evicting the announcements before it won, the sitting leader's too"
+)
+reintroduced.put_back_by(ELECTION_EVICTS_FIRST, _evicts_first)
+reintroduced.KNOWN[FENCE_EQUAL_WAVES_ALL] = (
+    "a memory guard letting any token through when a write allows an equal one"
+)
+reintroduced.put_back_by(FENCE_EQUAL_WAVES_ALL, _equal_waves_all)
+reintroduced.KNOWN[RWLOCK_OWN_LEASE_TOKEN] = (
+    "a read hold's token taken from its own reader lease, not the gate's at entry"
+)
+reintroduced.put_back_by(RWLOCK_OWN_LEASE_TOKEN, _own_lease_token)

@@ -7,6 +7,7 @@ seeded generator, in an order the virtual loop makes deterministic."""
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -91,7 +92,8 @@ class Network:
         """``delay``, or longer so as not to overtake what ``link`` sent before."""
         if link is None:
             return delay
-        at = max(now + delay, self._last.get((link, way), 0.0))
+        # after the last, strictly: timers due at one instant may run in either order
+        at = max(now + delay, math.nextafter(self._last.get((link, way), 0.0), math.inf))
         self._last[link, way] = at
         return at - now
 

@@ -34,7 +34,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fencelock.backends.redis.scripts import KEY_PREFIX
+from fencelock.backends.redis.scripts import KEY_PREFIX, lua
+from fencelock.errors import BackendUnavailable
+from fencelock.fencing import RedisGuard
 
 EPOCH_US = 1_700_000_000_000_000  # the server's clock, in Unix microseconds, at its start
 NOSCRIPT = "NOSCRIPT No matching script. Please use EVAL."
@@ -736,3 +738,39 @@ def _shown_reply(reply: Reply) -> str:
         return f"-{reply.text[:60]}"
     text = repr(reply)
     return text if len(text) <= 120 else f"{text[:117]}..."
+
+
+class ModelFence:
+    """:class:`RedisGuard`'s Redis side on a model of Redis: its script, ``fence.lua``,
+    run by the model's Lua as Redis runs it (no redis-py, no server)."""
+
+    def __init__(self, model: RedisModel) -> None:
+        self.model = model
+        self.conn = Conn(0, send=lambda reply: True, reset=lambda: None)
+        self.source = lua("fence")
+
+    def check(
+        self, fence_key: str, token: int, allow_equal: bool, extra_keys: list[str], value: str
+    ) -> tuple[bool, int]:
+        keys, flag = [fence_key, *extra_keys], "1" if allow_equal else "0"
+        reply = self.model.execute(
+            self.conn, ["EVAL", self.source, str(len(keys)), *keys, str(token), flag, value]
+        )
+        if not isinstance(reply, list):
+            raise BackendUnavailable(f"the fence script answered {_shown_reply(reply)}")
+        accepted, last = reply
+        return int(accepted) == 1, int(last)
+
+    def last(self, fence_key: str) -> int | None:
+        value = self.model.execute(self.conn, ["GET", fence_key])
+        return None if value is None else int(str(value))
+
+    def close(self) -> None:
+        pass
+
+
+def model_redis_guard(clock: Callable[[], float]) -> RedisGuard:
+    """A :class:`RedisGuard` whose Redis is a model of its own, on ``clock`` (true time)."""
+    guard = RedisGuard.__new__(RedisGuard)
+    setattr(guard, "_fence", ModelFence(RedisModel(clock)))  # noqa: B010 - for its connection
+    return guard

@@ -1,6 +1,7 @@
 """What the simulated clients do, one primitive each, and each primitive's own invariant
 (beyond the world's: one trusting holder per name, trust within the server's grant,
-losses reported, tokens growing).
+losses reported, tokens growing, releases that end only their own lease), the
+invariants themselves in :mod:`fencelock.sim.invariants`.
 
 A workload's ``once`` is one round of one client (take, hold, give back); its ``check``
 runs after every turn of the loop, from the simulator's omniscient view."""
@@ -9,15 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import random
 from dataclasses import dataclass, field
 from typing import NoReturn, Protocol
 
 from fencelock.client import AsyncClient
 from fencelock.engine.lease_state import is_live
-from fencelock.errors import FencelockError, LockTimeout
+from fencelock.errors import FencelockError, LockTimeout, StaleToken
+from fencelock.fencing import FencingGuard, MemoryGuard, SQLiteGuard
 from fencelock.lease import AsyncLease
+from fencelock.primitives.election import AsyncLeadership
 from fencelock.primitives.lock import AsyncLock
+from fencelock.sim.invariants import Campaigner, Fences, Hold, RWHolds, Terms, Write
 
 NAME = "orders/1"
 POOL = "exports"  # the semaphore workload's
@@ -53,6 +58,23 @@ class World(Protocol):
 
     def data_lost_since(self, when: float) -> bool: ...
 
+    def tokens_since(self) -> float:
+        """Grants asked for before this are no measure of later tokens (a lost store)."""
+
+    def server_grants(self, name: str, owner: str) -> bool:
+        """Whether the server grants ``owner`` the name now."""
+
+    def trusts(self, number: int, lease: AsyncLease) -> bool:
+        """Whether client ``number`` trusts ``lease`` now (true time; a fault's victim
+        too)."""
+
+    def struck(self, owner: str) -> float | None:
+        """When a fault ended ``owner``'s lease on the server (None: none did)."""
+
+    def released_by_victim(self, name: str, owner: str, holding: str) -> bool:
+        """Whether a release naming that lease came from a client whose last lease on
+        ``holding`` before it a fault had ended."""
+
 
 class Workload:
     """One client's rounds; subclasses take a primitive."""
@@ -65,6 +87,9 @@ class Workload:
 
     def check(self, now: float) -> None:
         """The primitive's invariant, after every turn."""
+
+    def close(self) -> None:
+        """The run is over: let go of what the workload keeps outside the world."""
 
     def exempt(self, name: str) -> bool:
         """Whether a lease on ``name`` is outside the world's per-lease invariants (a
@@ -118,11 +143,13 @@ class SemaphoreWork(Workload):
 
 
 class RWLockWork(Workload):
-    """A read-write lock: many readers or one writer, never both."""
+    """A read-write lock: many readers or one writer, never both; a writer's token above
+    every hold's granted before it."""
 
     def __init__(self, world: World) -> None:
         super().__init__(world)
-        self.modes: dict[AsyncLease, str] = {}
+        self.modes: dict[AsyncLease, Hold] = {}
+        self.holds = RWHolds()
 
     async def once(self, number: int, client: AsyncClient, rng: random.Random) -> None:
         world, asked = self.world, self.world.true_now()
@@ -133,27 +160,38 @@ class RWLockWork(Workload):
             hold = await side.acquire(self._timeout(rng))
         except LockTimeout:
             return
-        self.modes[hold.lease] = mode
+        self.modes[hold.lease] = Hold(number, mode, hold.token)
         world.granted(number, hold.lease, asked)
+        # a hold lost as it came (its gate ran out meanwhile), or one a fault ended, is
+        # no writer's: counted among those granted, not checked
+        checked = not hold.lease.lost and world.struck(hold.lease.owner) is None
+        wrong = self.holds.granted(
+            NAME, self.modes[hold.lease], asked, world.true_now(), world.tokens_since(), checked
+        )
+        if wrong is not None:
+            world.violated(wrong)
         try:
             await world.hold(number, hold.lease, rng)
         finally:
             self.modes.pop(hold.lease, None)
 
     def check(self, now: float) -> None:
-        holds = [
-            (number, lease, self.modes[lease])
-            for number, lease in self.world.trusting
-            if lease in self.modes
-        ]
-        if len(holds) > 1 and any(mode == "write" for _, _, mode in holds):
-            who = ", ".join(f"client {n} {mode}s (token {lease.token})" for n, lease, mode in holds)
-            self.world.violated(f"a writer trusted beside another hold: {who}")
+        holds = [self.modes[lease] for _, lease in self.world.trusting if lease in self.modes]
+        wrong = RWHolds.trusted(holds)
+        if wrong is not None:
+            self.world.violated(wrong)
 
 
 class ElectionWork(Workload):
-    """A leader election: one leader at a time (the world's one holder per name), terms
-    that grow (its tokens); announcements of earlier leaders are evicted on purpose."""
+    """A leader election: one leader at a time (the world's one holder per name), each
+    client announcing its value; announcements of earlier leaders are evicted on
+    purpose. A client acting as leader holds its term and its announcement on the
+    server; two are never announced while both trust their terms; terms grow."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__(world)
+        self.terms = Terms()
+        self.leading: dict[int, tuple[AsyncLeadership, float]] = {}  # and when it announced
 
     async def once(self, number: int, client: AsyncClient, rng: random.Random) -> None:
         world, asked = self.world, self.world.true_now()
@@ -163,12 +201,55 @@ class ElectionWork(Workload):
         except LockTimeout:
             return
         world.granted(number, leadership.lease, asked)
-        await world.hold(number, leadership.lease, rng)
-        with contextlib.suppress(FencelockError):
-            await leadership.resign()
+        lease, now = leadership.lease, world.true_now()
+        checked = not lease.lost and world.struck(lease.owner) is None
+        wrong = self.terms.won(
+            NAME, number, leadership.term, asked, now, world.tokens_since(), checked
+        )
+        if wrong is not None:
+            world.violated(wrong)
+        self.leading[number] = (leadership, now)
+        try:
+            await world.hold(number, leadership.lease, rng)
+            with contextlib.suppress(FencelockError):
+                await leadership.resign()
+        finally:
+            del self.leading[number]
 
     def exempt(self, name: str) -> bool:
         return name.startswith(f"{NAME}.leader/")
+
+    def check(self, now: float) -> None:
+        world, standing = self.world, []
+        for number, (leadership, announced_at) in sorted(self.leading.items()):
+            lease, announcement = leadership.lease, leadership._announcement
+            leases = [lease] if announcement is None else [lease, announcement]
+            struck = [at for each in leases if (at := world.struck(each.owner)) is not None]
+            announced = announcement is not None and world.server_grants(
+                announcement.name, announcement.owner
+            )
+            # evicted by a client a fault misled (its own term ended on the server unseen)
+            misled = (
+                announcement is not None
+                and not announced
+                and world.released_by_victim(announcement.name, announcement.owner, NAME)
+            )
+            standing.append(
+                Campaigner(
+                    number,
+                    leadership.term,
+                    trusts=world.trusts(number, lease),
+                    leads=world.server_grants(lease.name, lease.owner),
+                    announced=announced,
+                    trusts_announcement=announcement is not None
+                    and world.trusts(number, announcement),
+                    struck=bool(struck) or misled,
+                    struck_first=any(at <= announced_at for at in struck),
+                )
+            )
+        wrong = Terms.standing(standing)
+        if wrong is not None:
+            world.violated(wrong)
 
 
 @dataclass
@@ -411,6 +492,74 @@ class ReentrantWork(Workload):
                 )
 
 
+class FencedWork(Workload):
+    """A lock whose holders write to a resource that checks their tokens itself, through
+    each of :mod:`fencelock.fencing`'s guards (in memory, SQLite's, and Redis's script
+    run on a model of Redis). A holder writes while it trusts its lease, but a write may
+    reach the resource late (a pause between the check and the write), after a later
+    holder's: the guards refuse a token below one they accepted, and only that."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__(world)
+        self.fences = Fences()
+        self.guards: list[tuple[str, FencingGuard]] = []
+        self.refused = 0  # late writes the guards refused (each guard's, counted once)
+
+    def _guards(self) -> list[tuple[str, FencingGuard]]:
+        """Made on the first write: in the run, with any bug put back."""
+        if not self.guards:
+            self.guards = [("memory", MemoryGuard()), ("sqlite", SQLiteGuard(":memory:"))]
+            if importlib.util.find_spec("lupa") is not None:
+                from fencelock.sim.redis_model import model_redis_guard
+
+                self.guards.append(("redis", model_redis_guard(self.world.true_now)))
+        return self.guards
+
+    async def once(self, number: int, client: AsyncClient, rng: random.Random) -> None:
+        world, asked = self.world, self.world.true_now()
+        try:
+            lease = await client.lock(NAME, ttl=world.plan.ttl).acquire(self._timeout(rng))
+        except LockTimeout:
+            return
+        world.granted(number, lease, asked)
+        for each in range(rng.choice((1, 1, 2, 3))):
+            allow_equal = each > 0 or rng.random() < 0.5  # one lease writes again
+            writing = self._write(number, lease, allow_equal, random.Random(rng.random()))
+            asyncio.ensure_future(writing).add_done_callback(_retrieved)
+        await world.hold(number, lease, rng)
+
+    async def _write(
+        self, number: int, lease: AsyncLease, allow_equal: bool, rng: random.Random
+    ) -> None:
+        """A write at a moment of the hold, by a holder that checked its lease first and
+        then (now and then) paused before the write went out."""
+        ttl = self.world.plan.ttl
+        await asyncio.sleep(rng.uniform(0.0, ttl))
+        if not self.world.trusts(number, lease):
+            return
+        late = rng.random() < 0.3
+        await asyncio.sleep(rng.uniform(0.2, 3.0) * ttl if late else rng.uniform(0.0, 0.005))
+        write, verdicts = Write(number, NAME, lease.token, allow_equal), []
+        for name, guard in self._guards():
+            try:
+                guard.accept(write.key, write.token, allow_equal=allow_equal)
+            except StaleToken:
+                verdicts.append(False)
+            else:
+                verdicts.append(True)
+            wrong = self.fences.offered(name, write, verdicts[-1], guard.last(write.key))
+            if wrong is not None:
+                self.world.violated(wrong)
+        self.refused += not all(verdicts)
+        shown = "accepted" if all(verdicts) else "refused" if not any(verdicts) else verdicts
+        self.world.say(f"client {number}: wrote with token {lease.token}: {shown}")
+
+    def close(self) -> None:
+        for _, guard in self.guards:
+            if isinstance(guard, SQLiteGuard):
+                guard.close()
+
+
 def _retrieved(task: asyncio.Future[None]) -> None:
     """Mark ``task``'s error retrieved: else asyncio reports it when the task is garbage
     collected, at a moment the seed does not decide."""
@@ -426,4 +575,5 @@ WORKLOADS: dict[str, type[Workload]] = {
     "latch": LatchWork,
     "barrier": BarrierWork,
     "reentrant": ReentrantWork,
+    "fenced": FencedWork,
 }

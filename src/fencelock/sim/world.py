@@ -37,6 +37,7 @@ from fencelock.sim.backend import (
     SimRedlockBackend,
     SimSessionBackend,
 )
+from fencelock.sim.invariants import Grant, Release, Releases, TokenOrder
 from fencelock.sim.loop import ClientClock, VirtualClock, VirtualLoop, client_clock, client_number
 from fencelock.sim.model import (
     LeaseStore,
@@ -71,6 +72,11 @@ ON_REDIS = ("redis", "redlock")
 # backend over a model of its nodes, before the real backend ran here) is kept for the
 # seeds of the bugs found on it.
 SEARCHED = ("lease", "session", "redlock", "etcd", "redis")
+# Where a release is decided by the nodes that answered it (a quorum's, Redlock's): one
+# that did not answer keeps the key until its TTL, and a try's phase 1 landing late may
+# set it again until the backend's undo comes, so the released owner may still hold a
+# quorum's keys as the release is answered (the name stays taken for a TTL at most).
+QUORUM = ("redlock", "redlock-model")
 # Workloads that need a lease to outlive its client (a latch's count): not the session
 # family's, as on ZooKeeper, MySQL and the advisory locks (docs/backends.md).
 OUTLIVING = ("latch", "barrier")
@@ -104,9 +110,9 @@ class Plan:
     bugs: tuple[str, ...] = ()  # historical bugs put back (fencelock.engine.reintroduced)
     family: str = "lease"  # one of FAMILIES
     workload: str = "lock"  # what the clients do (fencelock.sim.workloads)
-    # extends (and renewals) cancelled in flight: off unless asked, so that the seeds
-    # that hold the bugs found so far run as they did
-    cancels: bool = False
+    # extends (and renewals) cancelled in flight, a client's loop shut down with one out
+    # (drawn from a random stream of their own; ``--no-cancels`` leaves them out)
+    cancels: bool = True
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -129,6 +135,16 @@ def check_run(clients: int, ttl: float, duration: float, put_back: tuple[str, ..
     unknown = sorted(set(put_back) - set(KNOWN))
     if unknown:
         raise ConfigError(f"no such historical bug: {', '.join(unknown)}")
+
+
+@dataclass
+class Leases:
+    """The leases the clients took, each known by its name and owner (as a release
+    names it), and those the workloads were told of that the server granted at the last
+    look, with until when it granted them then."""
+
+    taken: dict[tuple[str, str], tuple[int, AsyncLease]] = field(default_factory=dict)
+    watched: dict[tuple[str, str], tuple[int, AsyncLease, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -192,11 +208,14 @@ class World:
         self.clocks: list[ClientClock] = []
         self.trace: deque[str] = deque(maxlen=60)
         self.whole = hashlib.blake2b(digest_size=8)
-        self.victims: set[str] = set()  # owners whose lease a fault ended on the server
+        # owners whose lease a fault ended on the server, and when it first did
+        self.victims: dict[str, float] = {}
         self.data_lost: list[float] = []  # when a fault ended leases or lost the data
         self.workers: list[asyncio.Task[None]] = []
         self.acquired = 0
-        self.tokens: dict[str, list[tuple[float, float, int]]] = {}  # (asked, granted, token)
+        self.tokens = TokenOrder()  # every grant the workloads were told of, per name
+        self.releases = Releases()  # every release sent, and the leases the server ended
+        self.leases = Leases()
         self.held_since: dict[AsyncLease, float] = {}
         self.trusting: list[tuple[int, AsyncLease]] = []  # as of the last check
         self.lease_seconds = 0.0
@@ -238,6 +257,31 @@ class World:
         """Whether a fault has ended leases on the server, or lost its data, since ``when``."""
         return any(at >= when for at in self.data_lost)
 
+    def server_grants(self, name: str, owner: str) -> bool:
+        """Whether the server grants ``owner`` the name now."""
+        return self.store.grant_until(name, owner, self.clock.now) is not None
+
+    def trusts(self, number: int, lease: AsyncLease) -> bool:
+        """Whether client ``number`` trusts ``lease`` now (true time), a fault's victim
+        or not; a killed process trusts nothing."""
+        if number in self.network.dead or lease.lost or lease._given_back:
+            return False
+        return self.clocks[number].true_at(lease.trusted_until) > self.clock.now
+
+    def struck(self, owner: str) -> float | None:
+        """When a fault ended ``owner``'s lease on the server (None: none did)."""
+        return self.victims.get(owner)
+
+    def released_by_victim(self, name: str, owner: str, holding: str) -> bool:
+        """Whether a release naming ``owner``'s lease on ``name`` (an eviction) came from
+        a client that, as it sent it, trusted a lease on ``holding`` a fault had ended:
+        in that window it may believe what is no longer so (that it leads)."""
+        return any(
+            (release.name, release.owner) == (name, owner)
+            and any(held == holding and by in self.victims for held, by in release.trusting)
+            for release in self.releases.out
+        )
+
     # --- the invariants, after every turn ------------------------------------------------
 
     def check(self) -> None:
@@ -247,6 +291,7 @@ class World:
             return
         if self.unmodeled:
             self.violated(f"the Redis model was asked for {self.unmodeled[0]}, unmodeled")
+        self._check_ends(self.clock.now)
         self.trusting = self._trusting(self.clock.now)
         by_name: dict[str, list[tuple[int, AsyncLease]]] = {}
         for number, lease in self.trusting:
@@ -293,22 +338,37 @@ class World:
                     trusting.append((number, lease))
         return trusting
 
+    def _check_ends(self, now: float) -> None:
+        """A lease the workloads were told of ends on the server by its time, by a
+        release naming its owner, or by a fault: never by another owner's release."""
+        for key, (number, lease, until) in list(self.leases.watched.items()):
+            granted_until = self.store.grant_until(lease.name, lease.owner, now)
+            if granted_until is not None:
+                self.leases.watched[key] = (number, lease, granted_until)
+                continue
+            del self.leases.watched[key]
+            if lease.owner not in self.victims:
+                wrong = self.releases.ended(
+                    number, lease.name, lease.owner, lease.token, until, now
+                )
+                if wrong is not None:
+                    self.violated(wrong)
+
+    def tokens_since(self) -> float:
+        """Grants asked for before this time are no measure of later tokens: etcd's
+        revision starts again at 1 in a store that lost its data (as a real one's)."""
+        return max(self.data_lost, default=-math.inf) if self.plan.family == "etcd" else -math.inf
+
     def _check_token(self, number: int, lease: AsyncLease, asked: float) -> None:
         """Tokens per name strictly increase: a lease asked for after another was
         granted (and known to be) has a greater token."""
-        earlier = self.tokens.setdefault(lease.name, [])
-        # etcd's revision starts again at 1 in a store that lost its data (as a real
-        # one's): a grant asked for before the loss is no measure of one after it
-        since = max(self.data_lost, default=-math.inf) if self.plan.family == "etcd" else -math.inf
-        before = [
-            token for was_asked, granted, token in earlier if granted < asked and was_asked > since
-        ]
-        if before and lease.token <= max(before):
+        above = self.tokens.above(lease.name, lease.token, asked, since=self.tokens_since())
+        if above is not None:
             self.violated(
                 f"client {number} got token {lease.token} on {lease.name}, not above "
-                f"{max(before)}, granted before it asked"
+                f"{above}, granted before it asked"
             )
-        earlier.append((asked, self.clock.now, lease.token))
+        self.tokens.add(lease.name, Grant(asked, self.clock.now, lease.token))
 
     def violated(self, what: str) -> NoReturn:
         """Raise :class:`Violation`; the run ends at the next turn, even if the task it
@@ -326,6 +386,9 @@ class World:
         self._check_token(number, lease, asked)
         self.acquired += 1
         self.held_since[lease] = self.clock.now
+        until = self.store.grant_until(lease.name, lease.owner, self.clock.now)
+        if until is not None and not self.workload.exempt(lease.name):
+            self.leases.watched[lease.name, lease.owner] = (number, lease, until)
         lease.on_lost(self._telling_loss(number))
 
     def _telling_loss(self, number: int) -> Callable[[AsyncLease], None]:
@@ -485,7 +548,7 @@ class World:
         keep = fault == "restart"
         if not keep:  # every grant ends, answered yet or not
             self.data_lost.append(self.clock.now)
-            self.victims.update(self.store.owners())
+            self._strike(self.store.owners())
             for number in range(len(self.clients)):
                 if isinstance(self.store, SessionStore):
                     self._tell_session_end(number, "was lost with the server's data")
@@ -531,7 +594,9 @@ class World:
         context.run(client_clock.set, own)
         context.run(client_number.set, number)
         self.clocks.append(own)
-        self.clients.append(context.run(AsyncClient, self._backend(number)))
+        backend = self._recording_releases(number, self._backend(number))
+        self.clients.append(context.run(AsyncClient, backend))
+        self._recording_leases(number, self.clients[-1])
         work = self.worker(number, self.clients[-1], rng)
         self.workers.append(context.run(self.loop.create_task, work))
 
@@ -548,17 +613,67 @@ class World:
         if not ended:
             return
         self.data_lost.append(now)
-        self.victims.update(ended)
+        self._strike(ended)
         if isinstance(store, SessionStore) and isinstance(held, SessionLock):
             backend = store.clients.get(held.session)
             if backend is not None:
                 self._tell_session_end(backend.client, "was killed by the server")
+
+    def _strike(self, owners: set[str]) -> None:
+        """A fault ended ``owners``' leases on the server, now."""
+        for owner in owners:
+            self.victims.setdefault(owner, self.clock.now)
 
     def _tell_session_end(self, number: int, why: str) -> None:
         backend = self.clients[number].seam.backend
         if isinstance(backend, SimSessionBackend) and backend.current is not None:
             session = backend.current
             self.network.push(number, lambda: backend.ended(session, why))
+
+    def _recording_releases(self, number: int, backend: AsyncBackend) -> AsyncBackend:
+        """``backend``, each release it sends (a lease's, an eviction's, a primitive's)
+        recorded as it goes out and checked when it is answered."""
+        sending = backend.release
+
+        async def release(name: str, owner: str) -> bool:
+            now = self.clock.now
+            granted = self.store.grant_until(name, owner, now) is not None
+            taken = self.leases.taken.get((name, owner))  # an eviction's is another's
+            lost_before = taken is not None and taken[0] == number and taken[1].lost
+            lost_before = lost_before or owner in self.victims
+            trusting = tuple(
+                (lease.name, lease.owner)
+                for lease in self.clients[number].held()
+                if self.trusts(number, lease)
+            )
+            out = self.releases.sent(number, name, owner, now, granted, trusting)
+            done = await sending(name, owner)
+            self._answered(out, done, lost_before)
+            return done
+
+        setattr(backend, "release", release)  # noqa: B010 - this backend's, for the run
+        return backend
+
+    def _recording_leases(self, number: int, client: AsyncClient) -> None:
+        """Every lease ``client`` takes, known by its name and owner."""
+        holdings = client.seam.holdings
+        adding = holdings.add
+
+        def add(lease: AsyncLease, holder: object) -> None:
+            self.leases.taken[lease.name, lease.owner] = (number, lease)
+            adding(lease, holder)
+
+        setattr(holdings, "add", add)  # noqa: B010 - this client's, for the run
+
+    def _answered(self, release: Release, done: bool, lost_before: bool) -> None:
+        if self.ended:
+            return
+        now = self.clock.now
+        still = self.store.grant_until(release.name, release.owner, now) is not None
+        still = still and self.plan.family not in QUORUM
+        wrong = self.releases.answered(release, done, lost_before, still)
+        if wrong is not None:
+            self.violated(wrong)
 
     def _backend(self, number: int) -> AsyncBackend:
         if self.plan.family == "redis":
@@ -693,6 +808,7 @@ def run(plan: Plan) -> Outcome:
             world.ended = True
             world.loop.after_step = lambda: None  # what is left unwinds unchecked
             _close(world.loop)
+            world.workload.close()
     return Outcome(
         plan,
         world.violation,
