@@ -11,7 +11,11 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import heapq
 import inspect
+import itertools
+import math
+import selectors
 import threading
 from collections.abc import Callable, Coroutine, Sequence
 from contextvars import Context, copy_context
@@ -53,6 +57,46 @@ def _as_it_is(coro: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
     return coro
 
 
+class _WatchedLoop(asyncio.SelectorEventLoop):
+    """asyncio's selector loop, which can say without running whether a turn of it has
+    something to do: a socket it reads has news, another thread handed it a callback
+    (its self-pipe is readable), or a timer fell due. Public means only: a selector of
+    its own to ask, and the timers it is given through ``call_at``."""
+
+    def __init__(self) -> None:
+        self._watched = selectors.DefaultSelector()
+        super().__init__(self._watched)
+        self._timers: list[tuple[float, int, asyncio.TimerHandle]] = []
+        self._order = itertools.count()
+        self._fired_before = -math.inf  # every timer due by then has fired
+
+    def call_at(  # type: ignore[override]
+        self,
+        when: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: Context | None = None,
+    ) -> asyncio.TimerHandle:
+        handle = super().call_at(when, callback, *args, context=context)
+        heapq.heappush(self._timers, (when, next(self._order), handle))
+        return handle
+
+    def about_to_run(self) -> None:
+        """The loop runs now: each of its turns fires every timer due as it begins."""
+        self._fired_before = self.time()
+
+    def has_news(self) -> bool:
+        """Whether a turn would have something to do (asked without running one)."""
+        if self.is_closed():
+            return False
+        timers = self._timers
+        while timers and (timers[0][0] <= self._fired_before or timers[0][2].cancelled()):
+            heapq.heappop(timers)
+        if timers and timers[0][0] <= self.time():
+            return True
+        return bool(self._watched.select(0))
+
+
 class SharedLoop:
     """An event loop run by whichever thread calls :meth:`run`, one thread at a time.
 
@@ -65,7 +109,7 @@ class SharedLoop:
     """
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = _WatchedLoop()
         self.loop.set_exception_handler(_quiet_when_abandoned)
         self._baton = threading.Lock()
         self._changed = threading.Condition()
@@ -80,7 +124,7 @@ class SharedLoop:
         if _loop_running_here():  # called from asyncio code: this thread cannot run ours
             return _on_helper_thread(self.run, coro)
         if self._baton.acquire(blocking=False):
-            wrapped = _after_pending_io(coro)
+            wrapped = _stopping_after(coro, self.loop, self.loop.has_news())
             try:
                 task = self.loop.create_task(wrapped)
             except BaseException as exc:
@@ -99,8 +143,16 @@ class SharedLoop:
         return self.run(stepping.stepped(rest(coro)))
 
     def _lead(self, work: asyncio.Future[T], task: asyncio.Future[T] | None) -> T:
+        self.loop.about_to_run()
         try:
-            return self.loop.run_until_complete(work)
+            if task is None:  # a future another thread's call is waiting for
+                return self.loop.run_until_complete(work)
+            # Our own task stops the loop as it ends (_stopping_after): the turn that
+            # finishes it is the last, where run_until_complete would take one more. A
+            # stop that was not ours (a task interrupted earlier, ending now) runs again.
+            while not task.done():
+                self.loop.run_forever()
+            return task.result()
         except BaseException:
             # The caller was interrupted (Ctrl-C) while its coroutine still runs: stop it
             # now (it cleans up when the loop next runs), or it would go on, unseen, in a
@@ -202,12 +254,20 @@ def _close_unstarted(coro: Coroutine[Any, Any, Any]) -> None:
         _close_unstarted(inner)
 
 
-async def _after_pending_io(coro: Coroutine[Any, Any, T]) -> T:
-    # One turn of the loop first: it reads what arrived while nobody ran it (a
-    # connection the server closed, late replies) and fires timers that fell due, so
-    # ``coro`` does not send on a connection already known to be dead.
-    await asyncio.sleep(0)
-    return await coro
+async def _stopping_after(
+    coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop, news: bool
+) -> T:
+    """``coro``, then a stop of ``loop``. With ``news`` (a socket the loop reads has
+    something, a callback was handed over), one turn of the loop first: it reads what
+    arrived while nobody ran it (a connection the server closed, late replies), so
+    ``coro`` does not send on a connection already known to be dead. Timers that fell
+    due meanwhile fire in the same turn as ``coro``'s first step."""
+    try:
+        if news:
+            await asyncio.sleep(0)
+        return await coro
+    finally:
+        loop.stop()
 
 
 async def _one_turn() -> None:

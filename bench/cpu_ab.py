@@ -1,0 +1,95 @@
+"""CPU per lock cycle of two checkouts of fencelock, side by side on the same servers.
+
+``python bench/cpu_ab.py OLD_SRC NEW_SRC --backends etcd,mysql`` starts each backend's
+server once, then runs the uncontended acquire-and-release in a fresh process per round,
+alternating the two ``src`` directories (A, B, A, B…, ``--rounds`` each), and prints each
+side's median CPU per cycle (user + sys of the process, every thread) and the ratio B/A.
+A wall-clock rate here moves ±40 % between runs; interleaved rounds of CPU per cycle move
+both sides alike, so the ratio is what to read. Make an old checkout with
+``git worktree add /tmp/old <commit>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from fencelock.testing import ServerPool
+
+ROUND = """
+import sys, time, fencelock
+with fencelock.connect(sys.argv[1]) as client:
+    lock = client.lock("bench/ab", ttl=30)
+    for _ in range(100):
+        lock.acquire().release()
+    began, cycles = time.process_time(), int(sys.argv[2])
+    for _ in range(cycles):
+        lock.acquire().release()
+    print((time.process_time() - began) / cycles * 1e6)
+"""
+
+
+def urls(pool: ServerPool, tmp: Path, wanted: list[str]) -> dict[str, str]:
+    made: dict[str, str] = {}
+    for backend in wanted:
+        if backend == "memory":
+            made[backend] = "memory://ab"
+        elif backend == "sqlite":
+            made[backend] = f"sqlite:///{tmp}/ab.db"
+        elif backend == "redis":
+            made[backend] = pool.redis().url
+        elif backend == "zookeeper":
+            made[backend] = pool.zookeeper(1)[0].url
+        elif backend == "etcd":
+            made[backend] = pool.etcd(1)[0].url
+        elif backend == "postgresql":
+            made[backend] = pool.postgresql().url
+        elif backend == "mysql":
+            made[backend] = pool.mariadb().url
+        else:
+            raise SystemExit(f"--backends: no such backend {backend!r}")
+    return made
+
+
+def one_round(src: Path, url: str, cycles: int) -> float:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    done = subprocess.run(
+        [sys.executable, "-c", ROUND, url, str(cycles)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(done.stdout.strip())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("old", type=Path, help="the A side's src directory")
+    parser.add_argument("new", type=Path, help="the B side's src directory")
+    parser.add_argument("--backends", default="memory,sqlite,redis,zookeeper,etcd,postgresql,mysql")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--cycles", type=int, default=1000)
+    args = parser.parse_args()
+    wanted = args.backends.split(",")
+    with tempfile.TemporaryDirectory() as tmp, ServerPool.under(Path(tmp)) as pool:
+        found = urls(pool, Path(tmp), wanted)
+        print(f"{'backend':<11} {'A µs':>8} {'B µs':>8} {'B/A':>6}   (median of {args.rounds})")
+        for backend, url in found.items():
+            a: list[float] = []
+            b: list[float] = []
+            for _ in range(args.rounds):
+                a.append(one_round(args.old, url, args.cycles))
+                b.append(one_round(args.new, url, args.cycles))
+            ma, mb = statistics.median(a), statistics.median(b)
+            print(f"{backend:<11} {ma:8.0f} {mb:8.0f} {mb / ma:6.2f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
