@@ -72,10 +72,11 @@ ON_REDIS = ("redis", "redlock")
 # backend over a model of its nodes, before the real backend ran here) is kept for the
 # seeds of the bugs found on it.
 SEARCHED = ("lease", "session", "redlock", "etcd", "redis")
-# Where a release is decided by the nodes that answered it (a quorum's, Redlock's): one
-# that did not answer keeps the key until its TTL, and a try's phase 1 landing late may
-# set it again until the backend's undo comes, so the released owner may still hold a
-# quorum's keys as the release is answered (the name stays taken for a TTL at most).
+# Where a release is decided by the nodes that answered it (a quorum's, Redlock's): done
+# when the key may have been on a quorum, counting the nodes that did not answer, so it
+# says "gone from a quorum", not "held": one that did not answer keeps the key until its
+# TTL, and a try's phase 1 landing late may set it again until the backend's undo comes
+# (the name stays taken for a TTL at most). The release's answer is not checked there.
 QUORUM = ("redlock", "redlock-model")
 # Workloads that need a lease to outlive its client (a latch's count): not the session
 # family's, as on ZooKeeper, MySQL and the advisory locks (docs/backends.md).
@@ -483,7 +484,9 @@ class World:
             if roll < 0.4:  # a renewal's, most likely
                 continue
             ttl = rng.uniform(0.5, 2.0) * self.plan.ttl
-            expire = rng.random() < 0.2
+            # expire_in lets a lease go here: not one its holder holds nested (re-entrant),
+            # whose holder gives it back level by level
+            expire = rng.random() < 0.2 and not lease.reentrant
             calling = self._on_client(number, self._extending(number, lease, ttl, expire))
             await asyncio.sleep(rng.uniform(0.0, 0.005))
             if not calling.done():
@@ -666,14 +669,24 @@ class World:
         setattr(holdings, "add", add)  # noqa: B010 - this client's, for the run
 
     def _answered(self, release: Release, done: bool, lost_before: bool) -> None:
-        if self.ended:
+        if self.ended or self.plan.family in QUORUM:
             return
         now = self.clock.now
         still = self.store.grant_until(release.name, release.owner, now) is not None
-        still = still and self.plan.family not in QUORUM
+        still = still and not self._granted_anew(release)
         wrong = self.releases.answered(release, done, lost_before, still)
         if wrong is not None:
             self.violated(wrong)
+
+    def _granted_anew(self, release: Release) -> bool:
+        """Whether the server grants the released owner the name again, with another
+        token: a try of its acquisition, sent again (a driver's resend) or held up, that
+        landed after the release (the lease and session families use one owner value for
+        every try of an acquisition)."""
+        taken = self.leases.taken.get((release.name, release.owner))
+        held = self.store.holder(release.name, self.clock.now)
+        token = getattr(held, "token", None)
+        return taken is not None and token is not None and token != taken[1].token
 
     def _backend(self, number: int) -> AsyncBackend:
         if self.plan.family == "redis":
