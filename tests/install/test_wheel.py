@@ -75,9 +75,10 @@ def test_the_sdist_and_the_wheel_pass_twine_and_carry_the_package_data(dist: Dis
     assert sorted(set(data) - in_wheel) == []
     modules = [p.relative_to(source).as_posix() for p in (source / "fencelock").rglob("*.py")]
     assert sorted(set(modules) - in_wheel) == []
+    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in in_wheel)
     with tarfile.open(dist.sdist) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
-    assert {"README.md", "pyproject.toml", "src/fencelock/py.typed"} <= names
+    assert {"README.md", "LICENSE", "pyproject.toml", "src/fencelock/py.typed"} <= names
 
 
 def test_the_plain_install_runs_the_demo_a_lock_and_names_every_missing_extra(
