@@ -7,13 +7,18 @@ from pathlib import Path
 
 import pytest
 
+import fencelock
+
 FENCELOCK = str(Path(sys.executable).parent / "fencelock")
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    """An environment whose default backend is a fresh SQLite file."""
-    return dict(os.environ, FENCELOCK_URL=f"sqlite:///{tmp_path / 'locks.db'}")
+    """An environment whose default backend is a fresh SQLite file (made, empty: a
+    command that only looks finds no store where there is no file)."""
+    url = f"sqlite:///{tmp_path / 'locks.db'}"
+    fencelock.connect(url).close()
+    return dict(os.environ, FENCELOCK_URL=url)
 
 
 def running(pid: int) -> bool:

@@ -3,6 +3,8 @@ option parser found it or fencelock did, with one line that names the problem.""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from fencelock.cli import _COMMANDS
@@ -56,6 +58,41 @@ def test_usage_error_exits_64(env: dict[str, str], args: list[str], words: str) 
     assert done.returncode == 64, (done.returncode, done.stderr)
     assert words in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("fencelock: "), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"), [("stauts", "'status'"), ("lst", "'list'"), ("realese", "'release'")]
+)
+def test_a_mistyped_command_gets_a_suggestion(env: dict[str, str], typed: str, meant: str) -> None:
+    done = fencelock_cmd(env, typed, "x")
+    assert done.returncode == 64
+    assert f"No such command '{typed}'; did you mean" in done.stderr and meant in done.stderr
+    assert "(see 'fencelock --help')" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status", "x"],
+        ["list"],
+        ["members", "workers"],
+        ["top", "--once"],
+        ["release", "--force", "--yes", "x"],
+    ],
+    ids=["status", "list", "members", "top", "release"],
+)
+def test_a_command_that_looks_never_creates_a_store(
+    env: dict[str, str], tmp_path: Path, args: list[str]
+) -> None:
+    """A mistyped --url to a file that does not exist is said (exit 69), not made empty,
+    directories and all, and reported as "never locked"."""
+    missing = tmp_path / "typo-dir" / "sub" / "x.db"
+    done = fencelock_cmd(env, *args, "--url", f"sqlite:///{missing}")
+    assert done.returncode == 69, (done.returncode, done.stderr)
+    said = f"no lock store at {missing}: nothing was ever locked there (is --url right?)"
+    assert done.stderr == f"fencelock: {said}\n"
+    assert not (tmp_path / "typo-dir").exists()
 
 
 def test_help_and_version_exit_0(env: dict[str, str]) -> None:

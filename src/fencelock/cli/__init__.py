@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -45,6 +47,22 @@ def errors_as_exit_codes() -> Iterator[None]:
     except FencelockError as exc:
         code = next((c for t, c in _EXIT_FOR if isinstance(exc, t)), exitcodes.INTERNAL)
         fail(str(exc), code)
+
+
+def readable_store(url: str | None) -> str:
+    """``url`` (default: :func:`fencelock.connect`'s) for a command that only looks: an
+    SQLite file that does not exist is no lock store (:class:`BackendUnavailable`, exit
+    69), never one made, directories and all, by looking at it."""
+    from fencelock.backends import sqlite_file
+    from fencelock.client import default_url
+
+    resolved = default_url() if url is None else url
+    path = sqlite_file(resolved)
+    if path is not None and not os.path.exists(path):
+        raise BackendUnavailable(
+            f"no lock store at {path}: nothing was ever locked there (is --url right?)"
+        )
+    return resolved
 
 
 url_option = click.option(
@@ -117,14 +135,26 @@ def quiet_logs(verbose: bool) -> None:
         logging.getLogger().addHandler(logging.NullHandler())
 
 
+def usage_line(exc: click.UsageError) -> str:
+    """A usage error as one line: what is wrong, a guess at a mistyped command, and where
+    the help is (click's own banner is three lines more)."""
+    message = exc.format_message().rstrip(".")
+    path = exc.ctx.command_path if exc.ctx is not None else "fencelock"
+    typed = message.removeprefix("No such command '").removesuffix("'")
+    if typed != message:
+        close = difflib.get_close_matches(typed, sorted(_COMMANDS), n=2)
+        if close:
+            message += "; did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
+    return f"{message} (see '{path} --help')"
+
+
 def main() -> None:
     """Entry point of the ``fencelock`` command: every usage error exits 64 (EX_USAGE),
     the parser's own included."""
     try:
         code = cli.main(prog_name="fencelock", standalone_mode=False)
     except click.UsageError as exc:
-        exc.show()
-        sys.exit(exitcodes.USAGE)
+        fail(usage_line(exc), exitcodes.USAGE)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)

@@ -10,7 +10,7 @@ import click
 import fencelock
 from fencelock import holder as holder_module
 from fencelock.backends.base import LockInfo
-from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
+from fencelock.cli import errors_as_exit_codes, exitcodes, fail, readable_store, url_option
 from fencelock.cli.inventory import describe_entry, group
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
@@ -58,7 +58,7 @@ def describe(info: LockInfo, now: float | None = None) -> str:
 @click.argument("name")
 def status(url: str | None, as_json: bool, name: str) -> None:
     """Show who holds lock NAME, its token and remaining TTL."""
-    with errors_as_exit_codes(), fencelock.connect(url) as client:
+    with errors_as_exit_codes(), fencelock.connect(readable_store(url)) as client:
         info = client.inspect(name)
         parts = client.list(f"{name}.")
     primitives = [e for e in group([*parts, *([info] if info else [])]) if e.kind != "lock"]
@@ -81,7 +81,7 @@ def status(url: str | None, as_json: bool, name: str) -> None:
 @click.argument("prefix", default="")
 def list_locks(url: str | None, as_json: bool, prefix: str) -> None:
     """List held locks, optionally only those whose names start with PREFIX."""
-    with errors_as_exit_codes(), fencelock.connect(url) as client:
+    with errors_as_exit_codes(), fencelock.connect(readable_store(url)) as client:
         infos = client.list(prefix)
     if as_json:
         click.echo(json.dumps([info_dict(i) for i in infos]))
@@ -116,7 +116,7 @@ def release(url: str | None, force: bool, yes: bool, name: str) -> None:
             "release --force asks before evicting, and there is no terminal: add --yes",
             exitcodes.USAGE,
         )
-    with errors_as_exit_codes(), fencelock.connect(url) as client:
+    with errors_as_exit_codes(), fencelock.connect(readable_store(url)) as client:
         info = client.inspect(name)
         if info is None or not info.held:
             click.echo(f"{name}: not held; nothing to release")

@@ -8,7 +8,7 @@ import sys
 import click
 
 import fencelock
-from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
+from fencelock.cli import errors_as_exit_codes, exitcodes, fail, readable_store, url_option
 from fencelock.cli.inspect_cmds import json_option
 from fencelock.cli.numbers import INTERVAL, Number
 from fencelock.primitives.group import GroupChange, Member
@@ -52,7 +52,7 @@ def members(url: str | None, as_json: bool, watch: bool, interval: float | None,
     """Show the live members of group NAME, with their data and tokens."""
     if interval is not None and not watch:
         fail("--interval goes with --watch", exitcodes.USAGE)
-    with errors_as_exit_codes(), fencelock.connect(url) as client:
+    with errors_as_exit_codes(), fencelock.connect(readable_store(url)) as client:
         group = client.group(name)
         if not watch:
             found = group.members()

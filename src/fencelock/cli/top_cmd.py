@@ -16,7 +16,7 @@ from rich.text import Text
 
 import fencelock
 from fencelock import clock
-from fencelock.cli import errors_as_exit_codes, url_option
+from fencelock.cli import errors_as_exit_codes, readable_store, url_option
 from fencelock.cli.numbers import Bounds, Number
 from fencelock.cli.stats_cmd import scrape
 from fencelock.cli.top_view import Rates, Row, TopState, under
@@ -107,7 +107,7 @@ def top(
         return Group(*parts)
 
     with errors_as_exit_codes():
-        client = fencelock.connect(url)
+        client = fencelock.connect(readable_store(url))
         try:
             if once:
                 Console(width=max(140, Console().width)).print(frame(client))
