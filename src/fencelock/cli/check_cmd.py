@@ -62,7 +62,11 @@ class _BadInput(click.UsageError):
     default="register",
     show_default=True,
     metavar="|".join(WORKLOADS),
-    help="register: increment a counter; seats: sell seats.",
+    help=(
+        "register: increment a counter; seats: sell seats, none twice; election: the "
+        "leader increments the counter; semaphore: two places, never three inside; "
+        "barrier: rounds of a barrier, none passed before every party arrived."
+    ),
 )
 @click.option(
     "--clients", type=Number(COUNT), default=8, show_default=True, help="Client processes."

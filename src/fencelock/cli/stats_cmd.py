@@ -132,7 +132,7 @@ def show(found: dict[str, PrefixMetrics]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
 def stats(urls: tuple[str, ...], as_json: bool) -> None:
     """The five metrics of the processes whose metrics addresses are given
-    (``fencelock.metrics.serve(9464)`` → http://HOST:9464/metrics), added up by prefix:
+    (fencelock.metrics.serve(9464) → http://HOST:9464/metrics), added up by prefix:
     acquisition p99, contention, hold p99, timeouts and fencing rejections, marked where
     past the thresholds (50% / 30% / 80% / 5% / any)."""
     if not urls:
