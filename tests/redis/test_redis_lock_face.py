@@ -5,9 +5,12 @@ with python-redis-lock itself on the same name, whose waiters a face's release w
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -139,3 +142,30 @@ def test_found_by_python_redis_locks_own_tests(conn: redis.Redis, name: str) -> 
     while conn.exists(f"lock:{name}-dropped") and time.monotonic() < gone_by:
         time.sleep(0.2)
     assert not conn.exists(f"lock:{name}-dropped"), "a collected Lock's key was still renewed"
+
+
+def test_a_module_named_redis_lock_may_re_export_the_face(tmp_path: Path) -> None:
+    """The usual way to move a large code base without editing every import: a module
+    ``redis_lock`` of one's own that re-exports the face (it crashed at import, the face
+    asking the half-made module for python-redis-lock's exception classes)."""
+    (tmp_path / "redis_lock.py").write_text("from fencelock.compat.redis_lock import *\n")
+    probe = (
+        "import redis_lock\n"
+        "assert redis_lock.Lock.__module__ == 'fencelock.compat.redis_lock'\n"
+        "assert issubclass(redis_lock.AlreadyAcquired, RuntimeError)\n"
+        "print(redis_lock.NotAcquired.__name__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "NotAcquired\n"
+
+
+def test_strict_is_python_redis_locks_check(conn: redis.Redis, name: str) -> None:
+    Lock(conn, name, strict=True)  # a redis-py client is a StrictRedis
+    with pytest.raises(ValueError, match="StrictRedis"):
+        Lock(object(), name, strict=True)
+    lock = Lock(conn, name, expire=5, strict=False)
+    assert lock.acquire(blocking=False)
+    lock.release()

@@ -30,30 +30,27 @@ from fencelock.compat.redis_py import UNTIMED_TTL, client_of
 from fencelock.errors import AlreadyHeld, ConfigError, LeaseLost, LockTimeout
 from fencelock.lease import Lease
 
+_EXCEPTIONS = (
+    "AlreadyAcquired",
+    "NotAcquired",
+    "AlreadyStarted",
+    "TimeoutNotUsable",
+    "InvalidTimeout",
+    "TimeoutTooLarge",
+    "NotExpirable",
+)
+
 
 def _exceptions() -> tuple[type[RuntimeError], ...]:
+    """python-redis-lock's exception classes, else classes of the same names: where it is
+    not installed, or where ``redis_lock`` is a module of the user's that re-exports this
+    face (``from fencelock.compat.redis_lock import *``: it is being imported right now,
+    and has none of them yet)."""
     try:
         redis_lock: Any = importlib.import_module("redis_lock")
-    except ImportError:  # the face works without python-redis-lock installed
-        names = (
-            "AlreadyAcquired",
-            "NotAcquired",
-            "AlreadyStarted",
-            "TimeoutNotUsable",
-            "InvalidTimeout",
-            "TimeoutTooLarge",
-            "NotExpirable",
-        )
-        return tuple(type(name, (RuntimeError,), {"__module__": __name__}) for name in names)
-    return (
-        redis_lock.AlreadyAcquired,
-        redis_lock.NotAcquired,
-        redis_lock.AlreadyStarted,
-        redis_lock.TimeoutNotUsable,
-        redis_lock.InvalidTimeout,
-        redis_lock.TimeoutTooLarge,
-        redis_lock.NotExpirable,
-    )
+        return tuple(getattr(redis_lock, name) for name in _EXCEPTIONS)
+    except (ImportError, AttributeError):
+        return tuple(type(name, (RuntimeError,), {"__module__": __name__}) for name in _EXCEPTIONS)
 
 
 (
@@ -67,6 +64,13 @@ def _exceptions() -> tuple[type[RuntimeError], ...]:
 ) = _exceptions()
 
 
+def _is_strict_redis(client: Any) -> bool:
+    """python-redis-lock's ``strict`` check: a redis-py client (``StrictRedis`` is
+    ``Redis`` since redis-py 3)."""
+    redis: Any = importlib.import_module("redis")
+    return isinstance(client, redis.StrictRedis)
+
+
 class Lock:
     """python-redis-lock's ``Lock`` over a fencelock lease (the module docstring says
     what differs)."""
@@ -78,9 +82,15 @@ class Lock:
         expire: float | None = None,
         id: str | bytes | None = None,  # python-redis-lock's name for it
         auto_renewal: bool = False,
+        strict: bool = True,
         signal_expire: int = 1000,
         blocking: bool = True,
     ) -> None:
+        if strict and not _is_strict_redis(redis_client):
+            raise ValueError(
+                "redis_client must be instance of StrictRedis. "
+                "Use strict=False if you know what you're doing."
+            )
         if auto_renewal and expire is None:
             raise ValueError("Expire may not be None when auto_renewal is set")
         if expire:
