@@ -131,3 +131,54 @@ def test_asyncio_acquire_blocking_false_owned_and_decorator(
             assert not await client.lock(name).locked()
 
     asyncio.run(main())
+
+
+def test_every_lock_like_object_takes_blocking_false_and_try_acquire(
+    client: fencelock.Client, other: fencelock.Client, name: str
+) -> None:
+    """A read-write lock's sides, a semaphore and a multi-lock take ``Lock``'s acquire
+    arguments: kazoo's ``ReadLock().acquire(blocking=False)`` translates as it is."""
+    rw, theirs = client.rw_lock(name), other.rw_lock(name)
+    write = rw.write().acquire(blocking=False)
+    assert write is not None
+    assert theirs.read().acquire(blocking=False) is None
+    assert theirs.read().try_acquire() is None
+    with pytest.raises(fencelock.ConfigError, match="tries once and never waits"):
+        theirs.read().acquire(5, blocking=False)
+    write.release()
+    read = theirs.read().acquire(blocking=False)
+    assert read is not None
+    assert rw.write().try_acquire() is None
+    read.release()
+
+    sem, sems = client.semaphore(f"{name}.s", permits=1), other.semaphore(f"{name}.s", permits=1)
+    permit = sem.acquire(blocking=False)
+    assert permit is not None and sems.acquire(blocking=False) is None
+    permit.release()
+
+    multi = other.multi_lock([f"{name}.a", f"{name}.b"])
+    held = client.lock(f"{name}.b").acquire()
+    assert multi.acquire(blocking=False) is None and multi.try_acquire() is None
+    held.release()
+    both = multi.acquire(blocking=False)
+    assert both is not None
+    both.release()
+
+
+def test_asyncio_lock_like_objects_take_blocking_false(backend: BackendCase, name: str) -> None:
+    async def main() -> None:
+        async with (
+            fencelock.aconnect(backend.url) as client,
+            fencelock.aconnect(backend.url) as other,
+        ):
+            write = await client.rw_lock(name).write().acquire(blocking=False)
+            assert write is not None
+            assert await other.rw_lock(name).read().acquire(blocking=False) is None
+            assert await other.rw_lock(name).read().try_acquire() is None
+            await write.release()
+            permit = await other.semaphore(f"{name}.s", permits=1).acquire(blocking=False)
+            assert permit is not None
+            assert await client.semaphore(f"{name}.s", permits=1).try_acquire() is None
+            await permit.release()
+
+    asyncio.run(main())

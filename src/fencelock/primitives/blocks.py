@@ -6,9 +6,9 @@ raises, unless the block raised (which then stands)."""
 
 from __future__ import annotations
 
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Literal, Protocol, TypeVar, overload
 
-from fencelock.errors import FencelockError
+from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.holdings import this_task, this_thread
 from fencelock.lease import LeaseBase
 
@@ -58,6 +58,14 @@ class GateHold(Generic[L]):
         self.lease.check()
 
 
+def _refuse_a_timeout(primitive: object, timeout: float | None) -> None:
+    """``blocking=False`` is one try, no wait: a timeout cannot go with it."""
+    if timeout is not None:
+        raise ConfigError(
+            f"{primitive!r}: acquire(blocking=False) tries once and never waits; give it no timeout"
+        )
+
+
 class HeldInBlocks(Generic[H]):
     """``with primitive as hold:`` over ``acquire(timeout)`` and ``hold.release()``;
     the subclass sets ``timeout`` and ``_entered = {}``."""
@@ -65,9 +73,31 @@ class HeldInBlocks(Generic[H]):
     timeout: float | None
     _entered: dict[object, list[H]]
 
-    def acquire(self, timeout: float | None = None) -> H:
+    def _acquire(self, timeout: float | None) -> H:
         """Take the hold within ``timeout`` (each primitive says how)."""
         raise NotImplementedError
+
+    @overload
+    def acquire(self, timeout: float | None = None, *, blocking: Literal[True] = True) -> H: ...
+
+    @overload
+    def acquire(self, *, blocking: bool) -> H | None: ...
+
+    def acquire(self, timeout: float | None = None, *, blocking: bool = True) -> H | None:
+        """Take the hold within ``timeout`` (None: as long as it takes), or raise
+        :class:`LockTimeout` with nothing held; ``blocking=False`` tries once and returns
+        None instead (as a :class:`~fencelock.Lock` does)."""
+        if blocking:
+            return self._acquire(timeout)
+        _refuse_a_timeout(self, timeout)
+        return self.try_acquire()
+
+    def try_acquire(self) -> H | None:
+        """Try once: the hold, or None (nothing held)."""
+        try:
+            return self._acquire(0)
+        except LockTimeout:
+            return None
 
     def __enter__(self) -> H:
         hold = self.acquire(self.timeout)
@@ -91,9 +121,31 @@ class AsyncHeldInBlocks(Generic[A]):
     timeout: float | None
     _entered: dict[object, list[A]]
 
-    async def acquire(self, timeout: float | None = None) -> A:
+    async def _acquire(self, timeout: float | None) -> A:
         """Take the hold within ``timeout`` (each primitive says how)."""
         raise NotImplementedError
+
+    @overload
+    async def acquire(
+        self, timeout: float | None = None, *, blocking: Literal[True] = True
+    ) -> A: ...
+
+    @overload
+    async def acquire(self, *, blocking: bool) -> A | None: ...
+
+    async def acquire(self, timeout: float | None = None, *, blocking: bool = True) -> A | None:
+        """As :meth:`HeldInBlocks.acquire`, awaited."""
+        if blocking:
+            return await self._acquire(timeout)
+        _refuse_a_timeout(self, timeout)
+        return await self.try_acquire()
+
+    async def try_acquire(self) -> A | None:
+        """Try once: the hold, or None (nothing held)."""
+        try:
+            return await self._acquire(0)
+        except LockTimeout:
+            return None
 
     async def __aenter__(self) -> A:
         hold = await self.acquire(self.timeout)

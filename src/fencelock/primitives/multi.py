@@ -185,7 +185,7 @@ class MultiLock(_MultiLockBase, HeldInBlocks[MultiLease]):
         self._client = client
         self._entered: dict[object, list[MultiLease]] = {}  # by thread, innermost last
 
-    def acquire(self, timeout: float | None = None) -> MultiLease:
+    def _acquire(self, timeout: float | None) -> MultiLease:
         """Take every name, in order, within one ``timeout``; :class:`LockTimeout` (with
         nothing held) if one stays held by another owner."""
         leases = FlowLeases(self._client, self.ttl, self.renew)
@@ -194,13 +194,6 @@ class MultiLock(_MultiLockBase, HeldInBlocks[MultiLease]):
             leases.give_back_all()
             raise _blocked(self.names, blocked)
         return MultiLease(list(leases.taken.values()))
-
-    def try_acquire(self) -> MultiLease | None:
-        """Try each name once: the :class:`MultiLease`, or None (nothing held)."""
-        try:
-            return self.acquire(timeout=0)
-        except LockTimeout:
-            return None
 
 
 class AsyncMultiLock(_MultiLockBase, AsyncHeldInBlocks[AsyncMultiLease]):
@@ -218,7 +211,7 @@ class AsyncMultiLock(_MultiLockBase, AsyncHeldInBlocks[AsyncMultiLease]):
         self._client = client
         self._entered: dict[object, list[AsyncMultiLease]] = {}  # by task, innermost last
 
-    async def acquire(self, timeout: float | None = None) -> AsyncMultiLease:
+    async def _acquire(self, timeout: float | None) -> AsyncMultiLease:
         """Take every name; as :meth:`MultiLock.acquire`."""
         leases = AsyncFlowLeases(self._client, self.ttl, self.renew)
         blocked = await leases.run(self._flow(timeout))
@@ -226,10 +219,3 @@ class AsyncMultiLock(_MultiLockBase, AsyncHeldInBlocks[AsyncMultiLease]):
             await leases.give_back_all()
             raise _blocked(self.names, blocked)
         return AsyncMultiLease(list(leases.taken.values()))
-
-    async def try_acquire(self) -> AsyncMultiLease | None:
-        """Try each name once: the :class:`AsyncMultiLease`, or None (nothing held)."""
-        try:
-            return await self.acquire(timeout=0)
-        except LockTimeout:
-            return None

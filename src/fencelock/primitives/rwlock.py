@@ -117,7 +117,7 @@ class ReadWriteSide(_SideBase, HeldInBlocks[RWLease]):
         self._client = client
         self._entered: dict[object, list[RWLease]] = {}
 
-    def acquire(self, timeout: float | None = None) -> RWLease:
+    def _acquire(self, timeout: float | None) -> RWLease:
         """Take a read or write hold; :class:`LockTimeout` (nothing held) after ``timeout``."""
         holdings = self._client.seam.holdings
         if sharing(self._client.seam.backend) is not None:
@@ -154,7 +154,7 @@ class AsyncReadWriteSide(_SideBase, AsyncHeldInBlocks[AsyncRWLease]):
         self._client = client
         self._entered: dict[object, list[AsyncRWLease]] = {}
 
-    async def acquire(self, timeout: float | None = None) -> AsyncRWLease:
+    async def _acquire(self, timeout: float | None) -> AsyncRWLease:
         """Take a read or write hold; as :meth:`ReadWriteSide.acquire`."""
         holdings = self._client.seam.holdings
         if async_sharing(self._client.seam.backend) is not None:

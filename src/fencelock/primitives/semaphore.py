@@ -138,7 +138,7 @@ class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
         self._client = client
         self._entered: dict[object, list[Permit]] = {}
 
-    def acquire(self, timeout: float | None = None) -> Permit:
+    def _acquire(self, timeout: float | None) -> Permit:
         """Take a permit; :class:`LockTimeout` (nothing held) after ``timeout``."""
         if sharing(self._client.seam.backend) is not None:
             return self._acquire_natively(timeout)
@@ -210,13 +210,6 @@ class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
             return True
         return False
 
-    def try_acquire(self) -> Permit | None:
-        """Take a permit if one is free now; None otherwise."""
-        try:
-            return self.acquire(timeout=0)
-        except LockTimeout:
-            return None
-
     def available(self) -> int:
         """Permits free now (0 if the name is in use with another count)."""
         return self._available(holdings(self._client.list(self.names.permits)))
@@ -239,7 +232,7 @@ class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
         self._client = client
         self._entered: dict[object, list[AsyncPermit]] = {}
 
-    async def acquire(self, timeout: float | None = None) -> AsyncPermit:
+    async def _acquire(self, timeout: float | None) -> AsyncPermit:
         """Take a permit; as :meth:`Semaphore.acquire`."""
         if async_sharing(self._client.seam.backend) is not None:
             return await self._acquire_natively(timeout)
@@ -312,13 +305,6 @@ class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
                 await self._client.seam.backend.release(bell, outcome.owner or owner)
             return True
         return False
-
-    async def try_acquire(self) -> AsyncPermit | None:
-        """Take a permit if one is free now; None otherwise."""
-        try:
-            return await self.acquire(timeout=0)
-        except LockTimeout:
-            return None
 
     async def available(self) -> int:
         """Permits free now (0 if the name is in use with another count)."""
