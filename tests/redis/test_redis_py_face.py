@@ -5,6 +5,7 @@ same name (a service moves over one process at a time)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import multiprocessing
 import threading
@@ -199,3 +200,31 @@ def test_a_forked_child_does_not_hold_its_parents_lock(r: redis.Redis, name: str
     assert outcome.get(timeout=10) == (False, False)  # not its hold, and still taken
     assert lock.owned()
     lock.release()
+
+
+@pytest.mark.filterwarnings("error::ResourceWarning")
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+def test_the_asyncio_face_leaves_nothing_open_as_event_loops_come_and_go(
+    plain_redis: RedisServer, r: redis.Redis, name: str
+) -> None:
+    """Ten ``asyncio.run()``s, each with a redis.asyncio client of its own and a face's
+    hold: no connection of theirs stays open, none is left to the garbage collector (it
+    was 1 -> 5 server connections and 34 ResourceWarnings; redis-py's own Lock: 1 -> 1)."""
+
+    def connections() -> int:
+        return len(r.client_list())
+
+    async def one_loop() -> None:
+        client = redis.asyncio.Redis.from_url(plain_redis.url)
+        try:
+            async with client.lock(name, lock_class=AsyncLock, timeout=10) as held:
+                assert held.fencing_token is not None
+        finally:
+            await client.aclose()
+
+    asyncio.run(one_loop())
+    before = connections()
+    for _ in range(10):
+        asyncio.run(one_loop())
+    gc.collect()
+    assert connections() <= before

@@ -246,13 +246,36 @@ _aclients: weakref.WeakKeyDictionary[Any, asyncio.Future[fencelock.AsyncClient]]
 async def _aclient_of(redis: Any) -> fencelock.AsyncClient:
     """One connected fencelock asyncio client per redis.asyncio client."""
     opening = _aclients.get(redis)
-    if opening is None or (opening.done() and opening.exception() is not None):
+    if (
+        opening is None
+        or opening.get_loop() is not asyncio.get_running_loop()  # closed with its loop
+        or (opening.done() and opening.exception() is not None)
+    ):
         opening = _aclients[redis] = asyncio.ensure_future(_opened(redis))
     return await asyncio.shield(opening)
 
 
 async def _opened(redis: Any) -> fencelock.AsyncClient:
-    return await fencelock.aconnect(redis, keys="bare").__aenter__()
+    client = await fencelock.aconnect(redis, keys="bare").__aenter__()
+    closing = asyncio.ensure_future(_closed_with_the_loop(client))
+    _closers.add(closing)
+    closing.add_done_callback(_closers.discard)
+    return client
+
+
+# Each asyncio client's closer: a task that waits until it is cancelled, which
+# ``asyncio.run()`` does to every task left as its loop ends.
+_closers: set[asyncio.Future[None]] = set()
+
+
+async def _closed_with_the_loop(client: fencelock.AsyncClient) -> None:
+    """Close ``client`` as its event loop ends: its connections belong to that loop, and
+    left to the garbage collector they stay open on the server until then (a program
+    that runs ``asyncio.run()`` again and again opened one more each time)."""
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await client.aclose()
 
 
 class AsyncLock(_Face):
