@@ -48,6 +48,8 @@ class _Skip:
 
 
 SKIPPED: Any = _Skip()
+"""What :func:`once` returns when another run holds the job's name (``on_skip="return"``):
+falsy, one object, compare with ``is``."""
 
 
 def _skipped(name: str, on_skip: OnSkip) -> Any:
