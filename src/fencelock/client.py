@@ -138,8 +138,8 @@ class Client(_ClientBase[Backend, Lease]):
     ) -> Lock:
         """A mutual-exclusion lock on ``name``.
 
-        ``ttl``: seconds the lease lives without renewal; ``renew=False`` gives a
-        plain TTL lease. ``timeout``: how long ``with lock:`` waits (None: forever).
+        ``ttl``: seconds the lease lives without renewal (default 30); ``renew=False``
+        gives a plain TTL lease. ``timeout``: how long ``with lock:`` waits (None: forever).
         ``fair=True``: waiters get the lock in arrival order (where the backend can).
         ``max_hold``: seconds after which a lease is no longer renewed and ends as lost,
         however long the holder takes. ``stop_on_loss=True``: a loss raises
@@ -161,7 +161,8 @@ class Client(_ClientBase[Backend, Lease]):
     ) -> MultiLock:
         """Several names locked all or nothing, taken in sorted order so that two
         multi-locks over overlapping names never deadlock. Each name has its own lease
-        and token (``multi.tokens``); losing one loses the whole multi-lease."""
+        and token (``multi.tokens``); losing one loses the whole multi-lease. ``ttl``:
+        seconds each lease lives without renewal (default 30)."""
         from fencelock.primitives.multi import MultiLock
 
         return MultiLock(self, names, validate_ttl(ttl), renew, timeout)
@@ -170,7 +171,8 @@ class Client(_ClientBase[Backend, Lease]):
         self, name: str, *, ttl: float = DEFAULT_TTL, timeout: float | None = None
     ) -> RWLock:
         """A read-write lock on ``name``: ``with rw.read():`` shared, ``with rw.write():``
-        alone; a waiting writer is not starved by new readers; a token per hold."""
+        alone; a waiting writer is not starved by new readers; a token per hold. ``ttl``:
+        seconds each hold's lease lives without renewal (default 30)."""
         from fencelock.primitives.rwlock import RWLock
 
         return RWLock(self, name, validate_ttl(ttl), timeout)
@@ -184,7 +186,8 @@ class Client(_ClientBase[Backend, Lease]):
         timeout: float | None = None,
     ) -> Semaphore:
         """A semaphore of ``permits`` permits on ``name``; each permit is a lease with its
-        own renewal and token, so a crashed holder's permit comes back after its TTL."""
+        own renewal and token, so a crashed holder's permit comes back after its TTL
+        (``ttl``, default 30 seconds)."""
         from fencelock.primitives.semaphore import Semaphore
 
         return Semaphore(self, name, permits, validate_ttl(ttl), timeout)
@@ -212,7 +215,8 @@ class Client(_ClientBase[Backend, Lease]):
 
     def election(self, name: str, *, ttl: float = DEFAULT_TTL) -> Election:
         """A leader election on ``name``: ``campaign()`` to lead (the term is the
-        leader's fencing token), ``leader()`` and ``observe()`` to follow it."""
+        leader's fencing token), ``leader()`` and ``observe()`` to follow it. ``ttl``:
+        seconds the leader's lease lives without renewal (default 30)."""
         from fencelock.primitives.election import Election
 
         return Election(self, name, ttl)
@@ -220,7 +224,8 @@ class Client(_ClientBase[Backend, Lease]):
     def group(self, name: str, *, ttl: float = DEFAULT_TTL) -> Group:
         """A group ``name``: ``join(member, data)`` (kept alive by a lease),
         ``members()`` and ``watch()`` (who joined and left); split work among the
-        members with :func:`fencelock.group.assign`."""
+        members with :func:`fencelock.group.assign`. ``ttl``: seconds a member's lease
+        lives without renewal (default 30)."""
         from fencelock.primitives.group import Group
 
         return Group(self, name, ttl)
@@ -282,7 +287,8 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
     ) -> AsyncLock:
         """A mutual-exclusion lock on ``name`` for asyncio; arguments as :meth:`Client.lock`,
         but ``stop_on_loss=True`` cancels the task running ``async with lock:`` the moment
-        the lease is lost, and leaving the block then raises :class:`LeaseLost`."""
+        the lease is lost, and leaving the block then raises :class:`LeaseLost`. ``ttl``:
+        default 30 seconds."""
         name, ttl = self._lock_args(name, ttl, fair)
         return AsyncLock(
             self.seam, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant
@@ -296,7 +302,8 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
         renew: bool = True,
         timeout: float | None = None,
     ) -> AsyncMultiLock:
-        """Several names locked all or nothing; as :meth:`Client.multi_lock`."""
+        """Several names locked all or nothing; as :meth:`Client.multi_lock` (``ttl``
+        default 30 seconds)."""
         from fencelock.primitives.multi import AsyncMultiLock
 
         return AsyncMultiLock(self, names, validate_ttl(ttl), renew, timeout)
@@ -304,7 +311,8 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
     def rw_lock(
         self, name: str, *, ttl: float = DEFAULT_TTL, timeout: float | None = None
     ) -> AsyncRWLock:
-        """A read-write lock on ``name``; as :meth:`Client.rw_lock`."""
+        """A read-write lock on ``name``; as :meth:`Client.rw_lock` (``ttl`` default 30
+        seconds)."""
         from fencelock.primitives.rwlock import AsyncRWLock
 
         return AsyncRWLock(self, name, validate_ttl(ttl), timeout)
@@ -317,7 +325,8 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
         ttl: float = DEFAULT_TTL,
         timeout: float | None = None,
     ) -> AsyncSemaphore:
-        """A semaphore of ``permits`` permits on ``name``; as :meth:`Client.semaphore`."""
+        """A semaphore of ``permits`` permits on ``name``; as :meth:`Client.semaphore`
+        (``ttl`` default 30 seconds)."""
         from fencelock.primitives.semaphore import AsyncSemaphore
 
         return AsyncSemaphore(self, name, permits, validate_ttl(ttl), timeout)
@@ -341,13 +350,14 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
         return AsyncDoubleBarrier(self, name, parties)
 
     def election(self, name: str, *, ttl: float = DEFAULT_TTL) -> AsyncElection:
-        """A leader election on ``name``; as :meth:`Client.election`."""
+        """A leader election on ``name``; as :meth:`Client.election` (``ttl`` default 30
+        seconds)."""
         from fencelock.primitives.election import AsyncElection
 
         return AsyncElection(self, name, ttl)
 
     def group(self, name: str, *, ttl: float = DEFAULT_TTL) -> AsyncGroup:
-        """A group ``name``; as :meth:`Client.group`."""
+        """A group ``name``; as :meth:`Client.group` (``ttl`` default 30 seconds)."""
         from fencelock.primitives.group import AsyncGroup
 
         return AsyncGroup(self, name, ttl)

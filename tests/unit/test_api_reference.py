@@ -98,3 +98,44 @@ def test_the_reference_shows_no_class_twice(anchors: set[str]) -> None:
         and all(path in anchors for path in paths)
     ]
     assert not twice, f"documented twice: {twice}"
+
+
+def _constant_defaults() -> Iterator[tuple[str, str, object, str]]:
+    """(function, parameter, value, docstring) for each documented callable whose default
+    is a named constant (``ttl: float = DEFAULT_TTL``): the reference shows the name only."""
+    for public, value in _documented():
+        callables = [(public, value)]
+        if inspect.isclass(value):
+            callables += [
+                (f"{public}.{name}", member)
+                for name, member in vars(value).items()
+                if name[0] != "_"
+            ]
+            callables.append((public, value.__init__))
+        for where, function in callables:
+            if not inspect.isfunction(function) or function.__name__ not in (
+                "__init__",
+                where.rsplit(".", 1)[-1],
+            ):
+                continue
+            module = inspect.getmodule(function)
+            if module is None or not module.__name__.startswith("fencelock"):
+                continue
+            try:
+                source = inspect.getsource(function)
+            except OSError:  # made at run time (a dataclass's __init__): no named default
+                continue
+            for parameter in inspect.signature(function).parameters.values():
+                match = re.search(rf"\b{parameter.name}: [^=,]+= (_?[A-Z][A-Z0-9_]+)\b", source)
+                if match:
+                    doc = inspect.getdoc(value if function.__name__ == "__init__" else function)
+                    yield where, parameter.name, parameter.default, doc or ""
+
+
+def test_a_default_given_by_a_constant_is_stated_in_the_docstring() -> None:
+    unstated = [
+        (where, parameter, default)
+        for where, parameter, default, doc in _constant_defaults()
+        if not re.search(rf"``{parameter}``[^.;]*?\bdefaults?( to)? {default:g}\b", doc)
+    ]
+    assert not unstated, f"defaults the reference would show only as a name: {unstated}"

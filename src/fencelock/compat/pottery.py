@@ -192,7 +192,10 @@ def _redis_errors(error: BaseException) -> tuple[Exception, ...]:
 
 class Redlock:
     """pottery's ``Redlock`` over a fencelock lease (the module docstring says what
-    differs). Not for one object shared by several threads at once, as pottery's."""
+    differs). Not for one object shared by several threads at once, as pottery's.
+
+    ``auto_release_time`` defaults to 10 seconds and ``num_extensions`` defaults to 3,
+    as in pottery."""
 
     __slots__ = (
         "_client",
