@@ -147,6 +147,18 @@ class Client(_ClientBase[Backend, Lease]):
         (:mod:`fencelock.stopping` says where that cannot reach). ``reentrant=True``:
         the thread holding it may take it again (one lease, one token, counted; the
         outermost release gives it back).
+
+        :param name: the lock's name (every process locking it names it the same).
+        :param ttl: seconds the lease lives without renewal (default 30).
+        :param renew: keep the lease alive in the background while held.
+        :param timeout: how long ``with lock:`` waits; None: forever.
+        :param fair: waiters get the lock in arrival order.
+        :param max_hold: seconds after which the lease is no longer renewed.
+        :param stop_on_loss: raise :class:`LeaseLost` in the holding thread on a loss.
+        :param reentrant: the holding thread may take it again.
+        :returns: the lock (nothing is taken until ``with`` or ``acquire()``).
+        :raises ConfigError: a bad name or TTL, or ``fair=True`` where the backend
+            cannot queue waiters.
         """
         name, ttl = self._lock_args(name, ttl, fair)
         return Lock(self.seam, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant)
@@ -409,6 +421,13 @@ def connect(url: str | object | None = None, **options: object) -> Client:
     ``connect("redis://cache:6379/0", timeout=2)``; one given twice is an error.
     ``url`` may also be a ``redis.Redis`` or ``ConnectionPool``: fencelock takes its
     connection settings and opens connections of its own.
+
+    :param url: the backend's URL (``redis://``, ``sqlite:///``, ``etcd://``...), a
+        redis-py client or pool, or None for ``$FENCELOCK_URL`` or embedded SQLite.
+    :param options: query options added to the URL (numbers, strings, bools).
+    :returns: the client; close it, or use ``with``.
+    :raises ConfigError: an unknown scheme or option, or a value of the wrong type.
+    :raises BackendUnavailable: the server cannot be reached.
     """
     return Client(open_backend(_resolve_url(url, options)))
 
@@ -417,5 +436,10 @@ def aconnect(url: str | object | None = None, **options: object) -> AsyncClient:
     """The asyncio client for ``url`` and ``options`` (as :func:`connect`).
 
     Use ``async with`` (it connects, and fails there if the server is unreachable).
+
+    :param url: as :func:`connect`.
+    :param options: as :func:`connect`.
+    :returns: the client, not yet connected: ``async with`` connects it.
+    :raises ConfigError: an unknown scheme or option, or a value of the wrong type.
     """
     return AsyncClient(open_async_backend(_resolve_url(url, options)))

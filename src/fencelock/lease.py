@@ -172,7 +172,13 @@ class LeaseBase:
         return max(self.trusted_until - clock.now(), 0.0)
 
     def check(self) -> None:
-        """Raise :class:`LeaseLost` unless the lease is held and inside its safe time."""
+        """Raise :class:`LeaseLost` unless the lease is held and inside its safe time.
+
+        No request: what the lease knows (its renewals' answers and the local clock).
+        Call it before each step that writes under the lock.
+
+        :raises LeaseLost: the lease is lost (with the reason) or was released.
+        """
         state = self.state
         if state is LeaseState.LOST:
             raise LeaseLost(f"lease on {self.name!r} (token {self.token}) lost: {self.lost_reason}")
@@ -448,6 +454,11 @@ class Lease(LeaseBase):
         Waits for a renewal already in flight. Raises :class:`LeaseLost` if it is
         already lost or another owner has it, :class:`BackendUnavailable` if the
         server did not answer (the lease is then trusted no longer than before).
+
+        :param ttl: seconds from now; None: the lease's own TTL.
+        :raises LeaseLost: the lease is lost or released, or another owner has it.
+        :raises BackendUnavailable: the server did not answer.
+        :raises ConfigError: ``ttl`` is not a positive number of seconds.
         """
         self._extended(self._renew_on_server(self._extend_ttl(ttl)))
         self._tracker.track(self)
@@ -485,6 +496,8 @@ class Lease(LeaseBase):
         cannot be reached but the lease was still safe, the failure is logged
         and the lease expires by its TTL. A re-entrant lease taken ``depth``
         times is given back by the last of its ``depth`` releases.
+
+        :raises LeaseLost: the lease had been lost before this call.
         """
         if self._leave_nested():
             return

@@ -314,6 +314,16 @@ class Lock(_LockBase[Backend, Lease]):
         :class:`AlreadyHeld` if this thread holds it already (it would wait for itself),
         unless the lock is re-entrant: then the same lease comes back, held once more
         (``lease.depth``), and only the last of its releases gives it back.
+
+        :param timeout: seconds to wait; None: as long as it takes; 0: one try.
+        :param blocking: False: one try, None if another owner holds the lock.
+        :returns: the lease (None only with ``blocking=False``).
+        :raises LockTimeout: the timeout passed with the lock held by another owner.
+        :raises AcquireCancelled: :meth:`cancel` was called meanwhile (a
+            :class:`LockTimeout`).
+        :raises BackendUnavailable: the server cannot be reached.
+        :raises AlreadyHeld: this thread holds the (not re-entrant) lock already.
+        :raises ConfigError: ``blocking=False`` with a timeout.
         """
         if blocking:
             return self._acquire(timeout)
