@@ -124,7 +124,7 @@ class SharedLoop:
         if _loop_running_here():  # called from asyncio code: this thread cannot run ours
             return _on_helper_thread(self.run, coro)
         if self._baton.acquire(blocking=False):
-            wrapped = _stopping_after(coro, self.loop, self.loop.has_news())
+            wrapped = _after_pending_io(coro, self.loop.has_news())
             try:
                 task = self.loop.create_task(wrapped)
             except BaseException as exc:
@@ -145,14 +145,9 @@ class SharedLoop:
     def _lead(self, work: asyncio.Future[T], task: asyncio.Future[T] | None) -> T:
         self.loop.about_to_run()
         try:
-            if task is None:  # a future another thread's call is waiting for
-                return self.loop.run_until_complete(work)
-            # Our own task stops the loop as it ends (_stopping_after): the turn that
-            # finishes it is the last, where run_until_complete would take one more. A
-            # stop that was not ours (a task interrupted earlier, ending now) runs again.
-            while not task.done():
-                self.loop.run_forever()
-            return task.result()
+            # The turn after ``work`` is done runs what it left ready (a Redlock acquire
+            # back at a quorum leaves its requests to the other nodes to be sent).
+            return self.loop.run_until_complete(work)
         except BaseException:
             # The caller was interrupted (Ctrl-C) while its coroutine still runs: stop it
             # now (it cleans up when the loop next runs), or it would go on, unseen, in a
@@ -254,20 +249,14 @@ def _close_unstarted(coro: Coroutine[Any, Any, Any]) -> None:
         _close_unstarted(inner)
 
 
-async def _stopping_after(
-    coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop, news: bool
-) -> T:
-    """``coro``, then a stop of ``loop``. With ``news`` (a socket the loop reads has
-    something, a callback was handed over), one turn of the loop first: it reads what
-    arrived while nobody ran it (a connection the server closed, late replies), so
-    ``coro`` does not send on a connection already known to be dead. Timers that fell
-    due meanwhile fire in the same turn as ``coro``'s first step."""
-    try:
-        if news:
-            await asyncio.sleep(0)
-        return await coro
-    finally:
-        loop.stop()
+async def _after_pending_io(coro: Coroutine[Any, Any, T], news: bool) -> T:
+    """``coro``; with ``news`` (a socket the loop reads has something, a callback was
+    handed over, a timer fell due), one turn of the loop first: it reads what arrived
+    while nobody ran it (a connection the server closed, late replies), so ``coro`` does
+    not send on a connection already known to be dead."""
+    if news:
+        await asyncio.sleep(0)
+    return await coro
 
 
 async def _one_turn() -> None:
