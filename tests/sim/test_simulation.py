@@ -7,6 +7,7 @@ back is found where it can show; the bugs the simulator found itself stay fixed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import threading
 import time
@@ -35,6 +36,9 @@ PRIMITIVES = [
     if workload != "lock"
     for family in FAMILIES
     if not (workload in OUTLIVING and family == "session")
+    # the guards' tokens: a clock's (leases), one counter's (sessions), a revision that
+    # starts again when etcd loses its data; Redis's and Redlock's clocks are as leases'
+    and (workload != "fenced" or family in CHEAP)
 ]
 # Where each put-back bug can show (family, workload): a session's timeout does not
 # shrink with an extend; a reused holder needs a re-entrant lock; a renewer's round of
@@ -169,10 +173,10 @@ def test_each_historical_bug_put_back_is_found(bug: str, family: str, workload: 
         # Redlock's inspect taking "held on 2 of the 3 that answered" for "not held"
         ("redlock-guessed-holder", "redlock-model", "rwlock", 27, "a writer trusted beside"),
         # the same, the extend racing a renewal, and the latch's repair, on the real
-        # Redlock backend
-        ("redlock-guessed-holder", "redlock", "rwlock", 6, "a writer trusted beside"),
-        ("extend-renewal-race", "redlock", "lock", 5, "past the server's grant"),
-        ("latch-stale-count-list", "redlock", "latch", 2, "wait passed a latch"),
+        # Redlock backend (runs of 10 s, as the sweeps')
+        ("redlock-guessed-holder", "redlock", "rwlock", 18, "a writer trusted beside"),
+        ("extend-renewal-race", "redlock", "lock", 2, "past the server's grant"),
+        ("latch-stale-count-list", "redlock", "latch", 27, "wait passed a latch"),
         # a latch's repair reading counts listed before an arming finished as none left
         ("latch-stale-count-list", "lease", "latch", 8, "wait passed a latch"),
     ],
@@ -181,9 +185,10 @@ def test_the_bugs_the_simulator_found_stay_fixed(
     bug: str, family: str, workload: str, seed: int, shows: str
 ) -> None:
     """The seeds that found them: broken with the bug put back, fine without it."""
-    broken = run(Plan(seed=seed, bugs=(bug,), family=family, workload=workload))
+    plan = _plan(seed, family, workload)
+    broken = run(dataclasses.replace(plan, bugs=(bug,)))
     assert not broken.ok and shows in (broken.violation or "")
-    assert run(Plan(seed=seed, family=family, workload=workload)).ok
+    assert run(plan).ok
 
 
 def test_virtual_time_jumps_to_the_next_timer_and_a_stall_is_named() -> None:
