@@ -13,11 +13,11 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.chaos.test_report_browser import FLAGS, chromium
+from tests.deploy.test_pages_in_a_browser import FramedSite
 
 ONE_ROW = 60  # px: the navigation bar's height with its links on one row
 _MEASURED = re.compile(r'<pre id="widths">(.*?)</pre>', re.S)
@@ -36,32 +36,19 @@ _SCRIPT = """<script>window.addEventListener('load', () => {
 });</script>"""
 
 
-class _Framing(http.server.SimpleHTTPRequestHandler):
+class _Framing(FramedSite):
     """The site's files, and at ``/__widths__?W`` every page framed ``W`` px wide."""
 
-    def __init__(self, *args: Any, pages: list[str], **kwargs: Any) -> None:
-        self.pages = pages
-        super().__init__(*args, **kwargs)
-
-    def do_GET(self) -> None:
+    def framing(self) -> str | None:
         if not self.path.startswith("/__widths__?"):
-            super().do_GET()
-            return
+            return None
         width = int(self.path.partition("?")[2])
         frames = "".join(
             f'<iframe data-page="{page}" src="{page}" width="{width}" height="600" '
             'style="border:0"></iframe>'
             for page in self.pages
         )
-        body = f"<!doctype html><html><body>{frames}{_SCRIPT}</body></html>".encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        return None
+        return f"<!doctype html><html><body>{frames}{_SCRIPT}</body></html>"
 
 
 @pytest.fixture(scope="module")

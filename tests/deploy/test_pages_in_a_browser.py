@@ -34,7 +34,7 @@ def site(built_site: Path) -> Iterator[tuple[str, list[str]]]:
         ("/" + str(page.relative_to(built).parent).removeprefix(".") + "/").replace("//", "/")
         for page in built.rglob("index.html")
     )
-    handler = functools.partial(_Quiet, directory=str(built), pages=pages)
+    handler = functools.partial(FramedSite, directory=str(built), pages=pages)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -46,22 +46,30 @@ def site(built_site: Path) -> Iterator[tuple[str, list[str]]]:
 EVERY_PAGE = "/__every_page__"
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
+class FramedSite(http.server.SimpleHTTPRequestHandler):
     """The site's files, and at :data:`EVERY_PAGE` one page framing every page of it (a
-    browser then loads them all at once, their console errors logged with their source)."""
+    browser then loads them all at once, their console errors logged with their source).
+    A subclass answers other paths of its own through :meth:`framing`."""
 
     def __init__(self, *args: Any, pages: list[str], **kwargs: Any) -> None:
         self.pages = pages  # set before the base class handles the request
         super().__init__(*args, **kwargs)
 
-    def do_GET(self) -> None:
+    def framing(self) -> str | None:
+        """The HTML this request's path answers with, or None for a file of the site."""
         if self.path != EVERY_PAGE:
-            super().do_GET()
-            return
+            return None
         frames = "".join(
             f'<iframe src="{page}" width="1280" height="900"></iframe>' for page in self.pages
         )
-        body = f"<!doctype html><html><body>{frames}</body></html>".encode()
+        return f"<!doctype html><html><body>{frames}</body></html>"
+
+    def do_GET(self) -> None:
+        html = self.framing()
+        if html is None:
+            super().do_GET()
+            return
+        body = html.encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/html; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
