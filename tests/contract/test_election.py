@@ -54,7 +54,7 @@ def test_a_deposed_leaders_writes_are_fenced(
     client: fencelock.Client, other: fencelock.Client, name: str
 ) -> None:
     guard = MemoryGuard()
-    old = client.election(name, ttl=1).campaign(value="old")
+    old = client.election(name, ttl=5).campaign(value="old")
     guard.accept("config", old.term)
     assert other.evict(name) is not None  # an operator deposes it
     assert old.wait_lost(15) and old.lost
@@ -151,7 +151,7 @@ def test_run_stops_the_function_when_leadership_is_lost(
 
     threading.Thread(target=depose).start()
     with pytest.raises(fencelock.LeaseLost, match="lost while the block ran"):
-        client.election(name, ttl=1).run(lead)
+        client.election(name, ttl=5).run(lead)
 
 
 def test_run_with_asyncio(backend: BackendCase, name: str) -> None:
