@@ -79,7 +79,10 @@ def main() -> int:
     wanted = args.backends.split(",")
     with tempfile.TemporaryDirectory() as tmp, ServerPool.under(Path(tmp)) as pool:
         found = urls(pool, Path(tmp), wanted)
-        print(f"{'backend':<11} {'A µs':>8} {'B µs':>8} {'B/A':>6}   (median of {args.rounds})")
+        print(
+            f"{'backend':<11} {'A µs':>8} {'B µs':>8} {'B/A':>6}   (median of {args.rounds}; "
+            "paired: the median of each round's B/A, [lowest-highest])"
+        )
         for backend, url in found.items():
             a: list[float] = []
             b: list[float] = []
@@ -87,7 +90,12 @@ def main() -> int:
                 a.append(one_round(args.old, url, args.cycles))
                 b.append(one_round(args.new, url, args.cycles))
             ma, mb = statistics.median(a), statistics.median(b)
-            print(f"{backend:<11} {ma:8.0f} {mb:8.0f} {mb / ma:6.2f}", flush=True)
+            paired = sorted(y / x for x, y in zip(a, b, strict=True))
+            print(
+                f"{backend:<11} {ma:8.0f} {mb:8.0f} {mb / ma:6.2f}   paired "
+                f"{statistics.median(paired):.2f} [{paired[0]:.2f}-{paired[-1]:.2f}]",
+                flush=True,
+            )
     return 0
 
 

@@ -126,7 +126,7 @@ async def reading_here(
     what is left of ``timeout`` (:class:`TimeoutError`)."""
     limit, cut = wait_limit(timeout)
     ends = clock.now() + (timeout if limit is None else limit)
-    silent = (CallEnded if cut else TimeoutError)(f"{what} did not answer within {limit:.3g}s")
+    silent = _Silence(CallEnded if cut else TimeoutError, what, limit)
     fd = _plain_socket(transport)
     poll = select.poll()
     if fd is not None:
@@ -163,14 +163,26 @@ def _send(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
         return True, done.value
 
 
+class _Silence:
+    """The error for a request that got no answer, made only if it is raised."""
+
+    __slots__ = ("kind", "limit", "what")
+
+    def __init__(self, kind: type[Exception], what: str, limit: float | None) -> None:
+        self.kind, self.what, self.limit = kind, what, limit
+
+    def error(self) -> Exception:
+        return self.kind(f"{self.what} did not answer within {self.limit:.3g}s")
+
+
 def _feed(
-    reader: asyncio.StreamReader, poll: select.poll, fd: int, ends: float, silent: BaseException
+    reader: asyncio.StreamReader, poll: select.poll, fd: int, ends: float, silent: _Silence
 ) -> BaseException | None:
-    """:func:`_fed`, raising ``silent`` if nothing came by ``ends``; a Ctrl-C meanwhile is
-    returned, to be raised once the reply in flight is read."""
+    """:func:`_fed`, raising ``silent``'s error if nothing came by ``ends``; a Ctrl-C
+    meanwhile is returned, to be raised once the reply in flight is read."""
     try:
         if not _fed(reader, poll, fd, ends):
-            raise silent
+            raise silent.error()
     except KeyboardInterrupt as exc:
         return exc
     return None
