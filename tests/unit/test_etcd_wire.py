@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fencelock.backends.etcd.wire import UNREADABLE, Unanswered, Wire, _read_reply
+from fencelock.backends.etcd.wire import UNREADABLE, Unanswered, Wire, _parse_head, _read_reply
 
 
 def _read_all(data: bytes, replies: int) -> list[tuple[int, bytes, bool]]:
@@ -132,6 +132,38 @@ def test_a_reply_cut_anywhere_is_refused_by_both(
     cut = data.draw(st.integers(min_value=0, max_value=len(whole) - 1))
     assert _h11_reads(whole[:cut]) is None
     assert _ours(whole[:cut]) is None
+
+
+_blanks = st.text(alphabet=" \t", max_size=3)
+
+
+@st.composite
+def _heads(draw: st.DrawFn) -> tuple[bytes, int]:
+    """A valid reply head, names in any case, blanks around values: bytes, status."""
+    status = draw(st.integers(min_value=200, max_value=599))  # a final reply
+    lines = [f"HTTP/1.1 {status} {draw(_values)}"]
+    for name, value in draw(st.lists(st.tuples(_names, _values), max_size=8)):
+        cased = "".join(c.upper() if draw(st.booleans()) else c for c in name)
+        lines.append(f"{cased}:{draw(_blanks)}{value}{draw(_blanks)}")  # no blank before ":"
+    return ("\r\n".join(lines) + "\r\n\r\n").encode(), status
+
+
+def _h11_head(head: bytes) -> tuple[int, dict[str, str]]:
+    connection = h11.Connection(h11.CLIENT)
+    connection.send(h11.Request(method="POST", target="/", headers=[("Host", "e")]))
+    connection.send(h11.EndOfMessage())
+    connection.receive_data(head)
+    response = connection.next_event()
+    assert isinstance(response, h11.Response)
+    headers = {name.decode(): value.decode().lower() for name, value in response.headers}
+    return response.status_code, headers
+
+
+@given(_heads())
+def test_a_head_parses_as_h11_parses_it(head: tuple[bytes, int]) -> None:
+    data, status = head
+    assert _parse_head(data) == _h11_head(data)
+    assert _parse_head(data)[0] == status
 
 
 def test_a_header_block_over_64_kib_is_a_fencelock_error() -> None:
