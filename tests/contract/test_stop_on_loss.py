@@ -62,7 +62,7 @@ def test_async_block_awaiting_io_is_cancelled_when_the_lease_is_taken(
     async def main() -> tuple[BaseException, float]:
         silent = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
         port = silent.sockets[0].getsockname()[1]
-        reader, _writer = await asyncio.open_connection("127.0.0.1", port)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
 
         async def read_forever() -> None:
             await asyncio.wait_for(reader.read(1), FOREVER)  # I/O that never completes
@@ -70,6 +70,7 @@ def test_async_block_awaiting_io_is_cancelled_when_the_lease_is_taken(
         try:
             return await stolen_while(backend, name, read_forever)
         finally:
+            writer.close()
             silent.close()
 
     raised, after = asyncio.run(main())
