@@ -60,7 +60,8 @@ def test_async_block_awaiting_io_is_cancelled_when_the_lease_is_taken(
     backend: BackendCase, name: str
 ) -> None:
     async def main() -> tuple[BaseException, float]:
-        silent = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        accepted: list[asyncio.StreamWriter] = []  # the silent side, closed at the end
+        silent = await asyncio.start_server(lambda r, w: accepted.append(w), "127.0.0.1", 0)
         port = silent.sockets[0].getsockname()[1]
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
 
@@ -70,7 +71,8 @@ def test_async_block_awaiting_io_is_cancelled_when_the_lease_is_taken(
         try:
             return await stolen_while(backend, name, read_forever)
         finally:
-            writer.close()
+            for end in (writer, *accepted):
+                end.close()
             silent.close()
 
     raised, after = asyncio.run(main())
