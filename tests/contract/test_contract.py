@@ -113,7 +113,8 @@ def test_renewal_keeps_the_lease(
 
 
 def test_extend_and_release_twice(client: fencelock.Client, name: str) -> None:
-    lease = client.lock(name, ttl=0.5, renew=False).acquire()
+    # 2 s, not 0.5 s: unrenewed, a 0.5 s lease ran out before the extend beside two busy loops
+    lease = client.lock(name, ttl=2, renew=False).acquire()
     lease.extend(5)
     assert lease.remaining() > 4
     lease.release()

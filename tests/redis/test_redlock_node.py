@@ -217,8 +217,10 @@ def test_a_hung_quorum_raises_within_about_the_timeout(fresh_five: list[RedisSer
             for server in fresh_five[:3]:
                 server.resume()
     assert isinstance(attempt.error, fencelock.BackendUnavailable), attempt.outcome()
-    # Redlock's node timeout and the request bound are both 1 s: either may say so
-    assert re.search(r"did not answer (a try )?within 1s", str(attempt.error)), attempt.error
+    # Redlock's node timeout and the request bound are both 1 s: either may say so (the
+    # call's time left, when it says so, may be a few ms short of 1 s on a loaded machine)
+    said = re.search(r"did not answer (?:a try )?within ([0-9.]+)s", str(attempt.error))
+    assert said is not None and 0.9 <= float(said[1]) <= 1.0, attempt.error
     # one timeout, with 1.5 s for a loaded machine: not a wait per step or per node
     assert attempt.elapsed is not None and attempt.elapsed < 2.5, attempt.outcome()
 
