@@ -100,19 +100,16 @@ class _WatchedLoop(asyncio.SelectorEventLoop):
         """Whether a turn would have something to do (asked without running one)."""
         if self.is_closed():
             return False
-        timers = self._timers
-        while timers and (timers[0][0] <= self._fired_before or timers[0][2].cancelled()):
-            heapq.heappop(timers)
-        if timers and timers[0][0] <= self.time():
-            return True
-        return bool(self._watched.select(0))
+        return self._timer_due() or bool(self._watched.select(0))
 
     def turn_had_news(self) -> bool:
         """Asked by the first step of a task in the loop's turn: whether the turn's poll
         found news or a timer fell due (their callbacks run after this step, in this
         turn or the next)."""
-        if self._watched.found:
-            return True
+        return self._watched.found or self._timer_due()
+
+    def _timer_due(self) -> bool:
+        """Whether a timer fell due that no turn has fired yet."""
         timers = self._timers
         while timers and (timers[0][0] <= self._fired_before or timers[0][2].cancelled()):
             heapq.heappop(timers)
@@ -146,13 +143,7 @@ class SharedLoop:
         if _loop_running_here():  # called from asyncio code: this thread cannot run ours
             return _on_helper_thread(self.run, coro)
         if self._baton.acquire(blocking=False):
-            wrapped = _after_pending_io(coro, self.loop.has_news())
-            try:
-                task = self.loop.create_task(wrapped)
-            except BaseException as exc:
-                self._leave()
-                raise _refused(wrapped, self.loop) from exc
-            return self._lead(task, task)
+            return self._lead_new(_after_pending_io(coro, self.loop.has_news()), False)
         return self._join(coro)
 
     def run_stepped(
@@ -170,29 +161,30 @@ class SharedLoop:
         call = stepping.stepped(rest(coro))
         if _loop_running_here():
             return _on_helper_thread(self.run, call)
-        if not self._baton.acquire(blocking=False):
-            return self._join(call)
-        wrapped = _stopping_the_loop(call, self.loop)
+        if self._baton.acquire(blocking=False):
+            return self._lead_new(_stopping_the_loop(call, self.loop), True)
+        return self._join(call)
+
+    def _lead_new(self, wrapped: Coroutine[Any, Any, T], stops_itself: bool) -> T:
+        """Run ``wrapped`` as a task of its own, the baton held (see :meth:`_lead`)."""
         try:
             task = self.loop.create_task(wrapped)
         except BaseException as exc:
             self._leave()
             raise _refused(wrapped, self.loop) from exc
-        self.loop.about_to_run()
-        try:
-            while not task.done():  # a stop() meant for an earlier turn ends one early
-                self.loop.run_forever()
-            return task.result()
-        except BaseException:
-            if not task.done():  # interrupted: as in _lead
-                task.cancel()
-            raise
-        finally:
-            self._leave()
+        return self._lead(task, task, stops_itself)
 
-    def _lead(self, work: asyncio.Future[T], task: asyncio.Future[T] | None) -> T:
+    def _lead(
+        self, work: asyncio.Future[T], task: asyncio.Future[T] | None, stops_itself: bool = False
+    ) -> T:
+        """Run the loop until ``work`` is done, then leave it (``stops_itself``: ``work``
+        stops the loop as it ends, in the turn it ends in)."""
         self.loop.about_to_run()
         try:
+            if stops_itself:
+                while not work.done():  # a stop() meant for an earlier turn ends one early
+                    self.loop.run_forever()
+                return work.result()
             # The turn after ``work`` is done runs what it left ready (a Redlock acquire
             # back at a quorum leaves its requests to the other nodes to be sent).
             return self.loop.run_until_complete(work)
