@@ -29,7 +29,18 @@ T = TypeVar("T")
 
 # The task a blocking call runs as (:func:`stepped`); tasks it starts inherit the
 # variable, and are told apart by being other tasks.
-_STEPPED: ContextVar[asyncio.Task[Any] | None] = ContextVar("fencelock_stepped", default=None)
+_STEPPED: ContextVar[Stepped | None] = ContextVar("fencelock_stepped", default=None)
+
+
+class Stepped:
+    """One stepped call: the task it runs as, None while its thread drives it off the
+    loop (no loop runs, :func:`onto_the_loop` moves it onto one)."""
+
+    __slots__ = ("task",)
+
+    def __init__(self, task: asyncio.Task[Any] | None) -> None:
+        self.task = task
+
 
 # When the blocking call under way must end (a clock.now() time), for a driver whose
 # own waits are its only bound (the blocking Redis client's sockets, a stepped
@@ -78,6 +89,7 @@ async def within(
     from now (:class:`TimeoutError` if that cut it off, as the plain deadline says)."""
     if seconds is None:
         return await awaitable
+    await onto_the_loop()
     own = clock.now() + seconds
     outer = _CALL_ENDS.get()
     token = _CALL_ENDS.set(own if outer is None else min(own, outer))
@@ -93,20 +105,43 @@ async def within(
 
 async def stepped(coro: Awaitable[T]) -> T:
     """``coro``, run as this task's stepped call (run it as a task of its own)."""
-    _STEPPED.set(asyncio.current_task())
+    _STEPPED.set(Stepped(asyncio.current_task()))
     return await coro
+
+
+def off_the_loop() -> Stepped:
+    """Mark the context as a stepped call its thread drives off the loop (call it in
+    the context the call runs in); the mark, to name the task it moves onto."""
+    call = Stepped(None)
+    _STEPPED.set(call)
+    return call
 
 
 def active() -> bool:
     """Whether the code running now is a stepped call: a request may wait for its answer
     here, the loop held still."""
-    task = _STEPPED.get()
-    if task is None:
+    call = _STEPPED.get()
+    if call is None:
         return False
+    if call.task is None:
+        return True  # driven off the loop by its thread
     try:
-        return task is asyncio.current_task()
+        return call.task is asyncio.current_task()
     except RuntimeError:  # no loop runs here
         return False
+
+
+def is_off_the_loop() -> bool:
+    """Whether the code running now is a stepped call driven off the loop."""
+    call = _STEPPED.get()
+    return call is not None and call.task is None
+
+
+async def onto_the_loop() -> None:
+    """Before what needs a running loop (a connection, a timer): a stepped call driven
+    off the loop suspends once, and its thread moves it onto the loop."""
+    if is_off_the_loop():
+        await asyncio.sleep(0)
 
 
 async def reading_here(
@@ -147,6 +182,7 @@ async def reading_here(
                 if waiting.done():
                     continue
             # Not the reader's data (or not readable here): on the loop, in what is left.
+            await onto_the_loop()
             done, _ = await asyncio.wait({waiting}, timeout=max(ends - clock.now(), 0.0))
             if not done:
                 raise TimeoutError(f"{what} did not answer within {timeout:.3g}s")

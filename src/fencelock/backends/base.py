@@ -72,6 +72,9 @@ class Capabilities:
     keeps_announced: bool = False  # a keep ended early wakes the name's waiters
     renews_in_batches: bool = False  # many renewals in one request: BatchRenewingBackend
     steps: bool = False  # the blocking face may wait on its driver stepped (stepping.py)
+    # ... and start a stepped call off the loop (its path needs no running loop until
+    # it suspends, and every leaf that needs one calls stepping.onto_the_loop first)
+    steps_off_the_loop: bool = False
 
 
 @dataclass(frozen=True)

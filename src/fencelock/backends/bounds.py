@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any, NoReturn, TypeVar
 
-from fencelock import clock
+from fencelock import clock, stepping
 from fencelock.aio import TIMEOUTS, insisting
 from fencelock.backends.base import AsyncAttempt, AttemptResult
 from fencelock.engine.deadline import CallEnd
@@ -68,6 +68,7 @@ async def bounded(
     """
     if seconds is None:
         return await awaitable
+    await stepping.onto_the_loop()
     try:
         return await insisting(seconds, awaitable)
     except TIMEOUTS as exc:
@@ -81,6 +82,7 @@ async def abandoning(
     renewal past the lease's trust, the release of a lease already lost): cut off, it
     is cancelled and left to end in the background, in a task of its own, as a thread
     of the blocking client must not wait for a driver's clean-up."""
+    await stepping.onto_the_loop()
     task = asyncio.ensure_future(awaitable)
     try:
         done, _ = await asyncio.wait({task}, timeout=seconds)
@@ -166,6 +168,7 @@ class BoundedAttempt:
         if not self._cut_off:
             await self._attempt.close()
             return
+        await stepping.onto_the_loop()  # a close left running needs the loop
         closing = asyncio.ensure_future(self._attempt.close())
         _leave_running(closing)
         await asyncio.wait({closing}, timeout=0)  # sent; the caller's time is already up

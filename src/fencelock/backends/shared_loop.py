@@ -17,7 +17,8 @@ import itertools
 import math
 import selectors
 import threading
-from collections.abc import Callable, Coroutine, Sequence
+import types
+from collections.abc import Callable, Coroutine, Generator, Sequence
 from contextvars import Context, copy_context
 from typing import Any, Generic, TypeVar
 
@@ -150,6 +151,7 @@ class SharedLoop:
         self,
         coro: Coroutine[Any, Any, T],
         rest: Callable[[Coroutine[Any, Any, T]], Coroutine[Any, Any, T]] = _as_it_is,
+        off_the_loop: bool = False,
     ) -> T:
         """:meth:`run` of ``rest(coro)`` as a stepped call (:mod:`.stepping`): where the
         backend's driver can, it waits for its answers right here, the loop held still.
@@ -157,22 +159,47 @@ class SharedLoop:
         Run by this thread, the call's task stops the loop as it ends: the turn it ends
         in is the last (a stepped call waits for its own answers and sends nothing that
         a further turn must send), so an uncontended call costs the loop one turn, not
-        two, and one poll of its sockets, not three."""
-        call = stepping.stepped(rest(coro))
+        two, and one poll of its sockets, not three. With ``off_the_loop`` (the backend's
+        stepped path needs no running loop until it suspends) and nothing for the loop to
+        do, the call starts on this thread with no loop running at all."""
         if _loop_running_here():
-            return _on_helper_thread(self.run, call)
-        if self._baton.acquire(blocking=False):
-            return self._lead_new(_stopping_the_loop(call, self.loop), True)
-        return self._join(call)
+            return _on_helper_thread(self.run, stepping.stepped(rest(coro)))
+        if not self._baton.acquire(blocking=False):
+            return self._join(stepping.stepped(rest(coro)))
+        if off_the_loop and not self.loop.is_closed() and not self.loop.has_news():
+            return self._off_the_loop(rest(coro))
+        return self._lead_new(_stopping_the_loop(stepping.stepped(rest(coro)), self.loop), True)
 
-    def _lead_new(self, wrapped: Coroutine[Any, Any, T], stops_itself: bool) -> T:
-        """Run ``wrapped`` as a task of its own, the baton held (see :meth:`_lead`)."""
+    def _lead_new(
+        self, wrapped: Coroutine[Any, Any, T], stops_itself: bool, context: Context | None = None
+    ) -> T:
+        """Run ``wrapped`` as a task of its own (in ``context``, if given), the baton held
+        (see :meth:`_lead`)."""
         try:
-            task = self.loop.create_task(wrapped)
+            task = (
+                self.loop.create_task(wrapped)
+                if context is None
+                else context.run(self.loop.create_task, wrapped)
+            )
         except BaseException as exc:
             self._leave()
             raise _refused(wrapped, self.loop) from exc
         return self._lead(task, task, stops_itself)
+
+    def _off_the_loop(self, call: Coroutine[Any, Any, T]) -> T:
+        """Drive ``call`` (a stepped call, the baton held) on this thread with no loop
+        running; the first time it suspends, it goes on as a task on the loop."""
+        context = copy_context()
+        mark = context.run(stepping.off_the_loop)
+        try:
+            suspended = context.run(call.send, None)
+        except StopIteration as done:
+            self._leave()
+            return done.value  # type: ignore[no-any-return]
+        except BaseException:
+            self._leave()
+            raise
+        return self._lead_new(_resumed(call, suspended, mark, self.loop), True, context)
 
     def _lead(
         self, work: asyncio.Future[T], task: asyncio.Future[T] | None, stops_itself: bool = False
@@ -310,6 +337,40 @@ async def _stopping_the_loop(coro: Coroutine[Any, Any, T], loop: _WatchedLoop) -
         loop.stop()
 
 
+async def _resumed(
+    call: Coroutine[Any, Any, T], suspended: Any, mark: stepping.Stepped, loop: _WatchedLoop
+) -> T:
+    """The rest of ``call``, which suspended on ``suspended`` off the loop, as this task
+    (the loop stopped as it ends, as :func:`_stopping_the_loop`)."""
+    mark.task = asyncio.current_task()
+    try:
+        return await _going_on(call, suspended)  # type: ignore[no-any-return]
+    finally:
+        loop.stop()
+
+
+@types.coroutine
+def _going_on(call: Coroutine[Any, Any, Any], suspended: Any) -> Generator[Any, Any, Any]:
+    """Hand what ``call`` suspended on to the task, and the task's answers (a value, or
+    an error thrown in) back to ``call``, until it returns."""
+    while True:
+        try:
+            answer = yield suspended
+        except GeneratorExit:
+            call.close()
+            raise
+        except BaseException as exc:
+            try:
+                suspended = call.throw(exc)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                suspended = call.send(answer)
+            except StopIteration as done:
+                return done.value
+
+
 async def _one_turn() -> None:
     """Nothing: running it gives the loop one pass (what arrived is read)."""
 
@@ -387,10 +448,17 @@ class SharedLoopAttempt:
     (:meth:`limit`) plus one request, as in asyncio (:mod:`~fencelock.backends.bounds`)."""
 
     def __init__(
-        self, attempt: AsyncAttempt, loop: SharedLoop, where: str, bound: float, steps: bool
+        self,
+        attempt: AsyncAttempt,
+        loop: SharedLoop,
+        where: str,
+        bound: float,
+        steps: bool,
+        off_the_loop: bool = False,
     ) -> None:
         self._attempt, self._loop = BoundedAttempt(attempt, where, CallEnd(None, bound)), loop
         self._steps = steps
+        self._off_the_loop = off_the_loop
         self._interrupted = False
         self._waiting: asyncio.Future[None] | None = None  # the wait under way, on the loop
 
@@ -446,7 +514,9 @@ class SharedLoopAttempt:
         try:
             with call_ends_at(end.at):  # what a stepped request waits at most
                 return self._loop.run_stepped(
-                    call(bounded.inner), lambda rest: bounded.bounding(rest, what)
+                    call(bounded.inner),
+                    lambda rest: bounded.bounding(rest, what),
+                    self._off_the_loop,
                 )
         except BackendUnavailable as exc:
             bounded.cut_off(what, given, exc)
@@ -457,7 +527,7 @@ class SharedLoopAttempt:
             return
         closing = self._attempt.close()
         if self._steps:
-            self._loop.run_stepped(closing)
+            self._loop.run_stepped(closing, off_the_loop=self._off_the_loop)
         else:
             self._loop.run(closing)
 
@@ -525,6 +595,7 @@ class SharedLoopBackend:
         self.request_bound = inner.request_bound
         self.outlives_client = inner.outlives_client
         self._steps = inner.capabilities.steps  # see stepping.py
+        self._off_the_loop = inner.capabilities.steps_off_the_loop
         forking.register(self)
 
     @classmethod
@@ -565,6 +636,7 @@ class SharedLoopBackend:
             self.url,
             self.request_bound,
             self._steps,
+            self._off_the_loop,
         )
 
     def shared_attempt(self, name: str, owner: str, ttl: float, share: Share) -> SharedLoopAttempt:
@@ -577,6 +649,7 @@ class SharedLoopBackend:
             self.url,
             self.request_bound,
             self._steps,
+            self._off_the_loop,
         )
 
     def watch_names(self, prefixes: Sequence[str]) -> SharedLoopNameWatch:
@@ -599,7 +672,7 @@ class SharedLoopBackend:
     def release(self, name: str, owner: str) -> bool:
         releasing = self._backend().release(name, owner)
         if self._steps:
-            return self._loop.run_stepped(releasing)
+            return self._loop.run_stepped(releasing, off_the_loop=self._off_the_loop)
         return self._loop.run(releasing)
 
     def release_within(self, name: str, owner: str, seconds: float) -> bool:

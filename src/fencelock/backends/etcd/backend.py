@@ -76,6 +76,7 @@ class AsyncEtcdBackend:
         fair=True,  # the queue is FIFO by create revision, fair or not
         renews_in_batches=True,  # answered from the session's keepalive, one loop trip
         steps=True,  # the blocking client steps it: a reply is read on the caller's thread
+        steps_off_the_loop=True,
         name_watches=True,  # a watch on a key range: a group's changes are pushed
     )
 
@@ -122,11 +123,13 @@ class AsyncEtcdBackend:
 
     async def session(self, ttl: int, shared: bool) -> EtcdSession:
         """This client's live session of ``ttl`` seconds, or a lease of its own."""
+        if shared:
+            current = self._sessions.get(ttl)
+            if current is not None and not current.ended:
+                return current
+        await stepping.onto_the_loop()  # a new session's keepalive runs on the loop
         if not shared:
             return await EtcdSession.grant(self._gateway, ttl)
-        current = self._sessions.get(ttl)
-        if current is not None and not current.ended:
-            return current
         granting = self._granting.get(ttl)
         if granting is None or granting.done():
             granting = read_when_done(

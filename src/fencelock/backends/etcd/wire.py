@@ -149,6 +149,7 @@ class Wire:
             if now - connection.idle_since < STALE_AFTER and not connection.reader.at_eof():
                 return connection
             _close(connection)
+        await stepping.onto_the_loop()  # opening a connection needs the loop
         return await self._connect(endpoint)
 
     async def _connect(self, endpoint: _Endpoint) -> _Connection:
