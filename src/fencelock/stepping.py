@@ -144,6 +144,12 @@ async def onto_the_loop() -> None:
         await asyncio.sleep(0)
 
 
+async def running_loop() -> asyncio.AbstractEventLoop:
+    """The running loop, once a stepped call driven off the loop moved onto it."""
+    await onto_the_loop()
+    return asyncio.get_running_loop()
+
+
 async def reading_here(
     coro: Coroutine[Any, Any, T],
     reader: asyncio.StreamReader,

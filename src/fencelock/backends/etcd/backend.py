@@ -188,7 +188,7 @@ class AsyncEtcdBackend:
         except FencelockError:
             # The key stays claimed until the delete lands: a new contender of ours in
             # this session must not take it over (and then see it deleted under it).
-            self._delete_eventually(held.session, delete, held.key)
+            await self._delete_eventually(held.session, delete, held.key)
             if reintroduced.on("etcd-late-release"):
                 self.unclaim(held.key)
             raise
@@ -209,7 +209,9 @@ class AsyncEtcdBackend:
         by = b"" if owner is None else b" " + owner.encode()
         return RECORDS + self.queue(name), str(revision).encode() + by
 
-    def _delete_eventually(self, session: EtcdSession, delete: gateway.Body, key: bytes) -> None:
+    async def _delete_eventually(
+        self, session: EtcdSession, delete: gateway.Body, key: bytes
+    ) -> None:
         """Send a release whose reply was lost again until it is answered (or its etcd
         lease is gone): a key left behind would hold the lock while the session lives.
         ``key`` is free for this client's contenders again once that is settled."""
@@ -229,7 +231,7 @@ class AsyncEtcdBackend:
             finally:
                 self.unclaim(key)
 
-        task = asyncio.get_running_loop().create_task(again())
+        task = (await stepping.running_loop()).create_task(again())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -392,7 +394,7 @@ class EtcdAttempt:
             reply = await self._backend.call("kv/txn", enqueue)
         else:
             self._enqueuing = read_when_done(
-                asyncio.ensure_future(self._backend.call("kv/txn", enqueue))
+                (await stepping.running_loop()).create_task(self._backend.call("kv/txn", enqueue))
             )
             reply = await asyncio.shield(self._enqueuing)
         where = gateway.read_enqueued(reply)

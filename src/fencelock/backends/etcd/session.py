@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 
-from fencelock import clock
+from fencelock import clock, stepping
 from fencelock.aio import read_when_done
 from fencelock.backends.etcd import gateway
 from fencelock.backends.etcd.http import Gateway
@@ -78,7 +78,7 @@ class EtcdSession:
                 return self.confirmed_at
             if self._keepalive is None or self._keepalive.done():
                 self._keepalive = read_when_done(
-                    asyncio.get_running_loop().create_task(self._send_keepalive())
+                    (await stepping.running_loop()).create_task(self._send_keepalive())
                 )
             await asyncio.shield(self._keepalive)
 
@@ -89,7 +89,7 @@ class EtcdSession:
         while asked - self._keys_read_at > max_age:
             if self._listing is None or self._listing.done():
                 self._listing = read_when_done(
-                    asyncio.get_running_loop().create_task(self._list_keys())
+                    (await stepping.running_loop()).create_task(self._list_keys())
                 )
             await asyncio.shield(self._listing)
         return key in self._keys

@@ -149,10 +149,10 @@ class Wire:
             if now - connection.idle_since < STALE_AFTER and not connection.reader.at_eof():
                 return connection
             _close(connection)
-        await stepping.onto_the_loop()  # opening a connection needs the loop
         return await self._connect(endpoint)
 
     async def _connect(self, endpoint: _Endpoint) -> _Connection:
+        await stepping.onto_the_loop()  # opening a connection needs the loop
         try:
             reader, writer = await within(
                 self._connect_timeout,
