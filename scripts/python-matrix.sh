@@ -28,21 +28,27 @@ summary=()
 failed=0
 
 # run_suite LABEL PYTHON TESTS...: pytest with PYTHON, its last lines shown, its outcome
-# added to the summary under LABEL.
+# added to the summary under LABEL; a failed run's failing tests are named there too
+# (with the first lines of each one's report), so the summary alone says what broke.
 run_suite() {
-    local label="$1" python="$2" log status counts
+    local label="$1" python="$2" log status counts line
     shift 2
     echo "python-matrix: $label: $*" >&2
     log="$(mktemp)"
-    "$python" -m pytest -q -n 2 -p no:cacheprovider "$@" 2>&1 | tee "$log" | tail -n 15
+    "$python" -m pytest -q -n 2 -p no:cacheprovider -rfE "$@" 2>&1 | tee "$log" | tail -n 15
     status=${PIPESTATUS[0]}
     counts="$(grep -E '^[0-9]+ (passed|failed)|^=+ .*(passed|failed)' "$log" | tail -n 1)"
-    rm -f "$log"
     if [ "$status" -eq 0 ]; then
         summary+=("$label: passed ($counts)")
     else
         summary+=("$label: FAILED ($counts)"); failed=1
+        while IFS= read -r line; do summary+=("    $line"); done \
+            < <(grep -E '^(FAILED|ERROR) ' "$log" | cut -c1-300)
+        # the reports themselves, for the log a failed CI run keeps
+        sed -n '/^=\+ \(FAILURES\|ERRORS\) =\+$/,/^=\+ short test summary/p' "$log" \
+            | head -n 200 >&2
     fi
+    rm -f "$log"
 }
 for v in $versions; do
     if ! python="$(find_python "$v")"; then
