@@ -33,13 +33,18 @@ _STEPPED: ContextVar[Stepped | None] = ContextVar("fencelock_stepped", default=N
 
 
 class Stepped:
-    """One stepped call: the task it runs as, None while its thread drives it off the
-    loop (no loop runs, :func:`onto_the_loop` moves it onto one)."""
+    """One stepped call: the task it runs as; or, while ``off``, none: its thread drives
+    it with no loop running (:func:`onto_the_loop` moves it onto one)."""
 
-    __slots__ = ("task",)
+    __slots__ = ("off", "task")
 
-    def __init__(self, task: asyncio.Task[Any] | None) -> None:
-        self.task = task
+    def __init__(self, task: asyncio.Task[Any] | None, off: bool = False) -> None:
+        self.task, self.off = task, off
+
+    def moved_onto(self, task: asyncio.Task[Any] | None) -> None:
+        """The call goes on as ``task`` (None: it ended off the loop; a task it made
+        meanwhile, run later, is not the stepped call)."""
+        self.task, self.off = task, False
 
 
 # When the blocking call under way must end (a clock.now() time), for a driver whose
@@ -112,7 +117,7 @@ async def stepped(coro: Awaitable[T]) -> T:
 def off_the_loop() -> Stepped:
     """Mark the context as a stepped call its thread drives off the loop (call it in
     the context the call runs in); the mark, to name the task it moves onto."""
-    call = Stepped(None)
+    call = Stepped(None, off=True)
     _STEPPED.set(call)
     return call
 
@@ -123,8 +128,10 @@ def active() -> bool:
     call = _STEPPED.get()
     if call is None:
         return False
-    if call.task is None:
+    if call.off:
         return True  # driven off the loop by its thread
+    if call.task is None:
+        return False
     try:
         return call.task is asyncio.current_task()
     except RuntimeError:  # no loop runs here
@@ -134,7 +141,7 @@ def active() -> bool:
 def is_off_the_loop() -> bool:
     """Whether the code running now is a stepped call driven off the loop."""
     call = _STEPPED.get()
-    return call is not None and call.task is None
+    return call is not None and call.off
 
 
 async def onto_the_loop() -> None:

@@ -229,3 +229,114 @@ def test_a_call_handed_to_a_loop_closed_before_it_ran_says_the_client_was_closed
     assert len(outcome) == 1 and isinstance(outcome[0], BackendUnavailable), outcome
     assert str(outcome[0]) == "the client was closed"
     assert inspect.getcoroutinestate(call) == inspect.CORO_CLOSED  # no "never awaited"
+
+
+def _running_loop_or_none() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def test_a_call_off_the_loop_that_never_suspends_runs_with_no_loop_and_no_task(
+    shared: SharedLoop,
+) -> None:
+    seen: list[object] = []
+
+    async def request() -> int:
+        seen.extend([_running_loop_or_none(), stepping.active(), stepping.is_off_the_loop()])
+        return 7
+
+    assert shared.run_stepped(request(), off_the_loop=True) == 7
+    assert seen == [None, True, True]
+    assert not stepping.active()
+    assert shared.run_stepped(request()) == 7  # not asked for: a task on the loop
+    assert seen[3:] == [shared.loop, True, False]
+
+
+def test_a_call_off_the_loop_moves_onto_it_where_it_suspends_and_goes_on_there(
+    shared: SharedLoop,
+) -> None:
+    seen: list[object] = []
+
+    async def opening() -> str:
+        seen.append(("opening stepped", stepping.active()))
+        await asyncio.sleep(0.01)
+        return "opened"
+
+    async def request() -> str:
+        seen.append(("before", _running_loop_or_none()))
+        loop = await stepping.running_loop()  # what needs a loop moves onto it first
+        seen.append(("after", loop, asyncio.current_task() is not None, stepping.active()))
+        opened = await loop.create_task(opening())
+        seen.append(("resumed", stepping.active(), stepping.is_off_the_loop()))
+        return opened
+
+    assert shared.run_stepped(request(), off_the_loop=True) == "opened"
+    assert seen == [
+        ("before", None),
+        ("after", shared.loop, True, True),
+        ("opening stepped", False),
+        ("resumed", True, False),
+    ]
+
+
+def test_a_call_off_the_loop_hears_errors_and_cancellation_where_it_waits(
+    shared: SharedLoop,
+) -> None:
+    async def failing() -> str:
+        future = (await stepping.running_loop()).create_future()
+        shared.loop.call_later(0.01, future.set_exception, KeyError("gone"))
+        try:
+            await future
+        except KeyError as exc:
+            return f"caught {exc}"
+        return "not raised"
+
+    assert shared.run_stepped(failing(), off_the_loop=True) == "caught 'gone'"
+
+    async def raising() -> None:
+        raise ValueError("refused")
+
+    with pytest.raises(ValueError, match="refused"):
+        shared.run_stepped(raising(), off_the_loop=True)
+
+    heard: list[str] = []
+
+    async def sleeping() -> None:
+        await stepping.onto_the_loop()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            heard.append("cancelled")
+            raise
+
+    async def cut_off(rest: Coroutine[Any, Any, None]) -> None:
+        task = (await stepping.running_loop()).create_task(rest)
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    shared.run_stepped(sleeping(), cut_off, off_the_loop=True)
+    assert heard == ["cancelled"]
+
+
+def test_a_task_made_off_the_loop_by_a_call_that_ended_there_is_not_stepped(
+    shared: SharedLoop,
+) -> None:
+    seen: list[bool] = []
+
+    async def later() -> None:
+        seen.append(stepping.active())
+
+    async def request() -> None:
+        shared.loop.create_task(later())  # a loop's own method needs no running loop
+
+    shared.run_stepped(request(), off_the_loop=True)
+
+    async def turn() -> None:
+        await asyncio.sleep(0)
+
+    shared.run(turn())
+    assert seen == [False]

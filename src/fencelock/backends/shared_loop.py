@@ -194,9 +194,11 @@ class SharedLoop:
         try:
             suspended = context.run(call.send, None)
         except StopIteration as done:
+            mark.moved_onto(None)
             self._leave()
             return done.value  # type: ignore[no-any-return]
         except BaseException:
+            mark.moved_onto(None)
             self._leave()
             raise
         return self._lead_new(_resumed(call, suspended, mark, self.loop), True, context)
@@ -342,7 +344,7 @@ async def _resumed(
 ) -> T:
     """The rest of ``call``, which suspended on ``suspended`` off the loop, as this task
     (the loop stopped as it ends, as :func:`_stopping_the_loop`)."""
-    mark.task = asyncio.current_task()
+    mark.moved_onto(asyncio.current_task())
     try:
         return await _going_on(call, suspended)  # type: ignore[no-any-return]
     finally:

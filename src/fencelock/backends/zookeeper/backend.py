@@ -27,7 +27,7 @@ from typing import Any
 
 from kazoo import exceptions as kz
 
-from fencelock import clock, forking
+from fencelock import clock, forking, stepping
 from fencelock.backends.base import (
     Acquired,
     AttemptResult,
@@ -103,6 +103,7 @@ class AsyncZooKeeperBackend:
         latches=True,  # in a persistent node (a lease's node ends with its session)
         keeps=True,  # a name kept after its lease, by a mark the server times
         steps=True,  # kazoo's results can be waited for on the caller's thread (stepping.py)
+        steps_off_the_loop=True,  # ... with no loop running, until a call suspends
         name_watches=True,  # child watches: a group's changes are pushed
     )
 
@@ -158,13 +159,14 @@ class AsyncZooKeeperBackend:
 
     async def session(self, timeout: int, shared: bool) -> ZkSession:
         """This client's live session of ``timeout`` seconds, or one of its own."""
+        current = self._sessions.get(timeout) if shared else None
+        if current is not None and not current.ended:
+            return current
+        await stepping.onto_the_loop()  # a new session's client lives on the loop
         if not shared:
             own = await self._connect(timeout)
             self._own.add(own)
             return own
-        current = self._sessions.get(timeout)
-        if current is not None and not current.ended:
-            return current
         opening = self._opening.get(timeout)
         if opening is None or opening.done():
             opening = asyncio.get_running_loop().create_task(self._connect(timeout))
@@ -174,11 +176,11 @@ class AsyncZooKeeperBackend:
         self._sessions[timeout] = fresh
         if current is not None:  # the ended one: its client reconnects on its own; stop it
             self._every.discard(current)
-            self._in_background(current.stop())
+            await self._in_background(current.stop())
         return fresh
 
-    def _in_background(self, work: Any) -> None:
-        task = asyncio.get_running_loop().create_task(_quietly(work))
+    async def _in_background(self, work: Any) -> None:
+        task = (await stepping.running_loop()).create_task(_quietly(work))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 

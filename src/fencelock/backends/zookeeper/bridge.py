@@ -125,7 +125,7 @@ async def outcome(result: Any, timeout: float, where: str) -> Any:
     :mod:`~fencelock.stepping`), it waits for the result right here."""
     if stepping.active():
         return _waited_for(result, timeout, where)
-    loop = asyncio.get_running_loop()
+    loop = await stepping.running_loop()
     future: asyncio.Future[Any] = loop.create_future()
 
     def settle(value: Any, error: BaseException | None) -> None:

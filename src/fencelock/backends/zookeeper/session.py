@@ -19,7 +19,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType, KazooState, KeeperState, WatchedEvent
 
-from fencelock import clock
+from fencelock import clock, stepping
 from fencelock.aio import within
 from fencelock.backends import idle_watch
 from fencelock.backends.zookeeper.bridge import (
@@ -204,6 +204,7 @@ class ZkSession:
                 raise SessionLost(str(self.news.ended_because))
             if asked - self.confirmed_at <= max_age:
                 return self.confirmed_at
+            await stepping.onto_the_loop()  # a probe is sent and awaited on the loop
             if self._probe is None or self._probe.done():
                 self._probe = self.loop.create_task(self._send_probe())
             await asyncio.shield(self._probe)
@@ -342,6 +343,7 @@ class ZkSession:
         if self._closing is not None:
             self._closing.cancel()
         self._settled.set()  # a start still waiting gives up now
+        await stepping.onto_the_loop()
         await asyncio.to_thread(self._stopping.run, self._grace())
 
     def _grace(self) -> float:
