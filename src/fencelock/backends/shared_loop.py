@@ -188,7 +188,10 @@ class SharedLoop:
 
     def _off_the_loop(self, call: Coroutine[Any, Any, T]) -> T:
         """Drive ``call`` (a stepped call, the baton held) on this thread with no loop
-        running; the first time it suspends, it goes on as a task on the loop."""
+        running; the first time it suspends, it goes on as a task on the loop. The task
+        runs in a copy of the context the call began in (Python 3.10's ``create_task``
+        takes no context): a ContextVar set off the loop reads the same on it, but its
+        token cannot be reset there, so ``stepping.within`` moves onto the loop first."""
         context = copy_context()
         mark = context.run(stepping.off_the_loop)
         try:
