@@ -9,11 +9,8 @@ with fencelock.connect() as client:
 """
 
 import importlib
-import logging
 import typing
 
-from fencelock.backends.base import LockInfo
-from fencelock.client import AsyncClient, Client, aconnect, connect, default_url
 from fencelock.errors import (
     AcquireCancelled,
     AlreadyHeld,
@@ -26,44 +23,58 @@ from fencelock.errors import (
     Skipped,
     StaleToken,
 )
-from fencelock.lease import AsyncLease, Lease
-from fencelock.once import SKIPPED, once
-from fencelock.primitives.lock import AsyncLock, Lock
 
-# The rest of the family is imported on first use (PEP 562): most programs take plain locks.
+# Everything but the errors is imported on first use (PEP 562): `import fencelock` stays
+# cheap (no asyncio, no logging) for a program that only catches fencelock's errors or
+# imports it before it forks; a client's machinery loads when the first one is made.
 _LAZY = {
-    "AsyncBarrier": "barrier",
-    "AsyncDoubleBarrier": "barrier",
-    "Barrier": "barrier",
-    "DoubleBarrier": "barrier",
-    "AsyncElection": "election",
-    "AsyncLeadership": "election",
-    "Election": "election",
-    "Leader": "election",
-    "Leadership": "election",
-    "AsyncGroup": "group",
-    "AsyncMembership": "group",
-    "Group": "group",
-    "GroupChange": "group",
-    "Member": "group",
-    "Membership": "group",
-    "AsyncLatch": "latch",
-    "Latch": "latch",
-    "AsyncMultiLease": "multi",
-    "AsyncMultiLock": "multi",
-    "MultiLease": "multi",
-    "MultiLock": "multi",
-    "AsyncRWLease": "rwlock",
-    "AsyncRWLock": "rwlock",
-    "RWLease": "rwlock",
-    "RWLock": "rwlock",
-    "AsyncPermit": "semaphore",
-    "AsyncSemaphore": "semaphore",
-    "Permit": "semaphore",
-    "Semaphore": "semaphore",
+    "LockInfo": "backends.base",
+    "AsyncClient": "client",
+    "Client": "client",
+    "aconnect": "client",
+    "connect": "client",
+    "default_url": "client",
+    "AsyncLease": "lease",
+    "Lease": "lease",
+    "SKIPPED": "run_once",
+    "once": "run_once",
+    "AsyncLock": "primitives.lock",
+    "Lock": "primitives.lock",
+    "AsyncBarrier": "primitives.barrier",
+    "AsyncDoubleBarrier": "primitives.barrier",
+    "Barrier": "primitives.barrier",
+    "DoubleBarrier": "primitives.barrier",
+    "AsyncElection": "primitives.election",
+    "AsyncLeadership": "primitives.election",
+    "Election": "primitives.election",
+    "Leader": "primitives.election",
+    "Leadership": "primitives.election",
+    "AsyncGroup": "primitives.group",
+    "AsyncMembership": "primitives.group",
+    "Group": "primitives.group",
+    "GroupChange": "primitives.group",
+    "Member": "primitives.group",
+    "Membership": "primitives.group",
+    "AsyncLatch": "primitives.latch",
+    "Latch": "primitives.latch",
+    "AsyncMultiLease": "primitives.multi",
+    "AsyncMultiLock": "primitives.multi",
+    "MultiLease": "primitives.multi",
+    "MultiLock": "primitives.multi",
+    "AsyncRWLease": "primitives.rwlock",
+    "AsyncRWLock": "primitives.rwlock",
+    "RWLease": "primitives.rwlock",
+    "RWLock": "primitives.rwlock",
+    "AsyncPermit": "primitives.semaphore",
+    "AsyncSemaphore": "primitives.semaphore",
+    "Permit": "primitives.semaphore",
+    "Semaphore": "primitives.semaphore",
 }
 
 if typing.TYPE_CHECKING:
+    from fencelock.backends.base import LockInfo
+    from fencelock.client import AsyncClient, Client, aconnect, connect, default_url
+    from fencelock.lease import AsyncLease, Lease
     from fencelock.primitives.barrier import (
         AsyncBarrier,
         AsyncDoubleBarrier,
@@ -86,16 +97,18 @@ if typing.TYPE_CHECKING:
         Membership,
     )
     from fencelock.primitives.latch import AsyncLatch, Latch
+    from fencelock.primitives.lock import AsyncLock, Lock
     from fencelock.primitives.multi import AsyncMultiLease, AsyncMultiLock, MultiLease, MultiLock
     from fencelock.primitives.rwlock import AsyncRWLease, AsyncRWLock, RWLease, RWLock
     from fencelock.primitives.semaphore import AsyncPermit, AsyncSemaphore, Permit, Semaphore
+    from fencelock.run_once import SKIPPED, once
 
 
 def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'fencelock' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"fencelock.primitives.{module}"), name)
+    value = getattr(importlib.import_module(f"fencelock.{module}"), name)
     globals()[name] = value
     return value
 
@@ -106,8 +119,6 @@ def __dir__() -> list[str]:
 
 __version__ = "0.1.0"
 
-# A library stays quiet unless the application configures logging.
-logging.getLogger("fencelock").addHandler(logging.NullHandler())
 
 __all__ = [
     "SKIPPED",

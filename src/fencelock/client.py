@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from fencelock.engine.timing import validate_ttl
 from fencelock.errors import ConfigError, FencelockError
 from fencelock.holdings import Holdings
 from fencelock.lease import AsyncLease, Lease, LeaseBase, Tracker
+from fencelock.log import log
 from fencelock.primitives.lock import AsyncLock, Lock, is_held
 from fencelock.renewer import AsyncRenewer, Renewer
 from fencelock.seam import Seam
@@ -35,7 +35,6 @@ if TYPE_CHECKING:  # the rest of the family is imported when first asked for
     from fencelock.primitives.rwlock import AsyncRWLock, RWLock
     from fencelock.primitives.semaphore import AsyncSemaphore, Semaphore
 
-log = logging.getLogger("fencelock")
 B = TypeVar("B", Backend, AsyncBackend)
 L = TypeVar("L", bound=LeaseBase)
 

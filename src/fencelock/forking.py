@@ -18,12 +18,11 @@ it, since the child never trusts any of the parent's state (its leases included)
 
 from __future__ import annotations
 
-import logging
 import os
 import weakref
 from typing import Protocol
 
-log = logging.getLogger("fencelock")
+from fencelock.log import log
 
 
 class ForkAware(Protocol):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import logging
 import math
 import os
 import threading
@@ -38,12 +37,12 @@ from fencelock.engine.outcomes import RenewedAsOf
 from fencelock.engine.renewal import Outcome
 from fencelock.engine.session import Session, SessionNews
 from fencelock.errors import ConfigError, FencelockError, LeaseLost
+from fencelock.log import log
 from fencelock.metrics import REGISTRY
 
 if TYPE_CHECKING:
     from fencelock.backends.base import AsyncBackend, Backend
 
-log = logging.getLogger("fencelock")
 L = TypeVar("L", bound="LeaseBase")
 L_contra = TypeVar("L_contra", bound="LeaseBase", contravariant=True)
 

@@ -14,6 +14,7 @@ ROOT = Path(fencelock.__file__).parent
 LIBRARY_RANKS = {
     "errors": 0,
     "clock": 0,
+    "log": 0,  # the "fencelock" logger, quiet unless the application configures logging
     "stepping": 1,  # a coroutine run as a plain call; its requests' end (clock)
     "aio": 2,
     "engine": 1,
@@ -33,7 +34,7 @@ LIBRARY_RANKS = {
     "primitives": 7,
     "client": 8,
     "group": 8,  # assign(), beside the client's groups
-    "once": 9,
+    "run_once": 9,
     "__init__": 10,
 }
 # The tools stand on the library; among themselves only these imports are allowed.

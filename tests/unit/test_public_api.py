@@ -50,7 +50,7 @@ def test_every_public_member_has_a_docstring() -> None:
 HANDED_OUT = [
     "fencelock.client",
     "fencelock.lease",
-    "fencelock.once",
+    "fencelock.run_once",
     "fencelock.fencing",
     *(
         f"fencelock.primitives.{name}"

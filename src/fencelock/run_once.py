@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Literal, TypeVar, cast
 
@@ -23,8 +22,7 @@ from fencelock.engine.names import validate_name
 from fencelock.engine.once import OnceTerms, once_terms
 from fencelock.errors import ConfigError, LeaseLost, Skipped
 from fencelock.lease import AsyncLease, Lease, LeaseBase
-
-log = logging.getLogger("fencelock")
+from fencelock.log import log
 
 F = TypeVar("F", bound=Callable[..., Any])
 OnSkip = Literal["return", "raise"]
