@@ -141,3 +141,33 @@ def test_the_demo_timeline_draws_a_lane_per_worker(tmp_path: Path) -> None:
         colours = image.colours()
         assert len(colours) > 50, f"{window}: too few colours for a drawn timeline"
         assert near(colours, (0x3B, 0x6F, 0xB6)) > 100, f"{window}: no lease bars visible"
+
+
+def search_results(url: str, profile: Path) -> list[str]:
+    """The result links the docs' search shows for the page ``url`` (its ``?q=`` asked)."""
+    done = subprocess.run(
+        [
+            str(chromium()),
+            *FLAGS,
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=15000",  # the index loads and builds before the dump
+            "--dump-dom",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    results = re.search(r'<div id="mkdocs-search-results"[^>]*>(.*?)</div>', done.stdout, re.S)
+    assert results is not None, f"no search results box in {url}:\n{done.stderr[-2000:]}"
+    return re.findall(r'<article><h3><a href="([^"]+)"', results.group(1))
+
+
+def test_the_docs_search_finds_pages_opened_from_disk(built_site: Path, tmp_path: Path) -> None:
+    # (served over HTTP, search runs in the theme's worker, which a headless dump does
+    # not wait for; the every-page test above loads that path with no console error)
+    page = (built_site / "guide" / "index.html").as_uri()
+    found = search_results(page + "?q=fencing", tmp_path / "profile")
+    assert any("fencing/" in link for link in found), found
+    assert search_results(page + "?q=zzzqqqnothing", tmp_path / "profile") == []
