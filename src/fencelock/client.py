@@ -160,7 +160,17 @@ class Client(_ClientBase[Backend, Lease]):
             cannot queue waiters.
         """
         name, ttl = self._lock_args(name, ttl, fair)
-        return Lock(self.seam, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant)
+        return Lock(
+            self.seam,
+            name,
+            ttl=ttl,
+            renew=renew,
+            timeout=timeout,
+            fair=fair,
+            max_hold=max_hold,
+            stop_on_loss=stop_on_loss,
+            reentrant=reentrant,
+        )
 
     def multi_lock(
         self,
@@ -302,7 +312,15 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
         default 30 seconds."""
         name, ttl = self._lock_args(name, ttl, fair)
         return AsyncLock(
-            self.seam, name, ttl, renew, timeout, fair, max_hold, stop_on_loss, reentrant
+            self.seam,
+            name,
+            ttl=ttl,
+            renew=renew,
+            timeout=timeout,
+            fair=fair,
+            max_hold=max_hold,
+            stop_on_loss=stop_on_loss,
+            reentrant=reentrant,
         )
 
     def multi_lock(

@@ -76,7 +76,7 @@ class _Release:
     outcome: bool | FencelockError = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LeaseTerms:
     """What an acquisition granted: who, which token, for how long, trusted until when."""
 

@@ -109,7 +109,7 @@ def test_tokens_issued_in_order_never_break_the_writers_rule(
 
 def _leader(client: int, **state: bool) -> Campaigner:
     standing = {"trusts": True, "leads": True, "announced": True, "trusts_announcement": True}
-    return Campaigner(client, 10 + client, **{**standing, **state})
+    return Campaigner(client=client, term=10 + client, **{**standing, **state})
 
 
 def test_a_leader_holds_its_term_and_its_announcement_on_the_server() -> None:

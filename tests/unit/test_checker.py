@@ -65,7 +65,9 @@ def test_touching_belief_intervals_do_not_overlap() -> None:
 
 def test_intersecting_belief_intervals_overlap_exactly_where_they_intersect() -> None:
     result = check(hist(acq(1, 1, 0.0), rel(1, 1, 2.0), acq(2, 2, 1.5), rel(2, 2, 3.0)))
-    assert result.overlaps == (Overlap(1, 2, 1, 2, 1.5, 2.0),)
+    assert result.overlaps == (
+        Overlap(process_a=1, process_b=2, token_a=1, token_b=2, start=1.5, end=2.0),
+    )
     assert result.overlaps[0].duration == pytest.approx(0.5)
     assert result.total_overlap_seconds == pytest.approx(0.5)
 
@@ -114,7 +116,9 @@ def test_lost_notice_for_another_token_does_not_end_the_belief() -> None:
 def test_release_that_finds_the_lease_lost_counts_as_lost() -> None:
     result = check(hist(acq(1, 1, 0.0), rel(1, 1, 2.0, "lost"), acq(2, 2, 1.0), rel(2, 2, 3.0)))
     assert result.leases[0].fate == "lost"
-    assert result.overlaps == (Overlap(1, 2, 1, 2, 1.0, 2.0),)
+    assert result.overlaps == (
+        Overlap(process_a=1, process_b=2, token_a=1, token_b=2, start=1.0, end=2.0),
+    )
 
 
 def test_crash_ends_the_belief() -> None:
@@ -133,7 +137,9 @@ def test_an_unreleased_lease_lasts_to_the_end_of_the_history() -> None:
     result = check(hist(acq(1, 1, 0.0), acq(2, 2, 1.0), rel(2, 2, 2.0), final(0, at=9.0)))
     assert result.leases[0].end == 9.0
     assert result.leases[0].fate == "open"
-    assert result.overlaps == (Overlap(1, 2, 1, 2, 1.0, 2.0),)
+    assert result.overlaps == (
+        Overlap(process_a=1, process_b=2, token_a=1, token_b=2, start=1.0, end=2.0),
+    )
 
 
 # ---------------------------------------------------------------- token order
@@ -261,7 +267,9 @@ def test_fenced_history_with_a_pause_passes() -> None:
     ]
     result = check(History(ops, {"workload": "register", "fencing": True}))
     assert result.ok
-    assert result.overlaps == (Overlap(1, 2, 1, 2, 1.1, 1.3),)
+    assert result.overlaps == (
+        Overlap(process_a=1, process_b=2, token_a=1, token_b=2, start=1.1, end=1.3),
+    )
     c = result.counts
     assert (c.acquisitions, c.accepted_writes, c.stale_writes) == (2, 1, 1)
     assert (c.leases_lost, c.faults, c.errors) == (1, 1, 0)

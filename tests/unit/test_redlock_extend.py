@@ -29,7 +29,10 @@ def test_a_refused_extend_has_exactly_one_reason(
     n, q = len(results), quorum(len(results))
     extended = sum(r is True for r in results)
     refused = sum(r is False for r in results)
-    if decide_extend(results, ttl, started, started + took, started + ttl) is not None:
+    if (
+        decide_extend(results, ttl=ttl, started=started, now=started + took, until=started + ttl)
+        is not None
+    ):
         return
     why = why_not_extended(results)
     if extended >= q:
@@ -42,6 +45,6 @@ def test_a_refused_extend_has_exactly_one_reason(
 
 def test_an_extend_answered_after_the_lease_bound_is_too_slow() -> None:
     results: list[NodeReply] = [True, True, True]
-    assert decide_extend(results, 10.0, 0.0, 5.0, until=4.0) is None
+    assert decide_extend(results, ttl=10.0, started=0.0, now=5.0, until=4.0) is None
     assert why_not_extended(results) is NotExtended.TOO_SLOW
-    assert decide_extend(results, 10.0, 0.0, 5.0, until=6.0) is not None
+    assert decide_extend(results, ttl=10.0, started=0.0, now=5.0, until=6.0) is not None

@@ -106,7 +106,7 @@ def test_a_fresh_lease_of_any_allowed_ttl_is_valid(ttl: float, started: float) -
 def test_reply_timeout_never_outlasts_the_validity(
     ttl: float, started: float, e: float, cap: float
 ) -> None:
-    timeout = redlock.reply_timeout(ttl, started, started + e, cap)
+    timeout = redlock.reply_timeout(ttl, started=started, now=started + e, cap=cap)
     assert 0 <= timeout <= cap
     assert timeout <= max(validity(ttl, started, started + e), 0)
 
@@ -249,7 +249,7 @@ def test_extend_holds_exactly_with_a_quorum_in_time(
     results: list[NodeReply], ttl: float, started: float, e: float, until_offset: float
 ) -> None:
     now, until = started + e, started + until_offset
-    new = decide_extend(results, ttl, started, now, until)
+    new = decide_extend(results, ttl=ttl, started=started, now=now, until=until)
     ok = sum(r is True for r in results) >= quorum(len(results))
     assert (new is not None) == (ok and now < until and validity(ttl, started, now) > 0)
     if new is not None:

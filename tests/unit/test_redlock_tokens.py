@@ -303,10 +303,10 @@ class Client:
                 break  # the renewer would have called it lost
             now, replies = yield Send(
                 {i: partial(Node.extend, owner=lease.owner, ttl=ttl) for i in range(N)},
-                reply_timeout(ttl, started, started, self.s.timeout * ttl),
+                reply_timeout(ttl, started=started, now=started, cap=self.s.timeout * ttl),
             )
             results = [replies.get(i, NodeError()) for i in range(N)]
-            new = decide_extend(results, ttl, started, now, lease.until)
+            new = decide_extend(results, ttl=ttl, started=started, now=now, until=lease.until)
             self.note(f"{lease.owner} extend -> {new}", "extended" if new else "not extended")
             if new is None:
                 break
@@ -330,7 +330,7 @@ def two_phase(client: Client, owner: str) -> Outcome:
     started, _ = yield Sleep(0)
     _, replies = yield Send(
         {i: partial(Node.phase_one, owner=owner, ttl=ttl) for i in range(N)},
-        reply_timeout(ttl, started, started, cap),
+        reply_timeout(ttl, started=started, now=started, cap=cap),
     )
     now = yield from client.pause()
     step = decide_phase_one([replies.get(i, NodeError()) for i in range(N)], ttl, started, now)
@@ -341,7 +341,7 @@ def two_phase(client: Client, owner: str) -> Outcome:
     now = yield from client.pause()  # noticed only when phase 2 is decided
     _, replies = yield Send(
         {i: partial(Node.phase_two, owner=owner, token=step.token) for i in step.nodes},
-        reply_timeout(ttl, started, now, cap),
+        reply_timeout(ttl, started=started, now=now, cap=cap),
     )
     now = yield from client.pause()
     done = decide_phase_two(step, replies, now)
@@ -364,7 +364,7 @@ def one_phase_incr(client: Client, owner: str) -> Outcome:
     started, _ = yield Sleep(0)
     _, replies = yield Send(
         {i: partial(Node.incr, owner=owner, ttl=ttl) for i in range(N)},
-        reply_timeout(ttl, started, started, cap),
+        reply_timeout(ttl, started=started, now=started, cap=cap),
     )
     now = yield from client.pause()
     results = [replies.get(i, NodeError()) for i in range(N)]

@@ -47,7 +47,7 @@ def _doc(*, ok: bool, faults: int, lost: int = 0, longest: float = 0.0) -> str:
 
 def _run(seed: int, fenced: bool, faults: int, **more: object) -> Run:
     values: dict[str, object] = {"code": 0, "verdict": "PASS", "faults": faults, **more}
-    return Run("mysql", "partition-restart", seed, fenced, **values)  # type: ignore[arg-type]
+    return Run(backend="mysql", nemesis="partition-restart", seed=seed, fenced=fenced, **values)  # type: ignore[arg-type]
 
 
 def test_arguments_name_the_backend_the_nemesis_its_settings_and_the_fencing(
@@ -89,9 +89,13 @@ def test_a_column_runs_two_seeds_then_more_until_five_faults_at_most_four() -> N
     assert few.next_seed() == 3
     few.runs += [_run(3, True, 1), _run(4, True, 1)]
     assert len(few.runs) == MAX_SEEDS and few.next_seed() is None
-    broken = Column([Run("mysql", "kill", 1, True, -1, why="timeout")])
+    broken = Column(
+        [Run(backend="mysql", nemesis="kill", seed=1, fenced=True, code=-1, why="timeout")]
+    )
     assert broken.next_seed() == 2, "a run without a verdict is a seed tried"
-    refused = Column([Run("sqlite", "server", 1, True, 64, why="needs servers")])
+    refused = Column(
+        [Run(backend="sqlite", nemesis="server", seed=1, fenced=True, code=64, why="needs servers")]
+    )
     assert refused.next_seed() is None
 
 
@@ -101,8 +105,22 @@ def test_the_matrix_shows_overlap_and_lost_updates_and_says_what_was_not_run() -
         _run(2, True, 3, longest=1.2),
         _run(1, False, 3, verdict="FAIL", code=1, lost=2, longest=1.1),
         _run(2, False, 2, verdict="FAIL", code=1, lost=1, longest=0.9),
-        Run("sqlite", "partition-restart", 1, True, 64, why="needs servers"),
-        Run("sqlite", "partition-restart", 1, False, 64, why="needs servers"),
+        Run(
+            backend="sqlite",
+            nemesis="partition-restart",
+            seed=1,
+            fenced=True,
+            code=64,
+            why="needs servers",
+        ),
+        Run(
+            backend="sqlite",
+            nemesis="partition-restart",
+            seed=1,
+            fenced=False,
+            code=64,
+            why="needs servers",
+        ),
     ]
     text = render(
         runs,

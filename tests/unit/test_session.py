@@ -12,7 +12,15 @@ from fencelock.lease import LeaseBase, LeaseTerms
 
 def lease_in(session: Session | None, name: str = "job", ttl: float = 30.0) -> LeaseBase:
     now = clock.now()
-    terms = LeaseTerms(name, "owner", 7, ttl, True, trusted_until(now, ttl), session=session)
+    terms = LeaseTerms(
+        name=name,
+        owner="owner",
+        token=7,
+        ttl=ttl,
+        renew=True,
+        trusted_until=trusted_until(now, ttl),
+        session=session,
+    )
     return LeaseBase(terms)
 
 

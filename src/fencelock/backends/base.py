@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Capabilities:
     """What a backend can do beyond the lock protocol: one value every backend declares
     (``capabilities = Capabilities(...)``), so a misspelt capability is mypy's error,

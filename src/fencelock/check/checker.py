@@ -48,7 +48,7 @@ class Lease:
         return self.end - self.start
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Overlap:
     """Two processes believed they held the lock at once, from ``start`` to ``end``.
 
@@ -285,7 +285,7 @@ class BarrierCheck:
 Invariant = RegisterCheck | SeatsCheck | CapacityCheck | BarrierCheck
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Counts:
     """How many of each thing happened in the run."""
 
@@ -483,7 +483,14 @@ def overlaps(held: Iterable[Lease]) -> list[Overlap]:
             end = min(a.end, lease.end)
             if a.process != lease.process and end > lease.start:
                 out.append(
-                    Overlap(a.process, lease.process, a.token, lease.token, lease.start, end)
+                    Overlap(
+                        process_a=a.process,
+                        process_b=lease.process,
+                        token_a=a.token,
+                        token_b=lease.token,
+                        start=lease.start,
+                        end=end,
+                    )
                 )
         active.append(lease)
     return out

@@ -79,7 +79,7 @@ def command(backend: str, nemesis: str, seed: int = 1) -> str:
     return f"fencelock check{where} --nemesis {nemesis} --seed {seed} {settings}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Run:
     """One ``fencelock check`` run of a cell, summed up."""
 
@@ -123,7 +123,7 @@ def summarize(
     when: str = "",
 ) -> Run:  # fmt: skip
     """A run's summary from its exit code and ``--json`` output."""
-    base = Run(backend, nemesis, seed, fenced, code, when=when)
+    base = Run(backend=backend, nemesis=nemesis, seed=seed, fenced=fenced, code=code, when=when)
     doc: dict[str, Any] = {}
     if stdout.strip().startswith("{"):
         doc = json.loads(stdout)

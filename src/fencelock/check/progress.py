@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Stats:
     """Running totals for the progress display."""
 

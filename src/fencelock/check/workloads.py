@@ -97,7 +97,7 @@ CREATE TABLE commits (
 """
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ClientSpec:
     """Everything one client process needs, passed as one JSON line on its stdin."""
 

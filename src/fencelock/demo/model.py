@@ -184,7 +184,7 @@ class Trace:
     stats: tuple[tuple[str, int], ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RoundResult:
     """The counts the table shows for one round."""
 

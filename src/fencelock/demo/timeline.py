@@ -71,7 +71,9 @@ def render_html(traces: Sequence[Trace], title: str = "fencelock demo: locks vs.
 def render_svg(traces: Sequence[Trace], title: str = "fencelock demo") -> str:
     """The whole picture: title, one panel per trace on a shared time scale, legend."""
     span = max([t.end - t.start for t in traces] + [0.001]) * 1.02
-    hatch = svg.hatch("hatch", PAUSE, 7, fill_opacity=0.08, stroke_width=2.2, stroke_opacity=0.7)
+    hatch = svg.hatch(
+        "hatch", PAUSE, size=7, fill_opacity=0.08, stroke_width=2.2, stroke_opacity=0.7
+    )
     parts = [svg.defs(hatch, svg.ARROW), _title(title, traces)]
     y = float(TOP)
     for trace in traces:
@@ -194,7 +196,14 @@ def _pause(pause: Pause, scale: Scale, rows_top: float) -> str:
         f"holding token {pause.token}, about to sell seat {pause.seat}"
     )
     return PEN.box(
-        "pause", scale.x(pause.start), scale.x(pause.end), y, PAUSE_BOX, "url(#hatch)", PAUSE, tip
+        "pause",
+        x0=scale.x(pause.start),
+        x1=scale.x(pause.end),
+        y=y,
+        height=PAUSE_BOX,
+        fill="url(#hatch)",
+        colour=PAUSE,
+        tip=tip,
     )
 
 

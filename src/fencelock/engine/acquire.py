@@ -67,7 +67,7 @@ class Unreachable:
     finished: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Granted:
     token: int
     started: float
@@ -126,13 +126,15 @@ def acquire_flow(
             since = tried.started if result.as_of is None else min(tried.started, result.as_of)
             granted_until = trusted_until(since, ttl)
             return Granted(
-                result.token,
-                tried.started,
-                granted_until,
-                result.owner,
-                result.session,
-                attempts,
-                ttl if unanswered and not reintroduced.on("late-try-forgotten") else math.inf,
+                token=result.token,
+                started=tried.started,
+                trusted_until=granted_until,
+                owner=result.owner,
+                session=result.session,
+                attempts=attempts,
+                ttl_floor=(
+                    ttl if unanswered and not reintroduced.on("late-try-forgotten") else math.inf
+                ),
             )
         remaining = time_left(deadline, tried.finished)
         if remaining is not None and remaining <= 0:

@@ -167,7 +167,7 @@ def validity(ttl: float, started: float, now: float) -> float:
     return ttl - (now - started) - clock_drift(ttl)
 
 
-def reply_timeout(ttl: float, started: float, now: float, cap: float) -> float:
+def reply_timeout(ttl: float, *, started: float, now: float, cap: float) -> float:
     """How long to wait for a node's reply: at most ``cap``, never past the validity."""
     return max(0.0, min(cap, validity(ttl, started, now)))
 
@@ -258,13 +258,13 @@ def decide_phase_one(
     failed = tuple(i for i, r in enumerate(results) if isinstance(r, NodeError))
     busy = sum(isinstance(r, NodeBusy) for r in results)
     held = may_be_held(results)
-    reason = _phase_one_reason(n, len(won), busy, len(failed), held)
+    reason = _phase_one_reason(n=n, won=len(won), busy=busy, failed=len(failed), held=held)
     # A split vote retries after a random delay: waiting for the rivals' keys to
     # expire would wait a TTL for keys their owners are deleting.
     return Abort(reason, release_nodes(n), failed, retry_after(results) if held else None)
 
 
-def _phase_one_reason(n: int, won: int, busy: int, failed: int, held: bool) -> AbortReason:
+def _phase_one_reason(*, n: int, won: int, busy: int, failed: int, held: bool) -> AbortReason:
     spare = n - quorum(n)  # how many nodes a quorum can do without
     if won >= quorum(n):
         return AbortReason.TOO_SLOW
@@ -298,7 +298,7 @@ def decide_phase_two(
 
 
 def decide_extend(
-    results: Sequence[NodeReply], ttl: float, started: float, now: float, until: float
+    results: Sequence[NodeReply], *, ttl: float, started: float, now: float, until: float
 ) -> float | None:
     """After a compare-and-extend to ``ttl`` on every node: the new trust bound, or None.
 

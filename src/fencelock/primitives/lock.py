@@ -175,6 +175,7 @@ class _LockBase(Generic[B, L]):
         self,
         seam: Seam[B, L],
         name: str,
+        *,
         ttl: float,
         renew: bool,
         timeout: float | None = None,
@@ -230,19 +231,19 @@ class _LockBase(Generic[B, L]):
             raise _timed_out(self.name, outcome)
         REGISTRY.acquired(self.name, clock.now() - began, outcome.attempts, self.ttl)
         return LeaseTerms(
-            self.name,
-            outcome.owner or owner,
-            outcome.token,
-            self.ttl,
-            self.renew,
-            outcome.trusted_until,
-            self.max_hold,
-            math.inf if self.max_hold is None else outcome.started + self.max_hold,
-            outcome.session,
-            outcome.attempts,
-            self.reentrant,
-            "lock" if self._share is None else self._share.kind,
-            outcome.ttl_floor,
+            name=self.name,
+            owner=outcome.owner or owner,
+            token=outcome.token,
+            ttl=self.ttl,
+            renew=self.renew,
+            trusted_until=outcome.trusted_until,
+            max_hold=self.max_hold,
+            hold_until=math.inf if self.max_hold is None else outcome.started + self.max_hold,
+            session=outcome.session,
+            attempts=outcome.attempts,
+            reentrant=self.reentrant,
+            entry="lock" if self._share is None else self._share.kind,
+            ttl_floor=outcome.ttl_floor,
         )
 
     def _refuse_a_timeout(self, timeout: float | None) -> None:

@@ -135,7 +135,7 @@ class ReadWriteSide(_SideBase, HeldInBlocks[RWLease]):
         self._refuse_waiting_for_itself(
             self._client.seam.holdings.held_by(self.names.line, this_thread())
         )
-        lock = Lock(self._client.seam, self.names.line, self.ttl, True, share=self._share)
+        lock = Lock(self._client.seam, self.names.line, ttl=self.ttl, renew=True, share=self._share)
         started = clock.now()
         try:
             lease = lock.acquire(validate_timeout(timeout))
@@ -172,7 +172,9 @@ class AsyncReadWriteSide(_SideBase, AsyncHeldInBlocks[AsyncRWLease]):
         self._refuse_waiting_for_itself(
             self._client.seam.holdings.held_by(self.names.line, this_task())
         )
-        lock = AsyncLock(self._client.seam, self.names.line, self.ttl, True, share=self._share)
+        lock = AsyncLock(
+            self._client.seam, self.names.line, ttl=self.ttl, renew=True, share=self._share
+        )
         started = clock.now()
         try:
             lease = await lock.acquire(validate_timeout(timeout))

@@ -164,7 +164,7 @@ class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
 
     def _acquire_natively(self, timeout: float | None) -> Permit:
         """One permit entry in the backend's own queue (ZooKeeper's sequential nodes)."""
-        lock = Lock(self._client.seam, self.names.line, self.ttl, True, share=self._share)
+        lock = Lock(self._client.seam, self.names.line, ttl=self.ttl, renew=True, share=self._share)
         started = clock.now()
         try:
             lease = lock.acquire(validate_timeout(timeout))
@@ -258,7 +258,9 @@ class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
 
     async def _acquire_natively(self, timeout: float | None) -> AsyncPermit:
         """One permit entry in the backend's own queue; as :meth:`Semaphore._acquire_natively`."""
-        lock = AsyncLock(self._client.seam, self.names.line, self.ttl, True, share=self._share)
+        lock = AsyncLock(
+            self._client.seam, self.names.line, ttl=self.ttl, renew=True, share=self._share
+        )
         started = clock.now()
         try:
             lease = await lock.acquire(validate_timeout(timeout))

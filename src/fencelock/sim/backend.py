@@ -358,7 +358,7 @@ class SimRedlockBackend:
             lambda node: node.renew(name, owner, ttl, self._now()), f"renew {name}"
         )
         until = self._trusted.get(owner, math.inf)
-        bound = plan.decide_extend(replies, ttl, started, clock.now(), until)
+        bound = plan.decide_extend(replies, ttl=ttl, started=started, now=clock.now(), until=until)
         if bound is not None:
             self._trusted[owner] = bound
             return True

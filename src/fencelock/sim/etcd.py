@@ -79,7 +79,7 @@ RANGE_FIELDS |= {"keys_only", "serializable", "revision", "min_create_revision"}
 RANGE_FIELDS |= {"max_create_revision", "min_mod_revision", "max_mod_revision"}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Key:
     """One key as etcd keeps it."""
 
@@ -358,7 +358,14 @@ class EtcdModel:
             self.leases[old.lease].keys.discard(key)
         created = revision if old is None else old.create_revision
         version = 1 if old is None else old.version + 1
-        kv = Key(key, value, created, revision, version, lease)
+        kv = Key(
+            key=key,
+            value=value,
+            create_revision=created,
+            mod_revision=revision,
+            version=version,
+            lease=lease,
+        )
         self.keys[key] = kv
         if lease:
             self.leases[lease].keys.add(key)

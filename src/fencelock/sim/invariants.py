@@ -180,7 +180,7 @@ class RWHolds:
 # --- elections ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Campaigner:
     """A client that won a term, as it stands now: whether it trusts its term (victims
     of a fault too), whether the server grants it its leadership lease and its

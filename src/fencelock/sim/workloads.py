@@ -236,8 +236,8 @@ class ElectionWork(Workload):
             )
             standing.append(
                 Campaigner(
-                    number,
-                    leadership.term,
+                    client=number,
+                    term=leadership.term,
                     trusts=world.trusts(number, lease),
                     leads=world.server_grants(lease.name, lease.owner),
                     announced=announced,

@@ -39,6 +39,7 @@ def defs(*patterns: str) -> str:
 def hatch(
     name: str,
     colour: str,
+    *,
     size: float,
     fill_opacity: float,
     stroke_width: float,
@@ -109,7 +110,7 @@ def legend(items: Sequence[tuple[str, str]], top: float, row: float, size: float
     return "\n".join(parts)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Pen:
     """The sizes one picture draws its marks with, and the marks."""
 
@@ -159,6 +160,7 @@ class Pen:
     def box(
         self,
         cls: str,
+        *,
         x0: float,
         x1: float,
         y: float,

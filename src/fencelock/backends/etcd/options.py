@@ -13,7 +13,7 @@ DEFAULT_PREFIX = "fencelock/"
 KNOWN = {"prefix", "connect_timeout", "timeout", "ca_file", "cert_file", "key_file"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EtcdOptions:
     endpoints: tuple[str, ...]  # base URLs, e.g. http://127.0.0.1:2379
     prefix: str
@@ -68,13 +68,13 @@ def etcd_options(parsed: ParsedURL) -> EtcdOptions:
         if option in parsed.options and scheme == "http":
             raise ConfigError(f"option {option} needs TLS: use etcds:// in {parsed.redacted!r}")
     return EtcdOptions(
-        endpoints,
-        prefix,
-        number_option(parsed, "connect_timeout", 5.0),
-        number_option(parsed, "timeout", 10.0),
-        parsed.username,
-        parsed.password,
-        parsed.options.get("ca_file"),
-        parsed.options.get("cert_file"),
-        parsed.options.get("key_file"),
+        endpoints=endpoints,
+        prefix=prefix,
+        connect_timeout=number_option(parsed, "connect_timeout", 5.0),
+        timeout=number_option(parsed, "timeout", 10.0),
+        username=parsed.username,
+        password=parsed.password,
+        ca_file=parsed.options.get("ca_file"),
+        cert_file=parsed.options.get("cert_file"),
+        key_file=parsed.options.get("key_file"),
     )

@@ -94,7 +94,7 @@ def ms(seconds: float) -> int:
     return max(int(seconds * 1000), 1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LockKeys:
     """Keys of one lock, hash-tagged so they share a Redis Cluster slot."""
 

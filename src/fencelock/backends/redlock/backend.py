@@ -343,7 +343,7 @@ class AsyncRedlockBackend:
         step.send(RENEW.call((keys.lock,), (owner, ms(ttl))), RENEW)
         replies = await step.outcome()
         until = self._trusted.get(owner, math.inf)
-        bound = plan.decide_extend(replies, ttl, started, clock.now(), until)
+        bound = plan.decide_extend(replies, ttl=ttl, started=started, now=clock.now(), until=until)
         if bound is not None:
             self._trust(owner, bound)
             return True

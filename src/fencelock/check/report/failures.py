@@ -44,7 +44,8 @@ def overtaken(result: CheckResult, lay: Layout) -> tuple[list[str], list[Label]]
         x0, y0 = lay.x(lost.end), lay.y(lost.process)
         x1, y1 = lay.x(later.end), lay.y(later.process)
         marks.append(_ring(x0, y0, f"client {lost.process}: {lost_note} (overwritten)"))
-        marks.append(_arrow(x0, y0, x1, y1, f"overtaken by client {later.process}: {later_note}"))
+        tip = f"overtaken by client {later.process}: {later_note}"
+        marks.append(_arrow(x0=x0, y0=y0, x1=x1, y1=y1, tip=tip))
         notes += [Label(lost.process, x0 + 8, lost_note, DOUBLE)]
         notes += [Label(later.process, x1 + 8, later_note, DOUBLE)]
     return marks, notes
@@ -58,7 +59,7 @@ def _ring(x: float, y: float, tip: str) -> str:
     )
 
 
-def _arrow(x0: float, y0: float, x1: float, y1: float, tip: str) -> str:
+def _arrow(*, x0: float, y0: float, x1: float, y1: float, tip: str) -> str:
     """The demo's link: a dashed curve, arched over its own row, ending short of the cross."""
     mid = (x0 + x1) / 2
     lift = 14 if y0 == y1 else 0

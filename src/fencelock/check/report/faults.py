@@ -53,7 +53,16 @@ def client_fault(fault: Op, layout: Layout) -> str:
     x0, x1 = layout.x(fault.start), layout.x(fault.end)
     y = layout.y(fault.process) - layout.box / 2
     tip = f"{fault.detail}: {fault.end - fault.start:.2f}s"
-    return PEN.box(f"fault client {kind}", x0, x1, y, layout.box, fill, stroke, tip)
+    return PEN.box(
+        f"fault client {kind}",
+        x0=x0,
+        x1=x1,
+        y=y,
+        height=layout.box,
+        fill=fill,
+        colour=stroke,
+        tip=tip,
+    )
 
 
 def kill(fault: Op, layout: Layout) -> str:

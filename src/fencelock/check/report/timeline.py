@@ -76,13 +76,19 @@ def render_svg(result: CheckResult, history: History) -> str:
 
 def _defs() -> str:
     return svg.defs(
-        svg.hatch("hatch", PAUSE, 6, fill_opacity=0.07, stroke_width=1.8, stroke_opacity=0.65),
+        svg.hatch("hatch", PAUSE, size=6, fill_opacity=0.07, stroke_width=1.8, stroke_opacity=0.65),
         svg.hatch(
-            "cut", PARTITION, 6, fill_opacity=0.07, stroke_width=1.6, stroke_opacity=0.6, angle=-45
+            "cut",
+            PARTITION,
+            size=6,
+            fill_opacity=0.07,
+            stroke_width=1.6,
+            stroke_opacity=0.6,
+            angle=-45,
         ),
-        svg.hatch("server", SERVER, 8, fill_opacity=0.06, stroke_width=1, stroke_opacity=0.25),
+        svg.hatch("server", SERVER, size=8, fill_opacity=0.06, stroke_width=1, stroke_opacity=0.25),
         svg.hatch(
-            "overlap", OVERLAP_BAND, 5, fill_opacity=0.16, stroke_width=1.4, stroke_opacity=0.5
+            "overlap", OVERLAP_BAND, size=5, fill_opacity=0.16, stroke_width=1.4, stroke_opacity=0.5
         ),
         svg.ARROW,
     )
