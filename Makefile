@@ -1,6 +1,6 @@
 # The two commands a newcomer runs: `make demo` and `make test`.
 # Each installs everything it needs first (a virtual environment in .venv).
-.PHONY: demo test matrix check quick lint typecheck servers bench bench-check docs install install-test clean sim mutate
+.PHONY: demo test matrix check quick lint typecheck servers bench bench-check bench-ab docs install install-test clean sim mutate
 
 VENV := .venv
 BIN := $(VENV)/bin
@@ -76,6 +76,17 @@ mutate:
 # The CPU a lock cycle costs, against bench/cpu_baseline.json: fails on a rise over 15 %.
 bench-check: servers install-test
 	$(BIN)/python bench/cpu_check.py --check
+
+# CPU per cycle against the commit bench/cpu_baseline.json was taken at, both checkouts
+# measured in turn on the same servers (the machine's drift moves both alike; the
+# baseline's absolute figures drift with it): fails above 1.10x on any backend.
+BASELINE_COMMIT := fcf7467
+BASELINE_TREE := /tmp/fencelock-bench-baseline
+bench-ab: servers install-test
+	@git worktree remove --force $(BASELINE_TREE) 2>/dev/null; rm -rf $(BASELINE_TREE)
+	@git worktree add -q --detach $(BASELINE_TREE) $(BASELINE_COMMIT)
+	@$(BIN)/python bench/cpu_ab.py $(BASELINE_TREE)/src src --rounds 15 --cycles 3000 --check 1.10; \
+		status=$$?; git worktree remove --force $(BASELINE_TREE); exit $$status
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info src/*.egg-info

@@ -6,7 +6,8 @@ alternating the two ``src`` directories (A, B, A, B…, ``--rounds`` each), and 
 side's median CPU per cycle (user + sys of the process, every thread) and the ratio B/A.
 A wall-clock rate here moves ±40 % between runs; interleaved rounds of CPU per cycle move
 both sides alike, so the ratio is what to read. Make an old checkout with
-``git worktree add /tmp/old <commit>``.
+``git worktree add /tmp/old <commit>``. ``--check 1.10`` exits 1 if any backend's paired
+ratio is above 1.10 (``make bench-ab``: against the commit the CPU baseline was taken at).
 """
 
 from __future__ import annotations
@@ -75,7 +76,9 @@ def main() -> int:
     parser.add_argument("--backends", default="memory,sqlite,redis,zookeeper,etcd,postgresql,mysql")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cycles", type=int, default=1000)
+    parser.add_argument("--check", type=float, help="fail if a paired B/A is above this")
     args = parser.parse_args()
+    above: list[str] = []
     wanted = args.backends.split(",")
     with tempfile.TemporaryDirectory() as tmp, ServerPool.under(Path(tmp)) as pool:
         found = urls(pool, Path(tmp), wanted)
@@ -96,6 +99,11 @@ def main() -> int:
                 f"{statistics.median(paired):.2f} [{paired[0]:.2f}-{paired[-1]:.2f}]",
                 flush=True,
             )
+            if args.check is not None and statistics.median(paired) > args.check:
+                above.append(backend)
+    if above:
+        print(f"CPU per cycle above {args.check}x the A side on: {', '.join(above)}")
+        return 1
     return 0
 
 
