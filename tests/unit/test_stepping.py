@@ -340,3 +340,36 @@ def test_a_task_made_off_the_loop_by_a_call_that_ended_there_is_not_stepped(
 
     shared.run(turn())
     assert seen == [False]
+
+
+def test_a_thread_that_calls_while_a_call_runs_off_the_loop_waits_for_it_then_runs(
+    shared: SharedLoop,
+) -> None:
+    inside, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    async def holding() -> str:
+        inside.set()
+        release.wait(10)  # this thread, off the loop, holds the baton meanwhile
+        order.append("off the loop")
+        return "held"
+
+    async def other() -> str:
+        order.append("other")
+        return "ran"
+
+    results: dict[str, str] = {}
+    first = threading.Thread(
+        target=lambda: results.update(a=shared.run_stepped(holding(), off_the_loop=True))
+    )
+    first.start()
+    assert inside.wait(10)
+    second = threading.Thread(target=lambda: results.update(b=shared.run(other())))
+    second.start()
+    time.sleep(0.05)
+    assert order == []  # the second call waits for the baton
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert results == {"a": "held", "b": "ran"}
+    assert order == ["off the loop", "other"]
