@@ -8,14 +8,11 @@ itself). Every lease also goes to the renewer from here.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from fencelock import forking
-from fencelock.engine import reintroduced
 from fencelock.engine.lease_state import is_live
 from fencelock.errors import AlreadyHeld, BackendUnavailable
 from fencelock.lease import LeaseBase, Tracker
@@ -41,44 +38,6 @@ def this_thread() -> object:
 
 # Who holds a lease taken by the asyncio client: the task (an object nobody else reuses).
 this_task: Callable[[], object] = asyncio.current_task
-
-
-class _ReusedNumbers:
-    """The bug ``reused-holder-id``, put back for the simulator only: a task known by
-    the lowest number no running task has, as ``threading.get_ident()`` once knew a
-    thread here (so a new one entered the re-entrant lease of one that had ended)."""
-
-    def __init__(self) -> None:
-        self._numbers: dict[asyncio.Task[object], int] = {}
-
-    def __call__(self) -> object:
-        task = asyncio.current_task()
-        if task is None:
-            return None
-        number = self._numbers.get(task)
-        if number is None:
-            taken = set(self._numbers.values())
-            number = next(n for n in range(len(taken) + 1) if n not in taken)
-            self._numbers[task] = number
-            task.add_done_callback(self._numbers.pop)
-        return number
-
-
-@contextlib.contextmanager
-def _holders_by_number() -> Iterator[None]:
-    """Every module that names a task holder by ``this_task`` names it by number."""
-    real, numbered = this_task, _ReusedNumbers()
-    modules = [m for m in list(sys.modules.values()) if getattr(m, "this_task", None) is real]
-    for module in modules:
-        module.this_task = numbered  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        for module in modules:
-            module.this_task = real  # type: ignore[attr-defined]
-
-
-reintroduced.put_back_by("reused-holder-id", _holders_by_number)
 
 
 class Holdings(Generic[L]):

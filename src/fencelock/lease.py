@@ -17,7 +17,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from fencelock import clock
 from fencelock.aio import TIMEOUTS, within
@@ -31,7 +31,7 @@ from fencelock.backends.base import (
 )
 from fencelock.backends.bounds import abandoning
 from fencelock.backends.shared_loop import release_within
-from fencelock.engine import reintroduced, timing, trust
+from fencelock.engine import timing, trust
 from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transition
 from fencelock.engine.outcomes import RenewedAsOf
 from fencelock.engine.renewal import Outcome
@@ -93,6 +93,12 @@ class LeaseTerms:
     reentrant: bool = False  # its holder may take it again (counted; see ``depth``)
     entry: str = "lock"  # "read", "write" or "permit": an entry in a native shared line
     ttl_floor: float = math.inf  # the TTL a try left unanswered may still set (trust.py)
+
+
+def renewed_since(started: float, renewed: Literal[True] | RenewedAsOf) -> float:
+    """When a renewal sent at ``started`` took effect at the latest: its trust counts from
+    then (never from its reply, which may come after the server applied it)."""
+    return started if renewed is True else min(started, renewed.at)
 
 
 def loss_cause(event: LeaseEvent, reason: str | None) -> str:
@@ -261,8 +267,6 @@ class LeaseBase:
         """A renew or extend request for ``ttl`` goes out at ``started``: trust no more
         than it would leave, should the server apply it before its answer is read. With
         :meth:`_settle`, the only places the trusted time moves (one request at a time)."""
-        if reintroduced.on("no-trust-at-send"):
-            return
         with self._guard:
             if is_live(self._state):
                 self._trust = trust.sending(self._trust, started, ttl)
@@ -276,9 +280,7 @@ class LeaseBase:
         """
         REGISTRY.renewed(self.name, outcome is True or isinstance(outcome, RenewedAsOf))
         if outcome is True or isinstance(outcome, RenewedAsOf):
-            since = started if outcome is True else min(started, outcome.at)
-            if reintroduced.on("trust-from-reply"):
-                since = clock.now()
+            since = renewed_since(started, outcome)
             with self._guard:
                 if is_live(self._state):
                     self.ttl = ttl
@@ -595,13 +597,14 @@ class AsyncLease(LeaseBase):
         task.add_done_callback(self._requests.discard)
         return task
 
-    async def _renew_on_server(self, ttl: float | None) -> Outcome:
+    def _one_at_a_time(self) -> contextlib.AbstractAsyncContextManager[object]:
+        """What a renew or extend request holds while it is in flight: one at a time."""
         if self._one_request is None:
             self._one_request = asyncio.Lock()
-        one_at_a_time: contextlib.AbstractAsyncContextManager[object] = self._one_request
-        if reintroduced.on("extend-renewal-race"):
-            one_at_a_time = contextlib.nullcontext()
-        async with one_at_a_time:
+        return self._one_request
+
+    async def _renew_on_server(self, ttl: float | None) -> Outcome:
+        async with self._one_at_a_time():
             with self._request(ttl) as request:
                 if request.live:
                     request.outcome = await self._backend.renew(self.name, self.owner, request.ttl)

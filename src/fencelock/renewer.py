@@ -21,7 +21,6 @@ from typing import Any, Generic, TypeVar
 from fencelock import clock, forking
 from fencelock.aio import TIMEOUTS, stop, within
 from fencelock.backends.base import async_batch_renewing, batch_renewing
-from fencelock.engine import reintroduced
 from fencelock.engine import renewal as plan
 from fencelock.lease import AsyncLease, Lease, LeaseBase, arenew_together, renew_together
 
@@ -89,6 +88,12 @@ class _Round(Generic[L]):
             assert step is not None
             dues.append((lease, _carry_out(lease, step)))
         return dues
+
+
+def still_to_renew(one: _Round[L]) -> bool:
+    """Whether a round of one lease renews it: not if the renewals before it in its
+    round took it past its safe time (that step is decided already)."""
+    return bool(one.to_renew)
 
 
 class _RenewerBase(Generic[L]):
@@ -251,8 +256,7 @@ class AsyncRenewer(_RenewerBase[AsyncLease]):
             return leases.carried_out()
         for lease in leases.to_renew:
             one = _Round([lease])  # as of now: the renewals before it took time
-            if one.to_renew or reintroduced.on("renewer-stale-round"):
-                # (else past its safe time already: that step is decided)
+            if still_to_renew(one):
                 try:
                     outcome = await within(one.time_limit, asyncio.shield(lease._renewal()))
                     one.renewed({lease: outcome})

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from fencelock.engine.reintroduced import KNOWN
 from fencelock.sim import Plan, run
-from fencelock.sim.bugs import REDIS_REUSED_OWNER
+from fencelock.sim.bugs import KNOWN, REDIS_REUSED_OWNER
 from fencelock.sim.network import Weather
 
 CALM = Weather(slow=0.0, drop=0.0, duplicate=0.0)  # no message lost or late: pauses only

@@ -18,10 +18,9 @@ import pytest
 
 from fencelock.backends.redis.scripts import ACQUIRE, FREE, RENEW, LockKeys
 from fencelock.client import AsyncClient
-from fencelock.engine.reintroduced import reintroduced
 from fencelock.errors import FencelockError
 from fencelock.lease import AsyncLease
-from fencelock.sim.bugs import REDIS_REUSED_OWNER
+from fencelock.sim.bugs import REDIS_REUSED_OWNER, reintroduced
 from fencelock.sim.loop import ClientClock, client_clock
 from fencelock.sim.network import Weather
 from fencelock.sim.redis_model import (

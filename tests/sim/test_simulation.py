@@ -17,10 +17,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fencelock import clock
-from fencelock.engine.reintroduced import KNOWN
 from fencelock.errors import ConfigError
 from fencelock.primitives import lock as lock_module
 from fencelock.sim import Plan, run
+from fencelock.sim.bugs import KNOWN
 from fencelock.sim.loop import Stalled, VirtualClock, VirtualLoop
 from fencelock.sim.model import Granted, LeaseStore, Taken
 from fencelock.sim.workloads import WORKLOADS

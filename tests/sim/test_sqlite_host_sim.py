@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from fencelock.engine.reintroduced import KNOWN
 from fencelock.holder import holder_of
 from fencelock.sim.__main__ import main
+from fencelock.sim.bugs import KNOWN
 from fencelock.sim.sqlite_guess import SQLITE_DEAD_HOLDER_GUESS
 from fencelock.sim.sqlite_host import SqlitePlan, SqliteWorld, run
 

@@ -12,7 +12,6 @@ import math
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
-from fencelock.engine import reintroduced
 from fencelock.engine.backoff import Backoff
 from fencelock.engine.deadline import deadline_after, time_left
 from fencelock.engine.outcomes import Acquired, AttemptResult, Busy
@@ -92,6 +91,12 @@ Reply = Tried | Waited | Unreachable
 AcquireFlow = Generator[Operation, Reply, Granted | GaveUp]
 
 
+def ttl_floor(ttl: float, *, unanswered: bool) -> float:
+    """A grant's :attr:`Granted.ttl_floor`: ``ttl`` when one of its acquisition's tries
+    went unanswered (it may still land, after an extend to a shorter TTL), else none."""
+    return ttl if unanswered else math.inf
+
+
 def acquire_flow(
     ttl: float, timeout: float | None, now: float, random: Callable[[], float]
 ) -> AcquireFlow:
@@ -132,9 +137,7 @@ def acquire_flow(
                 owner=result.owner,
                 session=result.session,
                 attempts=attempts,
-                ttl_floor=(
-                    ttl if unanswered and not reintroduced.on("late-try-forgotten") else math.inf
-                ),
+                ttl_floor=ttl_floor(ttl, unanswered=unanswered),
             )
         remaining = time_left(deadline, tried.finished)
         if remaining is not None and remaining <= 0:

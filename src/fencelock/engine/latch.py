@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from fencelock.engine import reintroduced, steps
+from fencelock.engine import steps
 from fencelock.engine.deadline import deadline_after, time_left
 from fencelock.engine.steps import AwaitRelease, Holding, ListHeld
 from fencelock.errors import ConfigError
@@ -120,12 +120,16 @@ def _repair(names: LatchNames) -> Generator[Op, Reply, tuple[Reply, tuple[str, .
         # A count-down that died before it opened the latch, or an arming that finished
         # between the two reads: ``closed`` left lasting means every count was taken
         # before it, so counts listed now, after it, tell them apart.
-        if not reintroduced.on("latch-stale-count-list"):
-            counts = (yield ListHeld(names.counts)).names
+        counts = yield from counts_now(names)
         if not counts:
             yield Evict(names.closed, closed.owner)
             closed = Reply(closed.now, granted=False)
     return closed, counts
+
+
+def counts_now(names: LatchNames) -> Generator[Op, Reply, tuple[str, ...]]:
+    """The counts held now (listed afresh, not taken from a list read earlier)."""
+    return (yield ListHeld(names.counts)).names
 
 
 def _evict(listed: tuple[Holding, ...]) -> Generator[Op, Reply, None]:

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TypeVar
 
-from fencelock.engine import reintroduced
 from fencelock.engine.outcomes import Busy
 from fencelock.engine.timing import clock_drift, trusted_until
 from fencelock.errors import BackendUnavailable, ConfigError
@@ -351,6 +350,12 @@ def decide_release(results: Sequence[NodeReply]) -> bool | None:
     return held + (n - answered) >= q
 
 
+def silent_could_make_a_holder(agreeing: Iterable[Sequence[int]], silent: int, quorum: int) -> bool:
+    """Whether the nodes that did not answer could, with those that name one owner (the
+    groups of ``agreeing``), make that owner a quorum."""
+    return any(len(group) + silent >= quorum for group in agreeing)
+
+
 # One node's answer on a name: its key's owner (or None), PTTL in ms, token (or None).
 NodeView = tuple[str | None, int | str | bytes, int | str | bytes | None]
 
@@ -373,8 +378,7 @@ def quorum_view(
         return None
     holder = next((o for o, ttls in owners.items() if len(ttls) >= quorum), None)
     silent = nodes - len(answers)
-    undecided = any(len(ttls) + silent >= quorum for ttls in owners.values())
-    if holder is None and undecided and not reintroduced.on("redlock-guessed-holder"):
+    if holder is None and silent_could_make_a_holder(owners.values(), silent, quorum):
         most = max(len(ttls) for ttls in owners.values())
         raise BackendUnavailable(
             f"redlock: cannot tell whether {name!r} is held: {most} of the {len(answers)} "

@@ -8,8 +8,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-from fencelock.engine.reintroduced import KNOWN
 from fencelock.sim import sqlite_host
+from fencelock.sim.bugs import KNOWN
 from fencelock.sim.workloads import WORKLOADS
 from fencelock.sim.world import (
     FAMILIES,

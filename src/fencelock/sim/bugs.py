@@ -1,19 +1,21 @@
-"""Historical bugs the simulator puts back by patching the code under test, so that
-nothing in the library reads a switch for them: each registered here in
-:mod:`fencelock.engine.reintroduced`'s registry, so ``--bug NAME`` and
-``reintroduced(NAME)`` take it as they take the library's own switches. Besides them,
-broken variants that never shipped, one for each invariant that no historical bug
-breaks (release semantics, a read-write lock's tokens, an election's announcements,
-the fencing guards): each shows that its invariant can fail."""
+"""Every bug the simulator can put back (``--bug NAME``; :data:`KNOWN` lists them and
+:func:`reintroduced` puts some back), each a patch of the code under test: the library's
+historical bugs (:mod:`fencelock.sim.historical`, and the SQLite backend's dead-holder
+guess in :mod:`fencelock.sim.sqlite_guess`), one Redis bug and, here, broken variants
+that never shipped, one for each invariant that no historical bug breaks (release
+semantics, a read-write lock's tokens, an election's announcements, the fencing
+guards): each shows that its invariant can fail."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from fencelock.engine import reintroduced
-from fencelock.sim import sqlite_guess  # noqa: F401 - registers sqlite-dead-holder-guess
+from fencelock.sim import historical, sqlite_guess  # noqa: F401 - they register theirs
+from fencelock.sim.put_back import KNOWN, patched, put_back_by, reintroduced
+
+__all__ = ["KNOWN", "reintroduced"]
 
 REDIS_REUSED_OWNER = "redis-reused-owner"
 REDIS_RELEASE_UNCHECKED = "redis-release-unchecked"
@@ -23,19 +25,7 @@ RWLOCK_OWN_LEASE_TOKEN = "rwlock-own-lease-token"
 ELECTION_DEPOSED_EVICTS = "election-deposed-evicts"
 
 
-@contextlib.contextmanager
-def _patched(owner: object, name: str, replacement: object) -> Iterator[None]:
-    """``owner.name`` is ``replacement`` within."""
-    fixed = getattr(owner, name)
-    setattr(owner, name, replacement)
-    try:
-        yield
-    finally:
-        setattr(owner, name, fixed)
-
-
-@contextlib.contextmanager
-def _reused_owner() -> Iterator[None]:
+def _reused_owner() -> contextlib.AbstractContextManager[None]:
     """Redis before 1631548: every try of an acquisition stored the attempt's one owner
     value, also after a try went unanswered; that try's undo, once the server answered
     again, named the same owner and deleted the grant of a later try."""
@@ -44,18 +34,14 @@ def _reused_owner() -> Iterator[None]:
     def keep_owner(tracker: UndoTracker) -> str | None:
         return None  # no fresh owner, nothing handed over: the unanswered flag stays
 
-    fixed = UndoTracker.before_try
-    setattr(UndoTracker, "before_try", keep_owner)  # noqa: B010 - a patch, undone below
-    try:
-        yield
-    finally:
-        setattr(UndoTracker, "before_try", fixed)  # noqa: B010
+    return patched(UndoTracker, "before_try", keep_owner)
 
 
-reintroduced.KNOWN[REDIS_REUSED_OWNER] = (
-    "a Redis try after an unanswered one storing the same owner, whose late undo deleted it"
+put_back_by(
+    REDIS_REUSED_OWNER,
+    "a Redis try after an unanswered one storing the same owner, whose late undo deleted it",
+    _reused_owner,
 )
-reintroduced.put_back_by(REDIS_REUSED_OWNER, _reused_owner)
 
 
 # The owner check of free.lua's release, which the bug leaves out.
@@ -80,7 +66,7 @@ def _release_unchecked() -> contextlib.AbstractContextManager[None]:
     def release_command(keys: LockKeys, owner: str) -> tuple[Script, bytes]:
         return unchecked, unchecked.call(keys.waking, [b"release", owner])
 
-    return _patched(conversations, "release_command", release_command)
+    return patched(conversations, "release_command", release_command)
 
 
 def _evicts_first() -> contextlib.AbstractContextManager[None]:
@@ -98,7 +84,7 @@ def _evicts_first() -> contextlib.AbstractContextManager[None]:
             await self._client.evict(stale)
         return await won(self, value, timeout)
 
-    return _patched(AsyncElection, "campaign", campaign)
+    return patched(AsyncElection, "campaign", campaign)
 
 
 def _deposed_evicts() -> contextlib.AbstractContextManager[None]:
@@ -125,7 +111,7 @@ def _deposed_evicts() -> contextlib.AbstractContextManager[None]:
             raise
         return AsyncLeadership(lease, announcement, value)
 
-    return _patched(AsyncElection, "campaign", campaign)
+    return patched(AsyncElection, "campaign", campaign)
 
 
 def _equal_waves_all() -> contextlib.AbstractContextManager[None]:
@@ -141,7 +127,7 @@ def _equal_waves_all() -> contextlib.AbstractContextManager[None]:
                 raise self._reject(key, token, last)
             self._last[key] = token
 
-    return _patched(MemoryGuard, "accept", accept)
+    return patched(MemoryGuard, "accept", accept)
 
 
 def _own_lease_token() -> contextlib.AbstractContextManager[None]:
@@ -160,26 +146,31 @@ def _own_lease_token() -> contextlib.AbstractContextManager[None]:
             return hold
         return AsyncRWLease(hold.name, hold.mode, hold.lease, hold.lease.token)
 
-    return _patched(AsyncReadWriteSide, "acquire", acquire)
+    return patched(AsyncReadWriteSide, "acquire", acquire)
 
 
-reintroduced.KNOWN[ELECTION_DEPOSED_EVICTS] = (
-    "a campaign deposed while it listed evicting its successor's announcement"
+put_back_by(
+    ELECTION_DEPOSED_EVICTS,
+    "a campaign deposed while it listed evicting its successor's announcement",
+    _deposed_evicts,
 )
-reintroduced.put_back_by(ELECTION_DEPOSED_EVICTS, _deposed_evicts)
-reintroduced.KNOWN[REDIS_RELEASE_UNCHECKED] = (
-    "a Redis release deleting the lock whoever holds it, not only its owner's"
+put_back_by(
+    REDIS_RELEASE_UNCHECKED,
+    "a Redis release deleting the lock whoever holds it, not only its owner's",
+    _release_unchecked,
 )
-reintroduced.put_back_by(REDIS_RELEASE_UNCHECKED, _release_unchecked)
-reintroduced.KNOWN[ELECTION_EVICTS_FIRST] = (
-    "a campaign evicting the announcements before it won, the sitting leader's too"
+put_back_by(
+    ELECTION_EVICTS_FIRST,
+    "a campaign evicting the announcements before it won, the sitting leader's too",
+    _evicts_first,
 )
-reintroduced.put_back_by(ELECTION_EVICTS_FIRST, _evicts_first)
-reintroduced.KNOWN[FENCE_EQUAL_WAVES_ALL] = (
-    "a memory guard letting any token through when a write allows an equal one"
+put_back_by(
+    FENCE_EQUAL_WAVES_ALL,
+    "a memory guard letting any token through when a write allows an equal one",
+    _equal_waves_all,
 )
-reintroduced.put_back_by(FENCE_EQUAL_WAVES_ALL, _equal_waves_all)
-reintroduced.KNOWN[RWLOCK_OWN_LEASE_TOKEN] = (
-    "a read hold's token taken from its own reader lease, not the gate's at entry"
+put_back_by(
+    RWLOCK_OWN_LEASE_TOKEN,
+    "a read hold's token taken from its own reader lease, not the gate's at entry",
+    _own_lease_token,
 )
-reintroduced.put_back_by(RWLOCK_OWN_LEASE_TOKEN, _own_lease_token)

@@ -16,8 +16,8 @@ import contextlib
 from collections.abc import Callable, Iterator
 
 from fencelock.backends.sqlite import liveness
-from fencelock.engine import reintroduced
 from fencelock.holder import holder_of
+from fencelock.sim.put_back import put_back_by
 
 SQLITE_DEAD_HOLDER_GUESS = "sqlite-dead-holder-guess"
 
@@ -98,8 +98,9 @@ def _guessing() -> Iterator[None]:
             setattr(liveness, name, rule)
 
 
-reintroduced.KNOWN[SQLITE_DEAD_HOLDER_GUESS] = (
+put_back_by(
+    SQLITE_DEAD_HOLDER_GUESS,
     "the SQLite backend taking a lease whose holder it guessed dead: another boot's row "
-    "free, expiry on a time namespace's clock, a start in wall seconds, another /proc"
+    "free, expiry on a time namespace's clock, a start in wall seconds, another /proc",
+    _guessing,
 )
-reintroduced.put_back_by(SQLITE_DEAD_HOLDER_GUESS, _guessing)

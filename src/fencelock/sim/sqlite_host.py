@@ -44,10 +44,10 @@ from typing import NoReturn
 from fencelock.backends.base import Acquired
 from fencelock.backends.sqlite import SQLiteBackend, liveness
 from fencelock.backends.sqlite.backend import SQLiteAttempt
-from fencelock.engine.reintroduced import KNOWN, reintroduced
 from fencelock.engine.timing import trusted_until
 from fencelock.engine.urls import parse_url
 from fencelock.sim import sqlite_guess
+from fencelock.sim.bugs import KNOWN, reintroduced
 from fencelock.sim.world import check_run
 
 NAME = "jobs/sim"

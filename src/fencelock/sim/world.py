@@ -23,20 +23,19 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from fencelock import clock, holder
 from fencelock.backends.base import AsyncBackend
 from fencelock.client import AsyncClient
-from fencelock.engine.reintroduced import KNOWN, reintroduced
 from fencelock.engine.renewal import Outcome as RenewalOutcome
 from fencelock.engine.timing import validate_ttl
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease
 from fencelock.primitives import barrier, election, latch, rwlock, semaphore
 from fencelock.primitives import lock as lock_module
-from fencelock.sim import bugs  # noqa: F401 - registers the bugs the simulator puts back
 from fencelock.sim.backend import (
     REQUEST_BOUND,
     SimBackend,
     SimRedlockBackend,
     SimSessionBackend,
 )
+from fencelock.sim.bugs import KNOWN, reintroduced
 from fencelock.sim.invariants import Grant, Release, Releases, TokenOrder
 from fencelock.sim.loop import ClientClock, VirtualClock, VirtualLoop, client_clock, client_number
 from fencelock.sim.model import (
@@ -108,7 +107,7 @@ class Plan:
     ttl: float = 1.0
     weather: Weather = field(default_factory=Weather)
     faults: bool = True
-    bugs: tuple[str, ...] = ()  # historical bugs put back (fencelock.engine.reintroduced)
+    bugs: tuple[str, ...] = ()  # bugs put back (fencelock.sim.bugs)
     family: str = "lease"  # one of FAMILIES
     workload: str = "lock"  # what the clients do (fencelock.sim.workloads)
     # extends (and renewals) cancelled in flight, a client's loop shut down with one out

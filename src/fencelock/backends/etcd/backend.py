@@ -38,7 +38,6 @@ from fencelock.backends.etcd.http import Gateway, LeaseNotFound
 from fencelock.backends.etcd.name_watch import EtcdNameWatch
 from fencelock.backends.etcd.options import etcd_options
 from fencelock.backends.etcd.session import FRESH_FRACTION, EtcdSession, SessionEnded
-from fencelock.engine import reintroduced
 from fencelock.engine.backoff import Backoff
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import FencelockError
@@ -189,8 +188,6 @@ class AsyncEtcdBackend:
             # The key stays claimed until the delete lands: a new contender of ours in
             # this session must not take it over (and then see it deleted under it).
             await self._delete_eventually(held.session, delete, held.key)
-            if reintroduced.on("etcd-late-release"):
-                self.unclaim(held.key)
             raise
         except BaseException:
             self.unclaim(held.key)
@@ -375,6 +372,11 @@ class EtcdAttempt:
                 self._forget_session()
         raise SessionEnded(f"etcd leases for {self._name!r} kept ending as they were granted")
 
+    def _an_earlier_leases_key(self, value: bytes) -> bool:
+        """Whether the key we put holds ``value`` from an earlier lease of ours (a
+        release of it not landed yet), not this attempt's."""
+        return value not in (b"", self._owner.encode())
+
     async def _try(self) -> AttemptResult:
         if self._session is None or self._session.ended:
             self._session = await self._backend.session(self._ttl, self._shared)
@@ -401,9 +403,7 @@ class EtcdAttempt:
         if where.my_revision == 0:  # our key went with its lease
             session.end("expired before the lock was taken")
             raise SessionEnded("the session's lease expired")
-        if where.my_value not in (b"", self._owner.encode()) and not reintroduced.on(
-            "etcd-late-release"
-        ):
+        if self._an_earlier_leases_key(where.my_value):
             # The key is an earlier lease's of ours whose release has not landed: never
             # adopt it (that release would delete it under us). Contend with our own.
             self._key = self._backend.claim_key(self._name, session, self._owner, own_suffix=True)
