@@ -116,13 +116,15 @@ FAMILIES = {"redis", "redlock", "etcd", "zookeeper", "postgresql", "mysql", "sql
 FAMILY_MAY_IMPORT = {"redlock": {"redis"}}
 # The simulator runs the real etcd backend against its model of etcd (the backend's own
 # wire, no driver), and the real Redis and Redlock backends against its model of Redis
-# (which runs the backends' scripts; the simulator puts a Redis bug back by patching the
-# backend); the simulator's etcd, redis and redlock families load them when a run asks.
+# (which runs the backends' scripts; the simulator puts a Redis and an etcd bug back by
+# patching the backend); the simulator's etcd, redis and redlock families load them when
+# a run asks, and a bug's patch when that bug is put back.
 OUTSIDE_MAY_IMPORT = {
     "sim/etcd.py": {"etcd"},
     "sim/redis.py": {"redis"},
     "sim/redis_model.py": {"redis"},
     "sim/bugs.py": {"redis"},
+    "sim/historical.py": {"etcd"},
     "sim/redlock.py": {"redlock"},
     "sim/sqlite_host.py": {"sqlite"},
     "sim/sqlite_guess.py": {"sqlite"},
