@@ -43,6 +43,26 @@ def test_a_token_after_the_counter_expired_is_still_greater(
         second.release()
 
 
+def test_a_token_follows_a_counter_ahead_of_the_clock(plain_redis: RedisServer, name: str) -> None:
+    """As after the server's clock went back: the counter, not the clock, decides."""
+    ahead = 4 * 10**15  # microseconds: a clock seventy years ahead, still exact in Lua
+    with fencelock.connect(plain_redis.url) as client, redis.Redis(port=plain_redis.port) as server:
+        server.set(LockKeys.of(name).token, ahead)
+        lease = client.lock(name).acquire()
+        assert lease.token == ahead + 1
+        assert int(server.get(LockKeys.of(name).token)) == ahead + 1
+        assert WEEK_MS < server.pttl(LockKeys.of(name).token) <= WEEK_MS + 60_000
+        lease.release()
+        seconds, micros = server.time()
+        following = client.lock(name).acquire()
+        assert following.token == ahead + 2
+        following.release()
+    with fencelock.connect(plain_redis.url) as client:
+        fresh = client.lock(f"{name}/fresh").acquire()
+        assert fresh.token >= seconds * 1_000_000 + micros  # a new counter: the clock
+        fresh.release()
+
+
 def test_redlock_counters_expire_too(module_servers: ServerPool, name: str) -> None:
     nodes = [module_servers.redis(name=f"hygiene{i}") for i in range(3)]
     url = "redlock://" + ",".join(f"127.0.0.1:{node.port}" for node in nodes) + "/0?timeout=5"

@@ -142,6 +142,31 @@ def test_the_backends_scripts_run_as_on_redis(model: RedisModel, clock: Clock) -
     assert model.unmodeled == []
 
 
+def test_acquire_takes_its_token_on_a_redis_without_set_get(
+    model: RedisModel, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis before 6.2 refuses ``SET ... GET``: acquire.lua reads and writes the counter
+    in two commands then, to the same tokens."""
+    setting = model._set
+
+    def refuse_get(args: list[str]) -> Reply:
+        if "GET" in (a.upper() for a in args[2:]):
+            raise CommandError("ERR syntax error")
+        return setting(args)
+
+    monkeypatch.setitem(model._commands, "SET", refuse_get)
+    r = Client(model)
+    keys = LockKeys.of("orders/1")
+    assert r("SCRIPT", "LOAD", ACQUIRE.source) == ACQUIRE.sha
+    acquire = [ACQUIRE.sha, 4, *keys.queued, 1000, "ch-a", 20000, 3000]
+    assert r("EVALSHA", *acquire, "owner-a") == [1, str(model.now_us())]
+    assert r("DEL", keys.lock) == 1
+    r("SET", keys.token, 4 * 10**15)  # a counter ahead of the clock
+    assert r("EVALSHA", *acquire, "owner-b") == [1, str(4 * 10**15 + 1)]
+    assert r("GET", keys.token) == str(4 * 10**15 + 1)
+    assert model.unmodeled == []
+
+
 def test_a_script_meets_redis_conversions_and_errors(model: RedisModel) -> None:
     r = Client(model)
     body = "return {1, 2.9, 'x', false, redis.call('SET', KEYS[1], ARGV[1]), 7, nil, 8}"

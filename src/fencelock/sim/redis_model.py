@@ -6,7 +6,7 @@ true time: drift), expiring a key lazily when it is touched, as Redis does, and 
 expired key before each request. Scripts come as the clients send them (``SCRIPT LOAD``,
 then ``EVALSHA``; ``NOSCRIPT`` for one it does not know, as after every restart) and
 run in Lua 5.1, Redis's Lua (``lupa.lua51``), with ``redis.call`` and ``redis.pcall``
-over the keyspace: ``GET``, ``SET`` (``NX``/``XX``, ``PX``/``EX``), ``DEL``, ``EXISTS``,
+over the keyspace: ``GET``, ``SET`` (``NX``/``XX``, ``PX``/``EX``, ``GET``), ``DEL``, ``EXISTS``,
 ``PEXPIRE``, ``PTTL``, ``ZADD`` (``NX``/``XX``), ``ZREM``, ``ZRANGE`` (``WITHSCORES``),
 ``ZSCORE``, ``ZCARD``, ``TIME`` and ``PUBLISH``, converted to and from Lua as Redis
 converts them. Outside scripts: ``PING``, ``SCAN``, ``SCRIPT LOAD``, ``EVALSHA``,
@@ -350,11 +350,14 @@ class RedisModel:
         key, value, options = args[0], args[1], [a.upper() for a in args[2:]]
         expires: int | None = None
         only: str | None = None
+        answer_before = False
         i = 0
         while i < len(options):
             option = options[i]
             if option in ("NX", "XX"):
                 only = option
+            elif option == "GET":
+                answer_before = True
             elif option in ("PX", "EX") and i + 1 < len(options):
                 amount = _integer(options[i + 1])
                 if amount <= 0:
@@ -365,10 +368,11 @@ class RedisModel:
                 raise self._unmodeled(f"SET with {option}")
             i += 1
         exists = self._entry(key) is not None
+        before = self._string(key) if answer_before else None
         if (only == "NX" and exists) or (only == "XX" and not exists):
-            return None
+            return before if answer_before else None
         self.keys[key] = Entry(value, expires)
-        return Status("OK")
+        return before if answer_before else Status("OK")
 
     def _del(self, args: list[str]) -> Reply:
         self._arity(args, 1, "DEL")
