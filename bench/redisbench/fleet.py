@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -52,15 +51,6 @@ class Fleet:
 
     def stop(self) -> None:
         self.pool.stop_all()
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process (Linux ``/proc``); nan elsewhere."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return math.nan
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def redis_requests(address: Address) -> int:
