@@ -30,14 +30,12 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from harness.peers import say
 from harness.results import load_average
-from harness.servers import terminated_by_sigterm
+from harness.servers import server_pool
 from redisbench.common import NODES, Settings, peer_versions, quiet_peer_logs
 from redisbench.contended import analyse, contended_run, contended_specs
 from redisbench.fleet import Fleet
@@ -74,25 +72,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     started = time.monotonic()
     results = Results(load_at_start=load_average())
-    with (
-        terminated_by_sigterm(),
-        tempfile.TemporaryDirectory(prefix="fencelock-redis-bench-") as name,
-    ):
-        fleet = Fleet(Path(name))
+    with server_pool("fencelock-redis-bench-") as (pool, _tmp):
+        fleet = Fleet(pool)
         try:
-            try:
-                fleet.start(NODES)
-            except RuntimeError as exc:  # no redis-server binary, or it would not start
-                print(f"error: {exc}", file=sys.stderr)
-                return 2
-            print(
-                f"redis-servers: single on {fleet.single.port}, Redlock nodes on "
-                f"{', '.join(str(n.port) for n in fleet.nodes)}",
-                file=sys.stderr,
-            )
-            run_scenarios(fleet, settings, versions, results)
-        finally:
-            fleet.stop()
+            fleet.start(NODES)
+        except RuntimeError as exc:  # no redis-server binary, or it would not start
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        say(
+            f"redis-servers: single on {fleet.single_address[1]}, Redlock nodes on "
+            f"{', '.join(str(n.port) for n in fleet.nodes)}"
+        )
+        run_scenarios(fleet, settings, versions, results)
     found = targets(
         results.uncontended,
         results.contended,

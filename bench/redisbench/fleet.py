@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from pathlib import Path
 from typing import Any
 
 import redis
@@ -18,12 +17,12 @@ class Fleet:
     """The redis-servers of this run: one for ``redis://`` and five Redlock nodes.
 
     They come from :mod:`fencelock.testing` (free loopback ports, no persistence, a
-    directory and a log each under ``workdir``). :meth:`fault` stops one node
-    (SIGSTOP) and kills another; :meth:`heal` restarts both, empty, on their ports.
+    directory and a log each, in ``pool``, which stops them). :meth:`fault` stops one
+    node (SIGSTOP) and kills another; :meth:`heal` restarts both, empty, on their ports.
     """
 
-    def __init__(self, workdir: Path) -> None:
-        self.pool = ServerPool.under(workdir)
+    def __init__(self, pool: ServerPool) -> None:
+        self.pool = pool
         self.single: RedisServer | None = None
         self.nodes: list[RedisServer] = []
 
@@ -48,9 +47,6 @@ class Fleet:
         for i in (HUNG, KILLED):
             self.nodes[i].stop()
             self.nodes[i].start()
-
-    def stop(self) -> None:
-        self.pool.stop_all()
 
 
 def redis_requests(address: Address) -> int:
