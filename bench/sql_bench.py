@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.cli import add_contended, contended_ok, parser
+from harness.cli import RunSettings, add_contended, contended_ok, parser
 from harness.lockers import FencelockLocker, PeerLocker, acquire_release, fencelock_cycle
 from harness.peers import peer_versions, say
 from harness.results import environment, noise_warnings, write_results
@@ -113,12 +113,7 @@ TARGET_HANDOFF_MS = 1.0  # fencelock handoff p50 on PostgreSQL (NOTIFY)
 
 
 @dataclass(frozen=True)
-class Settings:
-    rounds: int
-    round_seconds: float
-    workers: int
-    contended_seconds: float
-    hold: float
+class Settings(RunSettings):
     update_seconds: float
     compute: float  # seconds between an update's read and its write (0: none)
     only: tuple[str, ...]

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness.cli import add_contended, contended_ok, parser
+from harness.cli import RunSettings, add_contended, contended_ok, parser
 from harness.lockers import FencelockLocker, acquire_release, fencelock_cycle
 from harness.peers import peer_versions, say
 from harness.results import environment, write_results
@@ -69,12 +69,8 @@ PEERS = {"filelock": "filelock", "fcntl": "fcntl"}
 
 
 @dataclass(frozen=True)
-class Settings:
-    rounds: int
-    round_seconds: float
-    workers: int
-    contended_seconds: float
-    hold: float
+class Settings(RunSettings):
+    """The rounds and the contended run."""
 
     @classmethod
     def from_args(cls, argv: Sequence[str] | None) -> Settings:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 
 def parser(doc: str | None, quick: str = "a short smoke run") -> argparse.ArgumentParser:
@@ -51,3 +52,14 @@ def scenarios(made: argparse.ArgumentParser, only: str, count: int) -> tuple[int
 def contended_ok(made: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.workers < 2 or args.seconds <= 0 or args.hold_ms < 0:
         made.error("need --workers >= 2, --seconds > 0 and --hold-ms >= 0")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """An uncontended-then-contended run: its interleaved rounds and its contended workers."""
+
+    rounds: int
+    round_seconds: float
+    workers: int
+    contended_seconds: float
+    hold: float  # seconds a contended worker holds the lock

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.cli import add_contended, parser, scenarios
+from harness.cli import RunSettings, add_contended, parser, scenarios
 from harness.peers import peer_versions as installed_versions
 from harness.peers import version
 
@@ -45,12 +45,7 @@ AsyncClose = Callable[[], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
-class Settings:
-    rounds: int
-    round_seconds: float
-    workers: int
-    contended_seconds: float
-    hold: float
+class Settings(RunSettings):
     redlock_rounds: int  # scenario 3: interleaved rounds of redlock_seconds / redlock_rounds
     redlock_seconds: float  # timed seconds per Redlock row (scenario 4: one round)
     scenarios: tuple[int, ...]
