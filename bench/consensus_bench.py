@@ -21,6 +21,7 @@ import os
 import sys
 import uuid
 from dataclasses import asdict, dataclass
+from functools import partial
 
 os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")  # python-etcd3
 
@@ -32,6 +33,7 @@ from harness.rounds import (
     AsyncCloser,
     AsyncCycle,
     AsyncRunner,
+    Opener,
     RateResult,
     Runner,
     SyncRunner,
@@ -121,14 +123,14 @@ def measure_uncontended(
 ) -> dict[int, tuple[float, float | None]]:
     """Warm the servers up (a JVM compiles as it goes), then take turns: the median of
     ``ROUNDS`` rates per lock, so neither drift nor order favours one."""
-    sides: list[tuple[RateResult, Runner]] = []
+    sides: list[tuple[RateResult, Opener]] = []
     found: dict[int, tuple[RateResult, RateResult | None]] = {}
     for i, (contender, backend, lock, has_async) in enumerate(entries):
         sync = RateResult(contender.key, lock, backend)
         sides.append((sync, contender.runner))
         aside = RateResult(contender.key + "-async", lock, backend) if has_async else None
         if aside is not None:
-            sides.append((aside, lambda url=contender.target: async_runner(url)))
+            sides.append((aside, partial(async_runner, contender.target)))
         found[i] = (sync, aside)
     warmup = 1.0 if args.quick else 3.0
     interleave(sides, ROUNDS, args.seconds, warmup=warmup, batch=10)

@@ -27,6 +27,7 @@ import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +155,7 @@ def run(args: argparse.Namespace) -> list[Pairing]:
             url = backend_url(pool, tmp, backend, "cpu" if backend == "sqlite" else "bench")
             say(f"{backend}: {args.rounds} interleaved rounds of {args.seconds:g}s ...")
             ours = RateResult("fencelock", "fencelock")
-            sides: list[tuple[RateResult, Opener]] = [(ours, lambda url=url: fencelock_runner(url))]
+            sides: list[tuple[RateResult, Opener]] = [(ours, partial(fencelock_runner, url))]
             theirs = None
             if (peer := peer_of(backend, url, pool, tmp)) is not None:
                 theirs = RateResult("peer", peer[0])

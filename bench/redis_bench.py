@@ -119,7 +119,7 @@ def run_scenarios(
                 f"contended: {spec.label}, {settings.workers} processes, "
                 f"{settings.contended_seconds:g} s ..."
             )
-            reports, load = contended_run(spec, settings, fleet.single.pid)
+            reports, load = contended_run(spec, settings, fleet.single_pid)
             results.contended.append(analyse(spec, reports, load, settings))
     if 3 in settings.scenarios or 4 in settings.scenarios:
         results.redlock_up = measure_redlock_up(fleet, settings, versions)

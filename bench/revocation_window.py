@@ -40,7 +40,11 @@ def _sql(url: str, query: str) -> list[tuple[object, ...]]:
         p = parse_url(url)
         host, port = p.hosts[0]
         conn = pymysql.connect(
-            host=host, port=port, user=p.username, password=p.password or "", autocommit=True
+            host=host,
+            port=port or 3306,
+            user=p.username,
+            password=p.password or "",
+            autocommit=True,
         )
         try:
             with conn.cursor() as cur:

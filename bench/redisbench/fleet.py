@@ -36,6 +36,11 @@ class Fleet:
         return ("127.0.0.1", self.single.port)
 
     @property
+    def single_pid(self) -> int:
+        assert self.single is not None and self.single.pid is not None
+        return self.single.pid
+
+    @property
     def node_addresses(self) -> list[Address]:
         return [("127.0.0.1", node.port) for node in self.nodes]
 

@@ -18,6 +18,7 @@ from harness.tables import (
     TOKENS_AND_ERRORS,
     WAKES,
     Column,
+    Target,
     console,
     fmt_ms,
     fmt_number,
@@ -44,7 +45,6 @@ from redisbench.many_names import (
     ManyNamesResult,
 )
 from redisbench.redlock import RedlockResult
-from redisbench.targets import Target
 from redisbench.uncontended import same_api_fencelock
 
 
