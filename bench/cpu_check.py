@@ -151,7 +151,7 @@ def peer_of(backend: str, url: str, pool: ServerPool, tmp: Path) -> tuple[str, O
 def run(args: argparse.Namespace) -> list[Pairing]:
     found: list[Pairing] = []
     with server_pool() as (pool, tmp):
-        for backend in args.backends:
+        for backend in [b for b in BACKENDS if b in args.backends]:  # in this order
             url = backend_url(pool, tmp, backend, "cpu" if backend == "sqlite" else "bench")
             say(f"{backend}: {args.rounds} interleaved rounds of {args.seconds:g}s ...")
             ours = RateResult("fencelock", "fencelock")

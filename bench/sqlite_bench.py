@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from harness.cli import RunSettings, add_contended, contended_ok, parser
-from harness.lockers import FencelockLocker, acquire_release, fencelock_cycle
+from harness.lockers import FencelockLocker, PeerLocker, acquire_release, fencelock_cycle
 from harness.peers import peer_versions, say
 from harness.results import environment, write_results
 from harness.rounds import RateResult, SyncCycle, SyncRunner, interleave
@@ -166,26 +166,15 @@ def measure_uncontended(
 # --------------------------------------------------------------------------- contended
 
 
-class FileLockLocker:
-    def __init__(self, path: Path, poll_interval: float | None) -> None:
-        from filelock import FileLock
+def filelock_locker(path: Path, poll_interval: float | None) -> Locker:
+    from filelock import FileLock
 
-        self._lock = (
-            FileLock(str(path))
-            if poll_interval is None
-            else FileLock(str(path), poll_interval=poll_interval)
-        )
-
-    def acquire(self) -> int:
-        self._lock.acquire(timeout=ACQUIRE_TIMEOUT)
-        return -1
-
-    def release(self) -> None:
-        if self._lock.is_locked:
-            self._lock.release()
-
-    def close(self) -> None:
-        self.release()
+    lock = (
+        FileLock(str(path))
+        if poll_interval is None
+        else FileLock(str(path), poll_interval=poll_interval)
+    )
+    return PeerLocker(lock, lambda: None, "filelock", timeout=ACQUIRE_TIMEOUT)
 
 
 class FlockLocker:
@@ -233,7 +222,7 @@ class Contender:
             url = sqlite_url(self.path)
             return FencelockLocker(url, LOCK_NAME, ttl=TTL, renew=True, fair=fair)
         if self.key.startswith("filelock"):
-            return FileLockLocker(self.path, self.poll_interval)
+            return filelock_locker(self.path, self.poll_interval)
         return FlockLocker(self.path)
 
 
