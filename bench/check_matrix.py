@@ -9,12 +9,13 @@ TTL 0.5 s, ``--work 0.4``, 4 clients). A refused cell shows why (exit 64).
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from harness.cli import add_backends, parser
 
 BACKENDS = ("sqlite", "redis", "redlock", "etcd", "zookeeper", "postgresql", "advisory", "mysql")
 NEMESES = ("pause", "kill", "server", "session", "restart", "clock", "partition")
@@ -54,10 +55,12 @@ def cell(backend: str, nemesis: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backends", default=",".join(BACKENDS))
-    parser.add_argument("--nemeses", default=",".join(NEMESES))
-    args = parser.parse_args()
+    made = parser(__doc__, "one backend (sqlite) under one nemesis (pause)")
+    add_backends(made, BACKENDS)
+    made.add_argument("--nemeses", default=",".join(NEMESES))
+    args = made.parse_args()
+    if args.quick:
+        args.backends, args.nemeses = "sqlite", "pause"
     backends = args.backends.split(",")
     nemeses = args.nemeses.split(",")
     print("| nemesis | " + " | ".join(backends) + " |")

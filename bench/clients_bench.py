@@ -29,19 +29,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
-import importlib.metadata
 import itertools
 import json
 import multiprocessing as mp
 import os
 import platform
 import queue
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -54,11 +49,15 @@ from typing import Any, Protocol
 
 os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")  # python-etcd3
 
-from harness import RESULTS_DIR, clean_json, jain
+from harness.cli import add_backends, backends, parser
+from harness.lockers import PeerLocker
+from harness.peers import optional, say, version
+from harness.results import clean_json, command, git_state, stamped
+from harness.servers import hosts, process_cpu_seconds, server_pool
+from harness.stats import jain
 
 import fencelock
 from fencelock import clock
-from fencelock.testing import ServerPool
 from fencelock.testing.process import ServerProcess
 
 BACKENDS = ("redis", "etcd", "zookeeper")
@@ -69,7 +68,6 @@ ETCD_PEER_TTL = 2  # python-etcd3 leaks an etcd lease per cycle; etcd's shortest
 ACQUIRE_TIMEOUT = 10.0
 READY_TIMEOUT = 180.0  # 16 spawned interpreters importing python-etcd3 on 2 busy cores
 MAX_ERRORS = 10
-TICKS = os.sysconf("SC_CLK_TCK")
 SLICE = 0.4  # the server has settled once it spends at most QUIET of a core in a slice
 QUIET = 0.05
 SETTLE_LIMIT = 20.0
@@ -85,7 +83,7 @@ PEERS = {  # backend -> (label, module, distribution)
 
 
 class Lockable(Protocol):
-    def acquire(self) -> None: ...
+    def acquire(self) -> object: ...
 
     def release(self) -> None: ...
 
@@ -122,19 +120,9 @@ class FencelockSide:
         self._client.close()
 
 
-class PeerLock:
+def peer_lock(lock: Any, **acquire: float) -> Lockable:
     """A peer's lock object, whose ``acquire`` returns False when it times out."""
-
-    def __init__(self, lock: Any, **acquire: float) -> None:
-        self._lock = lock
-        self._acquire = acquire
-
-    def acquire(self) -> None:
-        if not self._lock.acquire(**self._acquire):
-            raise TimeoutError(f"not acquired in {ACQUIRE_TIMEOUT:g}s")
-
-    def release(self) -> None:
-        self._lock.release()
+    return PeerLocker(lock, lambda: None, "peer lock", **acquire)
 
 
 class RedisPySide:
@@ -146,7 +134,7 @@ class RedisPySide:
     def lock(self, name: str) -> Lockable:
         # redis-py's own default: a refused acquire sleeps 0.1 s before it asks again
         lock = self._client.lock(f"peer/{name}", timeout=TTL)
-        return PeerLock(lock, blocking_timeout=ACQUIRE_TIMEOUT)
+        return peer_lock(lock, blocking_timeout=ACQUIRE_TIMEOUT)
 
     def close(self) -> None:
         self._client.close()
@@ -156,11 +144,11 @@ class KazooSide:
     def __init__(self, url: str) -> None:
         from kazoo.client import KazooClient
 
-        self._client = KazooClient(hosts=url.split("//", 1)[1].split("/", 1)[0])
+        self._client = KazooClient(hosts=hosts(url))
         self._client.start(30)
 
     def lock(self, name: str) -> Lockable:
-        return PeerLock(self._client.Lock(f"/bench-clients/{name}"), timeout=ACQUIRE_TIMEOUT)
+        return peer_lock(self._client.Lock(f"/bench-clients/{name}"), timeout=ACQUIRE_TIMEOUT)
 
     def close(self) -> None:
         self._client.stop()
@@ -171,12 +159,12 @@ class Etcd3Side:
     def __init__(self, url: str) -> None:
         import etcd3
 
-        host, port = url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
+        host, port = hosts(url).rsplit(":", 1)
         self._client = etcd3.client(host=host, port=int(port))
 
     def lock(self, name: str) -> Lockable:
         lock = self._client.lock(f"peer/{name}", ttl=ETCD_PEER_TTL)
-        return PeerLock(lock, timeout=ACQUIRE_TIMEOUT)
+        return peer_lock(lock, timeout=ACQUIRE_TIMEOUT)
 
     def close(self) -> None:
         # A watch thread python-etcd3 started for a waiter may still be opening its stream
@@ -283,12 +271,6 @@ def run_round(cycle: Callable[[], None], start_at: float, end_at: float) -> Tall
 # --------------------------------------------------------------------------- the server
 
 
-def cpu_of(pid: int) -> float:
-    """A process's CPU seconds so far, every thread (utime + stime)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
 def machine_times() -> tuple[int, int]:
     """The machine's CPU time so far, (busy, total) in ticks: every core, every process."""
     ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -297,7 +279,7 @@ def machine_times() -> tuple[int, int]:
 
 
 def etcd_leases(url: str) -> int:
-    address = url.split("//", 1)[1].split("/", 1)[0]
+    address = hosts(url)
     request = urllib.request.Request(f"http://{address}/v3/lease/leases", data=b"{}")
     with urllib.request.urlopen(request, timeout=5) as reply:
         return len(json.load(reply).get("leases", []))
@@ -313,7 +295,7 @@ class Server:
 
     def cpu(self) -> float:
         assert self.process.pid is not None
-        return cpu_of(self.process.pid)
+        return process_cpu_seconds(self.process.pid)
 
     def pending(self) -> bool:
         return self.backend == "etcd" and etcd_leases(self.process.url) > self.baseline_leases
@@ -489,7 +471,7 @@ def measure(
 
 def run(args: argparse.Namespace) -> list[Row]:
     rows: list[Row] = []
-    with tempfile.TemporaryDirectory() as tmp, ServerPool.under(Path(tmp)) as pool:
+    with server_pool() as (pool, _tmp):
         for backend in args.backends:
             process: ServerProcess
             if backend == "redis":
@@ -510,16 +492,7 @@ def run(args: argparse.Namespace) -> list[Row]:
 def peer_label(backend: str) -> str | None:
     """The peer's label, or None (said why) if it cannot be imported here."""
     label, module, _ = PEERS[backend]
-    try:
-        importlib.import_module(module)
-    except Exception as exc:  # python-etcd3 can fail in other ways than ImportError
-        say(f"note: {label} cannot be imported ({type(exc).__name__}: {exc}): skipped")
-        return None
-    return label
-
-
-def say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    return label if optional(module) is not None else None
 
 
 # --------------------------------------------------------------------------- output
@@ -609,12 +582,12 @@ def versions(backends: list[str]) -> dict[str, str | None]:
     found: dict[str, str | None] = {
         "python": platform.python_version(),
         "fencelock": fencelock.__version__,
-        "git": command("git", "-C", str(Path(__file__).parent), "describe", "--always", "--dirty"),
+        "git": git_state(),
     }
     # the peers, and what their speed rests on (redis-py parses with hiredis if present)
     for dist in [PEERS[b][2] for b in backends] + ["hiredis", "grpcio", "protobuf"]:
-        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-            found[dist] = importlib.metadata.version(dist)
+        if (installed := version(dist)) is not None:
+            found[dist] = installed
     if "redis" in backends:
         found["redis-server"] = command("redis-server", "--version")
     if "etcd" in backends:
@@ -625,20 +598,10 @@ def versions(backends: list[str]) -> dict[str, str | None]:
     return found
 
 
-def command(*argv: str) -> str | None:
-    if shutil.which(argv[0]) is None:
-        return None
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=10)
-        return done.stdout.strip() or None
-    return None
-
-
 def write(
     rows: list[Row], args: argparse.Namespace, started: float, load: tuple[float, ...]
 ) -> Iterator[Path]:
-    RESULTS_DIR.mkdir(exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    markdown = stamped("clients", ".md")
     found = versions(args.backends)
     heading = (
         f"clients_bench.py, {time.strftime('%Y-%m-%d')}, commit {found['git']}, "
@@ -649,7 +612,6 @@ def write(
     text = "\n\n".join(
         [heading, table(rows), "\n".join(notes(rows, args)), json.dumps(found)]
     )  # fmt: skip
-    markdown = RESULTS_DIR / f"clients-{stamp}.md"
     markdown.write_text(text + "\n")
     yield markdown
     document = {
@@ -664,24 +626,21 @@ def write(
         },
         "rows": [asdict(row) for row in rows],
     }
-    path = RESULTS_DIR / f"clients-{stamp}.json"
+    path = markdown.with_suffix(".json")
     path.write_text(json.dumps(clean_json(document), indent=2) + "\n")
     yield path
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backends", default=",".join(BACKENDS))
-    parser.add_argument("--processes", default="1,4,16")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds each, interleaved")
-    parser.add_argument("--seconds", type=float, default=3.0, help="one round's window")
-    parser.add_argument("--warmup", type=float, default=0.5, help="a discarded round's window")
-    parser.add_argument("--quick", action="store_true", help="one 1 s round each, no warm-up")
-    parser.add_argument("--hold-ms", type=float, default=0.0, help="each cycle holds the lock")
-    args = parser.parse_args()
-    args.backends = args.backends.split(",")
-    if unknown := set(args.backends) - set(BACKENDS):
-        parser.error(f"no such backend: {', '.join(sorted(unknown))} (one of {BACKENDS})")
+    made = parser(__doc__, "one 1 s round each, no warm-up")
+    add_backends(made, BACKENDS)
+    made.add_argument("--processes", default="1,4,16")
+    made.add_argument("--rounds", type=int, default=3, help="rounds each, interleaved")
+    made.add_argument("--seconds", type=float, default=3.0, help="one round's window")
+    made.add_argument("--warmup", type=float, default=0.5, help="a discarded round's window")
+    made.add_argument("--hold-ms", type=float, default=0.0, help="each cycle holds the lock")
+    args = made.parse_args()
+    args.backends = backends(made, args.backends, BACKENDS)
     args.processes = [int(p) for p in args.processes.split(",")]
     if args.quick:
         args.rounds, args.seconds, args.warmup = 1, 1.0, 0.0

@@ -12,15 +12,14 @@ ratio is above 1.10 (``make bench-ab``: against the commit the CPU baseline was 
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from fencelock.testing import ServerPool
+from harness.cli import add_backends, backends, parser
+from harness.servers import BACKENDS, backend_url, server_pool
 
 ROUND = """
 import sys, time, fencelock
@@ -33,28 +32,6 @@ with fencelock.connect(sys.argv[1]) as client:
         lock.acquire().release()
     print((time.process_time() - began) / cycles * 1e6)
 """
-
-
-def urls(pool: ServerPool, tmp: Path, wanted: list[str]) -> dict[str, str]:
-    made: dict[str, str] = {}
-    for backend in wanted:
-        if backend == "memory":
-            made[backend] = "memory://ab"
-        elif backend == "sqlite":
-            made[backend] = f"sqlite:///{tmp}/ab.db"
-        elif backend == "redis":
-            made[backend] = pool.redis().url
-        elif backend == "zookeeper":
-            made[backend] = pool.zookeeper(1)[0].url
-        elif backend == "etcd":
-            made[backend] = pool.etcd(1)[0].url
-        elif backend == "postgresql":
-            made[backend] = pool.postgresql().url
-        elif backend == "mysql":
-            made[backend] = pool.mariadb().url
-        else:
-            raise SystemExit(f"--backends: no such backend {backend!r}")
-    return made
 
 
 def one_round(src: Path, url: str, cycles: int) -> float:
@@ -70,18 +47,21 @@ def one_round(src: Path, url: str, cycles: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("old", type=Path, help="the A side's src directory")
-    parser.add_argument("new", type=Path, help="the B side's src directory")
-    parser.add_argument("--backends", default="memory,sqlite,redis,zookeeper,etcd,postgresql,mysql")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--cycles", type=int, default=1000)
-    parser.add_argument("--check", type=float, help="fail if a paired B/A is above this")
-    args = parser.parse_args()
+    made = parser(__doc__, "2 rounds of 200 cycles: a smoke run, no figures to quote")
+    made.add_argument("old", type=Path, help="the A side's src directory")
+    made.add_argument("new", type=Path, help="the B side's src directory")
+    add_backends(made, BACKENDS)
+    made.add_argument("--rounds", type=int, default=5)
+    made.add_argument("--cycles", type=int, default=1000)
+    made.add_argument("--check", type=float, help="fail if a paired B/A is above this")
+    args = made.parse_args()
+    if args.quick:
+        args.rounds, args.cycles = 2, 200
     above: list[str] = []
-    wanted = args.backends.split(",")
-    with tempfile.TemporaryDirectory() as tmp, ServerPool.under(Path(tmp)) as pool:
-        found = urls(pool, Path(tmp), wanted)
+    with server_pool() as (pool, tmp):
+        found = {
+            b: backend_url(pool, tmp, b, "ab") for b in backends(made, args.backends, BACKENDS)
+        }
         print(
             f"{'backend':<11} {'A µs':>8} {'B µs':>8} {'B/A':>6}   (median of {args.rounds}; "
             "paired: the median of each round's B/A, [lowest-highest])"

@@ -25,123 +25,60 @@ import json
 import os
 import statistics
 import sys
-import tempfile
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from harness.cli import add_backends, add_rounds, backends, parser
+from harness.lockers import acquire_release, fencelock_cycle
+from harness.peers import say
+from harness.results import RESULTS_DIR
+from harness.rounds import Opener, RateResult, SyncRunner, interleave
+from harness.servers import BACKENDS, backend_url, hosts, server_pool
+
 import fencelock
 from fencelock.testing import ServerPool
+from fencelock.testing.mariadb import MariaDBServer
 
 HERE = Path(__file__).parent
 BASELINE = HERE / "cpu_baseline.json"
-RESULTS = HERE / "results" / "cpu_per_cycle.json"
+RESULTS = RESULTS_DIR / "cpu_per_cycle.json"
 ALLOWED_RISE = 0.15
 NAME = "bench/cpu"
-BACKENDS = ("memory", "sqlite", "redis", "zookeeper", "etcd", "postgresql", "mysql")
-
-Cycle = Callable[[], None]
-
-
-@dataclass
-class Side:
-    """One contender's rounds: CPU and server CPU (µs) and cycles/s, one entry a round."""
-
-    label: str
-    cpu_us: list[float] = field(default_factory=list)
-    server_us: list[float] = field(default_factory=list)
-    rate: list[float] = field(default_factory=list)
 
 
 @dataclass
 class Pairing:
     backend: str
-    fencelock: Side
-    peer: Side | None
+    fencelock: RateResult
+    peer: RateResult | None
 
 
-def fencelock_cycle(client: fencelock.Client) -> Cycle:
-    lock = client.lock(NAME, ttl=30)
-
-    def cycle() -> None:
-        lock.acquire().release()
-
-    return cycle
-
-
-def round_of(
-    cycle: Cycle, seconds: float, server_cpu: Callable[[], float] | None
-) -> tuple[float, float, float]:
-    """CPU µs a cycle (process), server CPU µs a cycle (or nan), cycles a second."""
-    server_before = server_cpu() if server_cpu else 0.0
-    cpu_before, wall_before = time.process_time(), time.perf_counter()
-    cycles = 0
-    while time.perf_counter() - wall_before < seconds:
-        for _ in range(20):
-            cycle()
-        cycles += 20
-    cpu, wall = time.process_time() - cpu_before, time.perf_counter() - wall_before
-    server = (server_cpu() - server_before) / cycles * 1e6 if server_cpu else float("nan")
-    return cpu / cycles * 1e6, server, cycles / wall
-
-
-def interleaved(
-    sides: list[tuple[Side, Cycle]],
-    rounds: int,
-    seconds: float,
-    server_cpu: Callable[[], float] | None,
-) -> None:
-    for _side, cycle in sides:  # warm: connections open, scripts loaded
-        for _ in range(50):
-            cycle()
-    for _ in range(rounds):
-        for side, cycle in sides:
-            cpu, server, rate = round_of(cycle, seconds, server_cpu)
-            side.cpu_us.append(cpu)
-            side.server_us.append(server)
-            side.rate.append(rate)
+def fencelock_runner(url: str) -> SyncRunner:
+    client = fencelock.connect(url)
+    return SyncRunner(fencelock_cycle(client.lock(NAME, ttl=30), None), client.close)
 
 
 # --------------------------------------------------------------------------- the peers
 
 
-@contextmanager
-def flock_cycle(directory: Path) -> Iterator[Cycle]:
-    path = directory / "flock.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+def flock_runner(directory: Path) -> SyncRunner:
+    fd = os.open(directory / "flock.lock", os.O_RDWR | os.O_CREAT, 0o600)
 
     def cycle() -> None:
         fcntl.flock(fd, fcntl.LOCK_EX)
         fcntl.flock(fd, fcntl.LOCK_UN)
 
-    try:
-        yield cycle
-    finally:
-        os.close(fd)
+    return SyncRunner(cycle, lambda: os.close(fd))
 
 
-def acquire_release(lock: Any) -> Cycle:
-    """The cycle of a peer's lock object: ``acquire()`` then ``release()``."""
-
-    def cycle() -> None:
-        lock.acquire()
-        lock.release()
-
-    return cycle
-
-
-@contextmanager
-def redis_py_cycle(url: str) -> Iterator[Cycle]:
+def redis_py_runner(url: str) -> SyncRunner:
     import redis
 
     client = redis.Redis.from_url(url)
-    try:
-        yield acquire_release(client.lock(NAME + "/peer", timeout=30))
-    finally:
-        client.close()
+    return SyncRunner(acquire_release(client.lock(NAME + "/peer", timeout=30)), client.close)
 
 
 def redis_server_cpu(url: str) -> Callable[[], float]:
@@ -156,22 +93,20 @@ def redis_server_cpu(url: str) -> Callable[[], float]:
     return used
 
 
-@contextmanager
-def kazoo_cycle(url: str) -> Iterator[Cycle]:
+def kazoo_runner(url: str) -> SyncRunner:
     from kazoo.client import KazooClient
 
-    hosts = url.split("//", 1)[1].split("/", 1)[0].split("?", 1)[0]
-    client = KazooClient(hosts=hosts)
+    client = KazooClient(hosts=hosts(url))
     client.start()
-    try:
-        yield acquire_release(client.Lock("/bench-cpu-kazoo"))
-    finally:
+
+    def close() -> None:
         client.stop()
         client.close()
 
+    return SyncRunner(acquire_release(client.Lock("/bench-cpu-kazoo")), close)
 
-@contextmanager
-def pg_advisory_cycle(url: str) -> Iterator[Cycle]:
+
+def pg_advisory_runner(url: str) -> SyncRunner:
     import psycopg
 
     conn = psycopg.connect(url.split("?", 1)[0], autocommit=True)
@@ -180,14 +115,10 @@ def pg_advisory_cycle(url: str) -> Iterator[Cycle]:
         conn.execute("SELECT pg_advisory_lock(4242)")
         conn.execute("SELECT pg_advisory_unlock(4242)")
 
-    try:
-        yield cycle
-    finally:
-        conn.close()
+    return SyncRunner(cycle, conn.close)
 
 
-@contextmanager
-def get_lock_cycle(server: Any) -> Iterator[Cycle]:
+def get_lock_runner(server: MariaDBServer) -> SyncRunner:
     conn = server.connect()
 
     def cycle() -> None:
@@ -195,70 +126,47 @@ def get_lock_cycle(server: Any) -> Iterator[Cycle]:
             cursor.execute("SELECT GET_LOCK('bench/cpu/peer', 10)")
             cursor.execute("SELECT RELEASE_LOCK('bench/cpu/peer')")
 
-    try:
-        yield cycle
-    finally:
-        conn.close()
+    return SyncRunner(cycle, conn.close)
 
 
 # --------------------------------------------------------------------------- the run
 
 
+def peer_of(backend: str, url: str, pool: ServerPool, tmp: Path) -> tuple[str, Opener] | None:
+    """The native way to lock on ``backend``'s server (None: there is none to compare)."""
+    if backend == "sqlite":
+        return "fcntl.flock", lambda: flock_runner(tmp)
+    if backend == "redis":
+        return "redis-py Lock", lambda: redis_py_runner(url)
+    if backend == "zookeeper":
+        return "kazoo Lock", lambda: kazoo_runner(url)
+    if backend == "postgresql":
+        return "pg_advisory_lock", lambda: pg_advisory_runner(url)
+    if backend == "mysql":
+        server = next(s for s in pool.servers if isinstance(s, MariaDBServer))
+        return "GET_LOCK", lambda: get_lock_runner(server)
+    return None
+
+
 def run(args: argparse.Namespace) -> list[Pairing]:
     found: list[Pairing] = []
-    with tempfile.TemporaryDirectory() as tmp, ServerPool.under(Path(tmp)) as pool:
-        wanted = set(args.backends.split(","))
-        if unknown := wanted - set(BACKENDS):
-            raise SystemExit(
-                f"--backends: no such backend {', '.join(sorted(unknown))} "
-                f"(one of {', '.join(BACKENDS)})"
-            )
-
-        def pair(
-            backend: str, url: str, peer: Any, peer_label: str, server_cpu: Any = None
-        ) -> None:
-            if backend not in wanted:
-                return
-            print(
-                f"{backend}: {args.rounds} interleaved rounds of {args.seconds:g}s ...",
-                file=sys.stderr,
-            )
-            with fencelock.connect(url) as client:
-                ours = Side("fencelock")
-                sides: list[tuple[Side, Cycle]] = [(ours, fencelock_cycle(client))]
-                theirs = None
-                with peer as peer_cycle:
-                    if peer_cycle is not None:
-                        theirs = Side(peer_label)
-                        sides.append((theirs, peer_cycle))
-                    interleaved(sides, args.rounds, args.seconds, server_cpu)
+    with server_pool() as (pool, tmp):
+        for backend in [b for b in BACKENDS if b in args.backends]:  # in this order
+            url = backend_url(pool, tmp, backend, "cpu" if backend == "sqlite" else "bench")
+            say(f"{backend}: {args.rounds} interleaved rounds of {args.seconds:g}s ...")
+            ours = RateResult("fencelock", "fencelock")
+            sides: list[tuple[RateResult, Opener]] = [(ours, partial(fencelock_runner, url))]
+            theirs = None
+            if (peer := peer_of(backend, url, pool, tmp)) is not None:
+                theirs = RateResult("peer", peer[0])
+                sides.append((theirs, peer[1]))
+            server_cpu = redis_server_cpu(url) if backend == "redis" else None
+            interleave(sides, args.rounds, args.seconds, 0.1, server_cpu=server_cpu)
             found.append(Pairing(backend, ours, theirs))
-
-        pair("memory", "memory://bench", _none(), "")
-        pair("sqlite", f"sqlite:///{tmp}/cpu.db", flock_cycle(Path(tmp)), "fcntl.flock")
-        if wanted & {"redis"}:
-            url = pool.redis().url
-            pair("redis", url, redis_py_cycle(url), "redis-py Lock", redis_server_cpu(url))
-        if wanted & {"zookeeper"}:
-            url = pool.zookeeper(1)[0].url
-            pair("zookeeper", url, kazoo_cycle(url), "kazoo Lock")
-        if wanted & {"etcd"}:
-            pair("etcd", pool.etcd(1)[0].url, _none(), "")
-        if wanted & {"postgresql"}:
-            server = pool.postgresql()
-            pair("postgresql", server.url, pg_advisory_cycle(server.url), "pg_advisory_lock")
-        if wanted & {"mysql"}:
-            server = pool.mariadb()
-            pair("mysql", server.url, get_lock_cycle(server), "GET_LOCK")
     return found
 
 
-@contextmanager
-def _none() -> Iterator[None]:
-    yield None
-
-
-def summary(side: Side) -> dict[str, Any]:
+def summary(side: RateResult) -> dict[str, Any]:
     def spread(values: list[float]) -> dict[str, float]:
         clean = [v for v in values if v == v]  # not nan
         if not clean:
@@ -269,7 +177,7 @@ def summary(side: Side) -> dict[str, Any]:
         "label": side.label,
         "cpu_us": spread(side.cpu_us),
         "server_us": spread(side.server_us),
-        "rate": spread(side.rate),
+        "rate": spread(side.rates),
     }
 
 
@@ -291,7 +199,7 @@ def table(found: list[Pairing]) -> str:
         server = "-"
         if ours["server_us"] and theirs["server_us"]:
             server = f"{ours['server_us']['median']:.0f}, {theirs['server_us']['median']:.0f}"
-        rates = [a / b for a, b in zip(p.fencelock.rate, p.peer.rate, strict=True)]
+        rates = [a / b for a, b in zip(p.fencelock.rates, p.peer.rates, strict=True)]
         lines.append(
             row + f" {p.peer.label} | {tcpu['median']:.0f} ({tcpu['min']:.0f}-{tcpu['max']:.0f}) |"
             f" {tcpu['median'] / cpu['median']:.2f}x | {server} |"
@@ -332,7 +240,7 @@ def check(found: list[Pairing], args: argparse.Namespace) -> int:
     risen = risen_over_baseline(found)
     if risen:
         print(f"measuring again: {', '.join(risen)}")
-        args.backends = ",".join(risen)
+        args.backends = risen
         risen = risen_over_baseline(run(args))
     if risen:
         print(f"CPU per cycle rose more than {ALLOWED_RISE:.0%} on: {', '.join(risen)}")
@@ -342,13 +250,15 @@ def check(found: list[Pairing], args: argparse.Namespace) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backends", default=",".join(BACKENDS))
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=0.5, help="one round's length")
-    parser.add_argument("--check", action="store_true", help="fail on a rise over the baseline")
-    parser.add_argument("--save-baseline", action="store_true")
-    args = parser.parse_args()
+    made = parser(__doc__, "2 rounds of 0.2 s: a smoke run, no figures to quote")
+    add_backends(made, BACKENDS)
+    add_rounds(made, rounds=5, seconds=0.5)
+    made.add_argument("--check", action="store_true", help="fail on a rise over the baseline")
+    made.add_argument("--save-baseline", action="store_true")
+    args = made.parse_args()
+    args.backends = backends(made, args.backends, BACKENDS)
+    if args.quick:
+        args.rounds, args.seconds = 2, 0.2
     found = run(args)
     print(table(found))
     RESULTS.parent.mkdir(exist_ok=True)

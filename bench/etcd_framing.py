@@ -13,18 +13,16 @@ and reports h11's extra CPU per lock cycle as a share of that cycle.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import h11
+from harness.cli import parser
+from harness.servers import backend_url, server_pool
 
 import fencelock
 from fencelock.backends.etcd import wire
-from fencelock.testing import ServerPool
 
 BODY = (
     b'{"header":{"cluster_id":"14841639068965178418","member_id":"10276657743932975437",'
@@ -114,13 +112,15 @@ def lock_cycle(url: str, cycles: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=20_000)
-    parser.add_argument("--cycles", type=int, default=500)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, ServerPool.under(Path(tmp)) as pool:
-        url = pool.etcd(1)[0].url
+    made = parser(__doc__, "1 round of 1,000 calls and 50 cycles: a smoke run")
+    made.add_argument("--calls", type=int, default=20_000)
+    made.add_argument("--cycles", type=int, default=500)
+    made.add_argument("--rounds", type=int, default=3)
+    args = made.parse_args()
+    if args.quick:
+        args.calls, args.cycles, args.rounds = 1000, 50, 1
+    with server_pool() as (pool, tmp):
+        url = backend_url(pool, tmp, "etcd")
         ours_cpu, h11_cpu, cycle_cpu, requests = [], [], [], 0.0
         for _ in range(args.rounds):  # interleaved rounds
             ours_cpu.append(cpu_per_call(ours, args.calls))

@@ -22,78 +22,44 @@ rows are left out, said).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import importlib
 import select
 import socket
 import statistics
 import sys
-import tempfile
-import time
-from collections.abc import Awaitable, Callable
-from contextlib import ExitStack
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
+from harness.cli import add_rounds, parser
+from harness.lockers import acquire_release, afencelock_cycle, fencelock_cycle
+from harness.peers import optional, say
+from harness.rounds import (
+    AsyncCloser,
+    AsyncCycle,
+    AsyncRunner,
+    Opener,
+    RateResult,
+    SyncRunner,
+    interleave,
+)
+from harness.servers import server_pool
+
 import fencelock
-from fencelock.testing import ServerPool
 
 PING = b"*1\r\n$4\r\nPING\r\n"
 PONG = b"+PONG\r\n"
 NODES = 5
 TTL = 30
-
-
-@dataclass
-class Row:
-    label: str
-    wall_us: list[float] = field(default_factory=list)
-    cpu_us: list[float] = field(default_factory=list)
+BATCH = 50
 
 
 @dataclass
 class Group:
     title: str
-    ours: Row
-    peer: Row | None
-    floor: Row
-    rows: list[Row]
-
-
-SyncCycle = Callable[[], object]
-AsyncCycle = Callable[[], Awaitable[object]]
-
-
-def _measure(cycle: SyncCycle, seconds: float) -> tuple[float, float]:
-    cpu, wall = time.process_time(), time.perf_counter()
-    ends, cycles = wall + seconds, 0
-    while True:
-        for _ in range(50):
-            cycle()
-        cycles += 50
-        if time.perf_counter() >= ends:
-            break
-    return (
-        (time.perf_counter() - wall) / cycles * 1e6,
-        (time.process_time() - cpu) / cycles * 1e6,
-    )
-
-
-async def _ameasure(cycle: AsyncCycle, seconds: float) -> tuple[float, float]:
-    cpu, wall = time.process_time(), time.perf_counter()
-    ends, cycles = wall + seconds, 0
-    while True:
-        for _ in range(50):
-            await cycle()
-        cycles += 50
-        if time.perf_counter() >= ends:
-            break
-    return (
-        (time.perf_counter() - wall) / cycles * 1e6,
-        (time.process_time() - cpu) / cycles * 1e6,
-    )
+    ours: RateResult
+    peer: RateResult | None
+    floor: RateResult
+    rows: list[RateResult]
 
 
 # --------------------------------------------------------------------------- floors
@@ -106,8 +72,14 @@ def _connect(address: str) -> socket.socket:
     return sock
 
 
-def floor_cycle(socks: list[socket.socket], rounds: int) -> SyncCycle:
+def floor_runner(addresses: list[str], rounds: int) -> SyncRunner:
     """``rounds`` round trips, each a PING to every socket at once, then every reply."""
+    socks = [_connect(address) for address in addresses]
+
+    def close() -> None:
+        for sock in socks:
+            sock.close()
+
     if len(socks) == 1:
         (only,) = socks
 
@@ -116,7 +88,7 @@ def floor_cycle(socks: list[socket.socket], rounds: int) -> SyncCycle:
                 only.sendall(PING)
                 only.recv(64)
 
-        return one
+        return SyncRunner(one, close)
 
     def every() -> None:
         for _ in range(rounds):
@@ -129,7 +101,7 @@ def floor_cycle(socks: list[socket.socket], rounds: int) -> SyncCycle:
                     sock.recv(64)
                     waiting.remove(sock)
 
-    return every
+    return SyncRunner(every, close)
 
 
 class _Pongs(asyncio.Protocol):
@@ -160,72 +132,75 @@ class _Round:
             self.done.set_result(None)
 
 
-async def afloor_cycle(addresses: list[str], rounds: int) -> AsyncCycle:
-    """:func:`floor_cycle` on asyncio protocols (the least asyncio can do a round)."""
-    loop = asyncio.get_running_loop()
-    round_ = _Round()
-    transports = []
-    for address in addresses:
-        host, port = address.rsplit(":", 1)
-        transport, _ = await loop.create_connection(lambda: _Pongs(round_), host, int(port))
-        transports.append(transport)
+def afloor_runner(addresses: list[str], rounds: int) -> AsyncRunner:
+    """:func:`floor_runner` on asyncio protocols (the least asyncio can do a round)."""
 
-    async def cycle() -> None:
-        for _ in range(rounds):
-            round_.waiting = len(transports)
-            round_.done = loop.create_future()
+    async def setup() -> tuple[AsyncCycle, AsyncCloser]:
+        loop = asyncio.get_running_loop()
+        round_ = _Round()
+        transports = []
+        for address in addresses:
+            host, port = address.rsplit(":", 1)
+            transport, _ = await loop.create_connection(lambda: _Pongs(round_), host, int(port))
+            transports.append(transport)
+
+        async def cycle() -> None:
+            for _ in range(rounds):
+                round_.waiting = len(transports)
+                round_.done = loop.create_future()
+                for transport in transports:
+                    transport.write(PING)
+                await round_.done
+
+        async def close() -> None:
             for transport in transports:
-                transport.write(PING)
-            await round_.done
+                transport.close()
 
-    return cycle
+        return cycle, close
+
+    return AsyncRunner(setup)
 
 
 # --------------------------------------------------------------------------- the locks
 
 
-def _optional(module: str) -> Any:
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        print(f"{module} is not installed (the bench extra has it): its row is left out")
-        return None
+def fencelock_runner(url: str) -> SyncRunner:
+    client = fencelock.connect(url)
+    return SyncRunner(fencelock_cycle(client.lock("floor/x", ttl=TTL), None), client.close)
 
 
-def fencelock_sync(client: fencelock.Client) -> SyncCycle:
-    lock = client.lock("floor/x", ttl=TTL)
-    return lambda: lock.acquire().release()
+def afencelock_runner(url: str) -> AsyncRunner:
+    async def setup() -> tuple[AsyncCycle, AsyncCloser]:
+        client = fencelock.aconnect(url)
+        return afencelock_cycle(client.lock("floor/x", ttl=TTL), None), client.aclose
+
+    return AsyncRunner(setup)
 
 
-def fencelock_async(client: fencelock.AsyncClient) -> AsyncCycle:
-    lock = client.lock("floor/x", ttl=TTL)
+def redis_py_runner(single: str) -> SyncRunner:
+    import redis
 
-    async def cycle() -> None:
-        await (await lock.acquire()).release()
-
-    return cycle
+    peer = redis.Redis.from_url(f"redis://{single}/0")
+    return SyncRunner(acquire_release(peer.lock("floor/peer", timeout=TTL)), peer.close)
 
 
-def peer_pair(lock: Any) -> SyncCycle:
-    def cycle() -> None:
-        lock.acquire()
-        lock.release()
+def aredis_py_runner(single: str) -> AsyncRunner:
+    async def setup() -> tuple[AsyncCycle, AsyncCloser]:
+        import redis.asyncio
 
-    return cycle
+        peer = redis.asyncio.Redis.from_url(f"redis://{single}/0")
+        lock = peer.lock("floor/peer", timeout=TTL)
+
+        async def cycle() -> None:
+            await lock.acquire()
+            await lock.release()
+
+        return cycle, peer.aclose
+
+    return AsyncRunner(setup)
 
 
-def apeer_pair(lock: Any) -> AsyncCycle:
-    async def cycle() -> None:
-        await lock.acquire()
-        await lock.release()
-
-    return cycle
-
-
-def redlock_py(addresses: list[str]) -> SyncCycle | None:
-    module = _optional("redlock")
-    if module is None:
-        return None
+def redlock_py_runner(module: Any, addresses: list[str]) -> SyncRunner:
     nodes = [{"host": a.rsplit(":", 1)[0], "port": int(a.rsplit(":", 1)[1])} for a in addresses]
     manager = module.Redlock(nodes)
 
@@ -234,159 +209,109 @@ def redlock_py(addresses: list[str]) -> SyncCycle | None:
         assert held is not False, "redlock-py did not take a free lock"
         manager.unlock(held)
 
-    return cycle
+    return SyncRunner(cycle)
 
 
-def aioredlock(addresses: list[str], stack: list[Any]) -> AsyncCycle | None:
-    module = _optional("aioredlock")
-    if module is None:
-        return None
-    nodes = [{"host": a.rsplit(":", 1)[0], "port": int(a.rsplit(":", 1)[1])} for a in addresses]
-    manager = module.Aioredlock(nodes)
-    stack.append(manager.destroy)
+def aioredlock_runner(module: Any, addresses: list[str]) -> AsyncRunner:
+    async def setup() -> tuple[AsyncCycle, AsyncCloser]:
+        nodes = [{"host": a.rsplit(":", 1)[0], "port": int(a.rsplit(":", 1)[1])} for a in addresses]
+        manager = module.Aioredlock(nodes)
 
-    async def cycle() -> None:
-        held = await manager.lock("floor/peer", lock_timeout=TTL)
-        await manager.unlock(held)
+        async def cycle() -> None:
+            held = await manager.lock("floor/peer", lock_timeout=TTL)
+            await manager.unlock(held)
 
-    return cycle
+        return cycle, manager.destroy
+
+    return AsyncRunner(setup)
 
 
 # --------------------------------------------------------------------------- the run
 
 
-def interleave(sides: list[tuple[Row, SyncCycle]], rounds: int, seconds: float) -> None:
-    for _row, cycle in sides:
-        _measure(cycle, seconds / 5)  # warm
-    for _ in range(rounds):
-        for row, cycle in sides:
-            wall, cpu = _measure(cycle, seconds)
-            row.wall_us.append(wall)
-            row.cpu_us.append(cpu)
+def group(title: str, sides: list[tuple[str, Opener]], rounds: int, seconds: float) -> Group:
+    """Interleaved rounds of fencelock, the peer (if any) and the floor, in that order."""
+    results = [RateResult(label, label) for label, _ in sides]
+    opened = list(zip(results, (opener for _, opener in sides), strict=True))
+    interleave(opened, rounds, seconds, warmup=seconds / 5, batch=BATCH)
+    peer = results[1] if len(results) > 2 else None
+    return Group(title, results[0], peer, results[-1], results)
 
 
-async def ainterleave(sides: list[tuple[Row, AsyncCycle]], rounds: int, seconds: float) -> None:
-    for _row, cycle in sides:
-        await _ameasure(cycle, seconds / 5)
-    for _ in range(rounds):
-        for row, cycle in sides:
-            wall, cpu = await _ameasure(cycle, seconds)
-            row.wall_us.append(wall)
-            row.cpu_us.append(cpu)
-
-
-def _group(title: str, sides: list[tuple[Row, Any]]) -> Group:
-    rows = [row for row, _ in sides]
-    peer = rows[1] if len(rows) > 2 else None
-    return Group(title, rows[0], peer, rows[-1], rows)
-
-
-def sync_groups(single: str, nodes: list[str], rounds: int, seconds: float) -> list[Group]:
-    import redis
-
-    groups = []
-    with ExitStack() as stack:
-        client = stack.enter_context(fencelock.connect(f"redis://{single}/0"))
-        peer = redis.Redis.from_url(f"redis://{single}/0")
-        stack.callback(peer.close)
-        sock = _connect(single)
-        stack.callback(sock.close)
-        sides: list[tuple[Row, SyncCycle]] = [
-            (Row("fencelock redis://"), fencelock_sync(client)),
-            (Row("redis-py Lock"), peer_pair(peer.lock("floor/peer", timeout=TTL))),
-            (Row("floor: 2 round trips (PING, raw socket)"), floor_cycle([sock], 2)),
-        ]
-        interleave(sides, rounds, seconds)
-        groups.append(_group("Redis, sync", sides))
-
-        red = stack.enter_context(fencelock.connect("redlock://" + ",".join(nodes)))
-        socks = [_connect(address) for address in nodes]
-        for each in socks:
-            stack.callback(each.close)
-        sides = [(Row("fencelock redlock:// (3 rounds)"), fencelock_sync(red))]
-        if (peer_cycle := redlock_py(nodes)) is not None:
-            sides.append((Row("redlock-py (2 rounds)"), peer_cycle))
-        sides.append((Row("floor: 3 rounds of PING to 5 nodes"), floor_cycle(socks, 3)))
-        interleave(sides, rounds, seconds)
-        groups.append(_group("Redlock, 5 nodes, sync", sides))
-    return groups
-
-
-async def async_groups(single: str, nodes: list[str], rounds: int, seconds: float) -> list[Group]:
-    import redis.asyncio
-
-    groups = []
-    closing: list[Any] = []
-    client = fencelock.aconnect(f"redis://{single}/0")
-    red = fencelock.aconnect("redlock://" + ",".join(nodes))
-    peer = redis.asyncio.Redis.from_url(f"redis://{single}/0")
-    try:
-        sides: list[tuple[Row, AsyncCycle]] = [
-            (Row("fencelock redis:// asyncio"), fencelock_async(client)),
-            (Row("redis.asyncio Lock"), apeer_pair(peer.lock("floor/peer", timeout=TTL))),
-            (Row("floor: 2 round trips (PING, asyncio protocol)"), await afloor_cycle([single], 2)),
-        ]
-        await ainterleave(sides, rounds, seconds)
-        groups.append(_group("Redis, asyncio", sides))
-
-        sides = [(Row("fencelock redlock:// asyncio (3 rounds)"), fencelock_async(red))]
-        if (peer_cycle := aioredlock(nodes, closing)) is not None:
-            sides.append((Row("aioredlock (2 rounds)"), peer_cycle))
-        sides.append((Row("floor: 3 rounds of PING to 5 nodes"), await afloor_cycle(nodes, 3)))
-        await ainterleave(sides, rounds, seconds)
-        groups.append(_group("Redlock, 5 nodes, asyncio", sides))
-    finally:
-        await client.aclose()
-        await red.aclose()
-        await peer.aclose()
-        for close in closing:
-            await close()
-    return groups
+def groups(single: str, nodes: list[str], rounds: int, seconds: float) -> list[Group]:
+    redlock_url = "redlock://" + ",".join(nodes)
+    redlock_py, aioredlock = optional("redlock"), optional("aioredlock")
+    plans: list[tuple[str, list[tuple[str, Opener] | None]]] = [
+        ("Redis, sync", [
+            ("fencelock redis://", lambda: fencelock_runner(f"redis://{single}/0")),
+            ("redis-py Lock", lambda: redis_py_runner(single)),
+            ("floor: 2 round trips (PING, raw socket)", lambda: floor_runner([single], 2)),
+        ]),
+        ("Redlock, 5 nodes, sync", [
+            ("fencelock redlock:// (3 rounds)", lambda: fencelock_runner(redlock_url)),
+            ("redlock-py (2 rounds)", lambda: redlock_py_runner(redlock_py, nodes))
+            if redlock_py else None,
+            ("floor: 3 rounds of PING to 5 nodes", lambda: floor_runner(nodes, 3)),
+        ]),
+        ("Redis, asyncio", [
+            ("fencelock redis:// asyncio", lambda: afencelock_runner(f"redis://{single}/0")),
+            ("redis.asyncio Lock", lambda: aredis_py_runner(single)),
+            ("floor: 2 round trips (PING, asyncio protocol)", lambda: afloor_runner([single], 2)),
+        ]),
+        ("Redlock, 5 nodes, asyncio", [
+            ("fencelock redlock:// asyncio (3 rounds)", lambda: afencelock_runner(redlock_url)),
+            ("aioredlock (2 rounds)", lambda: aioredlock_runner(aioredlock, nodes))
+            if aioredlock else None,
+            ("floor: 3 rounds of PING to 5 nodes", lambda: afloor_runner(nodes, 3)),
+        ]),
+    ]  # fmt: skip
+    return [
+        group(title, [side for side in sides if side is not None], rounds, seconds)
+        for title, sides in plans
+    ]
 
 
 def _spread(values: list[float]) -> str:
     return f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
 
 
-def report(groups: list[Group]) -> str:
+def report(found: list[Group]) -> str:
     lines = [
         "| group | row | wall µs/cycle | CPU µs/cycle | fencelock ÷ this (rate) |",
         "| --- | --- | ---: | ---: | ---: |",
     ]
-    ours_of = {}
-    for group in groups:
-        ours = statistics.median(group.ours.wall_us)
-        ours_of[group.title] = ours
-        for row in group.rows:
+    for g in found:
+        ours = statistics.median(g.ours.wall_us)
+        for row in g.rows:
             ratio = statistics.median(row.wall_us) / ours
             lines.append(
-                f"| {group.title} | {row.label} | {_spread(row.wall_us)} | "
+                f"| {g.title} | {row.label} | {_spread(row.wall_us)} | "
                 f"{_spread(row.cpu_us)} | {ratio:.2f}x |"
             )
     lines += ["", "| group | fencelock ÷ peer | the floor ÷ peer: the best any client reaches |"]
     lines.append("| --- | ---: | ---: |")
-    for group in groups:
-        if group.peer is None:
+    for g in found:
+        if g.peer is None:
             continue
-        peer = statistics.median(group.peer.wall_us)
-        floor = statistics.median(group.floor.wall_us)
-        ours = ours_of[group.title]
-        lines.append(f"| {group.title} | {peer / ours:.2f}x | {peer / floor:.2f}x |")
+        peer = statistics.median(g.peer.wall_us)
+        floor = statistics.median(g.floor.wall_us)
+        ours = statistics.median(g.ours.wall_us)
+        lines.append(f"| {g.title} | {peer / ours:.2f}x | {peer / floor:.2f}x |")
     return "\n".join(lines)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=0.5, help="one round's length")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, ServerPool.under(Path(tmp)) as pool:
+    made = parser(__doc__, "2 rounds of 0.1 s: a smoke run, no figures to quote")
+    add_rounds(made, rounds=5, seconds=0.5)
+    args = made.parse_args()
+    if args.quick:
+        args.rounds, args.seconds = 2, 0.1
+    with server_pool() as (pool, _tmp):
         single = pool.redis().address
         nodes = [pool.redis(name=f"floor-node-{i}").address for i in range(NODES)]
-        print(f"{args.rounds} interleaved rounds of {args.seconds:g} s ...", file=sys.stderr)
-        groups = sync_groups(single, nodes, args.rounds, args.seconds)
-        groups += asyncio.run(async_groups(single, nodes, args.rounds, args.seconds))
-    print(report(groups))
+        say(f"{args.rounds} interleaved rounds of {args.seconds:g} s ...")
+        found = groups(single, nodes, args.rounds, args.seconds)
+    print(report(found))
     return 0
 
 

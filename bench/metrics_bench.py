@@ -10,29 +10,23 @@ share is of the recording itself; the issue's bound is 3 %.
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import tempfile
-import time
-from pathlib import Path
+import sys
 
-from rich.console import Console
-from rich.table import Table
+from harness.cli import add_rounds, parser
+from harness.lockers import fencelock_cycle
+from harness.rounds import timed
+from harness.servers import backend_url, server_pool
+from harness.tables import console, rows_table
 
 import fencelock
 from fencelock import metrics
-from fencelock.testing.pool import ServerPool
+
+BACKENDS = ("memory", "sqlite", "redis")
 
 
 def cycles_per_second(client: fencelock.Client, seconds: float) -> float:
-    lock = client.lock("bench/metrics", ttl=30)
-    done, deadline = 0, time.perf_counter() + seconds
-    started = time.perf_counter()
-    while time.perf_counter() < deadline:
-        for _ in range(50):
-            lock.acquire().release()
-        done += 50
-    return done / (time.perf_counter() - started)
+    return timed(fencelock_cycle(client.lock("bench/metrics", ttl=30), None), seconds, 50).rate
 
 
 def measure(url: str, rounds: int, seconds: float) -> tuple[float, float]:
@@ -49,33 +43,29 @@ def measure(url: str, rounds: int, seconds: float) -> tuple[float, float]:
     return statistics.median(on), statistics.median(off)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
+def main() -> int:
+    made = parser(__doc__, "shorter rounds")
+    add_rounds(made, rounds=7, seconds=1.0)
+    args = made.parse_args()
     rounds, seconds = (3, 0.3) if args.quick else (args.rounds, args.seconds)
-    table = Table(title="Metrics on the uncontended path: acquire + release cycles/s")
-    for header in ("backend", "metrics on", "metrics off", "cost"):
-        table.add_column(header, justify="left" if header == "backend" else "right")
-    with tempfile.TemporaryDirectory() as tmp:
-        pool = ServerPool.under(Path(tmp))
-        try:
-            redis = pool.start("redis")
-            urls = {
-                "memory": "memory://metrics-bench",
-                "sqlite": f"sqlite:///{tmp}/bench.db",
-                "redis": redis.url,
-            }
-            for backend, url in urls.items():
-                on, off = measure(url, rounds, seconds)
-                table.add_row(backend, f"{on:,.0f}", f"{off:,.0f}", f"{(off - on) / off:+.1%}")
-        finally:
-            for server in reversed(pool.servers):
-                server.stop()
-    Console(width=100).print(table)
+    found = []
+    with server_pool() as (pool, tmp):
+        for backend in BACKENDS:
+            on, off = measure(backend_url(pool, tmp, backend, "metrics-bench"), rounds, seconds)
+            found.append((backend, on, off))
+    table = rows_table(
+        "Metrics on the uncontended path: acquire + release cycles/s",
+        found,
+        [
+            ("backend", lambda r: r[0]),
+            ("metrics on", lambda r: f"{r[1]:,.0f}"),
+            ("metrics off", lambda r: f"{r[2]:,.0f}"),
+            ("cost", lambda r: f"{(r[2] - r[1]) / r[2]:+.1%}"),
+        ],
+    )
+    console(100).print(table)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

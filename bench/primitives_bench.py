@@ -31,20 +31,14 @@ failover did not happen.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import importlib.metadata
-import json
 import math
 import multiprocessing as mp
 import os
-import platform
 import queue
 import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import traceback
 import uuid
@@ -54,33 +48,19 @@ from multiprocessing.context import SpawnProcess
 from pathlib import Path
 from typing import Any
 
-from harness import (
-    ACQUIRE_TIMEOUT,
-    MAX_SECTIONS_PER_WORKER,
-    MAX_WORKER_ERRORS,
-    READY_TIMEOUT,
-    RESULTS_DIR,
-    Channels,
-    Locker,
-    WorkerReport,
-    clean_json,
-    collect,
-    fmt_ms,
-    fmt_number,
-    new_table,
-    one_section,
-    run_for,
-    stop,
-    summary_ms,
-    table_markdown,
-    wait_ready,
-)
-from rich.console import Console
+from harness.cli import parser
+from harness.lockers import PeerLocker
+from harness.peers import say, version
+from harness.results import environment, write_results
+from harness.rounds import RateResult, Runner, SyncRunner, interleave
+from harness.servers import hosts, server_pool
+from harness.stats import ratio, summary_ms
+from harness.tables import console, fmt_ms, fmt_number, fmt_ratio, fmt_rounds, new_table
+from harness.workers import ACQUIRE_TIMEOUT, READY_TIMEOUT, Locker, WorkerReport, run_workers
 from rich.table import Table
 
 import fencelock
 from fencelock import clock
-from fencelock.testing import ServerPool
 
 TTL = 10.0  # read-write lock and semaphore leases (renewed)
 RW_NAME = "bench/primitives/rw"
@@ -94,10 +74,8 @@ PERMITS = 3
 ELECTION_TTL = 2.0
 RTT_SAMPLES = 20
 BATCH = 10  # uncontended cycles between two clock reads
-MAX_CYCLES = 1_000_000
 CAMPAIGN_TIMEOUT = 60.0  # a candidate that is never elected fails loudly
 QUEUED_TIMEOUT = 2.0  # how long to wait to see the candidate queued before the kill
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True)
@@ -111,13 +89,12 @@ class Settings:
 
     @classmethod
     def from_args(cls, argv: Sequence[str] | None) -> Settings:
-        parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-        parser.add_argument("--rw-seconds", type=float, default=8.0)
-        parser.add_argument("--rounds", type=int, default=3, help="semaphore rounds")
-        parser.add_argument("--round-seconds", type=float, default=2.0)
-        parser.add_argument("--repeats", type=int, default=3, help="failovers per backend")
-        parser.add_argument("--quick", action="store_true", help="every phase about 2 s")
-        args = parser.parse_args(argv)
+        made = parser(__doc__, "every phase about 2 s")
+        made.add_argument("--rw-seconds", type=float, default=8.0)
+        made.add_argument("--rounds", type=int, default=3, help="semaphore rounds")
+        made.add_argument("--round-seconds", type=float, default=2.0)
+        made.add_argument("--repeats", type=int, default=3, help="failovers per backend")
+        args = made.parse_args(argv)
         if args.quick:
             return cls(2.0, 1, 2.0, 0.3, 1, True)
         return cls(args.rw_seconds, args.rounds, args.round_seconds, 1.0, args.repeats, False)
@@ -147,31 +124,19 @@ class FencelockRW:
         self._client.close()
 
 
-class KazooRW:
-    def __init__(self, hosts: str, write: bool) -> None:
-        from kazoo.client import KazooClient
+def kazoo_rw(hosts: str, write: bool) -> Locker:
+    from kazoo.client import KazooClient
 
-        self._client = KazooClient(hosts=hosts, timeout=TTL)
-        self._client.start(30)
-        path = f"{KAZOO_ROOT}/{RW_NAME}"
-        ident = uuid.uuid4().hex
-        self._lock = (
-            self._client.WriteLock(path, ident) if write else self._client.ReadLock(path, ident)
-        )
+    client = KazooClient(hosts=hosts, timeout=TTL)
+    client.start(30)
 
-    def acquire(self) -> int:
-        if not self._lock.acquire(timeout=ACQUIRE_TIMEOUT):
-            raise TimeoutError("kazoo read-write lock not acquired")
-        return -1
+    def close() -> None:
+        client.stop()
+        client.close()
 
-    def release(self) -> None:
-        if self._lock.is_acquired:
-            self._lock.release()
-
-    def close(self) -> None:
-        self.release()
-        self._client.stop()
-        self._client.close()
+    path, ident = f"{KAZOO_ROOT}/{RW_NAME}", uuid.uuid4().hex
+    lock = client.WriteLock(path, ident) if write else client.ReadLock(path, ident)
+    return PeerLocker(lock, close, "kazoo read-write lock", timeout=ACQUIRE_TIMEOUT)
 
 
 @dataclass(frozen=True)
@@ -187,71 +152,7 @@ class RWContender:
     def locker(self) -> Locker:
         if self.key == "fencelock":
             return FencelockRW(self.target, self.write)
-        return KazooRW(self.target, self.write)
-
-
-def role_worker(contender: RWContender, index: int, channels: Channels) -> None:
-    """One process: the harness's worker loop with a pause after each release; always
-    sends one :class:`WorkerReport`."""
-    report = WorkerReport(index, [], 0.0, 0, None)
-    try:
-        locker = contender.locker()
-        try:
-            locker.acquire()  # warm up before the clock starts
-            locker.release()
-            channels.ready.put(index)
-            start_at, end_at = channels.start.get(timeout=READY_TIMEOUT)
-            time.sleep(max(start_at - clock.now(), 0.0))
-            cpu = time.process_time()
-            while clock.now() < end_at and len(report.sections) < MAX_SECTIONS_PER_WORKER:
-                try:
-                    report.sections.append(one_section(locker, HOLD))
-                except Exception as exc:
-                    report.errors += 1
-                    report.first_error = report.first_error or f"{type(exc).__name__}: {exc}"
-                    if report.errors >= MAX_WORKER_ERRORS:
-                        break
-                if contender.pause:
-                    time.sleep(contender.pause)
-            report.cpu_seconds = time.process_time() - cpu
-        finally:
-            locker.close()
-    except BaseException:
-        report.errors += 1
-        report.first_error = report.first_error or traceback.format_exc(limit=4)
-    finally:
-        channels.results.put(report)
-
-
-def run_roles(
-    contenders: Sequence[RWContender], seconds: float
-) -> tuple[list[WorkerReport], float]:
-    """As the harness's ``run_contended``, one contender per worker; also the start time."""
-    ctx = mp.get_context("spawn")
-    channels = Channels(ctx.Queue(), ctx.Queue(), ctx.Queue())
-    procs: list[SpawnProcess] = [
-        ctx.Process(
-            target=role_worker,
-            args=(contender, i, channels),
-            name=f"bench-rw-{contender.key}-{'w' if contender.write else 'r'}{i}",
-            daemon=True,
-        )
-        for i, contender in enumerate(contenders)
-    ]
-    grace, start_at = 5.0, math.nan
-    try:
-        for proc in procs:
-            proc.start()
-        if not wait_ready(channels.ready, procs):
-            grace = 0.0
-            return collect(channels.results, len(procs), clock.now() + 2.0), start_at
-        start_at = clock.now() + 0.1
-        for _ in procs:
-            channels.start.put((start_at, start_at + seconds))
-        deadline = start_at + seconds + ACQUIRE_TIMEOUT + 10
-        return collect(channels.results, len(procs), deadline), start_at
-    finally:
-        stop(procs, grace)
+        return kazoo_rw(self.target, self.write)
 
 
 @dataclass
@@ -281,7 +182,11 @@ def overlaps(reads: list[tuple[float, float]], writes: list[tuple[float, float]]
 def measure_rw(key: str, label: str, target: str, seconds: float) -> RWResult:
     contenders = [RWContender(key, target, False, 0.0) for _ in range(READERS)]
     contenders.append(RWContender(key, target, True, WRITER_PAUSE))
-    reports, start_at = run_roles(contenders, seconds)
+    started: list[float] = []
+    reports = run_workers(
+        contenders, HOLD, seconds, during=lambda start, _end: started.append(start)
+    )
+    start_at = started[0] if started else math.nan
     by_role: dict[bool, list[WorkerReport]] = {False: [], True: []}
     for report in reports:
         by_role[contenders[report.index].write].append(report)
@@ -321,21 +226,17 @@ def measure_rw(key: str, label: str, target: str, seconds: float) -> RWResult:
 # --------------------------------------------------------------------------- 2. semaphore
 
 
-Cycle = Callable[[], None]
-Closer = Callable[[], None]
-
-
-def open_fencelock_semaphore(url: str) -> tuple[Cycle, Closer]:
+def open_fencelock_semaphore(url: str) -> Runner:
     client = fencelock.connect(url)
     semaphore = client.semaphore(SEM_NAME, permits=PERMITS, ttl=TTL)
 
     def cycle() -> None:
         semaphore.acquire(ACQUIRE_TIMEOUT).release()
 
-    return cycle, client.close
+    return SyncRunner(cycle, client.close)
 
 
-def open_kazoo_semaphore(hosts: str) -> tuple[Cycle, Closer]:
+def open_kazoo_semaphore(hosts: str) -> Runner:
     from kazoo.client import KazooClient
 
     client = KazooClient(hosts=hosts, timeout=TTL)
@@ -351,7 +252,7 @@ def open_kazoo_semaphore(hosts: str) -> tuple[Cycle, Closer]:
         client.stop()
         client.close()
 
-    return cycle, close
+    return SyncRunner(cycle, close)
 
 
 @dataclass
@@ -360,51 +261,20 @@ class SemaphoreRow:
     label: str
     key: str
     target: str
-    open: Callable[[str], tuple[Cycle, Closer]]
-
-
-@dataclass
-class RateResult:
-    backend: str
-    label: str
-    key: str
-    rates: list[float] = field(default_factory=list)
-    cycles: int = 0
-    error: str | None = None
-
-    @property
-    def rate(self) -> float:
-        return statistics.median(self.rates) if self.rates else math.nan
+    open: Callable[[str], Runner]
 
 
 def measure_semaphores(rows: list[SemaphoreRow], settings: Settings) -> list[RateResult]:
-    """A warm-up per row, then interleaved rounds (each row once a round); the median."""
-    opened: list[tuple[RateResult, Cycle, Closer]] = []
-    results = [RateResult(row.backend, row.label, row.key) for row in rows]
-    try:
-        for row, result in zip(rows, results, strict=True):
-            try:
-                cycle, closer = row.open(row.target)
-                opened.append((result, cycle, closer))
-                run_for(cycle, settings.warmup_seconds, 1, MAX_CYCLES)
-            except Exception as exc:
-                result.error = f"{type(exc).__name__}: {exc}"
-        for _ in range(settings.rounds):
-            for result, cycle, _closer in opened:
-                if result.error:
-                    continue
-                try:
-                    cycles, elapsed = run_for(cycle, settings.round_seconds, BATCH, MAX_CYCLES)
-                except Exception as exc:
-                    result.error = f"{type(exc).__name__}: {exc}"
-                    continue
-                result.rates.append(cycles / elapsed)
-                result.cycles += cycles
-    finally:
-        for _result, _cycle, closer in opened:
-            with contextlib.suppress(Exception):
-                closer()
-    return results
+    """A warm-up per row, then interleaved rounds (each row once a round); the median.
+
+    A result's ``group`` is its backend; a row that fails keeps its error."""
+    sides = [
+        (RateResult(row.key, row.label, row.backend), lambda row=row: row.open(row.target))
+        for row in rows
+    ]
+    return interleave(
+        sides, settings.rounds, settings.round_seconds, settings.warmup_seconds, BATCH, catch=True
+    )
 
 
 # --------------------------------------------------------------------------- 3. election
@@ -531,16 +401,6 @@ def measure_election(backend: str, url: str, repeats: int) -> ElectionResult:
 # --------------------------------------------------------------------------- output
 
 
-def ratio(a: float, b: float | None) -> float | None:
-    if b is None or not b or math.isnan(a) or math.isnan(b):
-        return None
-    return a / b
-
-
-def fmt_ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
-
-
 def rw_table(results: list[RWResult], settings: Settings) -> Table:
     table = new_table(
         f"1. Read-write lock on ZooKeeper (1 member): {READERS} reader processes + 1 writer, "
@@ -575,10 +435,10 @@ def semaphore_table(results: list[RateResult], settings: Settings) -> Table:
     kazoo = next((r.rate for r in results if r.key == "kazoo"), None)
     for r in results:
         table.add_row(
-            r.backend, r.label, fmt_number(r.rate, "{:,.0f}"),
+            r.group, r.label, fmt_number(r.rate, "{:,.0f}"),
             fmt_number(1000 / r.rate if r.rate else math.nan, "{:.2f}"),
-            " ".join(f"{x:,.0f}" for x in r.rates) or (r.error or "-"),
-            fmt_ratio(ratio(r.rate, kazoo)) if r.backend == "zookeeper" else "-",
+            fmt_rounds(r.rates) or (r.error or "-"),
+            fmt_ratio(ratio(r.rate, kazoo)) if r.group == "zookeeper" else "-",
         )  # fmt: skip
     return table
 
@@ -628,7 +488,7 @@ def ratio_lines(results: Results) -> list[str]:
             f"; writer wait p99 {fmt_ms(ours.writer_wait_ms['p99'])} ms (fencelock), "
             f"{fmt_ms(peer.writer_wait_ms['p99'])} ms (kazoo)"
         )
-    sems = {r.key: r.rate for r in results.semaphores if r.backend == "zookeeper"}
+    sems = {r.key: r.rate for r in results.semaphores if r.group == "zookeeper"}
     if "fencelock" in sems and "kazoo" in sems:
         lines.append(
             "semaphore on ZooKeeper, fencelock ÷ kazoo: "
@@ -640,7 +500,7 @@ def ratio_lines(results: Results) -> list[str]:
 def decay_notes(results: Results) -> list[str]:
     """Semaphore rows whose rate fell by a fifth or more from the first round to the last."""
     return [
-        f"{r.backend} {r.label}: {r.rates[0]:,.0f} -> {r.rates[-1]:,.0f} cycles/s from the "
+        f"{r.group} {r.label}: {r.rates[0]:,.0f} -> {r.rates[-1]:,.0f} cycles/s from the "
         f"first round to the last ({r.cycles:,} cycles measured, after the warm-up): the "
         "cost grew with the permits taken before"
         for r in results.semaphores
@@ -649,63 +509,39 @@ def decay_notes(results: Results) -> list[str]:
 
 
 def render(results: Results, made: list[Table]) -> None:
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    out = console()
     for table in made:
-        console.print(table)
+        out.print(table)
     for line in ratio_lines(results):
-        console.print(line)
+        out.print(line)
     for note in decay_notes(results):
-        console.print(f"[yellow]{note}[/yellow]")
+        out.print(f"[yellow]{note}[/yellow]")
     for r in results.rw:
         if r.first_error:
-            console.print(f"[red]{r.lock}: {r.errors} errors; first: {r.first_error}[/red]")
+            out.print(f"[red]{r.lock}: {r.errors} errors; first: {r.first_error}[/red]")
     for s in results.semaphores:
         if s.error:
-            console.print(f"[red]{s.backend} {s.label}: {s.error}[/red]")
+            out.print(f"[red]{s.group} {s.label}: {s.error}[/red]")
     for e in results.elections:
         if e.error:
-            console.print(f"[red]election on {e.backend}: {e.error}[/red]")
+            out.print(f"[red]election on {e.backend}: {e.error}[/red]")
 
 
-def git_commit() -> str | None:
-    """The commit measured (read-only git)."""
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        done = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True, text=True, check=False, timeout=10,
-        )  # fmt: skip
-        return done.stdout.strip() or None
-    return None
-
-
-def version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def write_results(results: Results, settings: Settings, made: list[Table], elapsed: float) -> Path:
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / f"primitives-{time.strftime('%Y%m%d-%H%M%S')}.json"
+def write_json(results: Results, settings: Settings, made: list[Table], elapsed: float) -> Path:
     document = {
         "benchmark": "primitives_bench",
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "seconds": elapsed,
         "settings": asdict(settings),
-        "environment": {
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "servers": results.servers,
-            "fencelock": fencelock.__version__,
-            "kazoo": version("kazoo"),
-            "git": git_commit(),
-            "load_average_at_start": results.load_at_start,
-            "load_average_at_end": os.getloadavg(),
-        },
+        "environment": environment(
+            servers=results.servers,
+            kazoo=version("kazoo"),
+            load_average_at_start=results.load_at_start,
+        ),
         "rw": [asdict(r) for r in results.rw],
-        "semaphores": [{**asdict(r), "cycles_per_second": r.rate} for r in results.semaphores],
+        "semaphores": [
+            {**asdict(r), "backend": r.group, "cycles_per_second": r.rate}
+            for r in results.semaphores
+        ],
         "elections": [
             {**asdict(e), "median_ms": e.median_ms, "max_ms": e.max_ms, "bound_ms": e.bound_ms}
             for e in results.elections
@@ -713,25 +549,16 @@ def write_results(results: Results, settings: Settings, made: list[Table], elaps
         "ratios": ratio_lines(results),
         "notes": decay_notes(results),
     }
-    path.write_text(json.dumps(clean_json(document), indent=2, allow_nan=False) + "\n")
-    path.with_suffix(".md").write_text("\n".join(table_markdown(t) for t in made))
-    return path
+    return write_results("primitives", document, made)
 
 
 # --------------------------------------------------------------------------- main
 
 
-def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
 @contextlib.contextmanager
 def servers(results: Results) -> Iterator[dict[str, str]]:
     """Every backend's URL (and kazoo's hosts), the servers stopped on the way out."""
-    with (
-        tempfile.TemporaryDirectory(prefix="fencelock-primitives-bench-") as tmp,
-        ServerPool.under(Path(tmp)) as pool,
-    ):
+    with server_pool("fencelock-primitives-bench-") as (pool, tmp):
         say("starting ZooKeeper, etcd, Redis, PostgreSQL ...")
         zookeeper = pool.zookeeper(1)
         etcd = pool.etcd(1)
@@ -740,7 +567,7 @@ def servers(results: Results) -> Iterator[dict[str, str]]:
         results.servers["postgresql"] = str(pg.sql("SHOW server_version")[0][0])
         yield {
             "zookeeper": zookeeper[0].url,
-            "kazoo": zookeeper[0].url.split("//", 1)[1],
+            "kazoo": hosts(zookeeper[0].url),
             "sqlite": f"sqlite:///{Path(tmp) / 'primitives.db'}",
             "redis": redis.url,
             "etcd": etcd[0].url,
@@ -783,7 +610,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     render(results, made)
     elapsed = time.monotonic() - started
-    path = write_results(results, settings, made, elapsed)
+    path = write_json(results, settings, made, elapsed)
     print(f"results: {path} ({elapsed:.0f} s)")
     failed = any(r.errors or r.overlaps for r in results.rw)
     failed |= any(s.error for s in results.semaphores)

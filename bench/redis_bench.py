@@ -28,41 +28,22 @@ nothing: a peer library missing from the venv is reported and its rows are skipp
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import sys
-import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from pathlib import Path
-from types import FrameType
+from collections.abc import Sequence
 
-from harness import (
-    table_markdown,
-)
+from harness.peers import say
+from harness.results import load_average
+from harness.servers import server_pool
 from redisbench.common import NODES, Settings, peer_versions, quiet_peer_logs
 from redisbench.contended import analyse, contended_run, contended_specs
 from redisbench.fleet import Fleet
 from redisbench.many_names import measure_many_names
-from redisbench.output import Results, load_average, noise_warnings, render, tables, write_json
+from redisbench.output import Results, render, tables, warnings, write_json
 from redisbench.redlock import measure_redlock_degraded, measure_redlock_up
 from redisbench.targets import targets
 from redisbench.uncontended import measure_uncontended
-
-
-@contextlib.contextmanager
-def terminated_by_sigterm() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl-C, so the servers are stopped either way."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def failed(results: Results) -> list[str]:
@@ -91,25 +72,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     started = time.monotonic()
     results = Results(load_at_start=load_average())
-    with (
-        terminated_by_sigterm(),
-        tempfile.TemporaryDirectory(prefix="fencelock-redis-bench-") as name,
-    ):
-        fleet = Fleet(Path(name))
+    with server_pool("fencelock-redis-bench-") as (pool, _tmp):
+        fleet = Fleet(pool)
         try:
-            try:
-                fleet.start(NODES)
-            except RuntimeError as exc:  # no redis-server binary, or it would not start
-                print(f"error: {exc}", file=sys.stderr)
-                return 2
-            print(
-                f"redis-servers: single on {fleet.single.port}, Redlock nodes on "
-                f"{', '.join(str(n.port) for n in fleet.nodes)}",
-                file=sys.stderr,
-            )
-            run_scenarios(fleet, settings, versions, results)
-        finally:
-            fleet.stop()
+            fleet.start(NODES)
+        except RuntimeError as exc:  # no redis-server binary, or it would not start
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        say(
+            f"redis-servers: single on {fleet.single_address[1]}, Redlock nodes on "
+            f"{', '.join(str(n.port) for n in fleet.nodes)}"
+        )
+        run_scenarios(fleet, settings, versions, results)
     found = targets(
         results.uncontended,
         results.contended,
@@ -117,16 +91,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         results.redlock_degraded,
         results.many_names,
     )
-    results.warnings = noise_warnings(results)
+    results.warnings = warnings(results)
     made = tables(results, settings, found)
     render(results, made)
     elapsed = time.monotonic() - started
-    path = write_json(results, settings, versions, found, elapsed)
     loads = " -> ".join(f"{x[0]:.1f}" for x in (results.load_at_start, load_average()) if x)
-    path.with_suffix(".md").write_text(
-        f"Load average {loads} on {os.cpu_count()} CPUs, {elapsed:.0f} s.\n\n"
-        + "\n".join(table_markdown(table) for table in made)
-    )
+    heading = f"Load average {loads} on {os.cpu_count()} CPUs, {elapsed:.0f} s."
+    path = write_json(results, settings, versions, found, elapsed, made, heading)
     print(
         f"results: {path} and .md ({elapsed:.0f} s; load average {loads} on {os.cpu_count()} CPUs)"
     )
@@ -140,19 +111,15 @@ def run_scenarios(
     fleet: Fleet, settings: Settings, versions: dict[str, str | None], results: Results
 ) -> None:
     if 1 in settings.scenarios:
-        print(
-            f"uncontended: {settings.rounds} rounds x {settings.round_seconds:g} s per lock ...",
-            file=sys.stderr,
-        )
+        say(f"uncontended: {settings.rounds} rounds x {settings.round_seconds:g} s per lock ...")
         results.uncontended = measure_uncontended(fleet, settings, versions)
     if 2 in settings.scenarios:
         for spec in contended_specs(fleet, versions):
-            print(
+            say(
                 f"contended: {spec.label}, {settings.workers} processes, "
-                f"{settings.contended_seconds:g} s ...",
-                file=sys.stderr,
+                f"{settings.contended_seconds:g} s ..."
             )
-            reports, load = contended_run(spec, settings, fleet.single.pid)
+            reports, load = contended_run(spec, settings, fleet.single_pid)
             results.contended.append(analyse(spec, reports, load, settings))
     if 3 in settings.scenarios or 4 in settings.scenarios:
         results.redlock_up = measure_redlock_up(fleet, settings, versions)

@@ -12,20 +12,19 @@ the holder saw its lease lost (0 when the holder knew first).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
-import tempfile
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
+
+from harness.cli import parser
+from harness.servers import server_pool
 
 import fencelock
 from fencelock.backends.mysql.options import DEFAULT_PREFIX
 from fencelock.backends.mysql.statements import lock_name
 from fencelock.backends.postgresql.advisory_statements import advisory_key
-from fencelock.testing import ServerPool
 from fencelock.testing.process import ServerProcess
 
 TTL = 30.0  # the renewal (every TTL/3) must not be what notices
@@ -41,7 +40,11 @@ def _sql(url: str, query: str) -> list[tuple[object, ...]]:
         p = parse_url(url)
         host, port = p.hosts[0]
         conn = pymysql.connect(
-            host=host, port=port, user=p.username, password=p.password or "", autocommit=True
+            host=host,
+            port=port or 3306,
+            user=p.username,
+            password=p.password or "",
+            autocommit=True,
         )
         try:
             with conn.cursor() as cur:
@@ -172,12 +175,14 @@ def _window(lost_at: list[float], granted_at: list[float]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--colour", choices=("sync", "async", "both"), default="both")
-    args = parser.parse_args()
+    made = parser(__doc__, "one round of each")
+    made.add_argument("--rounds", type=int, default=5)
+    made.add_argument("--colour", choices=("sync", "async", "both"), default="both")
+    args = made.parse_args()
+    if args.quick:
+        args.rounds = 1
     colours = ("sync", "async") if args.colour == "both" else (args.colour,)
-    with tempfile.TemporaryDirectory() as tmp, ServerPool.under(Path(tmp)) as pool:
+    with server_pool() as (pool, _tmp):
         pg, maria = pool.postgresql(), pool.mariadb()
         backends = [
             ("postgresql+advisory", pg.url.replace("postgresql://", "postgresql+advisory://"), pg),

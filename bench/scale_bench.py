@@ -12,21 +12,21 @@ more lease (p50 and p99 of 50).
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing as mp
 import statistics
-import tempfile
+import sys
 import time
 import tracemalloc
-from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
+from harness.cli import add_backends, backends, parser
+from harness.results import stamped
+from harness.servers import backend_url, server_pool
+from harness.tables import Column, console, rows_table
 
 import fencelock
-from fencelock.testing.pool import ServerPool
 
+BACKENDS = ("sqlite", "redis", "redis-cluster", "postgresql", "etcd", "zookeeper")
 TTL = 30.0
 
 
@@ -79,61 +79,43 @@ def run(url: str, held: int, window: float) -> dict[str, object]:
     return result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument(
-        "--backends", default="sqlite,redis,redis-cluster,postgresql,etcd,zookeeper"
-    )
-    args = parser.parse_args()
+def cell(header: str, key: str, spec: str) -> Column:
+    """A column of a result's ``key``, blank on a row that failed."""
+    return (header, lambda r: "" if "error" in r else spec.format(r[key]))
+
+
+COLUMNS: list[Column] = [
+    ("backend", lambda r: r["backend"]),
+    ("held", lambda r: f"{r['held']:,}"),
+    ("acquired/s", lambda r: str(r["error"]) if "error" in r else f"{r['acquired_per_s']:,.0f}"),
+    cell("CPU (share of a core)", "cpu_share", "{:.1%}"),
+    cell("bytes/lease", "bytes_per_lease", "{:,.0f}"),
+    cell("one more: p50 ms", "acquire_p50_ms", "{:.2f}"),
+    cell("p99 ms", "acquire_p99_ms", "{:.2f}"),
+    cell("lost", "lost", "{}"),
+]
+
+
+def main() -> int:
+    made = parser(__doc__, "100 and 1,000 leases only, shorter windows")
+    add_backends(made, BACKENDS)
+    args = made.parse_args()
     sizes = (100, 1000) if args.quick else (100, 1000, 10_000)
     window = 12.0 if args.quick else 21.0  # two renewal rounds (every TTL/3 = 10 s)
-    wanted = args.backends.split(",")
-    table = Table(title=f"One client holding N leases (TTL {TTL:g} s, renewed every ~10 s)")
-    for header in ("backend", "held", "acquired/s", "CPU (share of a core)",
-                   "bytes/lease", "one more: p50 ms", "p99 ms", "lost"):  # fmt: skip
-        table.add_column(header, justify="left" if header == "backend" else "right")
+    wanted = backends(made, args.backends, BACKENDS)
     results: list[dict[str, object]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        pool = ServerPool.under(Path(tmp))
-        try:
-            urls = {"sqlite": f"sqlite:///{tmp}/scale.db"}
-            if "redis" in wanted:
-                urls["redis"] = pool.start("redis").url
-            if "redis-cluster" in wanted:
-                urls["redis-cluster"] = f"redis+cluster://{pool.redis_cluster(3)[0].address}"
-            if "postgresql" in wanted:
-                urls["postgresql"] = pool.postgresql().url
-            if "etcd" in wanted:
-                urls["etcd"] = pool.etcd(1)[0].url
-            if "zookeeper" in wanted:
-                urls["zookeeper"] = pool.zookeeper(1)[0].url
-            for backend in wanted:
-                for held in sizes:
-                    result = {"backend": backend, **run(urls[backend], held, window)}
-                    results.append(result)
-                    if "error" in result:
-                        table.add_row(backend, str(held), str(result["error"]), "", "", "", "", "")
-                        continue
-                    table.add_row(
-                        backend,
-                        f"{held:,}",
-                        f"{result['acquired_per_s']:,.0f}",
-                        f"{result['cpu_share']:.1%}",
-                        f"{result['bytes_per_lease']:,.0f}",
-                        f"{result['acquire_p50_ms']:.2f}",
-                        f"{result['acquire_p99_ms']:.2f}",
-                        str(result["lost"]),
-                    )
-        finally:
-            for server in reversed(pool.servers):
-                server.stop()
-    Console(width=130).print(table)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = Path(__file__).parent / "results" / f"scale-{stamp}.json"
+    with server_pool() as (pool, tmp):
+        urls = {backend: backend_url(pool, tmp, backend, "scale") for backend in wanted}
+        for backend in wanted:
+            for held in sizes:
+                results.append({"backend": backend, **run(urls[backend], held, window)})
+    title = f"One client holding N leases (TTL {TTL:g} s, renewed every ~10 s)"
+    console(130).print(rows_table(title, results, COLUMNS))
+    path = stamped("scale")
     path.write_text(json.dumps(results, indent=2))
     print(f"results: {path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -31,19 +31,13 @@ copy of the tables beside it. Peers that cannot be imported are reported and ski
 
 from __future__ import annotations
 
-import argparse
 import bisect
 import contextlib
 import hashlib
-import importlib
-import importlib.metadata
 import itertools
-import json
 import math
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -55,41 +49,52 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import (
-    ACQUIRE_TIMEOUT,
-    RESULTS_DIR,
-    Locker,
-    Summary,
-    WorkerReport,
-    clean_json,
+from harness.cli import RunSettings, add_contended, contended_ok, parser
+from harness.lockers import FencelockLocker, PeerLocker, acquire_release, fencelock_cycle
+from harness.peers import peer_versions, say
+from harness.results import environment, noise_warnings, write_results
+from harness.rounds import RateResult, Runner, SyncRunner, interleave
+from harness.servers import server_pool
+from harness.stats import Summary, jain, ratio, summarise, summary_ms
+from harness.tables import (
+    FAIRNESS,
+    HANDOFF_COUNT,
+    HANDOFFS,
+    LOCK,
+    SELF_REACQUIRE,
+    TOKENS_AND_ERRORS,
+    WAKES,
+    Column,
+    Target,
+    at_least,
+    at_most,
+    console,
     fmt_ms,
     fmt_number,
+    fmt_rate,
+    fmt_ratio,
+    fmt_rounds,
     new_table,
-    run_contended,
-    run_for,
-    summarise,
-    summary_ms,
-    table_markdown,
+    print_errors,
+    rows_table,
+    targets_table,
+    waits,
 )
-from rich.console import Console
+from harness.workers import ACQUIRE_TIMEOUT, Locker, WorkerReport, run_contended
 from rich.table import Table
 
 import fencelock
 from fencelock import clock
-from fencelock.testing import ServerPool
 
 TTL = 30.0  # uncontended leases (renewed)
 CONTENDED_TTL = 10.0
 LOCK_NAME = "bench/sql"
 BATCH = 10  # uncontended cycles between two clock reads
-MAX_UNCONTENDED_CYCLES = 2_000_000
-NOISY_ROUNDS = 1.25  # rounds of one row further apart than this (max / min) get a warning
 STARVED_SHARE = 0.10  # a worker with fewer sections than this share of the mean is starved
 COUNTER_TABLE = "bench_counter"
 GAVE_UP = -1  # an update's "token" when optimistic_update raised ConflictError
 COLLISION_NAMES = 5_000  # names tried for a tooz key collision (~300 give even odds)
 PROBE_TIMEOUT = 1.0  # the collision check's acquire timeout on fencelock
-REPO_ROOT = Path(__file__).resolve().parents[1]
 INSTALL_HINT = ".venv/bin/pip install -e '.[bench]' psycopg2-binary"
 # distribution -> module of each peer (and driver) whose version the JSON records
 PEERS = {
@@ -103,20 +108,12 @@ PEERS = {
 TARGET_UNCONTENDED = 1.5  # fencelock ÷ tooz, uncontended cycles/s
 TARGET_HANDOFF_MS = 1.0  # fencelock handoff p50 on PostgreSQL (NOTIFY)
 
-Cycle = Callable[[], None]
-Closer = Callable[[], None]
-
 
 # --------------------------------------------------------------------------- settings
 
 
 @dataclass(frozen=True)
-class Settings:
-    rounds: int
-    round_seconds: float
-    workers: int
-    contended_seconds: float
-    hold: float
+class Settings(RunSettings):
     update_seconds: float
     compute: float  # seconds between an update's read and its write (0: none)
     only: tuple[str, ...]
@@ -125,30 +122,28 @@ class Settings:
 
     @classmethod
     def from_args(cls, argv: Sequence[str] | None) -> Settings:
-        parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-        parser.add_argument("--quick", action="store_true", help="short smoke run (~45 s)")
-        parser.add_argument("--workers", type=int, default=8, help="contending processes")
-        parser.add_argument("--seconds", type=float, default=10.0, help="contended run length")
-        parser.add_argument("--hold-ms", type=float, default=1.0, help="critical section length")
-        parser.add_argument(
+        made = parser(__doc__, "short smoke run (~45 s)")
+        add_contended(made, seconds=10.0)
+        made.add_argument(
             "--update-seconds", type=float, default=6.0, help="scenario 3 run length per method"
         )
-        parser.add_argument(
+        made.add_argument(
             "--compute-ms",
             type=float,
             default=0.0,
             help="scenario 3: sleep between an update's read and its write",
         )
-        parser.add_argument(
+        made.add_argument(
             "--only", default="1,2,3,4", help="scenarios to run, e.g. 1,4 (4: tooz collision)"
         )
-        parser.add_argument("--no-mysql", action="store_true", help="skip MariaDB rows")
-        args = parser.parse_args(argv)
-        if args.workers < 2 or args.seconds <= 0 or args.hold_ms < 0 or args.compute_ms < 0:
-            parser.error("need --workers >= 2, --seconds > 0, --hold-ms >= 0, --compute-ms >= 0")
+        made.add_argument("--no-mysql", action="store_true", help="skip MariaDB rows")
+        args = made.parse_args(argv)
+        contended_ok(made, args)
+        if args.compute_ms < 0:
+            made.error("need --compute-ms >= 0")
         only = tuple(part.strip() for part in args.only.split(",") if part.strip())
         if not only or any(part not in {"1", "2", "3", "4"} for part in only):
-            parser.error("--only takes scenario numbers 1-4, comma-separated")
+            made.error("--only takes scenario numbers 1-4, comma-separated")
         if args.quick:
             return cls(
                 2, 0.3, args.workers, 1.5, args.hold_ms / 1000, 1.0, args.compute_ms / 1000,
@@ -158,28 +153,6 @@ class Settings:
             3, 1.0, args.workers, args.seconds, args.hold_ms / 1000, args.update_seconds,
             args.compute_ms / 1000, only, not args.no_mysql, False,
         )  # fmt: skip
-
-
-def peer_versions() -> dict[str, str | None]:
-    """The installed version of each peer library and driver (None, after saying so, if
-    it cannot be imported)."""
-    found: dict[str, str | None] = {}
-    for distribution, module in PEERS.items():
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            print(
-                f"note: {module!r} cannot be imported ({exc}), so the rows that need it are "
-                f"skipped (install: {INSTALL_HINT})",
-                file=sys.stderr,
-            )
-            found[distribution] = None
-            continue
-        try:
-            found[distribution] = importlib.metadata.version(distribution)
-        except importlib.metadata.PackageNotFoundError:
-            found[distribution] = "unknown"
-    return found
 
 
 def tooz_ready(versions: dict[str, str | None], driver: str) -> bool:
@@ -221,45 +194,18 @@ def tooz_pg_key(name: str) -> tuple[int, int]:
 # --------------------------------------------------------------------------- 1. uncontended
 
 
-@dataclass
-class RateResult:
-    key: str
-    database: str
-    label: str
-    rates: list[float] = field(default_factory=list)
-    cycles: int = 0
-
-    @property
-    def rate(self) -> float:
-        return statistics.median(self.rates) if self.rates else math.nan
-
-    @property
-    def micros(self) -> float:
-        return 1e6 / self.rate
-
-
-def open_fencelock(url: str, name: str, renew: bool = True) -> tuple[Cycle, Closer]:
+def open_fencelock(url: str, name: str, renew: bool = True) -> Runner:
     client = fencelock.connect(url)
-    lock = client.lock(name, ttl=TTL, renew=renew)
-
-    def cycle() -> None:
-        lock.acquire(timeout=ACQUIRE_TIMEOUT).release()
-
-    return cycle, client.close
+    return SyncRunner(fencelock_cycle(client.lock(name, ttl=TTL, renew=renew)), client.close)
 
 
-def open_tooz(url: str, name: str) -> tuple[Cycle, Closer]:
+def open_tooz(url: str, name: str) -> Runner:
     coordinator = tooz_coordinator(url)
     lock = coordinator.get_lock(name.encode())
-
-    def cycle() -> None:
-        lock.acquire(blocking=True)
-        lock.release()
-
-    return cycle, coordinator.stop
+    return SyncRunner(acquire_release(lock, blocking=True), coordinator.stop)
 
 
-def open_raw_lease_statements(url: str, name: str) -> tuple[Cycle, Closer]:
+def open_raw_lease_statements(url: str, name: str) -> Runner:
     """fencelock's own acquire and release statements, sent straight through one
     autocommit psycopg connection: the floor of ``postgresql://``'s round trips."""
     import psycopg
@@ -288,10 +234,10 @@ def open_raw_lease_statements(url: str, name: str) -> tuple[Cycle, Closer]:
         release = {"name": name, "owner": owner, "mark": release_mark()}
         conn.execute(statements.release, release).fetchall()
 
-    return cycle, conn.close
+    return SyncRunner(cycle, conn.close)
 
 
-def open_raw_pg_advisory(url: str, name: str) -> tuple[Cycle, Closer]:
+def open_raw_pg_advisory(url: str, name: str) -> Runner:
     """``pg_advisory_lock`` + ``pg_advisory_unlock`` on one kept connection: the least a
     PostgreSQL lock can cost (no token, no lease, no queue)."""
     import psycopg
@@ -303,7 +249,7 @@ def open_raw_pg_advisory(url: str, name: str) -> tuple[Cycle, Closer]:
         conn.execute("SELECT pg_advisory_lock(%s)", (key,)).fetchall()
         conn.execute("SELECT pg_advisory_unlock(%s)", (key,)).fetchall()
 
-    return cycle, conn.close
+    return SyncRunner(cycle, conn.close)
 
 
 def mysql_connect(url: str, client_flag: int = 0) -> Any:
@@ -324,7 +270,7 @@ def mysql_connect(url: str, client_flag: int = 0) -> Any:
     )
 
 
-def open_raw_get_lock(url: str, name: str) -> tuple[Cycle, Closer]:
+def open_raw_get_lock(url: str, name: str) -> Runner:
     """``GET_LOCK`` + ``RELEASE_LOCK`` on one kept connection: the floor on MariaDB."""
     conn = mysql_connect(url)
     cursor = conn.cursor()
@@ -335,10 +281,10 @@ def open_raw_get_lock(url: str, name: str) -> tuple[Cycle, Closer]:
         cursor.execute("SELECT RELEASE_LOCK(%s)", (name,))
         cursor.fetchall()
 
-    return cycle, conn.close
+    return SyncRunner(cycle, conn.close)
 
 
-def open_raw_mysql_lease(url: str, name: str) -> tuple[Cycle, Closer]:
+def open_raw_mysql_lease(url: str, name: str) -> Runner:
     """fencelock's ``mysql://`` acquire (one round trip of four statements: GET_LOCK, the
     session's idle limit, the token write, its read) and release, straight through
     PyMySQL on one connection: the floor of its round trips."""
@@ -360,7 +306,7 @@ def open_raw_mysql_lease(url: str, name: str) -> tuple[Cycle, Closer]:
         cursor.execute(statements.release, params)
         cursor.fetchall()
 
-    return cycle, conn.close
+    return SyncRunner(cycle, conn.close)
 
 
 @dataclass(frozen=True)
@@ -368,7 +314,7 @@ class UncontendedRow:
     key: str
     database: str
     label: str
-    open: Callable[[str, str], tuple[Cycle, Closer]]
+    open: Callable[[str, str], Runner]
     url: str
 
 
@@ -440,73 +386,30 @@ def uncontended_rows(
 
 
 def measure_uncontended(rows: list[UncontendedRow], settings: Settings) -> list[RateResult]:
-    """Interleaved rounds (each row once per round, after a warm-up); the median counts."""
-    opened: list[tuple[RateResult, Cycle, Closer]] = []
-    try:
-        for row in rows:
-            cycle, closer = row.open(row.url, f"{LOCK_NAME}-1-{row.key}")
-            opened.append((RateResult(row.key, row.database, row.label), cycle, closer))
-            run_for(cycle, 0.3, 1, MAX_UNCONTENDED_CYCLES)  # warm up: connections, schema
-        for _ in range(settings.rounds):
-            for result, cycle, _closer in opened:
-                cycles, elapsed = run_for(
-                    cycle, settings.round_seconds, BATCH, MAX_UNCONTENDED_CYCLES
-                )
-                result.rates.append(cycles / elapsed)
-                result.cycles += cycles
-    finally:
-        for _result, _cycle, closer in opened:
-            with contextlib.suppress(Exception):
-                closer()
-    return [result for result, _cycle, _closer in opened]
+    """Interleaved rounds (each row once per round, after a warm-up); the median counts.
+
+    A result's ``group`` is its database."""
+    sides = [
+        (
+            RateResult(row.key, row.label, row.database),
+            lambda row=row: row.open(row.url, f"{LOCK_NAME}-1-{row.key}"),
+        )
+        for row in rows
+    ]
+    return interleave(sides, settings.rounds, settings.round_seconds, warmup=0.3, batch=BATCH)
 
 
 # --------------------------------------------------------------------------- 2. contended
 
 
-class FencelockLocker:
-    def __init__(self, url: str, fair: bool) -> None:
-        self._client = fencelock.connect(url)
-        self._lock = self._client.lock(LOCK_NAME, ttl=CONTENDED_TTL, fair=fair)
-        self._lease: fencelock.Lease | None = None
-
-    def acquire(self) -> int:
-        self._lease = self._lock.acquire(timeout=ACQUIRE_TIMEOUT)
-        return self._lease.token
-
-    def release(self) -> None:
-        if self._lease is not None:
-            self._lease.release()
-            self._lease = None
-
-    def close(self) -> None:
-        self.release()
-        self._client.close()
-
-
-class ToozLocker:
+def tooz_locker(url: str, blocking: bool | float = True) -> Locker:
     """tooz's lock as its users take it: ``acquire(blocking=True)`` (what ``with lock:``
     does). On PostgreSQL that waits in the server (``pg_advisory_lock``); on MySQL it
     polls ``GET_LOCK(name, 0)`` with tenacity's 1 s wait between tries. On MySQL,
     ``blocking=<seconds>`` waits in the server instead (``GET_LOCK(name, seconds)``)."""
-
-    def __init__(self, url: str, blocking: bool | float = True) -> None:
-        self._coordinator = tooz_coordinator(url)
-        self._lock = self._coordinator.get_lock(LOCK_NAME.encode())
-        self._blocking = blocking
-
-    def acquire(self) -> int:
-        if not self._lock.acquire(blocking=self._blocking):
-            raise TimeoutError("tooz lock not acquired")
-        return -1
-
-    def release(self) -> None:
-        if self._lock.acquired:
-            self._lock.release()
-
-    def close(self) -> None:
-        self.release()
-        self._coordinator.stop()
+    coordinator = tooz_coordinator(url)
+    lock = coordinator.get_lock(LOCK_NAME.encode())
+    return PeerLocker(lock, coordinator.stop, "tooz lock", blocking=blocking)
 
 
 class MarkerChecked:
@@ -564,11 +467,12 @@ class Contender:
     def locker(self) -> Locker:
         inner: Locker
         if self.fencelock:
-            inner = FencelockLocker(self.url, fair=self.key.endswith("-fair"))
+            fair = self.key.endswith("-fair")
+            inner = FencelockLocker(self.url, LOCK_NAME, ttl=CONTENDED_TTL, fair=fair)
         elif self.key == "tooz-mysql-wait":
-            inner = ToozLocker(self.url, blocking=ACQUIRE_TIMEOUT)
+            inner = tooz_locker(self.url, blocking=ACQUIRE_TIMEOUT)
         else:
-            inner = ToozLocker(self.url)
+            inner = tooz_locker(self.url)
         return MarkerChecked(inner, self.marker, self.overlap_log)
 
 
@@ -847,17 +751,12 @@ def read_counter(pg_url: str) -> int:
 
 
 def measure_updates(pg_url: str, settings: Settings) -> list[UpdateResult]:
-    from harness import jain
-
     found = []
     for key, label in (
         ("optimistic", "optimistic_update (version column; 5 attempts, 10 ms base backoff)"),
         ("for_update", "for_update: SELECT ... FOR UPDATE, then UPDATE, one transaction"),
     ):
-        print(
-            f"updates: {key}, {settings.workers} writers, {settings.update_seconds:g} s ...",
-            file=sys.stderr,
-        )
+        say(f"updates: {key}, {settings.workers} writers, {settings.update_seconds:g} s ...")
         before = reset_counter(pg_url)
         contender = UpdateContender(key, label, pg_url, settings.compute)
         reports = run_contended(contender, settings.workers, 0.0, settings.update_seconds)
@@ -976,33 +875,6 @@ def check_collision(pg_url: str, versions: dict[str, str | None]) -> CollisionRe
 # --------------------------------------------------------------------------- targets
 
 
-@dataclass
-class Target:
-    scenario: str
-    what: str
-    goal: str
-    measured: str
-    met: bool | None  # None: not measured (a row missing, or pending)
-
-
-def ratio(numerator: float | None, denominator: float | None) -> float | None:
-    if numerator is None or denominator is None or not denominator or math.isnan(denominator):
-        return None
-    return numerator / denominator
-
-
-def at_least(scenario: str, what: str, value: float | None, goal: float, unit: str) -> Target:
-    if value is None or math.isnan(value):
-        return Target(scenario, what, f">= {goal:g}{unit}", "n/a", None)
-    return Target(scenario, what, f">= {goal:g}{unit}", f"{value:.2f}{unit}", value >= goal)
-
-
-def at_most(scenario: str, what: str, value: float | None, goal: float, unit: str) -> Target:
-    if value is None or math.isnan(value):
-        return Target(scenario, what, f"<= {goal:g}{unit}", "n/a", None)
-    return Target(scenario, what, f"<= {goal:g}{unit}", f"{value:.3f}{unit}", value <= goal)
-
-
 def targets(
     uncontended: list[RateResult],
     contended: list[ContendedResult],
@@ -1066,75 +938,55 @@ def targets(
 # --------------------------------------------------------------------------- output
 
 
-def fmt_rate(value: float) -> str:
-    return fmt_number(value, "{:,.0f}")
-
-
 def uncontended_table(results: list[RateResult], settings: Settings) -> Table:
-    table = new_table(
+    tooz = {r.group: r.rate for r in results if r.key.startswith("tooz")}
+    floor = {r.group: r.rate for r in results if r.key in {"raw-pg-advisory", "raw-mysql"}}
+    columns: list[Column] = [
+        ("database", lambda r: r.group),
+        ("lock", lambda r: r.label),
+        ("cycles/s", lambda r: fmt_rate(r.rate)),
+        ("µs/cycle", lambda r: fmt_number(r.micros, "{:,.1f}")),
+        ("each round (cycles/s)", lambda r: fmt_rounds(r.rates)),
+        ("÷ tooz (same database)", lambda r: fmt_ratio(ratio(r.rate, tooz.get(r.group)))),
+        ("÷ raw floor", lambda r: fmt_ratio(ratio(r.rate, floor.get(r.group)))),
+    ]
+    title = (
         f"1. Uncontended acquire+release, one process, one name (median of {settings.rounds} "
-        f"interleaved rounds x {settings.round_seconds:g} s)",
-        ("database", "lock", "cycles/s", "µs/cycle", "each round (cycles/s)",
-         "÷ tooz (same database)", "÷ raw floor"),
-        left=2,
-    )  # fmt: skip
-    tooz = {r.database: r.rate for r in results if r.key.startswith("tooz")}
-    floor = {r.database: r.rate for r in results if r.key in {"raw-pg-advisory", "raw-mysql"}}
-    for r in results:
-        to_tooz, to_floor = (
-            ratio(r.rate, tooz.get(r.database)),
-            ratio(r.rate, floor.get(r.database)),
-        )
-        table.add_row(
-            r.database, r.label, fmt_rate(r.rate), fmt_number(r.micros, "{:,.1f}"),
-            " ".join(f"{x:,.0f}" for x in r.rates),
-            "-" if to_tooz is None else f"{to_tooz:.2f}x",
-            "-" if to_floor is None else f"{to_floor:.2f}x",
-        )  # fmt: skip
-    return table
+        f"interleaved rounds x {settings.round_seconds:g} s)"
+    )
+    return rows_table(title, results, columns, left=2)
 
 
 def handoff_table(results: list[ContendedResult], settings: Settings) -> Table:
-    table = new_table(
+    title = (
         f"2a. Contended: {settings.workers} processes, one name, hold "
         f"{settings.hold * 1000:g} ms, {settings.contended_seconds:g} s each; "
-        "handoff = next acquire return - release call start (ms)",
-        ("lock", "waiter wakes by", "CS/s", "handoff p50", "p99", "max",
-         "to other worker p50", "p99", "max", "FIFO", "handoffs (to other)"),
-        left=2,
-    )  # fmt: skip
-    for c in results:
-        h, x = c.handoff_ms, c.cross_handoff_ms
-        table.add_row(
-            c.label, c.wait, fmt_rate(c.sections_per_second),
-            fmt_ms(h["p50"]), fmt_ms(h["p99"]), fmt_ms(h["max"]),
-            fmt_ms(x["p50"]), fmt_ms(x["p99"]), fmt_ms(x["max"]),
-            fmt_number(c.fifo_fraction, "{:.0%}"), f"{h['n']:,} ({x['n']:,})",
-        )  # fmt: skip
-    return table
+        "handoff = next acquire return - release call start (ms)"
+    )
+    rate: Column = ("CS/s", lambda c: fmt_rate(c.sections_per_second))
+    fifo: Column = ("FIFO", lambda c: fmt_number(c.fifo_fraction, "{:.0%}"))
+    columns = [LOCK, WAKES, rate, *HANDOFFS, fifo, HANDOFF_COUNT]
+    return rows_table(title, results, columns, left=2)
 
 
 def fairness_table(results: list[ContendedResult]) -> Table:
-    table = new_table(
+    title = (
         "2b. Contended: fairness, acquire() wait (ms), CPU, server work (transactions on "
-        "PostgreSQL, statements on MariaDB) and safety checks",
-        ("lock", "sections per worker", "Jain", "spread", "min share", "starved",
-         "self re-acq", "wait p99", "worst wait", "CPU cores", "server work per CS",
-         "overlaps (clock / file)",
-         "token inv.", "errors"),
-        left=2,
-    )  # fmt: skip
-    for c in results:
-        table.add_row(
-            c.label, " ".join(str(n) for n in c.per_worker), fmt_number(c.jain_index, "{:.2f}"),
-            fmt_number(c.spread, "±{:.0%}"), fmt_number(c.min_share, "{:.0%}"), str(c.starved),
-            fmt_number(c.self_reacquire_fraction, "{:.0%}"),
-            fmt_ms(c.acquire_wait_ms["p99"]), fmt_ms(c.acquire_wait_ms["max"]),
-            f"{c.cpu_cores:.2f}", fmt_number(c.server_work_per_section, "{:.1f}"),
-            f"{c.overlaps} / {c.marker_overlaps}",
-            str(c.token_inversions) if c.fencelock_row else "n/a", str(c.errors),
-        )  # fmt: skip
-    return table
+        "PostgreSQL, statements on MariaDB) and safety checks"
+    )
+    columns: list[Column] = [
+        LOCK,
+        *FAIRNESS,
+        ("min share", lambda c: fmt_number(c.min_share, "{:.0%}")),
+        ("starved", lambda c: str(c.starved)),
+        SELF_REACQUIRE,
+        *waits("worst wait"),
+        ("CPU cores", lambda c: f"{c.cpu_cores:.2f}"),
+        ("server work per CS", lambda c: fmt_number(c.server_work_per_section, "{:.1f}")),
+        ("overlaps (clock / file)", lambda c: f"{c.overlaps} / {c.marker_overlaps}"),
+        *TOKENS_AND_ERRORS,
+    ]
+    return rows_table(title, results, columns, left=2)
 
 
 def updates_table(results: list[UpdateResult], settings: Settings) -> Table:
@@ -1173,14 +1025,6 @@ def collision_table(result: CollisionResult) -> Table:
     return table
 
 
-def targets_table(found: list[Target]) -> Table:
-    table = new_table("Targets (the issue's goals)", ("#", "target", "goal", "measured", "met"), 2)
-    for t in found:
-        met = "n/a" if t.met is None else ("[green]yes[/green]" if t.met else "[red]no[/red]")
-        table.add_row(t.scenario, t.what, t.goal, t.measured, met)
-    return table
-
-
 @dataclass
 class Results:
     uncontended: list[RateResult] = field(default_factory=list)
@@ -1192,18 +1036,9 @@ class Results:
     servers: dict[str, str] = field(default_factory=dict)
 
 
-def noise_warnings(results: Results) -> list[str]:
-    found = []
-    for r in results.uncontended:
-        if len(r.rates) > 1 and min(r.rates) > 0 and max(r.rates) / min(r.rates) > NOISY_ROUNDS:
-            found.append(
-                f"{r.label}: rounds range {min(r.rates):,.0f}-{max(r.rates):,.0f} cycles/s "
-                f"(more than {NOISY_ROUNDS - 1:.0%} apart)"
-            )
-    busy = max(results.load_at_start[0], os.getloadavg()[0])
-    if busy > (os.cpu_count() or 1):
-        found.append(f"load average {busy:.1f} on {os.cpu_count()} CPUs: other work was running")
-    return found
+def warnings_of(results: Results) -> list[str]:
+    rows = [(r.label, r.rates) for r in results.uncontended]
+    return noise_warnings(rows, results.load_at_start)
 
 
 def tables(results: Results, settings: Settings, found: list[Target]) -> list[Table]:
@@ -1217,38 +1052,24 @@ def tables(results: Results, settings: Settings, found: list[Target]) -> list[Ta
     if results.collision is not None:
         out.append(collision_table(results.collision))
     if found:
-        out.append(targets_table(found))
+        out.append(targets_table(found, "Targets (the issue's goals)"))
     return out
 
 
 def render(results: Results, made: list[Table]) -> None:
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    out = console()
     for table in made:
-        console.print(table)
+        out.print(table)
     failures = [(c.label, c.errors, c.first_error) for c in results.contended]
     failures += [(u.label, u.errors, u.first_error) for u in results.updates]
-    for label, errors, first_error in failures:
-        if first_error:
-            last_line = first_error.strip().splitlines()[-1]
-            console.print(f"[red]{label}: {errors} errors; first: {last_line}[/red]")
+    print_errors(out, failures)
     for note in results.notes:
-        console.print(f"[yellow]{note}[/yellow]")
-    for warning in noise_warnings(results):
-        console.print(f"[yellow]noisy: {warning}; rerun on a quiet host for stable ratios[/yellow]")
+        out.print(f"[yellow]{note}[/yellow]")
+    for warning in warnings_of(results):
+        out.print(f"[yellow]noisy: {warning}; rerun on a quiet host for stable ratios[/yellow]")
 
 
-def git_commit() -> str | None:
-    """The commit measured (read-only git)."""
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        done = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True, text=True, check=False, timeout=10,
-        )  # fmt: skip
-        return done.stdout.strip() or None
-    return None
-
-
-def write_results(
+def write_json(
     results: Results,
     settings: Settings,
     versions: dict[str, str | None],
@@ -1256,38 +1077,27 @@ def write_results(
     made: list[Table],
     elapsed: float,
 ) -> Path:
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = RESULTS_DIR / f"sql-{stamp}.json"
-    tooz = {r.database: r.rate for r in results.uncontended if r.key.startswith("tooz")}
+    tooz = {r.group: r.rate for r in results.uncontended if r.key.startswith("tooz")}
     document = {
         "benchmark": "sql_bench",
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "seconds": elapsed,
         "settings": asdict(settings),
-        "environment": {
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "servers": results.servers,
-            "fencelock": fencelock.__version__,
-            "fencelock_source": str(Path(fencelock.__file__).parent),
-            "fencelock_mysql": fencelock_has_mysql(),
-            "git": git_commit(),
-            "peers": versions,
-            "load_average_at_start": results.load_at_start,
-            "load_average_at_end": os.getloadavg(),
-        },
+        "environment": environment(
+            servers=results.servers,
+            fencelock_mysql=fencelock_has_mysql(),
+            peers=versions,
+            load_average_at_start=results.load_at_start,
+        ),
         "uncontended": [
             {
                 "key": r.key,
-                "database": r.database,
+                "database": r.group,
                 "label": r.label,
                 "cycles_per_second": r.rate,
                 "micros_per_cycle": r.micros,
                 "rounds_cycles_per_second": r.rates,
                 "total_cycles": r.cycles,
-                "tooz_ratio": ratio(r.rate, tooz.get(r.database)),
+                "tooz_ratio": ratio(r.rate, tooz.get(r.group)),
             }
             for r in results.uncontended
         ],
@@ -1296,11 +1106,9 @@ def write_results(
         "collision": asdict(results.collision) if results.collision else None,
         "targets": [asdict(t) for t in found],
         "notes": results.notes,
-        "noise": noise_warnings(results),
+        "noise": warnings_of(results),
     }
-    path.write_text(json.dumps(clean_json(document), indent=2, allow_nan=False) + "\n")
-    path.with_suffix(".md").write_text("\n".join(table_markdown(t) for t in made))
-    return path
+    return write_results("sql", document, made)
 
 
 # --------------------------------------------------------------------------- main
@@ -1310,10 +1118,7 @@ def write_results(
 def servers(settings: Settings, results: Results) -> Iterator[tuple[str, str | None]]:
     """PostgreSQL (always) and MariaDB (for scenarios 1-2, unless --no-mysql), stopped on
     the way out, also after Ctrl-C."""
-    with (
-        tempfile.TemporaryDirectory(prefix="fencelock-sql-bench-") as tmp,
-        ServerPool.under(Path(tmp)) as pool,
-    ):
+    with server_pool("fencelock-sql-bench-") as (pool, _tmp):
         pg = pool.postgresql()
         results.servers["postgresql"] = str(pg.sql("SHOW server_version")[0][0])
         mysql_url: str | None = None
@@ -1336,26 +1141,25 @@ def servers(settings: Settings, results: Results) -> Iterator[tuple[str, str | N
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = Settings.from_args(argv)
-    versions = peer_versions()
+    versions = peer_versions(PEERS, INSTALL_HINT)
     results = Results(load_at_start=os.getloadavg())
     started = time.monotonic()
-    with servers(settings, results) as (pg_url, mysql_url), tempfile.TemporaryDirectory(
-        prefix="fencelock-sql-check-"
-    ) as check:  # fmt: skip
+    with (
+        servers(settings, results) as (pg_url, mysql_url),
+        tempfile.TemporaryDirectory(prefix="fencelock-sql-check-") as check,
+    ):
         if "1" in settings.only:
             rows = uncontended_rows(pg_url, mysql_url, versions)
-            print(
+            say(
                 f"uncontended: {len(rows)} rows, {settings.rounds} rounds x "
-                f"{settings.round_seconds:g} s ...",
-                file=sys.stderr,
+                f"{settings.round_seconds:g} s ..."
             )
             results.uncontended = measure_uncontended(rows, settings)
         if "2" in settings.only:
             for contender in contenders(pg_url, mysql_url, versions, Path(check), settings.quick):
-                print(
+                say(
                     f"contended: {contender.label}, {settings.workers} processes, "
-                    f"{settings.contended_seconds:g} s ...",
-                    file=sys.stderr,
+                    f"{settings.contended_seconds:g} s ..."
                 )
                 if contender.fencelock:
                     fencelock.connect(contender.url).close()  # the schema, made once
@@ -1373,14 +1177,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "3" in settings.only:
             results.updates = measure_updates(pg_url, settings)
         if "4" in settings.only:
-            print("tooz key collision check ...", file=sys.stderr)
+            say("tooz key collision check ...")
             results.collision = check_collision(pg_url, versions)
     found = targets(
         results.uncontended, results.contended, results.collision, mysql_url is not None
     )
     made = tables(results, settings, found)
     render(results, made)
-    path = write_results(results, settings, versions, found, made, time.monotonic() - started)
+    path = write_json(results, settings, versions, found, made, time.monotonic() - started)
     print(f"results: {path} ({time.monotonic() - started:.0f} s)")
     unsafe = any(
         c.fencelock_row and (c.errors or c.overlaps or c.marker_overlaps or c.token_inversions)

@@ -17,37 +17,43 @@ nothing: a peer library missing from the venv is reported and skipped.
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import importlib.metadata
-import inspect
-import json
+import fcntl
 import os
-import platform
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness import (
-    ACQUIRE_TIMEOUT,
-    RESULTS_DIR,
-    Locker,
-    Summary,
-    WorkerReport,
-    clean_json,
+from harness.cli import RunSettings, add_contended, contended_ok, parser
+from harness.lockers import FencelockLocker, PeerLocker, acquire_release, fencelock_cycle
+from harness.peers import peer_versions, say
+from harness.results import environment, write_results
+from harness.rounds import RateResult, SyncCycle, SyncRunner, interleave
+from harness.servers import terminated_by_sigterm
+from harness.stats import Summary, summarise
+from harness.tables import (
+    FAIRNESS,
+    HANDOFF_COUNT,
+    HANDOFFS,
+    LOCK,
+    SAFETY,
+    SECTIONS_PER_SECOND,
+    SELF_REACQUIRE,
+    WAKES,
+    Column,
+    console,
     fmt_ms,
     fmt_number,
-    new_table,
-    run_contended,
-    run_for,
-    summarise,
+    fmt_ratio,
+    fmt_rounds,
+    print_errors,
+    rows_table,
+    waits,
 )
-from rich.console import Console
+from harness.workers import ACQUIRE_TIMEOUT, Locker, WorkerReport, run_contended
 from rich.table import Table
 
 import fencelock
@@ -56,58 +62,31 @@ from fencelock import clock
 LOCK_NAME = "bench/one"
 TTL = 30.0
 BATCH = 50  # uncontended cycles between two clock reads
-MAX_UNCONTENDED_CYCLES = 5_000_000
-INSTALL_HINT = ".venv/bin/pip install -e '.[bench]'"
-
-Cycle = Callable[[], None]
-Closer = Callable[[], None]
+PEERS = {"filelock": "filelock", "fcntl": "fcntl"}
 
 
 # --------------------------------------------------------------------------- settings
 
 
 @dataclass(frozen=True)
-class Settings:
-    rounds: int
-    round_seconds: float
-    workers: int
-    contended_seconds: float
-    hold: float
+class Settings(RunSettings):
+    """The rounds and the contended run."""
 
     @classmethod
     def from_args(cls, argv: Sequence[str] | None) -> Settings:
-        parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-        parser.add_argument("--quick", action="store_true", help="short smoke run (~15 s)")
-        parser.add_argument("--workers", type=int, default=8, help="contending processes")
-        parser.add_argument("--seconds", type=float, default=6.0, help="contended run length")
-        parser.add_argument("--hold-ms", type=float, default=1.0, help="critical section length")
-        args = parser.parse_args(argv)
-        if args.workers < 2 or args.seconds <= 0 or args.hold_ms < 0:
-            parser.error("need --workers >= 2, --seconds > 0 and --hold-ms >= 0")
+        made = parser(__doc__, "short smoke run (~15 s)")
+        add_contended(made, seconds=6.0)
+        args = made.parse_args(argv)
+        contended_ok(made, args)
         if args.quick:
             return cls(1, 0.4, args.workers, 1.5, args.hold_ms / 1000)
         return cls(3, 0.8, args.workers, args.seconds, args.hold_ms / 1000)
 
 
-def peer_version(module: str) -> str | None:
-    """The installed version of a peer library, or None (after saying so) if missing."""
-    try:
-        importlib.import_module(module)
-    except ImportError:
-        print(
-            f"note: {module!r} is not installed in this venv, so its rows are skipped "
-            f"(install the bench extra: {INSTALL_HINT})",
-            file=sys.stderr,
-        )
-        return None
-    try:
-        return importlib.metadata.version(module)
-    except importlib.metadata.PackageNotFoundError:
-        return "stdlib"
-
-
 def filelock_default_poll_interval() -> float:
     """filelock's own default, read from its signature rather than assumed."""
+    import inspect
+
     from filelock import FileLock
 
     default = inspect.signature(FileLock.__init__).parameters["poll_interval"].default
@@ -122,33 +101,12 @@ def sqlite_url(path: Path) -> str:
 # --------------------------------------------------------------------------- uncontended
 
 
-@dataclass
-class RateResult:
-    key: str
-    label: str
-    rates: list[float] = field(default_factory=list)
-    cycles: int = 0
-
-    @property
-    def rate(self) -> float:
-        return statistics.median(self.rates)
-
-    @property
-    def micros(self) -> float:
-        return 1e6 / self.rate
-
-
-def open_fencelock(tmp: Path) -> tuple[Cycle, Closer]:
+def open_fencelock(tmp: Path) -> SyncRunner:
     client = fencelock.connect(sqlite_url(tmp / "uncontended-fencelock.db"))
-    lock = client.lock(LOCK_NAME, ttl=TTL, renew=True)
-
-    def cycle() -> None:
-        lock.acquire(timeout=ACQUIRE_TIMEOUT).release()
-
-    return cycle, client.close
+    return SyncRunner(fencelock_cycle(client.lock(LOCK_NAME, ttl=TTL, renew=True)), client.close)
 
 
-def open_raw_sqlite(tmp: Path) -> tuple[Cycle, Closer]:
+def open_raw_sqlite(tmp: Path) -> SyncRunner:
     """The least a lease needs: one UPSERT that issues the token, one UPDATE that frees it."""
     conn = sqlite3.connect(tmp / "uncontended-raw.db", timeout=10.0, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
@@ -172,128 +130,75 @@ def open_raw_sqlite(tmp: Path) -> tuple[Cycle, Closer]:
             raise RuntimeError("raw sqlite loop found its own lease still held")
         conn.execute(free, params)
 
-    return cycle, conn.close
+    return SyncRunner(cycle, conn.close)
 
 
-def open_filelock(tmp: Path) -> tuple[Cycle, Closer]:
+def open_filelock(tmp: Path) -> SyncRunner:
     from filelock import FileLock
 
-    lock = FileLock(str(tmp / "uncontended-filelock.lock"))
-
-    def cycle() -> None:
-        lock.acquire()
-        lock.release()
-
-    return cycle, lambda: None
+    return SyncRunner(acquire_release(FileLock(str(tmp / "uncontended-filelock.lock"))))
 
 
-def open_flock(tmp: Path) -> tuple[Cycle, Closer]:
-    import fcntl
-
+def open_flock(tmp: Path) -> SyncRunner:
     fd = os.open(tmp / "uncontended-flock.lock", os.O_RDWR | os.O_CREAT, 0o600)
-
-    def cycle() -> None:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-
-    return cycle, lambda: os.close(fd)
+    return SyncRunner(FlockLocker.cycle(fd), lambda: os.close(fd))
 
 
 def measure_uncontended(
     tmp: Path, settings: Settings, versions: dict[str, str | None]
 ) -> list[RateResult]:
     """Interleaved rounds (each contender once per round); the median round counts."""
-    openers: list[tuple[str, str, Callable[[Path], tuple[Cycle, Closer]]]] = [
+    rows = [
         ("fencelock", "fencelock (sqlite, ttl=30, renew)", open_fencelock),
         ("raw-sqlite", "raw sqlite3 UPSERT + UPDATE", open_raw_sqlite),
         ("filelock", "filelock.FileLock", open_filelock),
         ("flock", "raw fcntl.flock (fd kept open)", open_flock),
     ]
     needs = {"filelock": "filelock", "flock": "fcntl"}
-    opened: list[tuple[RateResult, Cycle, Closer]] = []
-    try:
-        for key, label, opener in openers:
-            if key in needs and versions.get(needs[key]) is None:
-                continue
-            cycle, closer = opener(tmp)
-            opened.append((RateResult(key, label), cycle, closer))
-            run_for(
-                cycle, 0.1, BATCH, MAX_UNCONTENDED_CYCLES
-            )  # warm up: files, pages, the renewer thread
-        for _ in range(settings.rounds):
-            for result, cycle, _closer in opened:
-                cycles, elapsed = run_for(
-                    cycle, settings.round_seconds, BATCH, MAX_UNCONTENDED_CYCLES
-                )
-                result.rates.append(cycles / elapsed)
-                result.cycles += cycles
-    finally:
-        for _result, _cycle, closer in opened:
-            closer()
-    return [result for result, _cycle, _closer in opened]
+    sides = [
+        (RateResult(key, label), lambda opener=opener: opener(tmp))
+        for key, label, opener in rows
+        if key not in needs or versions.get(needs[key]) is not None
+    ]
+    return interleave(sides, settings.rounds, settings.round_seconds, warmup=0.1, batch=BATCH)
 
 
 # --------------------------------------------------------------------------- contended
 
 
-class FencelockLocker:
-    def __init__(self, path: Path, fair: bool) -> None:
-        self._client = fencelock.connect(sqlite_url(path))
-        fair_option = {"fair": True} if fair else {}  # the keyword is refused where unsupported
-        self._lock = self._client.lock(LOCK_NAME, ttl=TTL, renew=True, **fair_option)
-        self._lease: fencelock.Lease | None = None
+def filelock_locker(path: Path, poll_interval: float | None) -> Locker:
+    from filelock import FileLock
 
-    def acquire(self) -> int:
-        self._lease = self._lock.acquire(timeout=ACQUIRE_TIMEOUT)
-        return self._lease.token
-
-    def release(self) -> None:
-        if self._lease is not None:
-            self._lease.release()
-            self._lease = None
-
-    def close(self) -> None:
-        self.release()
-        self._client.close()
-
-
-class FileLockLocker:
-    def __init__(self, path: Path, poll_interval: float | None) -> None:
-        from filelock import FileLock
-
-        self._lock = (
-            FileLock(str(path))
-            if poll_interval is None
-            else FileLock(str(path), poll_interval=poll_interval)
-        )
-
-    def acquire(self) -> int:
-        self._lock.acquire(timeout=ACQUIRE_TIMEOUT)
-        return -1
-
-    def release(self) -> None:
-        if self._lock.is_locked:
-            self._lock.release()
-
-    def close(self) -> None:
-        self.release()
+    lock = (
+        FileLock(str(path))
+        if poll_interval is None
+        else FileLock(str(path), poll_interval=poll_interval)
+    )
+    return PeerLocker(lock, lambda: None, "filelock", timeout=ACQUIRE_TIMEOUT)
 
 
 class FlockLocker:
     """Blocking ``flock``: the kernel wakes a waiter on unlock; no polling at all."""
 
     def __init__(self, path: Path) -> None:
-        import fcntl
-
-        self._fcntl = fcntl
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
 
+    @staticmethod
+    def cycle(fd: int) -> SyncCycle:
+        """One ``LOCK_EX`` + ``LOCK_UN`` on ``fd``."""
+
+        def cycle() -> None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+        return cycle
+
     def acquire(self) -> int:
-        self._fcntl.flock(self._fd, self._fcntl.LOCK_EX)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
         return -1
 
     def release(self) -> None:
-        self._fcntl.flock(self._fd, self._fcntl.LOCK_UN)
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
         os.close(self._fd)
@@ -313,13 +218,12 @@ class Contender:
 
     def locker(self) -> Locker:
         if self.fencelock:
-            return FencelockLocker(self.path, fair=self.key == "fencelock-fair")
+            fair = self.key == "fencelock-fair"  # the keyword is refused where unsupported
+            url = sqlite_url(self.path)
+            return FencelockLocker(url, LOCK_NAME, ttl=TTL, renew=True, fair=fair)
         if self.key.startswith("filelock"):
-            return FileLockLocker(self.path, self.poll_interval)
+            return filelock_locker(self.path, self.poll_interval)
         return FlockLocker(self.path)
-
-
-# --------------------------------------------------------------------------- analysis
 
 
 @dataclass
@@ -388,53 +292,35 @@ def contenders(tmp: Path, versions: dict[str, str | None]) -> list[Contender]:
 
 def uncontended_table(results: list[RateResult], settings: Settings) -> Table:
     ours = next((r for r in results if r.key == "fencelock"), None)
-    table = new_table(
+    columns: list[Column] = [
+        ("lock", lambda r: r.label),
+        ("cycles/s", lambda r: f"{r.rate:,.0f}"),
+        ("µs/cycle", lambda r: f"{r.micros:.1f}"),
+        ("each round (cycles/s)", lambda r: fmt_rounds(r.rates)),
+        ("fencelock ÷ this", lambda r: fmt_ratio(ours.rate / r.rate) if ours else "-"),
+    ]
+    title = (
         f"1. Uncontended acquire+release, one process, one name "
-        f"(median of {settings.rounds} rounds x {settings.round_seconds:g} s)",
-        ("lock", "cycles/s", "µs/cycle", "each round (cycles/s)", "fencelock ÷ this"),
+        f"(median of {settings.rounds} rounds x {settings.round_seconds:g} s)"
     )
-    for r in results:
-        ratio = f"{ours.rate / r.rate:.2f}x" if ours else "-"
-        rounds = " ".join(f"{x:,.0f}" for x in r.rates)
-        table.add_row(r.label, f"{r.rate:,.0f}", f"{r.micros:.1f}", rounds, ratio)
-    return table
+    return rows_table(title, results, columns)
 
 
 def handoff_table(results: list[ContendedResult], settings: Settings) -> Table:
-    table = new_table(
+    title = (
         f"2. Contended: {settings.workers} processes, one name, hold "
         f"{settings.hold * 1000:g} ms, {settings.contended_seconds:g} s each; "
-        "handoff = next acquire return - release call start (ms)",
-        ("lock", "waiter wakes by", "CS/s", "handoff p50", "p99", "max",
-         "to other worker p50", "p99", "max", "handoffs (to other)"),
-        left=2,
-    )  # fmt: skip
-    for c in results:
-        h, x = c.handoff_ms, c.cross_handoff_ms
-        table.add_row(
-            c.label, c.wait, f"{c.sections_per_second:,.0f}",
-            fmt_ms(h["p50"]), fmt_ms(h["p99"]), fmt_ms(h["max"]),
-            fmt_ms(x["p50"]), fmt_ms(x["p99"]), fmt_ms(x["max"]), f"{h['n']:,} ({x['n']:,})",
-        )  # fmt: skip
-    return table
+        "handoff = next acquire return - release call start (ms)"
+    )
+    columns = [LOCK, WAKES, SECTIONS_PER_SECOND, *HANDOFFS, HANDOFF_COUNT]
+    return rows_table(title, results, columns, left=2)
 
 
 def fairness_table(results: list[ContendedResult]) -> Table:
-    table = new_table(
-        "3. Contended: fairness, acquire() wait (ms), CPU and safety checks",
-        ("lock", "sections per worker", "Jain", "spread", "self re-acq", "wait p99",
-         "wait max", "CPU cores", "overlaps", "token inv.", "errors"),
-        left=2,
-    )  # fmt: skip
-    for c in results:
-        table.add_row(
-            c.label, " ".join(str(n) for n in c.per_worker), fmt_number(c.jain_index, "{:.2f}"),
-            fmt_number(c.spread, "±{:.0%}"), fmt_number(c.self_reacquire_fraction, "{:.0%}"),
-            fmt_ms(c.acquire_wait_ms["p99"]), fmt_ms(c.acquire_wait_ms["max"]),
-            f"{c.cpu_cores:.2f}", str(c.overlaps),
-            str(c.token_inversions) if c.key.startswith("fencelock") else "n/a", str(c.errors),
-        )  # fmt: skip
-    return table
+    title = "3. Contended: fairness, acquire() wait (ms), CPU and safety checks"
+    cpu: Column = ("CPU cores", lambda c: f"{c.cpu_cores:.2f}")
+    columns = [LOCK, *FAIRNESS, SELF_REACQUIRE, *waits("wait max"), cpu, *SAFETY]
+    return rows_table(title, results, columns, left=2)
 
 
 def beside_flock_table(results: list[ContendedResult]) -> Table | None:
@@ -443,36 +329,30 @@ def beside_flock_table(results: list[ContendedResult]) -> Table | None:
     flock = next((c for c in results if c.key == "flock"), None)
     if flock is None:
         return None
-    table = new_table(
-        "4. Contended, beside fcntl.flock in this run (÷ flock: this row's figure / flock's)",
-        ("lock", "CS/s", "÷ flock", "worst wait (ms)", "÷ flock", "spread", "flock's spread"),
-    )
-    for c in results:
-        worst, flock_worst = c.acquire_wait_ms["max"], flock.acquire_wait_ms["max"]
-        table.add_row(
-            c.label, f"{c.sections_per_second:,.0f}",
-            f"{c.sections_per_second / flock.sections_per_second:.2f}x", fmt_ms(worst),
-            f"{worst / flock_worst:.1f}x", fmt_number(c.spread, "±{:.0%}"),
-            fmt_number(flock.spread, "±{:.0%}"),
-        )  # fmt: skip
-    return table
+    worst = flock.acquire_wait_ms["max"]
+    columns: list[Column] = [
+        LOCK,
+        SECTIONS_PER_SECOND,
+        ("÷ flock", lambda c: f"{c.sections_per_second / flock.sections_per_second:.2f}x"),
+        ("worst wait (ms)", lambda c: fmt_ms(c.acquire_wait_ms["max"])),
+        ("÷ flock", lambda c: f"{c.acquire_wait_ms['max'] / worst:.1f}x"),
+        ("spread", lambda c: fmt_number(c.spread, "±{:.0%}")),
+        ("flock's spread", lambda c: fmt_number(flock.spread, "±{:.0%}")),
+    ]
+    title = "4. Contended, beside fcntl.flock in this run (÷ flock: this row's figure / flock's)"
+    return rows_table(title, results, columns)
 
 
-def render(
+def tables(
     uncontended: list[RateResult], contended: list[ContendedResult], settings: Settings
-) -> None:
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    console.print(uncontended_table(uncontended, settings))
+) -> list[Table]:
+    made = [uncontended_table(uncontended, settings)]
     if contended:
-        console.print(handoff_table(contended, settings))
-        console.print(fairness_table(contended))
+        made += [handoff_table(contended, settings), fairness_table(contended)]
         beside = beside_flock_table(contended)
         if beside is not None:
-            console.print(beside)
-    for c in contended:
-        if c.first_error:
-            last_line = c.first_error.strip().splitlines()[-1]
-            console.print(f"[red]{c.label}: {c.errors} errors; first: {last_line}[/red]")
+            made.append(beside)
+    return made
 
 
 def write_json(
@@ -482,25 +362,13 @@ def write_json(
     versions: dict[str, str | None],
     tmp: Path,
 ) -> Path:
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = RESULTS_DIR / f"sqlite-{stamp}.json"
     ours = next((r for r in uncontended if r.key == "fencelock"), None)
     document = {
         "benchmark": "sqlite_bench",
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "settings": asdict(settings),
-        "environment": {
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "sqlite": sqlite3.sqlite_version,
-            "fencelock": fencelock.__version__,
-            "fencelock_source": str(Path(fencelock.__file__).parent),
-            "load_average": os.getloadavg(),
-            "peers": versions,
-            "temp_dir": str(tmp),
-        },
+        "environment": environment(
+            sqlite=sqlite3.sqlite_version, peers=versions, temp_dir=str(tmp)
+        ),
         "uncontended": [
             {
                 "key": r.key,
@@ -515,8 +383,7 @@ def write_json(
         ],
         "contended": [asdict(c) for c in contended],
     }
-    path.write_text(json.dumps(clean_json(document), indent=2, allow_nan=False) + "\n")
-    return path
+    return write_results("sqlite", document)
 
 
 # --------------------------------------------------------------------------- main
@@ -524,21 +391,17 @@ def write_json(
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = Settings.from_args(argv)
-    versions = {"filelock": peer_version("filelock"), "fcntl": peer_version("fcntl")}
+    versions = peer_versions(PEERS)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="fencelock-bench-") as name:
+    with terminated_by_sigterm(), tempfile.TemporaryDirectory(prefix="fencelock-bench-") as name:
         tmp = Path(name)
-        print(
-            f"uncontended: {settings.rounds} rounds x {settings.round_seconds:g} s per lock ...",
-            file=sys.stderr,
-        )
+        say(f"uncontended: {settings.rounds} rounds x {settings.round_seconds:g} s per lock ...")
         uncontended = measure_uncontended(tmp, settings, versions)
         contended = []
         for contender in contenders(tmp, versions):
-            print(
+            say(
                 f"contended: {contender.label}, {settings.workers} processes, "
-                f"{settings.contended_seconds:g} s ...",
-                file=sys.stderr,
+                f"{settings.contended_seconds:g} s ..."
             )
             if contender.fencelock:
                 fencelock.connect(sqlite_url(contender.path)).close()  # create the schema once
@@ -546,7 +409,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 contender, settings.workers, settings.hold, settings.contended_seconds
             )
             contended.append(analyse(contender, reports, settings))
-        render(uncontended, contended, settings)
+        out = console(160)
+        for table in tables(uncontended, contended, settings):
+            out.print(table)
+        print_errors(out, [(c.label, c.errors, c.first_error) for c in contended])
         path = write_json(uncontended, contended, settings, versions, tmp)
     print(f"results: {path} ({time.monotonic() - started:.0f} s)")
     failed = any(c.errors or c.overlaps or c.token_inversions for c in contended)

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import importlib
-import importlib.metadata
 import inspect
 import logging
-import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from harness.cli import RunSettings, add_contended, parser, scenarios
+from harness.peers import peer_versions as installed_versions
+from harness.peers import version
 
 import fencelock
 
@@ -24,13 +22,9 @@ GRACE = 2.0  # a Redlock row still inside a call this long after its end is kill
 CLOSE_GRACE = 2.0  # how long a finished Redlock row may take to close its client
 PROGRESS_EVERY = 0.25  # Redlock rows report progress this often (survives a kill)
 BATCH = 20  # uncontended cycles between two clock reads
-MAX_UNCONTENDED_CYCLES = 2_000_000
 MAX_REDLOCK_CALLS = 500_000
 NODES = 5
-NOISY_ROUNDS = 1.25  # rounds of one row further apart than this (max / min) get a warning
 HUNG, KILLED = 3, 4  # which Redlock nodes scenario 4 stops and kills
-INSTALL_HINT = ".venv/bin/pip install -e '.[bench]'"
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # the usual compare-and-delete (redis-py's own Lock releases with the same script)
 CAD_LUA = (
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
@@ -50,73 +44,38 @@ AsyncCycle = Callable[[], Awaitable[int]]
 AsyncClose = Callable[[], Awaitable[Any]]
 
 
-class NotAcquired(Exception):
-    """A peer's acquire call returned False instead of raising."""
-
-
 @dataclass(frozen=True)
-class Settings:
-    rounds: int
-    round_seconds: float
-    workers: int
-    contended_seconds: float
-    hold: float
+class Settings(RunSettings):
     redlock_rounds: int  # scenario 3: interleaved rounds of redlock_seconds / redlock_rounds
     redlock_seconds: float  # timed seconds per Redlock row (scenario 4: one round)
     scenarios: tuple[int, ...]
 
     @classmethod
     def from_args(cls, argv: Sequence[str] | None) -> Settings:
-        parser = argparse.ArgumentParser(
-            description="fencelock's Redis backends side by side with peer Redis locks."
-        )
-        parser.add_argument("--quick", action="store_true", help="short smoke run (~50 s)")
-        parser.add_argument("--workers", type=int, default=8, help="contending processes")
-        parser.add_argument("--seconds", type=float, default=5.0, help="contended run length")
-        parser.add_argument("--hold-ms", type=float, default=1.0, help="critical section length")
-        parser.add_argument(
+        made = parser("fencelock's Redis backends side by side with peer Redis locks.",
+                      "short smoke run (~50 s)")  # fmt: skip
+        add_contended(made, seconds=5.0)
+        made.add_argument(
             "--redlock-seconds", type=float, default=3.0, help="run length of a Redlock row"
         )
-        parser.add_argument(
+        made.add_argument(
             "--only", default="1,2,3,4,5", help="scenarios to run, e.g. --only 3,4 (default all)"
         )
-        args = parser.parse_args(argv)
-        try:
-            scenarios = tuple(sorted({int(s) for s in args.only.split(",") if s.strip()}))
-        except ValueError:
-            parser.error("--only takes scenario numbers 1-5, e.g. --only 1,3")
-        if not scenarios or not set(scenarios) <= {1, 2, 3, 4, 5}:
-            parser.error("--only takes scenario numbers 1-5, e.g. --only 1,3")
+        args = made.parse_args(argv)
+        only = scenarios(made, args.only, 5)
         if args.workers < 2 or args.seconds <= 0 or args.hold_ms < 0 or args.redlock_seconds <= 0:
-            parser.error(
-                "need --workers >= 2, --seconds > 0, --hold-ms >= 0, --redlock-seconds > 0"
-            )
+            made.error("need --workers >= 2, --seconds > 0, --hold-ms >= 0, --redlock-seconds > 0")
         hold = args.hold_ms / 1000
         if args.quick:
-            return cls(1, 0.4, args.workers, 1.5, hold, 1, 1.0, scenarios)
-        return cls(5, 0.6, args.workers, args.seconds, hold, 3, args.redlock_seconds, scenarios)
+            return cls(1, 0.4, args.workers, 1.5, hold, 1, 1.0, only)
+        return cls(5, 0.6, args.workers, args.seconds, hold, 3, args.redlock_seconds, only)
 
 
 def peer_versions() -> dict[str, str | None]:
     """Each peer's installed version, or None (after saying why) if it cannot be imported."""
-    found: dict[str, str | None] = {}
-    for dist, module in PEERS.items():
-        try:
-            importlib.import_module(module)
-        except Exception as exc:  # an import can fail in other ways than ImportError
-            print(
-                f"note: {dist} ({module!r}) cannot be imported, so its rows are skipped: "
-                f"{type(exc).__name__}: {exc} (install the bench extra: {INSTALL_HINT})",
-                file=sys.stderr,
-            )
-            found[dist] = None
-            continue
-        try:
-            found[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            found[dist] = "unknown"
-    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-        found["hiredis"] = importlib.metadata.version("hiredis")  # redis-py parses with it
+    found = installed_versions(PEERS)
+    if (hiredis := version("hiredis")) is not None:
+        found["hiredis"] = hiredis  # redis-py parses with it
     return found
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import math
 import sys
 import time
@@ -11,29 +10,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-import redis.asyncio
-from harness import (
-    ACQUIRE_TIMEOUT,
-    Locker,
-    Summary,
-    WorkerReport,
-    run_contended,
-    summarise,
-)
+from harness.lockers import FencelockLocker, PeerLocker
+from harness.servers import process_cpu_seconds
+from harness.stats import Summary, summarise
+from harness.workers import ACQUIRE_TIMEOUT, Locker, WorkerReport, run_contended
 
-import fencelock
 from fencelock import clock
 from redisbench.common import (
     TTL,
     Address,
-    NotAcquired,
     Settings,
     fair_supported,
     quiet_peer_logs,
     redis_py_default_sleep,
     redis_url,
 )
-from redisbench.fleet import Fleet, process_cpu_seconds, redis_requests
+from redisbench.fleet import Fleet, redis_requests
 
 
 @dataclass(frozen=True)
@@ -48,81 +40,18 @@ class ContendedSpec:
 
     def locker(self) -> Locker:
         quiet_peer_logs()  # runs in the worker process
+        host, port = self.address
         if self.kind == "fencelock":
-            return FencelockLocker(self)
-        if self.kind == "redis-py":
-            return RedisPyLocker(self)
-        return PythonRedisLockLocker(self)
-
-
-class FencelockLocker:
-    def __init__(self, spec: ContendedSpec) -> None:
-        self._client = fencelock.connect(redis_url(spec.address))
-        extra: dict[str, Any] = {"fair": True} if spec.fair else {}
-        self._lock = self._client.lock(spec.name, ttl=TTL, renew=True, **extra)
-        self._lease: fencelock.Lease | None = None
-
-    def acquire(self) -> int:
-        self._lease = self._lock.acquire(timeout=ACQUIRE_TIMEOUT)
-        return self._lease.token
-
-    def release(self) -> None:
-        if self._lease is not None:
-            lease, self._lease = self._lease, None
-            lease.release()
-
-    def close(self) -> None:
-        self.release()
-        self._client.close()
-
-
-class RedisPyLocker:
-    """redis-py's Lock with its default polling interval."""
-
-    def __init__(self, spec: ContendedSpec) -> None:
-        self._client = redis.Redis(host=spec.address[0], port=spec.address[1])
-        self._lock = self._client.lock(spec.name, timeout=TTL, blocking_timeout=ACQUIRE_TIMEOUT)
-        self._held = False
-
-    def acquire(self) -> int:
-        if not self._lock.acquire():
-            raise NotAcquired(f"redis-py Lock not acquired within {ACQUIRE_TIMEOUT:g} s")
-        self._held = True
-        return -1
-
-    def release(self) -> None:
-        if self._held:
-            self._held = False
-            self._lock.release()
-
-    def close(self) -> None:
-        self.release()
-        self._client.close()
-
-
-class PythonRedisLockLocker:
-    """python-redis-lock: waiters block in BLPOP on a signal list that release pushes to."""
-
-    def __init__(self, spec: ContendedSpec) -> None:
+            url = redis_url(self.address)
+            return FencelockLocker(url, self.name, ttl=TTL, renew=True, fair=self.fair)
+        client = redis.Redis(host=host, port=port)
+        if self.kind == "redis-py":  # its default polling interval
+            lock = client.lock(self.name, timeout=TTL, blocking_timeout=ACQUIRE_TIMEOUT)
+            return PeerLocker(lock, client.close, "redis-py Lock")
+        # python-redis-lock: waiters block in BLPOP on a signal list that release pushes to
         redis_lock: Any = importlib.import_module("redis_lock")
-        self._client = redis.Redis(host=spec.address[0], port=spec.address[1])
-        self._lock = redis_lock.Lock(self._client, spec.name, expire=int(TTL))
-        self._held = False
-
-    def acquire(self) -> int:
-        if not self._lock.acquire(timeout=int(ACQUIRE_TIMEOUT)):
-            raise NotAcquired(f"python-redis-lock not acquired within {ACQUIRE_TIMEOUT:g} s")
-        self._held = True
-        return -1
-
-    def release(self) -> None:
-        if self._held:
-            self._held = False
-            self._lock.release()
-
-    def close(self) -> None:
-        self.release()
-        self._client.close()
+        lock = redis_lock.Lock(client, self.name, expire=int(TTL))
+        return PeerLocker(lock, client.close, "python-redis-lock", timeout=int(ACQUIRE_TIMEOUT))
 
 
 @dataclass

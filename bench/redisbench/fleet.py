@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import math
 import os
-from pathlib import Path
 from typing import Any
 
 import redis
@@ -19,12 +17,12 @@ class Fleet:
     """The redis-servers of this run: one for ``redis://`` and five Redlock nodes.
 
     They come from :mod:`fencelock.testing` (free loopback ports, no persistence, a
-    directory and a log each under ``workdir``). :meth:`fault` stops one node
-    (SIGSTOP) and kills another; :meth:`heal` restarts both, empty, on their ports.
+    directory and a log each, in ``pool``, which stops them). :meth:`fault` stops one
+    node (SIGSTOP) and kills another; :meth:`heal` restarts both, empty, on their ports.
     """
 
-    def __init__(self, workdir: Path) -> None:
-        self.pool = ServerPool.under(workdir)
+    def __init__(self, pool: ServerPool) -> None:
+        self.pool = pool
         self.single: RedisServer | None = None
         self.nodes: list[RedisServer] = []
 
@@ -38,6 +36,11 @@ class Fleet:
         return ("127.0.0.1", self.single.port)
 
     @property
+    def single_pid(self) -> int:
+        assert self.single is not None and self.single.pid is not None
+        return self.single.pid
+
+    @property
     def node_addresses(self) -> list[Address]:
         return [("127.0.0.1", node.port) for node in self.nodes]
 
@@ -49,18 +52,6 @@ class Fleet:
         for i in (HUNG, KILLED):
             self.nodes[i].stop()
             self.nodes[i].start()
-
-    def stop(self) -> None:
-        self.pool.stop_all()
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process (Linux ``/proc``); nan elsewhere."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return math.nan
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def redis_requests(address: Address) -> int:

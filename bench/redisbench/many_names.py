@@ -9,9 +9,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from harness import (
-    summary_ms,
-)
+from harness.stats import summary_ms
 
 import fencelock
 from fencelock import clock

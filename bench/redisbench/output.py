@@ -2,37 +2,38 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
-import math
-import os
-import platform
-import sys
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness import (
-    RESULTS_DIR,
-    clean_json,
+from harness.results import command, environment, noise_warnings, write_results
+from harness.rounds import RateResult
+from harness.stats import ratio
+from harness.tables import (
+    FAIRNESS,
+    HANDOFF_COUNT,
+    HANDOFFS,
+    LOCK,
+    SECTIONS_PER_SECOND,
+    SELF_REACQUIRE,
+    TOKENS_AND_ERRORS,
+    WAKES,
+    Column,
+    Target,
+    console,
     fmt_ms,
     fmt_number,
+    fmt_rate,
+    fmt_ratio,
+    fmt_rounds,
     new_table,
+    print_errors,
+    rows_table,
+    targets_table,
+    waits,
 )
-from rich.console import Console
 from rich.table import Table
 
-import fencelock
-from redisbench.common import (
-    GRACE,
-    HUNG,
-    KILLED,
-    NODES,
-    NOISY_ROUNDS,
-    REPO_ROOT,
-    Settings,
-    fair_supported,
-)
+from redisbench.common import GRACE, HUNG, KILLED, NODES, Settings, fair_supported
 from redisbench.contended import ContendedResult
 from redisbench.many_names import (
     MANY_HOLD,
@@ -44,12 +45,7 @@ from redisbench.many_names import (
     ManyNamesResult,
 )
 from redisbench.redlock import RedlockResult
-from redisbench.targets import Target, fmt_ratio, ratio
-from redisbench.uncontended import RateResult, same_api_fencelock
-
-
-def fmt_rate(value: float) -> str:
-    return "-" if math.isnan(value) else f"{value:,.0f}"
+from redisbench.uncontended import same_api_fencelock
 
 
 def fmt_count_change(before: int | None, after: int | None) -> str:
@@ -59,62 +55,58 @@ def fmt_count_change(before: int | None, after: int | None) -> str:
 
 
 def uncontended_table(results: list[RateResult], settings: Settings) -> Table:
-    table = new_table(
+    def versus(r: RateResult) -> str:
+        ours = same_api_fencelock(results, r.group)
+        return fmt_ratio(ratio(ours.rate if ours else None, r.rate))
+
+    columns: list[Column] = [
+        ("lock", lambda r: r.label),
+        ("API", lambda r: r.group),
+        ("cycles/s", lambda r: fmt_rate(r.rate)),
+        ("µs/cycle", lambda r: fmt_number(r.micros, "{:.1f}")),
+        ("each round (cycles/s)", lambda r: fmt_rounds(r.rates)),
+        ("fencelock (same API) ÷ this", versus),
+    ]
+    title = (
         f"1. Uncontended acquire+release on one Redis, one process, one name "
-        f"(median of {settings.rounds} interleaved rounds x {settings.round_seconds:g} s)",
-        ("lock", "API", "cycles/s", "µs/cycle", "each round (cycles/s)",
-         "fencelock (same API) ÷ this"),
-        left=2,
-    )  # fmt: skip
-    for r in results:
-        ours = same_api_fencelock(results, r.api)
-        table.add_row(
-            r.label, r.api, fmt_rate(r.rate), fmt_number(r.micros, "{:.1f}"),
-            " ".join(f"{x:,.0f}" for x in r.rates), fmt_ratio(ratio(ours.rate if ours else None,
-                                                                   r.rate)),
-        )  # fmt: skip
-    return table
+        f"(median of {settings.rounds} interleaved rounds x {settings.round_seconds:g} s)"
+    )
+    return rows_table(title, results, columns, left=2)
 
 
 def handoff_table(results: list[ContendedResult], settings: Settings) -> Table:
-    table = new_table(
+    ours = next((c for c in results if c.key == "fencelock"), None)
+    versus: Column = (
+        "fencelock ÷ this",
+        lambda c: fmt_ratio(
+            ratio(ours.sections_per_second if ours else None, c.sections_per_second)
+        ),
+    )
+    title = (
         f"2a. Contended: {settings.workers} processes, one name on one Redis, hold "
         f"{settings.hold * 1000:g} ms, {settings.contended_seconds:g} s each; "
-        "handoff = next acquire return - release call start (ms)",
-        ("lock", "waiter wakes by", "CS/s", "fencelock ÷ this", "handoff p50", "p99", "max",
-         "to other worker p50", "p99", "max", "handoffs (to other)"),
-        left=2,
-    )  # fmt: skip
-    ours = next((c for c in results if c.key == "fencelock"), None)
-    for c in results:
-        h, x = c.handoff_ms, c.cross_handoff_ms
-        table.add_row(
-            c.label, c.wait, f"{c.sections_per_second:,.0f}",
-            fmt_ratio(ratio(ours.sections_per_second if ours else None, c.sections_per_second)),
-            fmt_ms(h["p50"]), fmt_ms(h["p99"]), fmt_ms(h["max"]),
-            fmt_ms(x["p50"]), fmt_ms(x["p99"]), fmt_ms(x["max"]), f"{h['n']:,} ({x['n']:,})",
-        )  # fmt: skip
-    return table
+        "handoff = next acquire return - release call start (ms)"
+    )
+    columns = [LOCK, WAKES, SECTIONS_PER_SECOND, versus, *HANDOFFS, HANDOFF_COUNT]
+    return rows_table(title, results, columns, left=2)
 
 
 def fairness_table(results: list[ContendedResult]) -> Table:
-    table = new_table(
-        "2b. Contended: fairness, acquire() wait (ms), CPU and safety checks",
-        ("lock", "sections per worker", "Jain", "spread", "self re-acq", "wait p99",
-         "worst wait", "CPU cores (workers / redis)", "requests per CS", "overlaps",
-         "token inv.", "errors"),
-        left=2,
-    )  # fmt: skip
-    for c in results:
-        table.add_row(
-            c.label, " ".join(str(n) for n in c.per_worker), fmt_number(c.jain_index, "{:.2f}"),
-            fmt_number(c.spread, "±{:.0%}"), fmt_number(c.self_reacquire_fraction, "{:.0%}"),
-            fmt_ms(c.acquire_wait_ms["p99"]), fmt_ms(c.acquire_wait_ms["max"]),
-            f"{c.cpu_cores:.2f} / {fmt_number(c.redis_cpu_cores, '{:.2f}')}",
-            fmt_number(c.redis_requests_per_section, "{:.1f}"), str(c.overlaps),
-            str(c.token_inversions) if c.key.startswith("fencelock") else "n/a", str(c.errors),
-        )  # fmt: skip
-    return table
+    columns: list[Column] = [
+        LOCK,
+        *FAIRNESS,
+        SELF_REACQUIRE,
+        *waits("worst wait"),
+        (
+            "CPU cores (workers / redis)",
+            lambda c: f"{c.cpu_cores:.2f} / {fmt_number(c.redis_cpu_cores, '{:.2f}')}",
+        ),
+        ("requests per CS", lambda c: fmt_number(c.redis_requests_per_section, "{:.1f}")),
+        ("overlaps", lambda c: str(c.overlaps)),
+        *TOKENS_AND_ERRORS,
+    ]
+    title = "2b. Contended: fairness, acquire() wait (ms), CPU and safety checks"
+    return rows_table(title, results, columns, left=2)
 
 
 def shorten(text: str, limit: int = 90) -> str:
@@ -182,14 +174,6 @@ def many_names_table(results: list[ManyNamesResult]) -> Table:
     return table
 
 
-def targets_table(found: list[Target]) -> Table:
-    table = new_table("Targets", ("#", "target", "goal", "measured", "met"), left=2)
-    for t in sorted(found, key=lambda t: t.scenario):
-        met = "n/a" if t.met is None else ("[green]yes[/green]" if t.met else "[red]no[/red]")
-        table.add_row(str(t.scenario), t.what, t.goal, t.measured, met)
-    return table
-
-
 @dataclass
 class Results:
     uncontended: list[RateResult] = field(default_factory=list)
@@ -201,21 +185,11 @@ class Results:
     warnings: list[str] = field(default_factory=list)
 
 
-def noise_warnings(results: Results) -> list[str]:
+def warnings(results: Results) -> list[str]:
     """Rows whose rounds disagree, and a busy host: the ratios are not to be trusted then."""
-    found = []
     rows = [(r.label, r.rates) for r in results.uncontended]
     rows += [(r.label, r.rounds_cycles_per_second) for r in results.redlock_up]
-    for label, rates in rows:
-        if len(rates) > 1 and min(rates) > 0 and max(rates) / min(rates) > NOISY_ROUNDS:
-            found.append(
-                f"{label}: rounds range {min(rates):,.0f}-{max(rates):,.0f} cycles/s "
-                f"(more than {NOISY_ROUNDS - 1:.0%} apart)"
-            )
-    busy = max((x[0] for x in (results.load_at_start, load_average()) if x), default=0.0)
-    if busy > (os.cpu_count() or 1):
-        found.append(f"load average {busy:.1f} on {os.cpu_count()} CPUs: other work was running")
-    return found
+    return noise_warnings(rows, results.load_at_start)
 
 
 def tables(results: Results, settings: Settings, found: list[Target]) -> list[Table]:
@@ -247,25 +221,20 @@ def tables(results: Results, settings: Settings, found: list[Target]) -> list[Ta
     if results.many_names:
         out.append(many_names_table(results.many_names))
     if found:
-        out.append(targets_table(found))
+        out.append(targets_table(sorted(found, key=lambda t: t.scenario)))
     return out
 
 
 def render(results: Results, made: list[Table]) -> None:
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    out = console()
     for table in made:
-        console.print(table)
-    for c in results.contended:
-        if c.first_error:
-            last_line = c.first_error.strip().splitlines()[-1]
-            console.print(f"[red]{c.label}: {c.errors} errors; first: {last_line}[/red]")
+        out.print(table)
+    print_errors(out, [(c.label, c.errors, c.first_error) for c in results.contended])
     for m in results.many_names:
         if m.first_error:
-            console.print(
-                f"[red]{m.label} {m.api}: {m.errors} errors; first: {m.first_error}[/red]"
-            )
+            out.print(f"[red]{m.label} {m.api}: {m.errors} errors; first: {m.first_error}[/red]")
     for warning in results.warnings:
-        console.print(f"[yellow]noisy: {warning}; rerun on a quiet host for stable ratios[/yellow]")
+        out.print(f"[yellow]noisy: {warning}; rerun on a quiet host for stable ratios[/yellow]")
 
 
 def write_json(
@@ -274,38 +243,30 @@ def write_json(
     versions: dict[str, str | None],
     found: list[Target],
     elapsed: float,
+    made: list[Table],
+    heading: str,
 ) -> Path:
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = RESULTS_DIR / f"redis-{stamp}.json"
     document = {
         "benchmark": "redis_bench",
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "seconds": elapsed,
         "settings": asdict(settings),
-        "environment": {
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "redis_server": redis_server_version(),
-            "fencelock": fencelock.__version__,
-            "git": git_state(),
-            "fair_keyword": fair_supported(),
-            "peers": versions,
-            "load_average_at_start": results.load_at_start,
-            "load_average_at_end": load_average(),
-        },
+        "environment": environment(
+            redis_server=command("redis-server", "--version"),
+            fair_keyword=fair_supported(),
+            peers=versions,
+            load_average_at_start=results.load_at_start,
+        ),
         "uncontended": [
             {
                 "key": r.key,
                 "label": r.label,
-                "api": r.api,
+                "api": r.group,
                 "cycles_per_second": r.rate,
                 "micros_per_cycle": r.micros,
                 "rounds_cycles_per_second": r.rates,
                 "total_cycles": r.cycles,
                 "fencelock_ratio": ratio(
-                    (same_api_fencelock(results.uncontended, r.api) or r).rate, r.rate
+                    (same_api_fencelock(results.uncontended, r.group) or r).rate, r.rate
                 ),
             }
             for r in results.uncontended
@@ -317,33 +278,4 @@ def write_json(
         "targets": [asdict(t) for t in found],
         "warnings": results.warnings,
     }
-    path.write_text(json.dumps(clean_json(document), indent=2, allow_nan=False) + "\n")
-    return path
-
-
-def load_average() -> tuple[float, float, float] | None:
-    return os.getloadavg() if hasattr(os, "getloadavg") else None
-
-
-def git_state() -> str | None:
-    """The commit measured, with "-dirty" if the work tree had changes (read-only git)."""
-    import subprocess
-
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        done = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "describe", "--always", "--dirty"],
-            capture_output=True, text=True, check=False, timeout=10,
-        )  # fmt: skip
-        return done.stdout.strip() or None
-    return None
-
-
-def redis_server_version() -> str | None:
-    import shutil
-    import subprocess
-
-    binary = shutil.which("redis-server")
-    if binary is None:
-        return None
-    done = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False)
-    return done.stdout.strip()
+    return write_results("redis", document, made, heading)

@@ -8,7 +8,6 @@ import importlib
 import importlib.metadata
 import math
 import multiprocessing as mp
-import statistics
 import sys
 import threading
 import time
@@ -21,11 +20,10 @@ from typing import Any
 
 import redis
 import redis.asyncio
-from harness import (
-    READY_TIMEOUT,
-    run_for,
-    summary_ms,
-)
+from harness.lockers import NotAcquired, afencelock_cycle, fencelock_cycle
+from harness.rounds import atimed, timed
+from harness.stats import median, summary_ms
+from harness.workers import READY_TIMEOUT
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -38,7 +36,6 @@ from redisbench.common import (
     HUNG,
     KILLED,
     MAX_REDLOCK_CALLS,
-    MAX_UNCONTENDED_CYCLES,
     NODE_TIMEOUT,
     NODES,
     PROGRESS_EVERY,
@@ -48,14 +45,12 @@ from redisbench.common import (
     Address,
     AsyncClose,
     AsyncCycle,
-    NotAcquired,
     Settings,
     SyncCycle,
     quiet_peer_logs,
     redlock_url,
 )
 from redisbench.fleet import Fleet, open_sockets
-from redisbench.uncontended import arun_for
 
 
 @dataclass(frozen=True)
@@ -105,13 +100,7 @@ def build_sync(
     if spec.kind == "fencelock":
         client = fencelock.connect(redlock_url(nodes))
         lock = client.lock(name, ttl=TTL, renew=True)
-
-        def fencelock_cycle() -> int:
-            lease = lock.acquire(timeout=REDLOCK_ACQUIRE_TIMEOUT)
-            lease.release()
-            return lease.token
-
-        return fencelock_cycle, client.close
+        return fencelock_cycle(lock, REDLOCK_ACQUIRE_TIMEOUT), client.close
     if spec.kind == "redlock-py":
         module: Any = importlib.import_module("redlock")
         extra = peer_redis_kwargs(spec.tuned)
@@ -155,13 +144,7 @@ async def build_async(
     if spec.kind == "fencelock":
         client = fencelock.aconnect(redlock_url(nodes))
         lock = client.lock(name, ttl=TTL, renew=True)
-
-        async def fencelock_cycle() -> int:
-            lease = await lock.acquire(timeout=REDLOCK_ACQUIRE_TIMEOUT)
-            await lease.release()
-            return lease.token
-
-        return fencelock_cycle, client.aclose
+        return afencelock_cycle(lock, REDLOCK_ACQUIRE_TIMEOUT), client.aclose
     if spec.kind == "aioredlock":
         module: Any = importlib.import_module("aioredlock")
         manager = module.Aioredlock([{"host": h, "port": p} for h, p in nodes])
@@ -254,6 +237,19 @@ class Probe:
             self.inversions += token <= self.last_token
             self.last_token = token
 
+    def next_call(self, end: float) -> float | None:
+        """The start of the next call, or None: the round is over (or the calls capped)."""
+        if len(self.calls) >= MAX_REDLOCK_CALLS:
+            return None
+        started = self.in_call_since = clock.now()
+        return None if started >= end else started
+
+    def call_done(self, started: float, token: int | None, error: BaseException | None) -> bool:
+        """Record a call; True when it failed at once (the caller pauses: no hot loop)."""
+        self.record(started, token, error)
+        self.in_call_since = None
+        return error is not None and clock.now() - started < 0.001
+
     def _tally(self) -> dict[str, Any]:
         end = len(self.calls)
         chunk, self._sent = self.calls[self._sent : end], end
@@ -308,25 +304,20 @@ def redlock_worker(spec: RedlockSpec, nodes: list[Address], name: str, conn: Con
 def redlock_sync_main(spec: RedlockSpec, nodes: list[Address], name: str, probe: Probe) -> None:
     cycle, close = build_sync(spec, nodes, name)
     try:
-        run_for(cycle, 0.2, BATCH, MAX_UNCONTENDED_CYCLES)  # warm up with every node up
+        timed(cycle, 0.2, BATCH)  # warm up with every node up
         probe.ready()
         while (seconds := probe.command()) is not None:
             probe.start_round()
             end = clock.now() + seconds
-            while len(probe.calls) < MAX_REDLOCK_CALLS:
-                started = probe.in_call_since = clock.now()
-                if started >= end:
-                    break
+            while (started := probe.next_call(end)) is not None:
                 token: int | None = None
                 error: BaseException | None = None
                 try:
                     token = cycle()
                 except Exception as exc:
                     error = exc
-                probe.record(started, token, error)
-                probe.in_call_since = None
-                if error is not None and clock.now() - started < 0.001:
-                    time.sleep(0.001)  # no hot loop on an instant failure
+                if probe.call_done(started, token, error):
+                    time.sleep(0.001)
             probe.in_call_since = None
             probe.end_round()
     finally:
@@ -360,24 +351,19 @@ async def redlock_async_main(
 ) -> None:
     cycle, close = await build_async(spec, nodes, name)
     try:
-        await arun_for(cycle, 0.2)  # warm up with every node up
+        await atimed(cycle, 0.2, BATCH)  # warm up with every node up
         probe.ready()
         while (seconds := await next_command(probe)) is not None:
             probe.start_round()
             end = clock.now() + seconds
-            while len(probe.calls) < MAX_REDLOCK_CALLS:
-                started = probe.in_call_since = clock.now()
-                if started >= end:
-                    break
+            while (started := probe.next_call(end)) is not None:
                 token: int | None = None
                 error: BaseException | None = None
                 try:
                     token = await cycle()
                 except Exception as exc:
                     error = exc
-                probe.record(started, token, error)
-                probe.in_call_since = None
-                if error is not None and clock.now() - started < 0.001:
+                if probe.call_done(started, token, error):
                     await asyncio.sleep(0.001)
             probe.in_call_since = None
             probe.end_round()
@@ -533,7 +519,7 @@ def redlock_result(spec: RedlockSpec, degraded: bool, state: dict[str, Any]) -> 
         degraded=degraded,
         outcome=state["outcome"],
         rounds_cycles_per_second=rates,
-        cycles_per_second=statistics.median(rates) if rates else math.nan,
+        cycles_per_second=median(rates),
         elapsed=sum(r["elapsed"] for r in rounds),
         completed=sum(1 for _, ok in calls if ok),
         failed=sum(1 for _, ok in calls if not ok),

@@ -4,43 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from harness import (
-    fmt_number,
-)
+from harness.rounds import RateResult
+from harness.stats import ratio
+from harness.tables import Target, at_least, at_most, fmt_number, fmt_ratio
 
 from redisbench.contended import ContendedResult
 from redisbench.many_names import MANY_TTL, ManyNamesResult
 from redisbench.redlock import RedlockResult
-from redisbench.uncontended import RateResult
-
-
-@dataclass
-class Target:
-    scenario: int
-    what: str
-    goal: str
-    measured: str
-    met: bool | None  # None: not measured (a row missing)
-
-
-def ratio(numerator: float | None, denominator: float | None) -> float | None:
-    if numerator is None or denominator is None or not denominator or math.isnan(denominator):
-        return None
-    return numerator / denominator
-
-
-def at_least(scenario: int, what: str, value: float | None, goal: float, unit: str) -> Target:
-    if value is None or math.isnan(value):
-        return Target(scenario, what, f">= {goal:g}{unit}", "n/a", None)
-    return Target(scenario, what, f">= {goal:g}{unit}", f"{value:.2f}{unit}", value >= goal)
-
-
-def at_most(scenario: int, what: str, value: float | None, goal: float, unit: str) -> Target:
-    if value is None or math.isnan(value):
-        return Target(scenario, what, f"<= {goal:g}{unit}", "n/a", None)
-    return Target(scenario, what, f"<= {goal:g}{unit}", f"{value:.3f}{unit}", value <= goal)
 
 
 def targets(
@@ -55,11 +26,11 @@ def targets(
     if uncontended:
         ours = rates.get("fencelock")
         found += [
-            at_least(1, "fencelock sync ÷ redis-py Lock",
+            at_least("1", "fencelock sync ÷ redis-py Lock",
                      ratio(ours, rates.get("redis-py")), 1.0, "x"),
-            at_least(1, "fencelock sync ÷ raw SET NX loop",
+            at_least("1", "fencelock sync ÷ raw SET NX loop",
                      ratio(ours, rates.get("raw-set-nx")), 0.95, "x"),
-            at_least(1, "fencelock asyncio ÷ redis.asyncio Lock",
+            at_least("1", "fencelock asyncio ÷ redis.asyncio Lock",
                      ratio(rates.get("fencelock-async"), rates.get("redis-py-async")), 1.0, "x"),
         ]  # fmt: skip
     by_key = {c.key: c for c in contended}
@@ -68,44 +39,40 @@ def targets(
         peer = by_key.get("python-redis-lock")
         ceiling = ratio(ours_c.ceiling_per_second, peer.sections_per_second if peer else None)
         found += [
-            at_least(2, f"fencelock CS/s ÷ python-redis-lock (1/hold: {fmt_ratio(ceiling)})",
+            at_least("2", f"fencelock CS/s ÷ python-redis-lock (1/hold: {fmt_ratio(ceiling)})",
                      ratio(ours_c.sections_per_second, peer.sections_per_second if peer else None),
                      1.1, "x"),
-            at_most(2, "fencelock handoff p50 (all handoffs)", float(ours_c.handoff_ms["p50"]),
+            at_most("2", "fencelock handoff p50 (all handoffs)", float(ours_c.handoff_ms["p50"]),
                     0.3, " ms"),
-            at_most(2, "fencelock handoff p50 (to another worker)",
+            at_most("2", "fencelock handoff p50 (to another worker)",
                     float(ours_c.cross_handoff_ms["p50"]), 0.3, " ms"),
-            at_most(2, "fencelock worst acquire wait", float(ours_c.acquire_wait_ms["max"]),
+            at_most("2", "fencelock worst acquire wait", float(ours_c.acquire_wait_ms["max"]),
                     100, " ms"),
         ]  # fmt: skip
     fair = by_key.get("fencelock-fair")
     if fair is not None:
         met = None if math.isnan(fair.spread) else fair.spread <= 0.10
         found.append(
-            Target(2, "fair=True: every worker within ±10% of the mean", "<= ±10%",
+            Target("2", "fair=True: every worker within ±10% of the mean", "<= ±10%",
                    fmt_number(fair.spread, "±{:.1%}"), met)
         )  # fmt: skip
     up_rate = {r.key: r.cycles_per_second for r in up}
     for key, label in (("fencelock", "sync"), ("fencelock-async", "asyncio")):
         if up:
             found.append(
-                at_least(3, f"fencelock {label} ÷ aioredlock (5 up)",
+                at_least("3", f"fencelock {label} ÷ aioredlock (5 up)",
                          ratio(up_rate.get(key), up_rate.get("aioredlock")), 1.0, "x")
             )  # fmt: skip
         mine = next((r for r in down if r.key == key), None)
         if mine is not None:
             found.append(
-                at_least(4, f"fencelock {label}: hung+killed ÷ all up",
+                at_least("4", f"fencelock {label}: hung+killed ÷ all up",
                          ratio(mine.cycles_per_second, up_rate.get(key)), 0.5, "x")
             )  # fmt: skip
     for r in many:
         if r.label.endswith("redlock://"):
             found.append(
-                at_most(5, f"fencelock redlock:// {r.api}: worst wait (ttl {MANY_TTL:g} s)",
+                at_most("5", f"fencelock redlock:// {r.api}: worst wait (ttl {MANY_TTL:g} s)",
                         float(r.wait_ms["max"]) / 1000, MANY_TTL / 5, " s")
             )  # fmt: skip
     return found
-
-
-def fmt_ratio(value: float | None) -> str:
-    return "-" if value is None or math.isnan(value) else f"{value:.2f}x"

@@ -2,121 +2,33 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import importlib
-import importlib.metadata
-import math
 import secrets
-import statistics
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import redis
 import redis.asyncio
-from harness import (
-    ACQUIRE_TIMEOUT,
-    run_for,
-)
+from harness.lockers import NotAcquired, acquire_release, afencelock_cycle, fencelock_cycle
+from harness.rounds import AsyncCycle, AsyncRunner, RateResult, Runner, SyncRunner, interleave
+from harness.workers import ACQUIRE_TIMEOUT
 
 import fencelock
-from fencelock import clock
 from fencelock.backends.redis.scripts import LockKeys, lua
-from redisbench.common import (
-    BATCH,
-    CAD_LUA,
-    MAX_UNCONTENDED_CYCLES,
-    TTL,
-    TTL_MS,
-    Address,
-    AsyncClose,
-    AsyncCycle,
-    NotAcquired,
-    Settings,
-    SyncCycle,
-    redis_url,
-)
+from redisbench.common import BATCH, CAD_LUA, TTL, TTL_MS, Address, AsyncClose, Settings, redis_url
 from redisbench.fleet import Fleet
-
-
-class Runner(Protocol):
-    def run_for(self, seconds: float) -> tuple[int, float]: ...
-
-    def close(self) -> None: ...
-
-
-async def arun_for(cycle: AsyncCycle, seconds: float) -> tuple[int, float]:
-    """:func:`run_for` for a coroutine function."""
-    done = 0
-    start = clock.now()
-    deadline = start + seconds
-    now = start
-    while done < MAX_UNCONTENDED_CYCLES:
-        for _ in range(BATCH):
-            await cycle()
-        done += BATCH
-        now = clock.now()
-        if now >= deadline:
-            break
-    return done, now - start
-
-
-class SyncRunner:
-    def __init__(self, cycle: SyncCycle, closer: Callable[[], Any]) -> None:
-        self._cycle, self._closer = cycle, closer
-
-    def run_for(self, seconds: float) -> tuple[int, float]:
-        return run_for(self._cycle, seconds, BATCH, MAX_UNCONTENDED_CYCLES)
-
-    def close(self) -> None:
-        self._closer()
-
-
-class AsyncRunner:
-    """An asyncio contender on an event loop of its own, kept for every round."""
-
-    def __init__(self, setup: Callable[[], Coroutine[Any, Any, tuple[AsyncCycle, AsyncClose]]]):
-        self._loop = asyncio.new_event_loop()
-        try:
-            self._cycle, self._closer = self._loop.run_until_complete(setup())
-        except BaseException:
-            self._loop.close()
-            raise
-
-    def run_for(self, seconds: float) -> tuple[int, float]:
-        return self._loop.run_until_complete(arun_for(self._cycle, seconds))
-
-    def close(self) -> None:
-        try:
-            self._loop.run_until_complete(self._closer())
-        finally:
-            self._loop.close()
 
 
 def open_fencelock(address: Address, name: str) -> Runner:
     client = fencelock.connect(redis_url(address))
-    lock = client.lock(name, ttl=TTL, renew=True)
-
-    def cycle() -> int:
-        lease = lock.acquire(timeout=ACQUIRE_TIMEOUT)
-        lease.release()
-        return lease.token
-
-    return SyncRunner(cycle, client.close)
+    return SyncRunner(fencelock_cycle(client.lock(name, ttl=TTL, renew=True)), client.close)
 
 
 def open_fencelock_async(address: Address, name: str) -> Runner:
     async def setup() -> tuple[AsyncCycle, AsyncClose]:
         client = fencelock.aconnect(redis_url(address))
-        lock = client.lock(name, ttl=TTL, renew=True)
-
-        async def cycle() -> int:
-            lease = await lock.acquire(timeout=ACQUIRE_TIMEOUT)
-            await lease.release()
-            return lease.token
-
-        return cycle, client.aclose
+        return afencelock_cycle(client.lock(name, ttl=TTL, renew=True)), client.aclose
 
     return AsyncRunner(setup)
 
@@ -124,13 +36,7 @@ def open_fencelock_async(address: Address, name: str) -> Runner:
 def open_redis_py(address: Address, name: str) -> Runner:
     client = redis.Redis(host=address[0], port=address[1])
     lock = client.lock(name, timeout=TTL)
-
-    def cycle() -> int:
-        if not lock.acquire(blocking_timeout=ACQUIRE_TIMEOUT):
-            raise NotAcquired(f"redis-py Lock {name!r} not acquired")
-        lock.release()
-        return -1
-
+    cycle = acquire_release(lock, f"redis-py Lock {name!r}", blocking_timeout=ACQUIRE_TIMEOUT)
     return SyncRunner(cycle, client.close)
 
 
@@ -154,13 +60,7 @@ def _open_python_redis_lock(address: Address, name: str, auto_renewal: bool) -> 
     redis_lock: Any = importlib.import_module("redis_lock")
     client = redis.Redis(host=address[0], port=address[1])
     lock = redis_lock.Lock(client, name, expire=int(TTL), auto_renewal=auto_renewal)
-
-    def cycle() -> int:
-        if not lock.acquire(timeout=int(ACQUIRE_TIMEOUT)):
-            raise NotAcquired(f"python-redis-lock {name!r} not acquired")
-        lock.release()
-        return -1
-
+    cycle = acquire_release(lock, f"python-redis-lock {name!r}", timeout=int(ACQUIRE_TIMEOUT))
     return SyncRunner(cycle, client.close)
 
 
@@ -233,45 +133,21 @@ UNCONTENDED = [
 ]  # fmt: skip
 
 
-@dataclass
-class RateResult:
-    key: str
-    label: str
-    api: str
-    rates: list[float] = field(default_factory=list)
-    cycles: int = 0
-
-    @property
-    def rate(self) -> float:
-        return statistics.median(self.rates) if self.rates else math.nan
-
-    @property
-    def micros(self) -> float:
-        return 1e6 / self.rate if self.rates else math.nan
-
-
 def measure_uncontended(
     fleet: Fleet, settings: Settings, versions: dict[str, str | None]
 ) -> list[RateResult]:
-    """Interleaved rounds (each contender once per round); the median round counts."""
-    opened: list[tuple[RateResult, Runner]] = []
-    try:
-        for spec in UNCONTENDED:
-            if spec.peer is not None and versions.get(spec.peer) is None:
-                continue
-            runner = spec.opener(fleet.single_address, f"bench/uncontended/{spec.key}")
-            opened.append((RateResult(spec.key, spec.label, spec.api), runner))
-            runner.run_for(0.2)  # warm up: connections, scripts, renewer threads
-        for _ in range(settings.rounds):
-            for result, runner in opened:
-                cycles, elapsed = runner.run_for(settings.round_seconds)
-                result.rates.append(cycles / elapsed)
-                result.cycles += cycles
-    finally:
-        for _result, runner in opened:
-            with contextlib.suppress(Exception):
-                runner.close()
-    return [result for result, _runner in opened]
+    """Interleaved rounds (each contender once per round); the median round counts.
+
+    A result's ``group`` is its API ("sync" or "asyncio")."""
+    sides = [
+        (
+            RateResult(spec.key, spec.label, spec.api),
+            lambda spec=spec: spec.opener(fleet.single_address, f"bench/uncontended/{spec.key}"),
+        )
+        for spec in UNCONTENDED
+        if spec.peer is None or versions.get(spec.peer) is not None
+    ]
+    return interleave(sides, settings.rounds, settings.round_seconds, warmup=0.2, batch=BATCH)
 
 
 def same_api_fencelock(results: Sequence[RateResult], api: str) -> RateResult | None:
