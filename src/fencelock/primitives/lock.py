@@ -15,7 +15,7 @@ import random
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from dataclasses import dataclass
+from types import TracebackType
 from typing import TYPE_CHECKING, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
 
 from fencelock import clock
@@ -59,7 +59,7 @@ from fencelock.stopping import TaskStopper, ThreadStopper
 from fencelock.tracing import acquiring
 
 if TYPE_CHECKING:
-    from fencelock.tracing import _Acquiring, _NotTraced
+    pass
 
 B = TypeVar("B", Backend, AsyncBackend)
 Stopper = TaskStopper | ThreadStopper
@@ -205,6 +205,16 @@ A = TypeVar("A", Attempt, AsyncAttempt)
 A_co = TypeVar("A_co", covariant=True)
 
 
+class _Bounded(Protocol):
+    """A backend, as where an acquisition's span and end come from."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def request_bound(self) -> float: ...
+
+
 class _Attempts(Protocol[A_co]):
     """A backend, as the maker of attempts at a name."""
 
@@ -219,15 +229,34 @@ class _Shares(Protocol[A_co]):
     def shared_attempt(self, name: str, owner: str, ttl: float, share: Share) -> A_co: ...
 
 
-@dataclass(frozen=True, kw_only=True)
 class _Acquisition:
-    """One acquisition under way: its span, owner value, flow, and when it began and ends."""
+    """One acquisition, around its span (:func:`~fencelock.tracing.acquiring`): entered,
+    its owner value, flow, and when it began and ends, for a driver to drive the flow."""
 
-    traced: _Acquiring | _NotTraced
-    owner: str
-    flow: AcquireFlow
-    began: float
-    end: CallEnd
+    __slots__ = ("_bound", "_span", "_timeout", "_ttl", "began", "end", "flow", "owner", "traced")
+
+    def __init__(self, name: str, ttl: float, timeout: float | None, backend: _Bounded) -> None:
+        self._span = acquiring(name, timeout, backend.url)
+        self._ttl, self._timeout, self._bound = ttl, timeout, backend.request_bound
+
+    def __enter__(self) -> _Acquisition:
+        self.traced = self._span.__enter__()
+        try:  # in the span, so that it ends with a bad timeout's ConfigError too
+            self.began = began = clock.now()
+            self.owner = new_owner()
+            self.flow = acquire_flow(
+                self._ttl, validate_timeout(self._timeout), began, random.random
+            )
+            self.end = CallEnd(deadline_of(began, self._timeout), self._bound)
+        except BaseException as exc:
+            if not self._span.__exit__(type(exc), exc, exc.__traceback__):
+                raise
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        return self._span.__exit__(kind, exc, tb)
 
 
 class _LockBase(Generic[B, L]):
@@ -278,19 +307,9 @@ class _LockBase(Generic[B, L]):
             return None  # every read or permit is an entry of its own, a holder's second too
         return self._seam.holdings.reenter(self.name, holder, self.reentrant)
 
-    @contextlib.contextmanager
-    def _acquisition(self, timeout: float | None) -> Iterator[_Acquisition]:
-        """Around one acquisition (traced): its owner, flow, start and end, for the
-        driver to drive the flow with."""
-        with acquiring(self.name, timeout, self._backend.url) as traced:
-            began = clock.now()
-            yield _Acquisition(
-                traced=traced,
-                owner=new_owner(),
-                flow=acquire_flow(self.ttl, validate_timeout(timeout), began, random.random),
-                began=began,
-                end=CallEnd(deadline_of(began, timeout), self._backend.request_bound),
-            )
+    def _acquisition(self, timeout: float | None) -> _Acquisition:
+        """One acquisition within ``timeout``, for a driver to enter (``with``)."""
+        return _Acquisition(self.name, self.ttl, timeout, self._backend)
 
     def _attempt_on(self, owner: str, backend: _Attempts[A], native: _Shares[A] | None) -> A:
         """The attempt for ``owner``: at ``backend``'s own queue, or at its ``native``
