@@ -6,7 +6,7 @@ import contextlib
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import urlencode
 
 from fencelock.backends import open_async_backend, open_backend, url_of
@@ -17,7 +17,7 @@ from fencelock.errors import ConfigError, FencelockError
 from fencelock.holdings import Holdings
 from fencelock.lease import AsyncLease, Lease, LeaseBase, Tracker
 from fencelock.log import log
-from fencelock.primitives.lock import AsyncLock, Lock, is_held
+from fencelock.primitives.lock import AsyncLock, Lock, _LockBase, is_held
 from fencelock.renewer import AsyncRenewer, Renewer
 from fencelock.seam import Seam
 
@@ -31,12 +31,16 @@ if TYPE_CHECKING:  # the rest of the family is imported when first asked for
     from fencelock.primitives.election import AsyncElection, Election
     from fencelock.primitives.group import AsyncGroup, Group
     from fencelock.primitives.latch import AsyncLatch, Latch
-    from fencelock.primitives.multi import AsyncMultiLock, MultiLock
+    from fencelock.primitives.multi import AsyncMultiLock, MultiLock, _MultiLockBase
     from fencelock.primitives.rwlock import AsyncRWLock, RWLock
-    from fencelock.primitives.semaphore import AsyncSemaphore, Semaphore
+    from fencelock.primitives.semaphore import AsyncSemaphore, Semaphore, _SemaphoreBase
 
 B = TypeVar("B", Backend, AsyncBackend)
 L = TypeVar("L", bound=LeaseBase)
+# each colour's lock, multi-lock and semaphore
+K = TypeVar("K", bound="_LockBase[Any, Any]")
+M = TypeVar("M", bound="_MultiLockBase[Any, Any]")
+S = TypeVar("S", bound="_SemaphoreBase[Any, Any]")
 
 DEFAULT_TTL = 30.0
 
@@ -91,9 +95,12 @@ def _releasing_forgotten(lease: LeaseBase) -> Iterator[None]:
         log.warning("fencelock: releasing %r as the client closes: %s", lease.name, exc)
 
 
-class _ClientBase(Generic[B, L]):
+class _ClientBase(Generic[B, L, K, M, S]):
     """What both colours of client are: one backend, and the leases taken through it
-    (which go to the client's renewer from there)."""
+    (which go to the client's renewer from there); the primitives both make, with their
+    arguments checked (each colour says which class it makes)."""
+
+    _lock_type: type[K]
 
     def __init__(self, backend: B, renewer: Tracker[L]) -> None:
         self._backend: B = backend
@@ -110,19 +117,6 @@ class _ClientBase(Generic[B, L]):
         """The leases this client holds now (taken and neither released nor lost)."""
         return self._holdings.held()
 
-    def _lock_args(self, name: str, ttl: float, fair: bool) -> tuple[str, float]:
-        """A lock's name and TTL, checked (and ``fair``): raises :class:`ConfigError`."""
-        _check_fair(self._backend.capabilities.fair, fair, self.url)
-        return validate_name(name), validate_ttl(ttl)
-
-
-class Client(_ClientBase[Backend, Lease]):
-    """A connection to one lock backend (sync API). Close it, or use ``with``."""
-
-    def __init__(self, backend: Backend) -> None:
-        self._renewer = Renewer()
-        super().__init__(backend, self._renewer)
-
     def lock(
         self,
         name: str,
@@ -134,8 +128,9 @@ class Client(_ClientBase[Backend, Lease]):
         max_hold: float | None = None,
         stop_on_loss: bool = False,
         reentrant: bool = False,
-    ) -> Lock:
-        """A mutual-exclusion lock on ``name``.
+    ) -> K:
+        """A mutual-exclusion lock on ``name`` (a :class:`Lock`; from an
+        :class:`AsyncClient`, an :class:`AsyncLock` for ``async with``).
 
         ``ttl``: seconds the lease lives without renewal (default 30); ``renew=False``
         gives a plain TTL lease. ``timeout``: how long ``with lock:`` waits (None: forever).
@@ -143,8 +138,10 @@ class Client(_ClientBase[Backend, Lease]):
         ``max_hold``: seconds after which a lease is no longer renewed and ends as lost,
         however long the holder takes. ``stop_on_loss=True``: a loss raises
         :class:`LeaseLost` in the thread running ``with lock:`` at its next bytecode
-        (:mod:`fencelock.stopping` says where that cannot reach). ``reentrant=True``:
-        the thread holding it may take it again (one lease, one token, counted; the
+        (:mod:`fencelock.stopping` says where that cannot reach); on asyncio it cancels
+        the task running ``async with lock:`` the moment the lease is lost, and leaving
+        the block then raises :class:`LeaseLost`. ``reentrant=True``: the thread (or
+        task) holding it may take it again (one lease, one token, counted; the
         outermost release gives it back).
 
         :param name: the lock's name (every process locking it names it the same).
@@ -153,17 +150,18 @@ class Client(_ClientBase[Backend, Lease]):
         :param timeout: how long ``with lock:`` waits; None: forever.
         :param fair: waiters get the lock in arrival order.
         :param max_hold: seconds after which the lease is no longer renewed.
-        :param stop_on_loss: raise :class:`LeaseLost` in the holding thread on a loss.
-        :param reentrant: the holding thread may take it again.
+        :param stop_on_loss: raise :class:`LeaseLost` in the holding thread on a loss
+            (on asyncio: cancel the holding task).
+        :param reentrant: the holding thread (or task) may take it again.
         :returns: the lock (nothing is taken until ``with`` or ``acquire()``).
         :raises ConfigError: a bad name or TTL, or ``fair=True`` where the backend
             cannot queue waiters.
         """
-        name, ttl = self._lock_args(name, ttl, fair)
-        return Lock(
+        _check_fair(self._backend.capabilities.fair, fair, self.url)
+        return self._lock_type(
             self.seam,
-            name,
-            ttl=ttl,
+            validate_name(name),
+            ttl=validate_ttl(ttl),
             renew=renew,
             timeout=timeout,
             fair=fair,
@@ -179,14 +177,51 @@ class Client(_ClientBase[Backend, Lease]):
         ttl: float = DEFAULT_TTL,
         renew: bool = True,
         timeout: float | None = None,
-    ) -> MultiLock:
+    ) -> M:
         """Several names locked all or nothing, taken in sorted order so that two
         multi-locks over overlapping names never deadlock. Each name has its own lease
         and token (``multi.tokens``); losing one loses the whole multi-lease. ``ttl``:
         seconds each lease lives without renewal (default 30)."""
+        return self._multi_lock_type()(self, names, validate_ttl(ttl), renew, timeout)
+
+    def semaphore(
+        self,
+        name: str,
+        *,
+        permits: int,
+        ttl: float = DEFAULT_TTL,
+        timeout: float | None = None,
+    ) -> S:
+        """A semaphore of ``permits`` permits on ``name``; each permit is a lease with its
+        own renewal and token, so a crashed holder's permit comes back after its TTL
+        (``ttl``, default 30 seconds)."""
+        return self._semaphore_type()(self, name, permits, validate_ttl(ttl), timeout)
+
+    def _multi_lock_type(self) -> type[M]:
+        raise NotImplementedError  # each colour imports its own when first asked for
+
+    def _semaphore_type(self) -> type[S]:
+        raise NotImplementedError
+
+
+class Client(_ClientBase[Backend, Lease, Lock, "MultiLock", "Semaphore"]):
+    """A connection to one lock backend (sync API). Close it, or use ``with``."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._renewer = Renewer()
+        super().__init__(backend, self._renewer)
+
+    _lock_type = Lock
+
+    def _multi_lock_type(self) -> type[MultiLock]:
         from fencelock.primitives.multi import MultiLock
 
-        return MultiLock(self, names, validate_ttl(ttl), renew, timeout)
+        return MultiLock
+
+    def _semaphore_type(self) -> type[Semaphore]:
+        from fencelock.primitives.semaphore import Semaphore
+
+        return Semaphore
 
     def rw_lock(
         self, name: str, *, ttl: float = DEFAULT_TTL, timeout: float | None = None
@@ -197,21 +232,6 @@ class Client(_ClientBase[Backend, Lease]):
         from fencelock.primitives.rwlock import RWLock
 
         return RWLock(self, name, validate_ttl(ttl), timeout)
-
-    def semaphore(
-        self,
-        name: str,
-        *,
-        permits: int,
-        ttl: float = DEFAULT_TTL,
-        timeout: float | None = None,
-    ) -> Semaphore:
-        """A semaphore of ``permits`` permits on ``name``; each permit is a lease with its
-        own renewal and token, so a crashed holder's permit comes back after its TTL
-        (``ttl``, default 30 seconds)."""
-        from fencelock.primitives.semaphore import Semaphore
-
-        return Semaphore(self, name, permits, validate_ttl(ttl), timeout)
 
     def latch(self, name: str) -> Latch:
         """A count-down latch on ``name``: ``try_set_count(n)``, ``count_down()``,
@@ -287,55 +307,26 @@ class Client(_ClientBase[Backend, Lease]):
         self.close()
 
 
-class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
+class AsyncClient(
+    _ClientBase[AsyncBackend, AsyncLease, AsyncLock, "AsyncMultiLock", "AsyncSemaphore"]
+):
     """A connection to one lock backend (asyncio API): ``async with fencelock.aconnect():``."""
 
     def __init__(self, backend: AsyncBackend) -> None:
         self._renewer = AsyncRenewer()
         super().__init__(backend, self._renewer)
 
-    def lock(
-        self,
-        name: str,
-        *,
-        ttl: float = DEFAULT_TTL,
-        renew: bool = True,
-        timeout: float | None = None,
-        fair: bool = False,
-        max_hold: float | None = None,
-        stop_on_loss: bool = False,
-        reentrant: bool = False,
-    ) -> AsyncLock:
-        """A mutual-exclusion lock on ``name`` for asyncio; arguments as :meth:`Client.lock`,
-        but ``stop_on_loss=True`` cancels the task running ``async with lock:`` the moment
-        the lease is lost, and leaving the block then raises :class:`LeaseLost`. ``ttl``:
-        default 30 seconds."""
-        name, ttl = self._lock_args(name, ttl, fair)
-        return AsyncLock(
-            self.seam,
-            name,
-            ttl=ttl,
-            renew=renew,
-            timeout=timeout,
-            fair=fair,
-            max_hold=max_hold,
-            stop_on_loss=stop_on_loss,
-            reentrant=reentrant,
-        )
+    _lock_type = AsyncLock
 
-    def multi_lock(
-        self,
-        names: Iterable[str],
-        *,
-        ttl: float = DEFAULT_TTL,
-        renew: bool = True,
-        timeout: float | None = None,
-    ) -> AsyncMultiLock:
-        """Several names locked all or nothing; as :meth:`Client.multi_lock` (``ttl``
-        default 30 seconds)."""
+    def _multi_lock_type(self) -> type[AsyncMultiLock]:
         from fencelock.primitives.multi import AsyncMultiLock
 
-        return AsyncMultiLock(self, names, validate_ttl(ttl), renew, timeout)
+        return AsyncMultiLock
+
+    def _semaphore_type(self) -> type[AsyncSemaphore]:
+        from fencelock.primitives.semaphore import AsyncSemaphore
+
+        return AsyncSemaphore
 
     def rw_lock(
         self, name: str, *, ttl: float = DEFAULT_TTL, timeout: float | None = None
@@ -345,20 +336,6 @@ class AsyncClient(_ClientBase[AsyncBackend, AsyncLease]):
         from fencelock.primitives.rwlock import AsyncRWLock
 
         return AsyncRWLock(self, name, validate_ttl(ttl), timeout)
-
-    def semaphore(
-        self,
-        name: str,
-        *,
-        permits: int,
-        ttl: float = DEFAULT_TTL,
-        timeout: float | None = None,
-    ) -> AsyncSemaphore:
-        """A semaphore of ``permits`` permits on ``name``; as :meth:`Client.semaphore`
-        (``ttl`` default 30 seconds)."""
-        from fencelock.primitives.semaphore import AsyncSemaphore
-
-        return AsyncSemaphore(self, name, permits, validate_ttl(ttl), timeout)
 
     def latch(self, name: str) -> AsyncLatch:
         """A count-down latch on ``name``; as :meth:`Client.latch`."""

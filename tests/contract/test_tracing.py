@@ -54,6 +54,22 @@ def test_an_acquire_is_a_span_in_the_callers_trace(
     assert timed_out.status.status_code is StatusCode.ERROR
 
 
+def test_an_acquire_refused_for_its_timeout_ends_its_span_with_the_error(
+    client: fencelock.Client, name: str, spans: InMemorySpanExporter
+) -> None:
+    with pytest.raises(fencelock.ConfigError):
+        client.lock(name).acquire(timeout=-1)
+    (refused,) = spans.get_finished_spans()
+    assert refused.attributes is not None
+    assert refused.attributes["fencelock.outcome"] == "error"
+    assert refused.status.status_code is StatusCode.ERROR
+    (event,) = refused.events
+    assert event.attributes is not None
+    assert event.attributes["exception.type"] == "fencelock.errors.ConfigError"
+    client.lock(name).acquire(timeout=0).release()  # the next span is not its child
+    assert spans.get_finished_spans()[-1].parent is None
+
+
 def test_a_lost_lease_is_a_span_linked_to_its_acquire(
     client: fencelock.Client,
     other: fencelock.Client,

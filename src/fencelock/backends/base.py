@@ -358,6 +358,18 @@ async def renew_each(
     return cast(list[RenewOutcome], done)
 
 
+class _RenewsOne(Protocol):
+    async def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf: ...
+
+
+class RenewsEach:
+    """``renew_many`` by :func:`renew_each`, for a backend whose renewals are each their
+    own: a mixin of an asyncio backend class with a ``renew``."""
+
+    async def renew_many(self: _RenewsOne, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
+        return await renew_each(self.renew, renewals)
+
+
 def batch_renewing(backend: Backend) -> BatchRenewingBackend | None:
     """``backend`` as one that renews many leases in one request, or None."""
     ok = backend.capabilities.renews_in_batches

@@ -22,14 +22,7 @@ from dataclasses import dataclass, field
 from fencelock import clock, forking
 from fencelock.backends.base import Acquired, AttemptResult, Busy, Capabilities, LockInfo, Renewal
 from fencelock.backends.threaded import ThreadedAsyncBackend
-from fencelock.engine.barging import (
-    Waiter,
-    alive_until,
-    busy_wait,
-    handoff,
-    oldest_live,
-    starvation_bound,
-)
+from fencelock.engine import barging
 from fencelock.engine.urls import (
     COMMON_OPTIONS,
     ParsedURL,
@@ -54,7 +47,7 @@ class _Slot:
     since: float = 0.0  # Unix time of the grant
     expires_at: float = 0.0
     # Waiters in arrival order, keyed by the event that wakes them.
-    queue: dict[_Bell, Waiter[_Bell]] = field(default_factory=dict)
+    queue: dict[_Bell, barging.Waiter[_Bell]] = field(default_factory=dict)
 
     def free(self, now: float) -> bool:
         return self.owner is None or self.expires_at <= now
@@ -63,7 +56,7 @@ class _Slot:
         """Wake the oldest live waiter only (one release, one wake-up)."""
         if not self.queue:
             return
-        head, _expired = oldest_live(self.queue.values(), now)
+        head, _expired = barging.oldest_live(self.queue.values(), now)
         if head is not None:
             head.key.set()
 
@@ -108,7 +101,7 @@ class MemoryAttempt:
             if not slot.free(now):
                 return self._queue(slot, now, slot.expires_at - now)
             if slot.queue:
-                verdict = handoff(slot.queue.values(), self._bell, now, self._bound)
+                verdict = barging.handoff(slot.queue.values(), self._bell, now, self._bound)
                 for bell in verdict.expired:
                     del slot.queue[bell]
                 if not verdict.may_take:
@@ -125,8 +118,8 @@ class MemoryAttempt:
             self._bell = _Bell(self._owner)
         queued = slot.queue.get(self._bell)
         arrived = now if queued is None else queued.arrived
-        slot.queue[self._bell] = Waiter(self._bell, arrived, alive_until(now))
-        return Busy(busy_wait(holder_remaining))
+        slot.queue[self._bell] = barging.Waiter(self._bell, arrived, barging.alive_until(now))
+        return Busy(barging.busy_wait(holder_remaining))
 
     def interrupt(self) -> None:
         bell = self._bell
@@ -197,7 +190,7 @@ class MemoryBackend:
     def attempt(
         self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
     ) -> MemoryAttempt:
-        return MemoryAttempt(self._here(), name, owner, ttl, starvation_bound(fair))
+        return MemoryAttempt(self._here(), name, owner, ttl, barging.starvation_bound(fair))
 
     def release(self, name: str, owner: str) -> bool:
         with self._held_by(name, owner) as (slot, now):

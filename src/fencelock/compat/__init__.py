@@ -6,3 +6,9 @@ says so. :mod:`fencelock.compat.redis_py`: redis-py's ``Lock`` (and redis.asynci
 :mod:`fencelock.compat.redis_lock`: python-redis-lock's ``Lock``;
 :mod:`fencelock.compat.pottery`: pottery's ``Redlock`` and ``synchronize``.
 """
+
+
+def needs_redis(face: str) -> ImportError:
+    """What a face that needs redis-py raises on a plain install; ``face`` says what it
+    is (``"fencelock.compat.redis_py is redis-py's Lock over fencelock"``)."""
+    return ImportError(f"{face} and needs redis-py: pip install 'fencelock[redis]'")

@@ -54,13 +54,12 @@ from types import TracebackType
 from typing import Any, ClassVar, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
+from fencelock.compat import needs_redis
+
 try:
     import redis
 except ImportError as missing:  # a plain install
-    raise ImportError(
-        "fencelock.compat.pottery is pottery's Redlock over fencelock and needs redis-py: "
-        "pip install 'fencelock[redis]'"
-    ) from missing
+    raise needs_redis("fencelock.compat.pottery is pottery's Redlock over fencelock") from missing
 
 import fencelock
 from fencelock.backends import url_of

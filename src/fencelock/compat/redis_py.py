@@ -29,13 +29,12 @@ import weakref
 from types import SimpleNamespace, TracebackType
 from typing import Any, Literal
 
+from fencelock.compat import needs_redis
+
 try:
     from redis.exceptions import LockError, LockNotOwnedError
 except ImportError as missing:  # a plain install
-    raise ImportError(
-        "fencelock.compat.redis_py is redis-py's Lock over fencelock and needs redis-py: "
-        "pip install 'fencelock[redis]'"
-    ) from missing
+    raise needs_redis("fencelock.compat.redis_py is redis-py's Lock over fencelock") from missing
 
 import fencelock
 from fencelock.errors import AlreadyHeld, ConfigError, LeaseLost, LockTimeout

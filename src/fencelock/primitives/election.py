@@ -25,12 +25,13 @@ from typing import Generic, ParamSpec, TypeVar
 
 from fencelock import clock
 from fencelock.backends.base import LockInfo
-from fencelock.engine.names import MAX_NAME_LENGTH, validate_name
-from fencelock.engine.timing import validate_interval, validate_ttl
+from fencelock.engine.names import MAX_NAME_LENGTH
+from fencelock.engine.timing import validate_interval
 from fencelock.errors import ConfigError, FencelockError
 from fencelock.holder import Holder
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.client_like import AsyncClientLike, ClientLike
+from fencelock.primitives.named import Named
 from fencelock.stopping import TaskStopper, ThreadStopper
 
 L = TypeVar("L", bound=LeaseBase)
@@ -86,15 +87,25 @@ class _Changes:
         return True
 
 
-class _ElectionBase:
+@contextlib.contextmanager
+def _resigning(
+    stopper: TaskStopper | ThreadStopper, failure: BaseException | None
+) -> Iterator[None]:
+    """Around the resignation that ends :meth:`Election.run` (either colour), after
+    ``func`` returned or raised ``failure``: a failed resignation is heard, unless
+    something else is; a run stopped by the leadership's loss raises :class:`LeaseLost`."""
+    stopped = stopper.leaving(failure)
+    try:
+        yield
+    except FencelockError:
+        if stopped is None and failure is None:
+            raise
+    if stopped is not None:
+        raise stopped from failure
+
+
+class _ElectionBase(Named):
     """The names and what an inspection of them says; no I/O here."""
-
-    def __init__(self, name: str, ttl: float) -> None:
-        self.name = validate_name(name)
-        self.ttl = validate_ttl(ttl)
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} ttl={self.ttl}>"
 
     @property
     def _announcements(self) -> str:
@@ -236,14 +247,8 @@ class Election(_ElectionBase):
             failure = exc
             raise
         finally:
-            stopped = stopper.leaving(failure)
-            try:
+            with _resigning(stopper, failure):
                 leadership.resign()
-            except FencelockError:
-                if stopped is None and failure is None:
-                    raise  # a failed resignation is heard, unless something else is
-            if stopped is not None:
-                raise stopped from failure
 
     def leader(self) -> Leader | None:
         """Who leads now, with its term and value; None if nobody does."""
@@ -309,14 +314,8 @@ class AsyncElection(_ElectionBase):
             failure = exc
             raise
         finally:
-            stopped = stopper.leaving(failure)
-            try:
+            with _resigning(stopper, failure):
                 await leadership.resign()
-            except FencelockError:
-                if stopped is None and failure is None:
-                    raise  # a failed resignation is heard, unless something else is
-            if stopped is not None:
-                raise stopped from failure
 
     async def leader(self) -> Leader | None:
         """Who leads now; as :meth:`Election.leader`."""

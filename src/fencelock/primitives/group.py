@@ -23,12 +23,13 @@ from types import TracebackType
 from typing import Generic, TypeVar
 
 from fencelock.backends.base import LockInfo, async_name_watching, name_watching
-from fencelock.engine.names import MAX_NAME_LENGTH, validate_name
-from fencelock.engine.timing import validate_interval, validate_ttl
+from fencelock.engine.names import MAX_NAME_LENGTH
+from fencelock.engine.timing import validate_interval
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.client_like import AsyncClientLike, ClientLike
 from fencelock.primitives.election import decode_value, encode_value
+from fencelock.primitives.named import Named
 
 L = TypeVar("L", bound=LeaseBase)
 T = TypeVar("T")
@@ -77,15 +78,8 @@ def _weight(member: str, item: bytes) -> bytes:
     return hashlib.blake2b(item, key=member.encode()[:64], digest_size=8).digest()
 
 
-class _GroupBase:
+class _GroupBase(Named):
     """The names, and what a listing of them says; no I/O here."""
-
-    def __init__(self, name: str, ttl: float) -> None:
-        self.name = validate_name(name)
-        self.ttl = validate_ttl(ttl)
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} ttl={self.ttl}>"
 
     @property
     def _members(self) -> str:

@@ -9,6 +9,7 @@ or a backend that keeps latches itself (ZooKeeper: a persistent node).
 from __future__ import annotations
 
 import contextlib
+from typing import Generic, Protocol, TypeVar
 
 from fencelock import clock
 from fencelock.backends.base import (
@@ -55,25 +56,38 @@ def _refuse(holds: bool, name: str, url: str) -> None:
         )
 
 
-class _LatchBase:
-    def __init__(self, name: str) -> None:
+N = TypeVar("N", NativeLatch, AsyncNativeLatch)
+N_co = TypeVar("N_co", covariant=True)
+
+
+class _Keeper(Protocol[N_co]):
+    """A backend that keeps latches itself (:func:`latching`, :func:`async_latching`)."""
+
+    def latch(self, name: str) -> N_co: ...
+
+
+class _LatchBase(Generic[N]):
+    def __init__(
+        self, name: str, keeper: _Keeper[N] | None, client: ClientLike | AsyncClientLike
+    ) -> None:
+        """``keeper``: the client's backend if it keeps latches itself (None: the generic
+        latch on leases, refused where the backend cannot hold one)."""
         self.name = validate_name(name)
         self.names = LatchNames(self.name)
+        self._native: N | None = None if keeper is None else keeper.latch(self.name)
+        if self._native is None:
+            _refuse(holds_latches(client.seam.backend), self.name, client.url)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
 
 
-class Latch(_LatchBase):
+class Latch(_LatchBase[NativeLatch]):
     """A count-down latch (sync API)."""
 
     def __init__(self, client: ClientLike, name: str) -> None:
-        super().__init__(name)
+        super().__init__(name, latching(client.seam.backend), client)
         self._client = client
-        keeper = latching(client.seam.backend)
-        self._native: NativeLatch | None = None if keeper is None else keeper.latch(self.name)
-        if self._native is None:
-            _refuse(holds_latches(client.seam.backend), self.name, client.url)
 
     def try_set_count(self, count: int) -> bool:
         """Arm the latch with ``count`` (>= 1); False if it is counting down already."""
@@ -141,16 +155,12 @@ class Latch(_LatchBase):
         return Reply(clock.now())
 
 
-class AsyncLatch(_LatchBase):
+class AsyncLatch(_LatchBase[AsyncNativeLatch]):
     """A count-down latch (asyncio API)."""
 
     def __init__(self, client: AsyncClientLike, name: str) -> None:
-        super().__init__(name)
+        super().__init__(name, async_latching(client.seam.backend), client)
         self._client = client
-        keeper = async_latching(client.seam.backend)
-        self._native: AsyncNativeLatch | None = None if keeper is None else keeper.latch(self.name)
-        if self._native is None:
-            _refuse(holds_latches(client.seam.backend), self.name, client.url)
 
     async def try_set_count(self, count: int) -> bool:
         """Arm the latch; as :meth:`Latch.try_set_count`."""

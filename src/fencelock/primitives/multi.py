@@ -25,6 +25,7 @@ from fencelock.primitives.flow_leases import AsyncFlowLeases, FlowLeases
 
 L = TypeVar("L", bound=LeaseBase)
 M = TypeVar("M", bound="_MultiLeaseBase[Any]")
+C = TypeVar("C", ClientLike, AsyncClientLike)
 
 
 def _blocked(names: tuple[str, ...], blocked: Blocked) -> LockTimeout:
@@ -155,10 +156,17 @@ class AsyncMultiLease(_MultiLeaseBase[AsyncLease]):
         self._settle_release(failures)
 
 
-class _MultiLockBase:
+class _MultiLockBase(Generic[C, M]):
     def __init__(
-        self, names: Iterable[str], ttl: float, renew: bool, timeout: float | None
+        self,
+        client: C,
+        names: Iterable[str],
+        ttl: float,
+        renew: bool = True,
+        timeout: float | None = None,
     ) -> None:
+        self._client: C = client
+        self._entered: dict[object, list[M]] = {}  # by thread or task, innermost last
         self.names = ordered(names)
         self.ttl, self.renew = ttl, renew
         self.timeout = validate_timeout(timeout)
@@ -170,20 +178,8 @@ class _MultiLockBase:
         return multi_acquire_flow(self.names, validate_timeout(timeout), clock.now())
 
 
-class MultiLock(_MultiLockBase, HeldInBlocks[MultiLease]):
+class MultiLock(_MultiLockBase[ClientLike, MultiLease], HeldInBlocks[MultiLease]):
     """Several names locked all or nothing: ``with client.multi_lock([a, b]) as multi:``."""
-
-    def __init__(
-        self,
-        client: ClientLike,
-        names: Iterable[str],
-        ttl: float,
-        renew: bool = True,
-        timeout: float | None = None,
-    ) -> None:
-        super().__init__(names, ttl, renew, timeout)
-        self._client = client
-        self._entered: dict[object, list[MultiLease]] = {}  # by thread, innermost last
 
     def _acquire(self, timeout: float | None) -> MultiLease:
         """Take every name, in order, within one ``timeout``; :class:`LockTimeout` (with
@@ -196,20 +192,10 @@ class MultiLock(_MultiLockBase, HeldInBlocks[MultiLease]):
         return MultiLease(list(leases.taken.values()))
 
 
-class AsyncMultiLock(_MultiLockBase, AsyncHeldInBlocks[AsyncMultiLease]):
+class AsyncMultiLock(
+    _MultiLockBase[AsyncClientLike, AsyncMultiLease], AsyncHeldInBlocks[AsyncMultiLease]
+):
     """Several names locked all or nothing, for asyncio: ``async with``."""
-
-    def __init__(
-        self,
-        client: AsyncClientLike,
-        names: Iterable[str],
-        ttl: float,
-        renew: bool = True,
-        timeout: float | None = None,
-    ) -> None:
-        super().__init__(names, ttl, renew, timeout)
-        self._client = client
-        self._entered: dict[object, list[AsyncMultiLease]] = {}  # by task, innermost last
 
     async def _acquire(self, timeout: float | None) -> AsyncMultiLease:
         """Take every name; as :meth:`MultiLock.acquire`."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from typing import TypeVar
+from typing import Any, Generic, TypeVar
 
 from fencelock import clock
 from fencelock.backends.base import LockInfo, PermitsInUse, Share, async_sharing, sharing
@@ -35,6 +35,8 @@ from fencelock.primitives.flow_leases import AsyncFlowLeases, FlowLeases, holdin
 from fencelock.primitives.lock import AsyncLock, Lock, adrive, drive, new_owner
 
 L = TypeVar("L", bound=LeaseBase)
+C = TypeVar("C", ClientLike, AsyncClientLike)
+H = TypeVar("H", bound="GateHold[Any]")
 
 
 def validate_permits(permits: object) -> int:
@@ -60,14 +62,15 @@ def _failed(name: str, permits: int, outcome: Blocked | PermitMismatch) -> Fence
     )
 
 
-class Permit(GateHold[Lease]):
-    """A held permit (sync API)."""
-
-    def __init__(
-        self, name: str, lease: Lease, token: int, client: ClientLike, rings: bool
-    ) -> None:
+class _PermitBase(GateHold[L], Generic[L, C]):
+    def __init__(self, name: str, lease: L, token: int, client: C, rings: bool) -> None:
         super().__init__(name, lease, token)
-        self._client, self._rings = client, rings  # a native permit's waiters watch the line
+        self._client: C = client
+        self._rings = rings  # a native permit's waiters watch the line
+
+
+class Permit(_PermitBase[Lease, ClientLike]):
+    """A held permit (sync API)."""
 
     def release(self) -> None:
         """Give the permit back and ring for the next waiter; :class:`LeaseLost` if it
@@ -80,14 +83,8 @@ class Permit(GateHold[Lease]):
                     self._client.evict(SemaphoreNames(self.name).bell)
 
 
-class AsyncPermit(GateHold[AsyncLease]):
+class AsyncPermit(_PermitBase[AsyncLease, AsyncClientLike]):
     """A held permit (asyncio API)."""
-
-    def __init__(
-        self, name: str, lease: AsyncLease, token: int, client: AsyncClientLike, rings: bool
-    ) -> None:
-        super().__init__(name, lease, token)
-        self._client, self._rings = client, rings  # a native permit's waiters watch the line
 
     async def release(self) -> None:
         """Give the permit back; as :meth:`Permit.release`."""
@@ -99,8 +96,12 @@ class AsyncPermit(GateHold[AsyncLease]):
                     await self._client.evict(SemaphoreNames(self.name).bell)
 
 
-class _SemaphoreBase:
-    def __init__(self, name: str, permits: int, ttl: float, timeout: float | None) -> None:
+class _SemaphoreBase(Generic[C, H]):
+    def __init__(
+        self, client: C, name: str, permits: int, ttl: float, timeout: float | None
+    ) -> None:
+        self._client: C = client
+        self._entered: dict[object, list[H]] = {}  # by thread or task, innermost last
         self.name = validate_name(name)
         self.permits = validate_permits(permits)
         self.ttl = ttl
@@ -128,15 +129,8 @@ class _SemaphoreBase:
         return max(0, self.permits - len(held))
 
 
-class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
+class Semaphore(_SemaphoreBase[ClientLike, Permit], HeldInBlocks[Permit]):
     """A semaphore of ``permits`` permits (sync API): ``with sem as permit:``."""
-
-    def __init__(
-        self, client: ClientLike, name: str, permits: int, ttl: float, timeout: float | None
-    ) -> None:
-        super().__init__(name, permits, ttl, timeout)
-        self._client = client
-        self._entered: dict[object, list[Permit]] = {}
 
     def _acquire(self, timeout: float | None) -> Permit:
         """Take a permit; :class:`LockTimeout` (nothing held) after ``timeout``."""
@@ -222,15 +216,8 @@ class Semaphore(_SemaphoreBase, HeldInBlocks[Permit]):
         return held_permits(self._client.list(self.names.permits))
 
 
-class AsyncSemaphore(_SemaphoreBase, AsyncHeldInBlocks[AsyncPermit]):
+class AsyncSemaphore(_SemaphoreBase[AsyncClientLike, AsyncPermit], AsyncHeldInBlocks[AsyncPermit]):
     """A semaphore of ``permits`` permits (asyncio API): ``async with sem as permit:``."""
-
-    def __init__(
-        self, client: AsyncClientLike, name: str, permits: int, ttl: float, timeout: float | None
-    ) -> None:
-        super().__init__(name, permits, ttl, timeout)
-        self._client = client
-        self._entered: dict[object, list[AsyncPermit]] = {}
 
     async def _acquire(self, timeout: float | None) -> AsyncPermit:
         """Take a permit; as :meth:`Semaphore.acquire`."""

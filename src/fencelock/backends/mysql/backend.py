@@ -17,7 +17,6 @@ import builtins
 import contextlib
 import math
 import random
-from collections.abc import Sequence
 from typing import Any
 
 import aiomysql
@@ -29,9 +28,7 @@ from fencelock.backends.base import (
     Busy,
     Capabilities,
     LockInfo,
-    Renewal,
-    RenewOutcome,
-    renew_each,
+    RenewsEach,
 )
 from fencelock.backends.mysql.connections import Connections, discard, lost
 from fencelock.backends.mysql.options import mysql_options
@@ -53,7 +50,7 @@ def idle_limit(ttl: float) -> int:
     return max(1, math.ceil(ttl))
 
 
-class AsyncMySQLBackend:
+class AsyncMySQLBackend(RenewsEach):
     """The asyncio MySQL backend; the sync one runs it on a shared loop."""
 
     capabilities = Capabilities(
@@ -170,9 +167,6 @@ class AsyncMySQLBackend:
                     f"{self.options.timeout:g} s later"
                 )
             await asyncio.sleep(wait)
-
-    async def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
-        return await renew_each(self.renew, renewals)
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool:
         held = self._held.get(owner)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,9 +28,7 @@ from fencelock.backends.base import (
     Busy,
     Capabilities,
     LockInfo,
-    Renewal,
-    RenewOutcome,
-    renew_each,
+    RenewsEach,
 )
 from fencelock.backends.postgresql.advisory_statements import AdvisoryStatements, advisory_key
 from fencelock.backends.postgresql.backend import info_from_row, release_mark
@@ -57,7 +54,7 @@ class _Held:
     own_session: bool
 
 
-class AsyncAdvisoryBackend:
+class AsyncAdvisoryBackend(RenewsEach):
     """The asyncio advisory-lock backend; the sync one runs it on a shared loop."""
 
     capabilities = Capabilities(
@@ -166,9 +163,6 @@ class AsyncAdvisoryBackend:
         except Exception as exc:
             raise self._failed(exc) from exc
         return await self.release(name, owner) and bool(kept)
-
-    async def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
-        return await renew_each(self.renew, renewals)
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool:
         """Whether the session still holds the lock; it is kept for at least ``ttl`` of

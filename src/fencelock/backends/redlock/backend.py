@@ -31,9 +31,7 @@ from fencelock.backends.base import (
     AttemptResult,
     Capabilities,
     LockInfo,
-    Renewal,
-    RenewOutcome,
-    renew_each,
+    RenewsEach,
 )
 from fencelock.backends.redis.errors import translated
 from fencelock.backends.redis.options import RedisOptions, redis_options
@@ -153,7 +151,7 @@ class RedlockAttempt:
             self._event = None
 
 
-class AsyncRedlockBackend:
+class AsyncRedlockBackend(RenewsEach):
     """Leases on a quorum of independent Redis masters."""
 
     capabilities = Capabilities(
@@ -327,9 +325,6 @@ class AsyncRedlockBackend:
             f"nodes did not answer, so fewer than a quorum of {self._quorum} did ({reasons}); "
             "the lease's keys left on them expire by their TTL"
         )
-
-    async def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
-        return await renew_each(self.renew, renewals)
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool:
         """Compare-and-extend on every node; True if :func:`plan.decide_extend` says it held.

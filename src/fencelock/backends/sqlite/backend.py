@@ -37,14 +37,7 @@ from fencelock import forking
 from fencelock.backends.base import Acquired, AttemptResult, Busy, Capabilities, LockInfo, Renewal
 from fencelock.backends.sqlite import liveness
 from fencelock.backends.sqlite.wakeup_socket import WakeupSender, WakeupSocket
-from fencelock.engine.barging import (
-    Waiter,
-    alive_until,
-    busy_wait,
-    handoff,
-    oldest_live,
-    starvation_bound,
-)
+from fencelock.engine import barging
 from fencelock.engine.urls import (
     COMMON_OPTIONS,
     ParsedURL,
@@ -231,11 +224,11 @@ class _Waiters:
     def __init__(self, conn: sqlite3.Connection, name: str, clock: str | None) -> None:
         self._conn, self._name, self._clock = conn, name, clock
 
-    def __iter__(self) -> Iterator[Waiter[bytes]]:
+    def __iter__(self) -> Iterator[barging.Waiter[bytes]]:
         cursor = self._conn.execute(_QUEUE, {"name": self._name, "clock": self._clock})
         try:
             for address, arrived, alive in cursor:
-                yield Waiter(bytes(address), float(arrived), float(alive))
+                yield barging.Waiter(bytes(address), float(arrived), float(alive))
         finally:
             cursor.close()  # a read left unfinished would hold its statement open
 
@@ -416,7 +409,7 @@ class SQLiteBackend:
     def attempt(
         self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
     ) -> SQLiteAttempt:
-        return SQLiteAttempt(self, name, owner, ttl, starvation_bound(fair), renewed)
+        return SQLiteAttempt(self, name, owner, ttl, barging.starvation_bound(fair), renewed)
 
     def take(
         self,
@@ -432,7 +425,7 @@ class SQLiteBackend:
         here = self._here()
         with self._transaction() as conn:
             now = self._host.now()
-            verdict = handoff(_Waiters(conn, name, here.clock), doorbell, now, bound)
+            verdict = barging.handoff(_Waiters(conn, name, here.clock), doorbell, now, bound)
             _drop(conn, verdict.expired)
             held: liveness.Recorded | None = None
             if verdict.may_take:
@@ -455,13 +448,13 @@ class SQLiteBackend:
                     return Acquired(int(row[0]))
             if doorbell is not None:
                 params = {"name": name, "address": doorbell, "now": now, "owner": owner}
-                params |= {"alive_until": alive_until(now), "clock": here.clock}
+                params |= {"alive_until": barging.alive_until(now), "clock": here.clock}
                 conn.execute(_JOIN, params)
             remaining, expired = self._look(conn, name, held, now)
         self._saw_waiters(name, True)
         if expired and verdict.kept_for is not None:
             self._wake(name, verdict.kept_for.key)
-        return Busy(busy_wait(remaining))
+        return Busy(barging.busy_wait(remaining))
 
     def _here(self) -> liveness.Here:
         """This process's facts, read once (again in a forked child)."""
@@ -576,7 +569,9 @@ class SQLiteBackend:
         clock = self._here().clock
         while True:
             with self._mutex, self._translated():
-                head, _expired = oldest_live(_Waiters(self._db(), name, clock), self._host.now())
+                head, _expired = barging.oldest_live(
+                    _Waiters(self._db(), name, clock), self._host.now()
+                )
             self._saw_waiters(name, head is not None)
             if head is None or self._ringer.ring(head.key):
                 return

@@ -35,11 +35,9 @@ from fencelock.backends.base import (
     Capabilities,
     LockInfo,
     PermitsInUse,
-    Renewal,
     RenewedAsOf,
-    RenewOutcome,
+    RenewsEach,
     Share,
-    renew_each,
 )
 from fencelock.backends.zookeeper import at_least
 from fencelock.backends.zookeeper import latch as latches
@@ -93,7 +91,7 @@ def session_timeout(ttl: float) -> int:
     return max(1, math.ceil(ttl))
 
 
-class AsyncZooKeeperBackend:
+class AsyncZooKeeperBackend(RenewsEach):
     """The asyncio ZooKeeper backend; the sync one runs it on a shared loop."""
 
     capabilities = Capabilities(
@@ -297,9 +295,6 @@ class AsyncZooKeeperBackend:
         self._every.discard(session)
         with contextlib.suppress(FencelockError):
             await session.stop(None)
-
-    async def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
-        return await renew_each(self.renew, renewals)
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
         held = self._held.get(owner)
