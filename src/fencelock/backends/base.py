@@ -362,6 +362,16 @@ class _RenewsOne(Protocol):
     async def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf: ...
 
 
+class EndsWithItsSession:
+    """For a backend whose leases live in the client's session or connection (a
+    ZooKeeper ephemeral node, a PostgreSQL advisory lock, a MySQL named lock): none
+    outlives the client."""
+
+    def outlives_client(self, renewed: bool) -> bool:
+        """Whether a lease left to its TTL stays on the server after the client closes."""
+        return False
+
+
 class RenewsEach:
     """``renew_many`` by :func:`renew_each`, for a backend whose renewals are each their
     own: a mixin of an asyncio backend class with a ``renew``."""

@@ -21,18 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from fencelock import forking
-from fencelock.backends.base import (
-    Acquired,
-    Attempt,
-    AttemptResult,
-    Backend,
-    Capabilities,
-    LockInfo,
-    Renewal,
-    RenewedAsOf,
-    RenewOutcome,
-    batch_renewing,
-)
+from fencelock.backends import base
 from fencelock.errors import FencelockError
 
 T = TypeVar("T")
@@ -81,13 +70,13 @@ async def _settled(undo: Future[None]) -> None:
 
 class ThreadedAsyncAttempt:
     def __init__(
-        self, attempt: Attempt, pools: _Pools, owner: str, release: Callable[[str], bool]
+        self, attempt: base.Attempt, pools: _Pools, owner: str, release: Callable[[str], bool]
     ) -> None:
         self._attempt, self._pools, self._owner, self._release = attempt, pools, owner, release
         self._taken: str | None = None  # the owner the last try took the lease as
         self._abandoned: Future[None] | None = None
 
-    async def try_acquire(self) -> AttemptResult:
+    async def try_acquire(self) -> base.AttemptResult:
         tried = self._pools.ops.submit(self._attempt.try_acquire)
         try:
             result = await asyncio.wrap_future(tried)
@@ -95,7 +84,7 @@ class ThreadedAsyncAttempt:
             if not tried.cancel():  # it is running (or ran): undo it once it is done
                 self._abandoned = self._pools.undo(functools.partial(self._abandon, tried))
             raise
-        self._taken = (result.owner or self._owner) if isinstance(result, Acquired) else None
+        self._taken = (result.owner or self._owner) if isinstance(result, base.Acquired) else None
         return result
 
     async def wait(self, timeout: float) -> None:
@@ -117,13 +106,13 @@ class ThreadedAsyncAttempt:
         await _settled(self._abandoned)
 
     def _abandon(
-        self, tried: Future[AttemptResult] | None, closing: Future[None] | None = None
+        self, tried: Future[base.AttemptResult] | None, closing: Future[None] | None = None
     ) -> None:
         """In a pool thread: release what the abandoned tries took, then close the attempt."""
         taken = self._taken
         if tried is not None and tried.exception() is None:
             result = tried.result()
-            taken = (result.owner or self._owner) if isinstance(result, Acquired) else None
+            taken = (result.owner or self._owner) if isinstance(result, base.Acquired) else None
         try:
             if taken is not None:
                 with contextlib.suppress(FencelockError):
@@ -136,12 +125,13 @@ class ThreadedAsyncAttempt:
 
 
 class ThreadedAsyncBackend:
-    """Runs a blocking :class:`Backend` in threads behind the async protocol."""
+    """Runs a blocking :class:`~fencelock.backends.base.Backend` in threads behind the async
+    protocol."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: base.Backend) -> None:
         self.sync = backend
         self.url = backend.url
-        self.capabilities: Capabilities = backend.capabilities
+        self.capabilities: base.Capabilities = backend.capabilities
         self.request_bound = backend.request_bound
         self.outlives_client = backend.outlives_client
         self._pools = _Pools()
@@ -168,22 +158,22 @@ class ThreadedAsyncBackend:
             self._pools.ops, functools.partial(self.sync.release, name, owner)
         )
 
-    async def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
+    async def renew(self, name: str, owner: str, ttl: float) -> bool | base.RenewedAsOf:
         return await self._pools.run(
             self._pools.ops, functools.partial(self.sync.renew, name, owner, ttl)
         )
 
-    async def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
-        batching = batch_renewing(self.sync)
+    async def renew_many(self, renewals: Sequence[base.Renewal]) -> list[base.RenewOutcome]:
+        batching = base.batch_renewing(self.sync)
         assert batching is not None, "asked only where renews_in_batches"
         return await self._pools.run(
             self._pools.ops, functools.partial(batching.renew_many, renewals)
         )
 
-    async def inspect(self, name: str) -> LockInfo | None:
+    async def inspect(self, name: str) -> base.LockInfo | None:
         return await self._pools.run(self._pools.ops, functools.partial(self.sync.inspect, name))
 
-    async def list(self, prefix: str) -> list[LockInfo]:
+    async def list(self, prefix: str) -> list[base.LockInfo]:
         return await self._pools.run(self._pools.ops, functools.partial(self.sync.list, prefix))
 
     async def waiters(self, name: str) -> builtins.list[str] | None:

@@ -12,7 +12,7 @@ import click
 import fencelock
 from fencelock import holder
 from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
-from fencelock.cli.numbers import INTERVAL, TTL, Number
+from fencelock.cli.numbers import INTERVAL, Number, ttl_option
 from fencelock.cli.run_cmd import (
     RunCommand,
     default_grace,
@@ -115,13 +115,7 @@ def observe(client: Client, name: str, as_json: bool, interval: float | None) ->
 
 @click.command(cls=RunCommand)
 @url_option
-@click.option(
-    "--ttl",
-    type=Number(TTL),
-    default=10.0,
-    show_default=True,
-    help="Leadership lease TTL in seconds: a dead leader is replaced within about this.",
-)
+@ttl_option(10.0, "Leadership lease TTL in seconds: a dead leader is replaced within about this.")
 @click.option("--value", default=None, help="This candidate's value, shown to observers.")
 @grace_option
 @click.option("--observe", is_flag=True, help="Print the leader and each change; run nothing.")

@@ -9,13 +9,17 @@ A lease's TTL gets the library's own check (:func:`~fencelock.engine.timing.vali
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import click
 
 from fencelock.cli import exitcodes, fail
 from fencelock.engine.timing import MAX_TTL, validate_ttl
 from fencelock.errors import ConfigError
+
+FC = TypeVar("FC", bound=Callable[..., object])
 
 __all__ = ["COUNT", "INTERVAL", "SECONDS", "TTL", "Bounds", "Duration", "Number", "checked"]
 
@@ -131,3 +135,8 @@ class Duration(Number):
                 exitcodes.USAGE,
             )
         return self.check(seconds, param)
+
+
+def ttl_option(default: float, help: str) -> Callable[[FC], FC]:
+    """A command's ``--ttl``: a lease TTL in seconds, checked as every TTL is."""
+    return click.option("--ttl", type=Number(TTL), default=default, show_default=True, help=help)

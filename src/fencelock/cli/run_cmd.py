@@ -17,7 +17,7 @@ import fencelock
 from fencelock import clock, holder
 from fencelock.backends.base import leaves_names_taken
 from fencelock.cli import errors_as_exit_codes, exitcodes, fail, url_option
-from fencelock.cli.numbers import SECONDS, TTL, Duration, Number
+from fencelock.cli.numbers import SECONDS, TTL, Duration, Number, ttl_option
 from fencelock.cli.process_group import ProcessGroup, Watchdog, spawn
 from fencelock.cli.run_signals import Interrupted, SignalRelay, Wakeup
 from fencelock.client import Client
@@ -310,13 +310,7 @@ grace_option = click.option(
 
 @click.command(cls=RunCommand)
 @url_option
-@click.option(
-    "--ttl",
-    type=Number(TTL),
-    default=30.0,
-    show_default=True,
-    help="Lease TTL in seconds; renewed at about a third of it while CMD runs.",
-)
+@ttl_option(30.0, "Lease TTL in seconds; renewed at about a third of it while CMD runs.")
 @click.option(
     "--wait",
     "wait",

@@ -50,7 +50,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, ClassVar, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
@@ -391,12 +390,7 @@ class Redlock:
             return self
         raise QuorumNotAchieved(self.key, self.masters)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> Literal[False]:
+    def __exit__(self, *exc_info: object) -> Literal[False]:
         self.release()
         return False
 

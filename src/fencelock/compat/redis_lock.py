@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import importlib
 import weakref
-from types import TracebackType
 from typing import Any
 
 from fencelock.compat.redis_py import UNTIMED_TTL, client_of
@@ -211,12 +210,7 @@ class Lock:
             raise NotAcquired(f"Lock({self._name}) is not acquired or it already expired.")
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.release()
 
 

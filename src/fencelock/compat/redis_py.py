@@ -26,7 +26,7 @@ import asyncio
 import logging
 import threading
 import weakref
-from types import SimpleNamespace, TracebackType
+from types import SimpleNamespace
 from typing import Any, Literal
 
 from fencelock.compat import needs_redis
@@ -174,12 +174,7 @@ class Lock(_Face):
             return self
         raise LockError("Unable to acquire lock within the time specified", lock_name=self.name)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         try:
             self.release()
         except LockError as exc:
@@ -294,12 +289,7 @@ class AsyncLock(_Face):
             return self
         raise LockError("Unable to acquire lock within the time specified", lock_name=self.name)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         try:
             await self.release()
         except LockError as exc:

@@ -291,16 +291,21 @@ class AsyncElection(_ElectionBase):
         announcement = None
         try:
             for stale in self._stale(await self._client.list(self._announcements)):
-                lease.check()  # as in Election.campaign
+                self._still_leads(lease)  # as in Election.campaign
                 await self._client.evict(stale)
             if value is not None:
-                lease.check()
+                self._still_leads(lease)
                 announce = self._client.lock(self._announcement(value), ttl=self.ttl)
                 announcement = await announce.acquire(timeout=self.ttl)
         except BaseException:
             await lease.release()
             raise
         return AsyncLeadership(lease, announcement, value)
+
+    def _still_leads(self, lease: AsyncLease) -> None:
+        """Raise :class:`LeaseLost` if ``lease`` ended: a campaigner deposed meanwhile
+        must not evict or announce (the announcements may be its successor's)."""
+        lease.check()
 
     async def run(self, func: Callable[P, Awaitable[R]], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """Campaign, await ``func(*args, **kwargs)`` as the leader, resign; as

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 
 from fencelock.sim import sqlite_host
-from fencelock.sim.bugs import KNOWN
+from fencelock.sim.run_options import add_run_options
 from fencelock.sim.workloads import WORKLOADS
 from fencelock.sim.world import (
     FAMILIES,
@@ -27,12 +27,7 @@ SQLITE = "sqlite"  # not a Plan's family: fencelock.sim.sqlite_host runs it, no 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m fencelock.sim", description=__doc__)
-    parser.add_argument("--seed", type=int, help="replay this one run, trace included")
-    parser.add_argument("--first-seed", type=int, default=0, help="where a search starts")
-    parser.add_argument("--cpu", type=float, default=10.0, help="CPU seconds a search may use")
-    parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--duration", type=float, default=30.0, help="virtual seconds a run")
-    parser.add_argument("--ttl", type=float, default=1.0)
+    add_run_options(parser)
     parser.add_argument(
         "--family",
         choices=(*FAMILIES, SQLITE),
@@ -49,9 +44,6 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         default=True,
         help="cancel extends in flight, and shut a client's loop down with a request out "
         "(on by default; --no-cancels leaves them out)",
-    )
-    parser.add_argument(
-        "--bug", action="append", default=[], choices=sorted(KNOWN), help="put a bug back"
     )
     return parser.parse_args(argv)
 

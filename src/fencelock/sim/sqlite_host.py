@@ -47,7 +47,8 @@ from fencelock.backends.sqlite.backend import SQLiteAttempt
 from fencelock.engine.timing import trusted_until
 from fencelock.engine.urls import parse_url
 from fencelock.sim import sqlite_guess
-from fencelock.sim.bugs import KNOWN, reintroduced
+from fencelock.sim.bugs import reintroduced
+from fencelock.sim.run_options import add_run_options
 from fencelock.sim.world import check_run
 
 NAME = "jobs/sim"
@@ -680,13 +681,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m fencelock.sim.sqlite_host", description=__doc__
     )
-    parser.add_argument("--seed", type=int, help="replay this one run, trace included")
-    parser.add_argument("--first-seed", type=int, default=0, help="where a search starts")
-    parser.add_argument("--cpu", type=float, default=10.0, help="CPU seconds a search may use")
-    parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--duration", type=float, default=30.0, help="the world's seconds a run")
-    parser.add_argument("--ttl", type=float, default=1.0)
-    parser.add_argument("--bug", action="append", default=[], choices=sorted(KNOWN))
+    add_run_options(parser)
     args = parser.parse_args(argv)
     return cli(args)
 

@@ -99,18 +99,27 @@ class Workload:
     def _timeout(self, rng: random.Random) -> float:
         return rng.uniform(0.05, 4 * self.world.plan.ttl)
 
+    async def _granted_lock(
+        self, number: int, client: AsyncClient, rng: random.Random
+    ) -> AsyncLease | None:
+        """The lock on ``NAME``, taken within a random timeout and recorded as granted;
+        None if it timed out."""
+        world, asked = self.world, self.world.true_now()
+        try:
+            lease = await client.lock(NAME, ttl=world.plan.ttl).acquire(self._timeout(rng))
+        except LockTimeout:
+            return None
+        world.granted(number, lease, asked)
+        return lease
+
 
 class LockWork(Workload):
     """A lock: take it, hold it (an extend perhaps in flight), release it."""
 
     async def once(self, number: int, client: AsyncClient, rng: random.Random) -> None:
-        world, asked = self.world, self.world.true_now()
-        try:
-            lease = await client.lock(NAME, ttl=world.plan.ttl).acquire(self._timeout(rng))
-        except LockTimeout:
-            return
-        world.granted(number, lease, asked)
-        await world.hold(number, lease, rng)
+        lease = await self._granted_lock(number, client, rng)
+        if lease is not None:
+            await self.world.hold(number, lease, rng)
 
 
 class SemaphoreWork(Workload):
@@ -516,17 +525,14 @@ class FencedWork(Workload):
         return self.guards
 
     async def once(self, number: int, client: AsyncClient, rng: random.Random) -> None:
-        world, asked = self.world, self.world.true_now()
-        try:
-            lease = await client.lock(NAME, ttl=world.plan.ttl).acquire(self._timeout(rng))
-        except LockTimeout:
+        lease = await self._granted_lock(number, client, rng)
+        if lease is None:
             return
-        world.granted(number, lease, asked)
         for each in range(rng.choice((1, 1, 2, 3))):
             allow_equal = each > 0 or rng.random() < 0.5  # one lease writes again
             writing = self._write(number, lease, allow_equal, random.Random(rng.random()))
             asyncio.ensure_future(writing).add_done_callback(_retrieved)
-        await world.hold(number, lease, rng)
+        await self.world.hold(number, lease, rng)
 
     async def _write(
         self, number: int, lease: AsyncLease, allow_equal: bool, rng: random.Random

@@ -7,24 +7,9 @@ face runs it on one shared event loop (:mod:`fencelock.backends.shared_loop`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from fencelock.backends.asyncio_family import asyncio_family
 
-from fencelock.engine.urls import ParsedURL
-
-if TYPE_CHECKING:  # the registry imports this package on a plain install: no driver here
-    from fencelock.backends.etcd.backend import AsyncEtcdBackend
-    from fencelock.backends.shared_loop import SharedLoopBackend
-
-
-def open_sync(parsed: ParsedURL) -> SharedLoopBackend:
-    from fencelock.backends.etcd.backend import AsyncEtcdBackend
-    from fencelock.backends.etcd.options import etcd_options
-    from fencelock.backends.shared_loop import SharedLoopBackend
-
-    return SharedLoopBackend.for_url(AsyncEtcdBackend, parsed, check=etcd_options)
-
-
-def open_async(parsed: ParsedURL) -> AsyncEtcdBackend:
-    from fencelock.backends.etcd.backend import AsyncEtcdBackend
-
-    return AsyncEtcdBackend(parsed)
+open_sync, open_async = asyncio_family(
+    "fencelock.backends.etcd.backend.AsyncEtcdBackend",
+    "fencelock.backends.etcd.options.etcd_options",
+)

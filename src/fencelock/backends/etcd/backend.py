@@ -28,10 +28,8 @@ from fencelock.backends.base import (
     Busy,
     Capabilities,
     LockInfo,
-    Renewal,
     RenewedAsOf,
-    RenewOutcome,
-    renew_each,
+    RenewsEach,
 )
 from fencelock.backends.etcd import gateway
 from fencelock.backends.etcd.http import Gateway, LeaseNotFound
@@ -68,7 +66,7 @@ def session_ttl(ttl: float) -> int:
     return max(1, math.ceil(ttl))
 
 
-class AsyncEtcdBackend:
+class AsyncEtcdBackend(RenewsEach):
     """The asyncio etcd backend; the sync one runs it on a shared loop."""
 
     capabilities = Capabilities(
@@ -248,9 +246,6 @@ class AsyncEtcdBackend:
         reply = await self.call("kv/range", gateway.range_request(self.queue(name), first=True))
         kvs = gateway.key_values(reply)
         return kvs[0] if kvs else None
-
-    async def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
-        return await renew_each(self.renew, renewals)
 
     async def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
         held = self._held.get(owner)

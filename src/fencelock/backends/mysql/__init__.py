@@ -6,27 +6,13 @@ Written for asyncio; the blocking face runs it on one shared event loop
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from fencelock.backends.asyncio_family import asyncio_family
 from fencelock.engine.urls import ParsedURL
 
-if TYPE_CHECKING:  # the registry imports this package on a plain install: no driver here
-    from fencelock.backends.mysql.backend import AsyncMySQLBackend
-    from fencelock.backends.shared_loop import SharedLoopBackend
-
-
-def open_sync(parsed: ParsedURL) -> SharedLoopBackend:
-    from fencelock.backends.mysql.backend import AsyncMySQLBackend
-    from fencelock.backends.mysql.options import mysql_options
-    from fencelock.backends.shared_loop import SharedLoopBackend
-
-    return SharedLoopBackend.for_url(AsyncMySQLBackend, parsed, check=mysql_options)
-
-
-def open_async(parsed: ParsedURL) -> AsyncMySQLBackend:
-    from fencelock.backends.mysql.backend import AsyncMySQLBackend
-
-    return AsyncMySQLBackend(parsed)
+open_sync, open_async = asyncio_family(
+    "fencelock.backends.mysql.backend.AsyncMySQLBackend",
+    "fencelock.backends.mysql.options.mysql_options",
+)
 
 
 def review_sql(parsed: ParsedURL) -> str:

@@ -22,14 +22,7 @@ from typing import Any
 import aiomysql
 
 from fencelock import forking, stepping
-from fencelock.backends.base import (
-    Acquired,
-    AttemptResult,
-    Busy,
-    Capabilities,
-    LockInfo,
-    RenewsEach,
-)
+from fencelock.backends import base
 from fencelock.backends.mysql.connections import Connections, discard, lost
 from fencelock.backends.mysql.options import mysql_options
 from fencelock.backends.mysql.statements import lock_name
@@ -50,19 +43,15 @@ def idle_limit(ttl: float) -> int:
     return max(1, math.ceil(ttl))
 
 
-class AsyncMySQLBackend(RenewsEach):
+class AsyncMySQLBackend(base.RenewsEach, base.EndsWithItsSession):
     """The asyncio MySQL backend; the sync one runs it on a shared loop."""
 
-    capabilities = Capabilities(
+    capabilities = base.Capabilities(
         fair=False,  # GET_LOCK's waiters are woken in the server's order
         renews_in_batches=True,  # each on its own connection, all in one loop trip
         keeps=True,  # a name kept after its lock: a row of the keeps table
         steps=True,  # the blocking client steps it: a reply is read on the caller's thread
     )
-
-    def outlives_client(self, renewed: bool) -> bool:
-        """Whether a lease left to its TTL stays on the server after the client closes."""
-        return False  # a named lock ends with its connection
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.options = mysql_options(parsed)
@@ -186,7 +175,7 @@ class AsyncMySQLBackend(RenewsEach):
         conn.fencelock_idle_limit = params["idle"]
         return bool(conn.affected_rows())
 
-    async def inspect(self, name: str) -> LockInfo | None:
+    async def inspect(self, name: str) -> base.LockInfo | None:
         lock = {"lock": self.lock_name(name)}
         rows = await self.connections.fetch(self.statements.inspect, lock)
         info = _info(rows[0]) if rows else None
@@ -195,7 +184,7 @@ class AsyncMySQLBackend(RenewsEach):
         kept = await self.connections.fetch(self.statements.inspect_kept, lock)
         return _info(kept[0]) if kept else info
 
-    async def list(self, prefix: str) -> list[LockInfo]:
+    async def list(self, prefix: str) -> list[base.LockInfo]:
         rows = await self.connections.fetch(self.statements.list, {"prefix": prefix})
         held = {info.name: info for info in map(_info, rows)}
         kept = await self.connections.fetch(self.statements.list_kept, {"prefix": prefix})
@@ -221,11 +210,11 @@ def _kept_for(sets: list[list[tuple[Any, ...]]]) -> float | None:
     return max(0.0, int(kept[0][0]) / 1e6) if kept else None
 
 
-def _info(row: tuple[Any, ...]) -> LockInfo:
+def _info(row: tuple[Any, ...]) -> base.LockInfo:
     name, owner, token, remaining, waiters, since = row
     left = None if owner is None or remaining is None else float(remaining)
     taken = None if left is None or since is None else float(since)
-    return LockInfo(name, owner, int(token), left, int(waiters), taken)
+    return base.LockInfo(name, owner, int(token), left, int(waiters), taken)
 
 
 class MySQLAttempt:
@@ -255,7 +244,7 @@ class MySQLAttempt:
             **more,
         }
 
-    async def try_acquire(self) -> AttemptResult:
+    async def try_acquire(self) -> base.AttemptResult:
         woken, self._woken = self._woken, None
         sets = woken if woken is not None else await self._ask()
         return await self._outcome(sets)
@@ -283,15 +272,15 @@ class MySQLAttempt:
         conn.fencelock_idle_limit = params["idle"]
         return sets
 
-    async def _outcome(self, sets: list[list[tuple[Any, ...]]]) -> AttemptResult:
+    async def _outcome(self, sets: list[list[tuple[Any, ...]]]) -> base.AttemptResult:
         backend, conn = self._backend, self._conn
         assert conn is not None
         kept = _kept_for(sets)
         if kept is not None:  # the lock was let go again: the name is kept a while
-            return Busy(retry_after=kept)
+            return base.Busy(retry_after=kept)
         taken = sets[0][0][0] == 1
         if not taken:
-            return Busy(notified=True)
+            return base.Busy(notified=True)
         name, owner, token = sets[-1][0]
         if name != self._name:
             await backend.connections.run(
@@ -305,7 +294,7 @@ class MySQLAttempt:
         assert owner == self._owner, "the token row changed while our lock was held"
         self._granted = True
         watched = backend.hold(self._owner, conn, self._lock)
-        return Acquired(int(token), session=watched.news)
+        return base.Acquired(int(token), session=watched.news)
 
     async def wait(self, timeout: float) -> None:
         """Inside ``GET_LOCK`` until the server gives us the lock, or ``timeout``; a

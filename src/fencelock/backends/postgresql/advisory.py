@@ -22,14 +22,7 @@ from typing import Any
 import psycopg
 
 from fencelock import forking
-from fencelock.backends.base import (
-    Acquired,
-    AttemptResult,
-    Busy,
-    Capabilities,
-    LockInfo,
-    RenewsEach,
-)
+from fencelock.backends import base
 from fencelock.backends.postgresql.advisory_statements import AdvisoryStatements, advisory_key
 from fencelock.backends.postgresql.backend import info_from_row, release_mark
 from fencelock.backends.postgresql.connections import STEPS, Connections
@@ -54,20 +47,16 @@ class _Held:
     own_session: bool
 
 
-class AsyncAdvisoryBackend(RenewsEach):
+class AsyncAdvisoryBackend(base.RenewsEach, base.EndsWithItsSession):
     """The asyncio advisory-lock backend; the sync one runs it on a shared loop."""
 
-    capabilities = Capabilities(
+    capabilities = base.Capabilities(
         fair=True,
         renews_in_batches=True,  # each on its own session, all in one loop trip
         keeps=True,  # a name kept after its lock: a row of the lease table
         keeps_announced=True,  # a keep ended early wakes the name's waiters (NOTIFY)
         steps=STEPS,  # the blocking client steps it (fencelock/stepping.py)
     )
-
-    def outlives_client(self, renewed: bool) -> bool:
-        """Whether a lease left to its TTL stays on the server after the client closes."""
-        return False  # an advisory lock ends with its session
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.options = postgres_options(parsed)
@@ -206,7 +195,7 @@ class AsyncAdvisoryBackend(RenewsEach):
     def _failed(self, exc: Exception) -> Exception:
         return self.connections.translated(exc) if isinstance(exc, psycopg.Error) else exc
 
-    async def inspect(self, name: str) -> LockInfo | None:
+    async def inspect(self, name: str) -> base.LockInfo | None:
         rows = await self.connections.fetchall(
             self.statements.inspect, {"key": advisory_key(name), "name": name}
         )
@@ -218,7 +207,7 @@ class AsyncAdvisoryBackend(RenewsEach):
             return info_from_row(kept[0])
         return info
 
-    async def list(self, prefix: str) -> list[LockInfo]:
+    async def list(self, prefix: str) -> list[base.LockInfo]:
         rows = await self.connections.fetchall(self.statements.list, {"prefix": prefix})
         held = {row[0]: info_from_row(row) for row in rows}
         kept = await self.connections.fetchall(self.statements.leases.list, {"prefix": prefix})
@@ -262,7 +251,7 @@ class AdvisoryAttempt:
         # key for this attempt now, which close() gives back.
         self._unanswered: LockSession | None = None
 
-    async def try_acquire(self) -> AttemptResult:
+    async def try_acquire(self) -> base.AttemptResult:
         backend = self._backend
         await backend.open()
         try:
@@ -277,7 +266,7 @@ class AdvisoryAttempt:
         if not taken:
             if not mine:
                 session.held.pop(self._key, None)
-            return Busy(busy_wait(None if kept_for is None else float(kept_for)))
+            return base.Busy(busy_wait(None if kept_for is None else float(kept_for)))
         self._place.granted()  # the statement that took it dequeued it
         if token is None:  # the key is another name's: let it go, and say so
             session.held.pop(self._key, None)
@@ -290,7 +279,7 @@ class AdvisoryAttempt:
             )
         self._granted = True
         backend.hold(self._owner, _Held(session, self._key, own_session=not self._renewed))
-        return Acquired(int(token), session=session.news)
+        return base.Acquired(int(token), session=session.news)
 
     async def _give_back(self) -> None:
         """Let go of the key an acquire cancelled in flight may have taken, and the claim."""

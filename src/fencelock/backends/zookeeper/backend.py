@@ -33,6 +33,7 @@ from fencelock.backends.base import (
     AttemptResult,
     Busy,
     Capabilities,
+    EndsWithItsSession,
     LockInfo,
     PermitsInUse,
     RenewedAsOf,
@@ -91,7 +92,7 @@ def session_timeout(ttl: float) -> int:
     return max(1, math.ceil(ttl))
 
 
-class AsyncZooKeeperBackend(RenewsEach):
+class AsyncZooKeeperBackend(RenewsEach, EndsWithItsSession):
     """The asyncio ZooKeeper backend; the sync one runs it on a shared loop."""
 
     capabilities = Capabilities(
@@ -104,10 +105,6 @@ class AsyncZooKeeperBackend(RenewsEach):
         steps_off_the_loop=True,  # ... with no loop running, until a call suspends
         name_watches=True,  # child watches: a group's changes are pushed
     )
-
-    def outlives_client(self, renewed: bool) -> bool:
-        """Whether a lease left to its TTL stays on the server after the client closes."""
-        return False  # an ephemeral node ends with its session
 
     def __init__(self, parsed: ParsedURL) -> None:
         self.options = zookeeper_options(parsed)

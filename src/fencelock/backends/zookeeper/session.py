@@ -167,7 +167,7 @@ class ZkSession:
 
     def check_granted(self, ttl: float) -> None:
         """A lease may trust no longer than the server keeps the session without news."""
-        if self.negotiated + 1e-9 < ttl:
+        if self._outlasts(ttl):
             raise ConfigError(
                 f"{self.where}: ZooKeeper granted a session timeout of {self.negotiated:g}s "
                 f"for a lock TTL of {ttl:g}s (the servers' maxSessionTimeout is lower); use "
@@ -176,12 +176,16 @@ class ZkSession:
 
     def check_extends(self, ttl: float) -> None:
         """An extend may not outlast the session the lease's node belongs to."""
-        if self.negotiated + 1e-9 < ttl:
+        if self._outlasts(ttl):
             raise ConfigError(
                 f"{self.where}: cannot extend to {ttl:g}s a lease held in a ZooKeeper "
                 f"session of {self.negotiated:g}s: its node belongs to that session, and the "
                 "servers free it after that long without news; acquire with the longer TTL"
             )
+
+    def _outlasts(self, ttl: float) -> bool:
+        """Whether ``ttl`` is longer than the session lasts without news (to a rounding)."""
+        return self.negotiated + 1e-9 < ttl
 
     async def call(self, result: Any) -> Any:
         """A kazoo ``*_async`` result's value, checked against this session ending."""
