@@ -108,15 +108,37 @@ def fence_column_ddl(
     raise ConfigError(f"dialect must be 'postgresql' or 'mysql', not {dialect!r}")
 
 
-def fenced_flow(dialect: Dialect, write: FencedWrite) -> Flow[None]:
+FENCES = "fencelock_fences"
+"""The fence table's usual name: one row per fenced name, its last accepted token."""
+
+
+def fence_check(
+    key: str, token: int, *, table: Table = FENCES, allow_equal: bool = False
+) -> FencedWrite:
+    """The fence table's check for ``key``: an upsert of the row ``(key, token)`` that only
+    ever raises the stored token. The check :func:`fencelock.fencing.sqlite_fence` and
+    :func:`fencelock.integrations.sqlalchemy.fence` run, with :func:`fenced_flow`."""
+    if not isinstance(key, str) or not key:
+        raise ConfigError(f"a fence's key is a non-empty string (the lock's name), not {key!r}")
+    return FencedWrite(table, {"key": key}, token, {}, "token", True, allow_equal)
+
+
+def fenced_flow(dialect: Dialect, write: FencedWrite, name: str | None = None) -> Flow[None]:
     """The conditional write; if it counted no row, the fence read back: for the error,
-    or (MySQL) to tell a refused write from one that had nothing to change."""
-    build = dialect.fenced_upsert if write.upsert else dialect.fenced_update
-    statement = build(write)
+    or (MySQL) to tell a refused write from one that had nothing to change.
+
+    A refusal raises StaleToken, for ``name`` (a fence table's key: the lock's name) or
+    the row, and is counted under ``name`` or the table's name. Where an upsert's row
+    count does not tell (:attr:`Dialect.upsert_count_certain`), the ``UPDATE`` goes
+    first, the upsert only for a missing row, and its fence is read back."""
+    certain = dialect.upsert_count_certain
+    inserting = write.upsert and certain
+    statement = dialect.fenced_upsert(write) if inserting else dialect.fenced_update(write)
     for _ in range(_TRIES):
         written = yield Execute(statement)
-        if written == 1 or (write.upsert and written == 2):  # MySQL counts an upsert's update as 2
-            return
+        ambiguous = inserting and not certain  # an insert and a refusal both count 1
+        if (written == 1 and not ambiguous) or (inserting and written == 2):
+            return  # MySQL counts an upsert's update as 2
         if written > 1:
             raise ConfigError(
                 f"{write.row} matched {written} rows: a fence guards one row,"
@@ -125,17 +147,21 @@ def fenced_flow(dialect: Dialect, write: FencedWrite) -> Flow[None]:
         rows = yield Fetch(dialect.read_fence(write))
         if not rows:
             if write.upsert:
-                continue  # deleted since: insert it
+                # deleted since, or never there: insert it
+                statement, inserting = dialect.fenced_upsert(write), True
+                continue
             raise RowNotFound(write.row)
         last = rows[0][write.fence_column]
         token = write.token
         if last is not None and (last > token or (last == token and not write.allow_equal)):
             # counted by table: a row's key is no name
-            REGISTRY.rejected(f"{table_name(write.table)}/-")
-            raise StaleToken(write.row, token, int(last))
-        if last == token and not dialect.unchanged_rows_counted:
+            REGISTRY.rejected(name or f"{table_name(write.table)}/-")
+            raise StaleToken(name or write.row, token, int(last))
+        if last == token and (ambiguous or not dialect.unchanged_rows_counted):
             # MySQL counts changed rows only: the write met this fence (a fence never
             # goes down, and from below the write would have changed it), passed, and
-            # found the row already as it would have left it
+            # found the row already as it would have left it. Or an upsert that counted
+            # rows matched found no row to update a moment ago and has left the fence
+            # at its token: it inserted the row.
             return
     raise ConflictError(write.row, _TRIES)
