@@ -153,15 +153,17 @@ def fenced_flow(dialect: Dialect, write: FencedWrite, name: str | None = None) -
             raise RowNotFound(write.row)
         last = rows[0][write.fence_column]
         token = write.token
+        if ambiguous and last == token:
+            # an upsert that counted rows matched found no row to update a moment ago,
+            # and has left the fence at its token: it inserted the row
+            return
         if last is not None and (last > token or (last == token and not write.allow_equal)):
             # counted by table: a row's key is no name
             REGISTRY.rejected(name or f"{table_name(write.table)}/-")
             raise StaleToken(name or write.row, token, int(last))
-        if last == token and (ambiguous or not dialect.unchanged_rows_counted):
+        if last == token and not dialect.unchanged_rows_counted:
             # MySQL counts changed rows only: the write met this fence (a fence never
             # goes down, and from below the write would have changed it), passed, and
-            # found the row already as it would have left it. Or an upsert that counted
-            # rows matched found no row to update a moment ago and has left the fence
-            # at its token: it inserted the row.
+            # found the row already as it would have left it
             return
     raise ConflictError(write.row, _TRIES)

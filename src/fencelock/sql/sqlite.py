@@ -2,8 +2,9 @@
 :func:`fencelock.fencing.sqlite_fence` and the SQLAlchemy integration run there.
 
 Statements are written as the other dialects write them (``%(name)s`` parameters, ``%``
-doubled in a quoted name) and turned into SQLite's named parameters (``:name``) when
-made, so the standard library's ``sqlite3`` runs them as they are. Only the fenced
+doubled in a quoted name) and turned into SQLite's named parameters (``:name``) by the
+session that runs them (:class:`SQLite3Session`; SQLAlchemy's ``text()`` takes the same
+form). Only the fenced
 statements are SQLite's: the row-lock and lock-timeout statements of the other dialects
 have no SQLite form (a transaction takes the whole database, ``BEGIN IMMEDIATE``).
 """
@@ -15,7 +16,6 @@ import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from fencelock.errors import ConfigError
 from fencelock.sql.dialect import Dialect
@@ -37,7 +37,7 @@ def named(query: str, colon: str = ":") -> str:
 
 
 class SQLite(Dialect):
-    """The fence statements of SQLite, as text with ``:name`` parameters."""
+    """The fence statements of SQLite, as text with ``%(name)s`` parameters."""
 
     returning = False
     session_lock_timeout = False
@@ -46,9 +46,6 @@ class SQLite(Dialect):
 
     def quote(self, *parts: str) -> str:
         return ".".join('"' + part.replace('"', '""') + '"' for part in parts)
-
-    def statement(self, query: str, params: dict[str, Any] | None = None) -> Statement:
-        return Statement(named(query), params or {})
 
     def fenced_upsert(self, write: FencedWrite) -> Statement:
         """``INSERT … ON CONFLICT (key) DO UPDATE … WHERE newer``, as on PostgreSQL."""
@@ -111,4 +108,4 @@ class SQLite3Session:
 def _text(statement: Statement) -> str:
     if not isinstance(statement.query, str):
         raise TypeError(f"not an SQLite statement: {statement.query!r}")
-    return statement.query
+    return named(statement.query)
