@@ -389,14 +389,12 @@ def test_the_page_shows_the_table_the_migration_and_both_forms() -> None:
         assert shown in text, shown
 
 
-def test_the_page_runs(url: str, engine: sa.Engine, tmp_path: Path) -> None:
-    """The page's snippets in order, as one program, on ``DATABASE_URL``, the locks on a
-    fresh SQLite file; the migration is run by the next test."""
+def run_program(url: str, engine: sa.Engine, program: str, tmp_path: Path) -> None:
+    """``program`` in a new interpreter on ``DATABASE_URL`` (its tables dropped first),
+    the locks on a fresh SQLite file; it must exit 0."""
     with engine.begin() as conn:
-        for name in re.findall(r'__tablename__ = "(\w+)"', "".join(page_snippets())):
+        for name in [*re.findall(r'__tablename__ = "(\w+)"', program), "fencelock_fences"]:
             conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
-        conn.execute(sa.text("DROP TABLE IF EXISTS fencelock_fences"))
-    program = "\n".join(code for code in page_snippets() if MIGRATION not in code)
     env = dict(os.environ, DATABASE_URL=url, FENCELOCK_URL=f"sqlite:///{tmp_path / 'locks.db'}")
     done = subprocess.run(
         [sys.executable, "-c", program],
@@ -409,6 +407,21 @@ def test_the_page_runs(url: str, engine: sa.Engine, tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_page_runs(url: str, engine: sa.Engine, tmp_path: Path) -> None:
+    """The page's snippets in order, as one program; the migration is run by the next
+    test."""
+    program = "\n".join(code for code in page_snippets() if MIGRATION not in code)
+    run_program(url, engine, program, tmp_path)
+
+
+def test_the_fencing_pages_orm_section_runs(url: str, engine: sa.Engine, tmp_path: Path) -> None:
+    """docs/fencing.md leads with the ORM form: its snippet runs as it is."""
+    text = (PAGE.parents[1] / "fencing.md").read_text()
+    section = text[text.index("## In an ORM transaction") : text.index("## The guards")]
+    (program,) = SNIPPET.findall(section)
+    run_program(url, engine, program, tmp_path)
 
 
 def test_the_pages_migration_makes_the_fence_table(engine: sa.Engine) -> None:

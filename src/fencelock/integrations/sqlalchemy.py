@@ -37,7 +37,6 @@ from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-import sqlalchemy
 from sqlalchemy import BigInteger, Column, MetaData, String, Table, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
@@ -218,8 +217,11 @@ def _mapped(model: object) -> Table:
 
 def _legacy(connection: Connection) -> bool:
     """A SQLAlchemy 1.4 ``Connection`` that commits each statement by itself unless a
-    transaction was begun (``future=False``, 1.4's default)."""
-    return sqlalchemy.__version__.startswith("1.") and not getattr(connection, "_is_future", False)
+    transaction was begun (not ``future=True``, 1.4's default). In 2.x every
+    ``Connection`` is the future one."""
+    from sqlalchemy.future import Connection as FutureConnection
+
+    return not isinstance(connection, FutureConnection)
 
 
 def _connection(bind: object, *, flush: bool = False) -> Connection:
@@ -269,7 +271,7 @@ class _SyncSession:
 
     def fetch(self, statement: Statement) -> list[Row]:
         result = self.connection.execute(_text(statement), statement.params)
-        return [dict(row._mapping) for row in result]
+        return [dict(row) for row in result.mappings()]
 
     def execute(self, statement: Statement) -> int:
         return self.connection.execute(_text(statement), statement.params).rowcount
@@ -289,7 +291,7 @@ class _AsyncSession:
 
     async def fetch(self, statement: Statement) -> list[Row]:
         result = await self.connection.execute(_text(statement), statement.params)
-        return [dict(row._mapping) for row in result]
+        return [dict(row) for row in result.mappings()]
 
     async def execute(self, statement: Statement) -> int:
         result = await self.connection.execute(_text(statement), statement.params)
