@@ -1,7 +1,8 @@
 """fencelock.integrations.sqlalchemy with the API SQLAlchemy 1.4 has (``declarative_base``,
 ``Column``; on 1.4, the legacy ``Connection`` that commits each statement unless a
 transaction was begun, and ``future=True`` engines and sessions), on PostgreSQL
-(psycopg2, the driver 1.4 has for it), MariaDB (PyMySQL) and SQLite.
+(psycopg2, the driver 1.4 has for it; on 2.x psycopg 3 when psycopg2 is not installed),
+MariaDB (PyMySQL) and SQLite.
 
 The suite runs it on the SQLAlchemy it installs (2.x); scripts/python-matrix.sh runs it
 on the newest 1.4 as well.
@@ -9,6 +10,7 @@ on the newest 1.4 as well.
 
 from __future__ import annotations
 
+import importlib.util
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,9 +29,10 @@ FUTURES = (False, True) if ONE else (True,)  # 2.x has only the future API
 @pytest.fixture(scope="module", params=["postgresql", "mariadb", "sqlite"])
 def url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
     if request.param == "postgresql":
-        pytest.importorskip("psycopg2")
+        driver = "psycopg2" if ONE or importlib.util.find_spec("psycopg2") else "psycopg"
+        pytest.importorskip(driver)
         server_url: str = request.getfixturevalue("postgres").url
-        return server_url.replace("postgresql://", "postgresql+psycopg2://", 1)
+        return server_url.replace("postgresql://", f"postgresql+{driver}://", 1)
     if request.param == "mariadb":
         server_url = request.getfixturevalue("mariadb").url
         return server_url.replace("mysql://", "mysql+pymysql://", 1)
