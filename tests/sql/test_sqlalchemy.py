@@ -449,3 +449,44 @@ def test_the_pages_migration_makes_the_fence_table(engine: sa.Engine) -> None:
     with engine.begin() as conn, Operations.context(MigrationContext.configure(conn)):
         namespace["downgrade"]()
     assert not sa.inspect(engine).has_table("fencelock_fences")
+
+
+def test_two_holders_fencing_a_new_name_at_once(
+    engine: sa.Engine, tables: tuple[sa.Table, sa.Table]
+) -> None:
+    """Two transactions, both begun, fence a name never seen before at once: the older
+    token is refused, or lands first and is overtaken; never an error of the database's
+    (on MySQL, a deadlock between two gap locks), and the fence ends at the newer token."""
+    import threading
+
+    fences, _ = tables
+    for round_ in range(5):
+        name = f"fresh/{round_}"
+        outcomes: dict[int, str] = {}
+        both = threading.Barrier(2, timeout=WAIT)
+
+        def holder(
+            token: int,
+            name: str = name,
+            outcomes: dict[int, str] = outcomes,
+            both: threading.Barrier = both,
+        ) -> None:
+            try:
+                with Session(engine) as session, session.begin():
+                    session.connection()  # the transaction has begun
+                    both.wait()
+                    fence(session, name, token, table=fences)
+                outcomes[token] = "accepted"
+            except StaleToken:
+                outcomes[token] = "stale"
+            except Exception as error:  # what must not happen: the database's error
+                outcomes[token] = f"error: {error!r}"
+
+        threads = [threading.Thread(target=holder, args=(token,)) for token in (1, 2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(WAIT)
+        assert outcomes[2] == "accepted", outcomes
+        assert outcomes[1] in ("accepted", "stale"), outcomes
+        assert stored(engine, fences, name) == 2

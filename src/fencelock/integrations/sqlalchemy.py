@@ -25,8 +25,8 @@ and :func:`fencelock.sql.fenced_write` run: an upsert that only raises the store
 (``INSERT … ON CONFLICT (key) DO UPDATE … WHERE existing.token < excluded.token``; on MySQL
 ``INSERT … ON DUPLICATE KEY UPDATE token = IF(newer, new, token)``), the fence read back
 when the row count does not tell. SQLAlchemy opens MySQL connections counting the rows an
-``UPDATE`` matched, where a refused upsert counts as an insert does: there the ``UPDATE``
-goes first and the upsert only for a name not seen yet. A refusal raises
+``UPDATE`` matched, where a refused upsert counts as an insert does: there the fence is
+read before the upsert (a plain read) and after it. A refusal raises
 :class:`~fencelock.StaleToken` (``.key``, ``.token``, ``.last``) and is counted in
 :mod:`fencelock.metrics` as the guards count theirs.
 """

@@ -113,8 +113,8 @@ class FoundRowsMySQL(MySQL):
     (``CLIENT.FOUND_ROWS``), as SQLAlchemy opens every MySQL connection: a fenced
     ``UPDATE`` counts 1 when the fence let it through, whether or not it changed
     anything, but a refused upsert counts 1 too, as an insert does. So the fenced flow
-    tries the ``UPDATE`` first and the upsert only for a row that is not there, and reads
-    the fence back after it (:attr:`~fencelock.sql.dialect.Dialect.upsert_count_certain`)."""
+    reads the fence before the upsert (without a lock) and after it (with one)
+    (:attr:`~fencelock.sql.dialect.Dialect.upsert_count_certain`)."""
 
     unchanged_rows_counted = True
     upsert_count_certain = False
