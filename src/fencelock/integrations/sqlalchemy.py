@@ -37,9 +37,15 @@ from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import BigInteger, Column, MetaData, String, Table, text
-from sqlalchemy.engine import Connection
-from sqlalchemy.orm import Session
+try:
+    from sqlalchemy import BigInteger, Column, MetaData, String, Table, text
+    from sqlalchemy.engine import Connection
+    from sqlalchemy.orm import Session
+except ImportError as missing:  # a plain install
+    raise ImportError(
+        "fencelock.integrations.sqlalchemy fences SQLAlchemy sessions and needs SQLAlchemy: "
+        "pip install 'fencelock[sqlalchemy]'"
+    ) from missing
 
 from fencelock.errors import ConfigError, RowNotFound, StaleToken
 from fencelock.sql.dialect import Dialect
