@@ -490,3 +490,34 @@ def test_two_holders_fencing_a_new_name_at_once(
         assert outcomes[2] == "accepted", outcomes
         assert outcomes[1] in ("accepted", "stale"), outcomes
         assert stored(engine, fences, name) == 2
+
+
+def test_names_with_colons_quotes_and_percents(engine: sa.Engine) -> None:
+    """Table and column names reach the SQL as quoted identifiers, whatever they hold:
+    a ``:`` is no bind parameter to ``text()``, a ``%`` none to the driver."""
+    metadata = sa.MetaData()
+    odd = sa.Table(
+        f"o:d%d'{secrets.token_hex(2)}",
+        metadata,
+        sa.Column("k:1", sa.Integer, primary_key=True),
+        sa.Column('v%(x)s"', sa.String(8)),
+        sa.Column("fence:token", sa.BigInteger),
+    )
+    fences = fence_table(metadata, f"f:%s{secrets.token_hex(2)}")
+    metadata.create_all(engine)
+    try:
+        with engine.begin() as conn:
+            conn.execute(odd.insert().values({"k:1": 1}))
+            fence(conn, "odd:%(key)s", 2, table=fences)
+            fenced_update(conn, odd, {"k:1": 1}, {'v%(x)s"': ":v0"}, 2, fence_column="fence:token")
+            with pytest.raises(StaleToken):
+                fence(conn, "odd:%(key)s", 1, table=fences)
+            with pytest.raises(StaleToken):
+                fenced_update(
+                    conn, odd, {"k:1": 1}, {'v%(x)s"': "x"}, 1, fence_column="fence:token"
+                )
+        with engine.connect() as conn:
+            assert tuple(conn.execute(sa.select(odd)).one()) == (1, ":v0", 2)
+            assert stored(engine, fences, "odd:%(key)s") == 2
+    finally:
+        metadata.drop_all(engine)
