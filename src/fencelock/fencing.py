@@ -84,10 +84,6 @@ class MemoryGuard(_Rejections):
 
 _CREATE = """CREATE TABLE IF NOT EXISTS fencelock_fences (
     key TEXT PRIMARY KEY, token INTEGER NOT NULL) WITHOUT ROWID"""
-_ADVANCE = """INSERT INTO fencelock_fences (key, token) VALUES (?, ?)
-ON CONFLICT (key) DO UPDATE SET token = excluded.token
-WHERE excluded.token > fencelock_fences.token
-   OR (? AND excluded.token = fencelock_fences.token)"""
 
 
 def install_sqlite_fences(conn: sqlite3.Connection) -> None:
@@ -103,12 +99,20 @@ def sqlite_fence(
     Raises StaleToken if ``token`` is not greater than the last accepted one
     (or equal, with ``allow_equal``); roll the transaction back then, so the
     protected write never lands.
+
+    The check is :mod:`fencelock.sql`'s for the fence table
+    (:func:`fencelock.sql.fenced.fence_check`), the one the SQLAlchemy integration runs.
     """
-    if conn.execute(_ADVANCE, (key, token, allow_equal)).rowcount != 1:
-        (last,) = conn.execute(
-            "SELECT token FROM fencelock_fences WHERE key = ?", (key,)
-        ).fetchone()
-        raise _SHARED_COUNT._reject(key, token, int(last))
+    from fencelock.sql.fenced import fence_check, fenced_flow
+    from fencelock.sql.flow import run
+    from fencelock.sql.sqlite import SQLITE, SQLite3Session
+
+    check = fence_check(key, token, allow_equal=allow_equal)
+    try:
+        run(fenced_flow(SQLITE, check, name=key), SQLite3Session(conn))
+    except StaleToken:
+        _SHARED_COUNT.rejections += 1  # REGISTRY counted it, by the key
+        raise
 
 
 _SHARED_COUNT = _Rejections()

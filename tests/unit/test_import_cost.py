@@ -7,7 +7,15 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ("asyncio", "logging", "fencelock.client", "fencelock.backends", "fencelock.lease")
+HEAVY = (
+    "asyncio",
+    "logging",
+    "fencelock.client",
+    "fencelock.backends",
+    "fencelock.lease",
+    "fencelock.integrations",  # imported by name only, never by `import fencelock`
+    "sqlalchemy",
+)
 
 
 def _loaded_after(code: str) -> set[str]:

@@ -25,7 +25,7 @@ LIBRARY_RANKS = {
     "backends": 3,
     "sql": 4,
     "lease": 4,
-    "fencing": 4,
+    "fencing": 5,  # sqlite_fence runs fencelock.sql's fence check
     "tracing": 4,  # spans around an acquire, for primitives
     "holdings": 5,
     "renewer": 5,
@@ -46,6 +46,7 @@ TOOLS_MAY_IMPORT = {
     "cli": {"check", "demo", "toolkit", "testing"},
     "compat": set(),  # other libraries' faces, over the public API
     "sim": set(),  # the deterministic simulator: the real client against model servers
+    "integrations": set(),  # other libraries' fences (SQLAlchemy), over fencelock.sql
 }
 
 

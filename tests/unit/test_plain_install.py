@@ -1,6 +1,6 @@
 """``import fencelock`` with every optional driver blocked (as on a plain install) still
-takes locks on SQLite, loads the CLI, the guards and the metrics, and says which extra
-a scheme needs."""
+takes locks on SQLite, loads the CLI, the guards and the metrics, fences an SQLite
+write, and says which extra a scheme (or an integration) needs."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ OPTIONAL_DRIVERS = [
     "pymysql",
     "prometheus_client",
     "opentelemetry",
+    "sqlalchemy",
 ]
 
 
@@ -44,6 +45,19 @@ try:
     tracing.instrument()
 except fencelock.ConfigError as exc:
     print(exc)
+import sqlite3
+from fencelock.fencing import install_sqlite_fences, sqlite_fence
+shop = sqlite3.connect(os.path.join(tempfile.mkdtemp(), "shop.db"), isolation_level=None)
+install_sqlite_fences(shop)
+sqlite_fence(shop, "layers/fence", 2)
+try:
+    sqlite_fence(shop, "layers/fence", 1)
+except fencelock.StaleToken as exc:
+    print("fenced", exc.last)
+try:
+    import fencelock.integrations.sqlalchemy
+except ImportError as exc:
+    print(exc)
 loaded = sorted(n for n in {drivers!r} if sys.modules.get(n) is not None)
 print("loaded", loaded)
 """
@@ -64,4 +78,6 @@ def test_a_lock_on_sqlite_with_every_optional_driver_blocked() -> None:
     assert "compat.redis_py" in lines[3] and "pip install 'fencelock[redis]'" in lines[3]
     assert "tracing needs the OpenTelemetry API" in lines[4]
     assert "pip install 'fencelock[otel]'" in lines[4]
-    assert lines[5] == "loaded []"
+    assert lines[5] == "fenced 2"  # the guard's check, fencelock.sql's, needs no driver
+    assert "pip install 'fencelock[sqlalchemy]'" in lines[6]
+    assert lines[7] == "loaded []"

@@ -34,6 +34,10 @@ _LOCKS: dict[LockMode, str] = {
 }
 
 
+# The target row of an upsert, in its DO UPDATE (beside the database's own ``excluded``).
+_EXISTING = "existing"
+
+
 def param(name: str) -> str:
     """The named parameter ``name``: ``%(name)s``."""
     return f"%({name})s"
@@ -54,6 +58,11 @@ class Dialect(ABC):
     unchanged_rows_counted: bool
     """Whether an ``UPDATE``'s row count includes the rows it matched but left as they
     were (PostgreSQL); MySQL counts only the rows it changed."""
+
+    upsert_count_certain: bool = True
+    """Whether a :meth:`fenced_upsert`'s row count alone tells a refused write from an
+    accepted one. Not on a MySQL connection that counts rows matched
+    (:class:`~fencelock.sql.mysql.FoundRowsMySQL`), where both count 1."""
 
     fence_read_lock: LockMode | None
     """How :meth:`read_fence` reads the row: with this lock, or (None) a plain read."""
@@ -126,6 +135,26 @@ class Dialect(ABC):
     def fenced_upsert(self, write: FencedWrite) -> Statement:
         """As :meth:`fenced_update`, inserting the row if there is none (its row count
         is 1 for a row inserted or updated; MySQL counts an update as 2)."""
+
+    def on_conflict_upsert(self, write: FencedWrite) -> Statement:
+        """``INSERT … AS existing … ON CONFLICT (key) DO UPDATE SET c = excluded.c, …
+        WHERE newer``: the row keeps every column unless the token is newer. PostgreSQL's
+        and SQLite's (3.24 and later) :meth:`fenced_upsert`."""
+        params: dict[str, Any] = {}
+        row = self._inserted_row(write, params)
+        keys = self._columns([column for column, _ in key_columns(write.key)])
+        updated = [*write.values, write.fence_column]
+        sets = ", ".join(f"{c} = excluded.{c}" for c in map(self.identifier, updated))
+        newer = self._fence_test(
+            self.identifier(_EXISTING, write.fence_column),
+            self.identifier("excluded", write.fence_column),
+            write.allow_equal,
+        )
+        query = (
+            f"INSERT INTO {self._table(write.table)} AS {self.identifier(_EXISTING)} {row}"
+            f" ON CONFLICT ({keys}) DO UPDATE SET {sets} WHERE {newer}"
+        )
+        return self.statement(query, params)
 
     def read_fence(self, write: FencedWrite) -> Statement:
         """The fence of the write's row as the write just met it (the latest committed

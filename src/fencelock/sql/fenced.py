@@ -108,9 +108,31 @@ def fence_column_ddl(
     raise ConfigError(f"dialect must be 'postgresql' or 'mysql', not {dialect!r}")
 
 
-def fenced_flow(dialect: Dialect, write: FencedWrite) -> Flow[None]:
+FENCES = "fencelock_fences"
+"""The fence table's usual name: one row per fenced name, its last accepted token."""
+
+
+def fence_check(
+    key: str, token: int, *, table: Table = FENCES, allow_equal: bool = False
+) -> FencedWrite:
+    """The fence table's check for ``key``: an upsert of the row ``(key, token)`` that only
+    ever raises the stored token. The check :func:`fencelock.fencing.sqlite_fence` and
+    :func:`fencelock.integrations.sqlalchemy.fence` run, with :func:`fenced_flow`."""
+    if not isinstance(key, str) or not key:
+        raise ConfigError(f"a fence's key is a non-empty string (the lock's name), not {key!r}")
+    return FencedWrite(table, {"key": key}, token, {}, "token", True, allow_equal)
+
+
+def fenced_flow(dialect: Dialect, write: FencedWrite, name: str | None = None) -> Flow[None]:
     """The conditional write; if it counted no row, the fence read back: for the error,
-    or (MySQL) to tell a refused write from one that had nothing to change."""
+    or (MySQL) to tell a refused write from one that had nothing to change.
+
+    A refusal raises StaleToken, for ``name`` (a fence table's key: the lock's name) or
+    the row, and is counted under ``name`` or the table's name. Where an upsert's row
+    count does not tell (:attr:`Dialect.upsert_count_certain`), :func:`_counted_matched`.
+    """
+    if write.upsert and not dialect.upsert_count_certain:
+        return (yield from _counted_matched(dialect, write, name))
     build = dialect.fenced_upsert if write.upsert else dialect.fenced_update
     statement = build(write)
     for _ in range(_TRIES):
@@ -128,14 +150,54 @@ def fenced_flow(dialect: Dialect, write: FencedWrite) -> Flow[None]:
                 continue  # deleted since: insert it
             raise RowNotFound(write.row)
         last = rows[0][write.fence_column]
-        token = write.token
-        if last is not None and (last > token or (last == token and not write.allow_equal)):
-            # counted by table: a row's key is no name
-            REGISTRY.rejected(f"{table_name(write.table)}/-")
-            raise StaleToken(write.row, token, int(last))
-        if last == token and not dialect.unchanged_rows_counted:
+        _refuse_if_stale(write, last, name)
+        if last == write.token and not dialect.unchanged_rows_counted:
             # MySQL counts changed rows only: the write met this fence (a fence never
             # goes down, and from below the write would have changed it), passed, and
             # found the row already as it would have left it
             return
     raise ConflictError(write.row, _TRIES)
+
+
+def _counted_matched(dialect: Dialect, write: FencedWrite, name: str | None) -> Flow[None]:
+    """The upsert on a MySQL connection that counts rows matched, where it counts 2 for
+    a row it updated and 1 both for a row it inserted and for one it left as it was. The
+    fence is read first without a lock (the transaction's snapshot: no gap lock for a
+    row not there yet, which two transactions inserting one name would deadlock on),
+    then the upsert, then on a count of 1 the fence as it left it (a locking read, of a
+    row that is there now). At the token and not at the token before: it inserted the
+    row (or raised it: another statement of the same lease's can only have written the
+    same token)."""
+    column = write.fence_column
+    for _ in range(_TRIES):
+        seen = yield Fetch(dialect.select(write.table, write.key, columns=(column,)))
+        before = seen[0][column] if seen else None
+        written = yield Execute(dialect.fenced_upsert(write))
+        if written == 2:
+            return
+        if written > 2:
+            raise ConfigError(
+                f"{write.row} matched {written} rows: a fence guards one row,"
+                " so give its unique key"
+            )
+        rows = yield Fetch(dialect.read_fence(write))
+        if not rows:
+            continue  # deleted since: insert it
+        last = rows[0][column]
+        if last == write.token and (write.allow_equal or before != write.token):
+            return
+        _refuse_if_stale(write, last, name)
+    raise ConflictError(write.row, _TRIES)
+
+
+def _refuse_if_stale(write: FencedWrite, last: object, name: str | None) -> None:
+    """StaleToken, counted, if the fence ``last`` is above the token, or at it without
+    ``allow_equal``."""
+    token = write.token
+    if last is None:
+        return  # NULL: no token was ever accepted
+    fence = int(last)  # type: ignore[call-overload]
+    if fence > token or (fence == token and not write.allow_equal):
+        # counted by table: a row's key is no name
+        REGISTRY.rejected(name or f"{table_name(write.table)}/-")
+        raise StaleToken(name or write.row, token, fence)

@@ -25,8 +25,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pymysql.err import MySQLError
-
 from fencelock.sql.dialect import Dialect, param
 from fencelock.sql.statement import FencedWrite, Statement, Table, column_name, table_parts
 
@@ -45,6 +43,8 @@ MAX_LOCK_WAIT = 100_000_000
 
 def error_code(error: BaseException) -> int | None:
     """The server's error number in a PyMySQL (or aiomysql) error, if there is one."""
+    from pymysql.err import MySQLError
+
     if isinstance(error, MySQLError) and error.args and isinstance(error.args[0], int):
         return error.args[0]
     return None
@@ -108,4 +108,17 @@ class MySQL(Dialect):
         return f"ALTER TABLE {name} ADD COLUMN {self.quote(column_name(column))} BIGINT NULL"
 
 
+class FoundRowsMySQL(MySQL):
+    """MySQL on a connection that counts the rows an ``UPDATE`` *matched*
+    (``CLIENT.FOUND_ROWS``), as SQLAlchemy opens every MySQL connection: a fenced
+    ``UPDATE`` counts 1 when the fence let it through, whether or not it changed
+    anything, but a refused upsert counts 1 too, as an insert does. So the fenced flow
+    reads the fence before the upsert (without a lock) and after it (with one)
+    (:attr:`~fencelock.sql.dialect.Dialect.upsert_count_certain`)."""
+
+    unchanged_rows_counted = True
+    upsert_count_certain = False
+
+
 MYSQL = MySQL()
+FOUND_ROWS_MYSQL = FoundRowsMySQL()

@@ -11,20 +11,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from psycopg import errors, sql
-
 from fencelock.sql.dialect import Dialect
 from fencelock.sql.statement import (
     FencedWrite,
     Statement,
     Table,
     column_name,
-    key_columns,
     table_parts,
 )
-
-# The target row of an upsert, in its DO UPDATE (beside PostgreSQL's own ``excluded``).
-_EXISTING = "existing"
 
 
 class PostgreSQL(Dialect):
@@ -38,29 +32,19 @@ class PostgreSQL(Dialect):
     fence_read_lock = None
 
     def quote(self, *parts: str) -> str:
+        from psycopg import sql
+
         return sql.Identifier(*parts).as_string()
 
     def statement(self, query: str, params: dict[str, Any] | None = None) -> Statement:
+        from psycopg import sql
+
         return Statement(sql.SQL(query), params or {})
 
     def fenced_upsert(self, write: FencedWrite) -> Statement:
         """``INSERT … AS existing … ON CONFLICT (key) DO UPDATE SET c = excluded.c, …
         WHERE newer``: the row keeps every column unless the token is newer."""
-        params: dict[str, Any] = {}
-        row = self._inserted_row(write, params)
-        keys = self._columns([column for column, _ in key_columns(write.key)])
-        updated = [*write.values, write.fence_column]
-        sets = ", ".join(f"{c} = excluded.{c}" for c in map(self.identifier, updated))
-        newer = self._fence_test(
-            self.identifier(_EXISTING, write.fence_column),
-            self.identifier("excluded", write.fence_column),
-            write.allow_equal,
-        )
-        query = (
-            f"INSERT INTO {self._table(write.table)} AS {self.identifier(_EXISTING)} {row}"
-            f" ON CONFLICT ({keys}) DO UPDATE SET {sets} WHERE {newer}"
-        )
-        return self.statement(query, params)
+        return self.on_conflict_upsert(write)
 
     def lock_timeout_setting(self) -> Statement:
         return self.statement("SELECT current_setting('lock_timeout') AS setting")
@@ -75,9 +59,13 @@ class PostgreSQL(Dialect):
         return self.statement(query, {"setting": setting})
 
     def lock_unavailable(self, error: BaseException) -> bool:
+        from psycopg import errors
+
         return isinstance(error, errors.LockNotAvailable)  # 55P03: NOWAIT, lock_timeout
 
     def conflict(self, error: BaseException) -> bool:
+        from psycopg import errors
+
         return isinstance(error, (errors.SerializationFailure, errors.DeadlockDetected))
 
     def fence_column_ddl(self, table: Table, column: str) -> str:
@@ -87,4 +75,17 @@ class PostgreSQL(Dialect):
         )
 
 
+class PlainPostgreSQL(PostgreSQL):
+    """The same statements as plain text (``"`` doubled in a quoted name, as psycopg's
+    ``Identifier`` does), for a driver other than psycopg 3: what the SQLAlchemy
+    integration runs, on any of SQLAlchemy's PostgreSQL drivers. Needs no psycopg."""
+
+    def quote(self, *parts: str) -> str:
+        return ".".join('"' + part.replace('"', '""') + '"' for part in parts)
+
+    def statement(self, query: str, params: dict[str, Any] | None = None) -> Statement:
+        return Statement(query, params or {})
+
+
 POSTGRESQL = PostgreSQL()
+PLAIN_POSTGRESQL = PlainPostgreSQL()

@@ -1,0 +1,11 @@
+"""Fencing tokens checked by the libraries applications write through.
+
+Each integration is a module of its own, imported by name and never by ``import
+fencelock``, so a plain install imports none of these libraries:
+
+- :mod:`fencelock.integrations.sqlalchemy`: the fence table and the fenced update in a
+  SQLAlchemy ``Session`` or ``Connection`` (PostgreSQL, MySQL and MariaDB, SQLite).
+
+Their checks are :mod:`fencelock.sql`'s, the ones the guards of :mod:`fencelock.fencing`
+run too: one statement per database, in the caller's transaction.
+"""
