@@ -137,6 +137,7 @@ def one_round_async(url: str, name: str, fault: Callable[[str, str], None]) -> f
             granted_at: list[float] = []
 
             async def watch() -> None:
+                # No event to await: when ``lost`` turns is what this measures, to POLL.
                 while not lease.lost:
                     await asyncio.sleep(POLL)
                 lost_at.append(time.monotonic())

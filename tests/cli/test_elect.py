@@ -11,14 +11,17 @@ from pathlib import Path
 
 from fencelock import clock
 from tests.cli.conftest import FENCELOCK, fencelock_cmd
+from tests.polling import wait_until
 
 
-def _wait_for(path: Path, limit: float = 30) -> str:
-    deadline = clock.now() + limit
-    while not (path.exists() and path.read_text().strip()):
-        assert clock.now() < deadline, f"{path} never written"
-        time.sleep(0.02)
-    return path.read_text()
+def _wait_for(path: Path) -> str:
+    """The text of ``path`` once something is written in it."""
+
+    def written() -> str:
+        text = path.read_text() if path.exists() else ""
+        return text if text.strip() else ""
+
+    return wait_until(written, what=f"{path} written")
 
 
 def test_the_command_gets_the_term_and_its_status_passes_through(env: dict[str, str]) -> None:
@@ -54,7 +57,7 @@ def test_a_killed_leader_is_replaced_with_a_greater_term(
         assert not second.exists()  # a candidate waits while the leader lives
         killed_at = clock.now()
         leader.kill()
-        new_term = int(_wait_for(second, limit=30))
+        new_term = int(_wait_for(second))
         failover = clock.now() - killed_at
         assert new_term > old_term
         assert candidate.wait(30) == 0

@@ -8,14 +8,13 @@ import re
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import redis
 
-from fencelock import clock
 from fencelock.holder import holder_of
 from fencelock.testing import ServerPool
+from tests.polling import wait_until
 
 from .conftest import FENCELOCK, fencelock_cmd
 
@@ -46,13 +45,6 @@ def _commands(raw: bytes) -> set[str]:
     return {holder.command for o in OWNER.findall(raw) if (holder := holder_of(o.decode()))}
 
 
-def _wait_for(path: Path) -> None:
-    deadline = clock.now() + 60
-    while not path.exists():
-        assert clock.now() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
-
-
 def test_no_argument_nor_url_password_reaches_the_store_or_any_output(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
@@ -70,7 +62,7 @@ def test_no_argument_nor_url_password_reaches_the_store_or_any_output(
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
         try:
-            _wait_for(ready)
+            wait_until(ready.exists, what=f"{ready} to appear", timeout=60)
             keys = redis.Redis(port=server.port, password="TopS3cretPW")
             raw_redis = b"".join(keys.dump(k) or b"" for k in keys.scan_iter("*"))
             with sqlite3.connect(sqlite_url.removeprefix("sqlite:///")) as db:

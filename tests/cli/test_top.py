@@ -8,7 +8,6 @@ import secrets
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from fencelock.cli.top_view import TopState, under
 from fencelock.metrics.registry import PrefixMetrics
 from fencelock.primitives.lock import new_owner
 from tests.cli.conftest import FENCELOCK, fencelock_cmd
+from tests.polling import wait_until
 
 
 def test_held_for_counts_from_the_first_refresh_that_saw_the_lease() -> None:
@@ -67,15 +67,18 @@ def _screen(session: str) -> str:
     return done.stdout
 
 
-def _wait_for(session: str, check: str | Callable[[str], bool], timeout: float = 30) -> str:
+def _wait_for(session: str, check: str | Callable[[str], bool]) -> str:
     """The screen once it shows ``check`` (a text, or a test of the whole screen)."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def showing() -> str:
         screen = _screen(session)
-        if check(screen) if callable(check) else check in screen:
-            return screen
-        assert time.monotonic() < deadline, f"{check!r} never shown; the screen:\n{screen}"
-        time.sleep(0.2)
+        return screen if (check(screen) if callable(check) else check in screen) else ""
+
+    return wait_until(
+        showing,
+        what=lambda: f"{check!r} on the screen; it shows:\n{_screen(session)}",
+        interval=0.2,
+    )
 
 
 @pytest.mark.skipif(TMUX is None, reason="tmux (make servers installs it)")

@@ -3,6 +3,7 @@ waiter woken only by its predecessor, and bad input that ends in a fencelock err
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 import fencelock
 from fencelock.backends.etcd import gateway
 from fencelock.testing import EtcdServer, ServerPool
+from tests.polling import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +42,13 @@ def etcdctl(member: EtcdServer, *args: str, **kw: object) -> subprocess.Popen[st
     )
 
 
+def keys_under(member: EtcdServer, prefix: str) -> list[str]:
+    """The keys under ``prefix``, as etcdctl lists them."""
+    listing = etcdctl(member, "get", "--prefix", "--keys-only", prefix)
+    out, _ = listing.communicate(timeout=30)
+    return out.split()
+
+
 def test_a_lock_held_by_etcdctl_keeps_fencelock_out_and_the_other_way_round(
     etcd: EtcdServer, tmp_path: Path
 ) -> None:
@@ -53,7 +62,10 @@ def test_a_lock_held_by_etcdctl_keeps_fencelock_out_and_the_other_way_round(
         assert lease.token > etcd_rev
         # now fencelock holds it: etcdctl waits, and its revision comes after ours
         waiting = etcdctl(etcd, "lock", "jobs/nightly", "--", "sh", "-c", "echo $ETCD_LOCK_REV")
-        time.sleep(1)
+        wait_until(
+            lambda: len(keys_under(etcd, "jobs/nightly/")) == 2,
+            what="etcdctl's key in line behind fencelock's",
+        )
         assert waiting.poll() is None, "etcdctl took a lock fencelock holds"
         lease.release()
         out, _ = waiting.communicate(timeout=30)
@@ -86,12 +98,18 @@ def test_a_release_wakes_only_the_next_waiter(etcd: EtcdServer) -> None:
                 time.sleep(0.2)
 
         waiters = [threading.Thread(target=wait_in_line) for _ in range(3)]
+
+        def in_line(count: int) -> bool:
+            info = holder_client.inspect("queue/x")
+            return info is not None and info.waiters == count
+
         for i, thread in enumerate(waiters):
             thread.start()
-            deadline = time.monotonic() + 30
-            while (info := holder_client.inspect("queue/x")) is None or info.waiters != i + 1:
-                assert time.monotonic() < deadline
-                time.sleep(0.01)
+            wait_until(
+                functools.partial(in_line, i + 1),
+                what=f"{i + 1} waiters in line",
+                interval=0.01,
+            )
         first.release()
         for thread in waiters:
             thread.join(60)

@@ -14,7 +14,8 @@ import pytest
 import fencelock
 from fencelock.check.servers import ProxyHub
 from fencelock.testing import EtcdServer, ServerPool
-from tests.consensus.test_servers import etcd_call, eventually, leader_of
+from tests.consensus.test_servers import SETTLE, etcd_call, leader_of
+from tests.polling import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +121,12 @@ def test_a_member_in_use_that_dies_or_hangs_loses_no_lease_at_ttl_2(
             outcomes = waiters.join()
         finally:
             in_use.start() if fault == "kill" else in_use.resume()
-            eventually(lambda: all(m.ready() for m in cluster), "the member back")
+            wait_until(
+                lambda: all(m.ready() for m in cluster),
+                what="the member back",
+                timeout=SETTLE,
+                interval=0.1,
+            )
     assert len(outcomes) == 2, outcomes
     assert all(kind == "granted" and token > lease.token for kind, token in outcomes), outcomes
 
@@ -148,7 +154,12 @@ def test_the_leader_killed_under_a_ttl_2_lease_is_survived_or_reported_first(
             outcomes = waiters.join()
         finally:
             leader.start()
-            eventually(lambda: all(m.ready() for m in cluster), "the leader back")
+            wait_until(
+                lambda: all(m.ready() for m in cluster),
+                what="the leader back",
+                timeout=SETTLE,
+                interval=0.1,
+            )
     assert len(outcomes) == 2, outcomes
     assert all(kind == "granted" and token > lease.token for kind, token in outcomes), outcomes
 
@@ -167,4 +178,9 @@ def test_a_ttl_5_lease_survives_the_leader_killed(cluster: list[EtcdServer]) -> 
             lease.release()
         finally:
             leader.start()
-            eventually(lambda: all(m.ready() for m in cluster), "the leader back")
+            wait_until(
+                lambda: all(m.ready() for m in cluster),
+                what="the leader back",
+                timeout=SETTLE,
+                interval=0.1,
+            )

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
 
 from fencelock.testing import KINDS, EtcdServer, ServerPool, ServerProcess, ServerStartError
+from tests.polling import wait_until
 
 SETTLE = 30.0  # seconds a cluster may take to elect a new leader
 
@@ -31,15 +31,6 @@ def b64(text: str) -> str:
 
 def leader_of(member: EtcdServer) -> str:
     return str(etcd_call(member, "maintenance/status", {})["leader"])
-
-
-def eventually(check: object, what: str) -> None:
-    deadline = time.monotonic() + SETTLE
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{what} within {SETTLE:g}s")
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +56,12 @@ def test_an_etcd_cluster_of_three_agrees_replicates_and_survives_its_leader(
     )
     leader.kill()
     rest = [m for m in members if m is not leader]
-    eventually(lambda: all(m.ready() for m in rest), "the other two elect a leader")
+    wait_until(
+        lambda: all(m.ready() for m in rest),
+        what="the other two to elect a leader",
+        timeout=SETTLE,
+        interval=0.1,
+    )
     leader.start()  # back, on the same ports and data
     assert leader.ready()
 
@@ -77,11 +73,13 @@ def test_a_zookeeper_ensemble_of_three_has_one_leader_and_survives_it(pool: Serv
     leader = next(m for m in members if m.mode() == "leader")
     leader.kill()
     rest = [m for m in members if m is not leader]
-    eventually(
+    wait_until(
         lambda: sorted(m.mode() or "" for m in rest) == ["follower", "leader"],
-        "the other two elect a leader",
+        what="the other two to elect a leader",
+        timeout=SETTLE,
+        interval=0.1,
     )
-    leader.start(timeout=SETTLE)
+    leader.start(timeout=SETTLE, interval=0.1)
     assert leader.mode() == "follower"
 
 

@@ -17,6 +17,7 @@ from kazoo.exceptions import LockTimeout
 import fencelock
 from fencelock.holder import UNKNOWN, holder_of
 from fencelock.testing import ServerPool, ZooKeeperServer
+from tests.polling import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -145,20 +146,18 @@ def test_a_waiter_whose_session_the_server_ends_queues_again_at_once(
             def waiters() -> list[str]:
                 return [n for n in kazoo.get_children(line) if not n.startswith(first.owner)]
 
-            deadline = time.monotonic() + 30
-            while not waiters():
-                assert time.monotonic() < deadline, "the waiter never queued"
-                time.sleep(0.01)
-            queued = waiters()
+            queued = wait_until(waiters, what="the waiter in line", interval=0.01)
             (session,) = waiting.seam.backend._inner._sessions.values()  # type: ignore[attr-defined]
             thief = KazooClient(hosts=zookeeper.address, client_id=session.client.client_id)
             thief.start(10)
             thief.stop()
             thief.close()
-            ended = time.monotonic()
-            while waiters() in ([], queued):
-                assert time.monotonic() - ended < 15, "the waiter slept through its session's end"
-                time.sleep(0.01)
+            wait_until(
+                lambda: waiters() not in ([], queued),
+                what="the waiter in line again, in a new session",
+                timeout=15,
+                interval=0.01,
+            )
         finally:
             kazoo.stop()
             kazoo.close()
@@ -274,10 +273,11 @@ def test_a_waiter_behind_the_holder_takes_over_without_listing_the_line(
     name = f"handoff/{time.monotonic_ns()}"
     with fencelock.connect(zookeeper.url) as holding, fencelock.connect(zookeeper.url) as waiting:
         first, taken, waiter = _one_holds_one_waits(holding, waiting, name, 10, 30)
-        deadline = time.monotonic() + 30
-        while (info := holding.inspect(name)) is None or not info.waiters:
-            assert time.monotonic() < deadline, "the waiter never queued"
-            time.sleep(0.01)
+        wait_until(
+            lambda: (info := holding.inspect(name)) is not None and info.waiters,
+            what="the waiter in line",
+            interval=0.01,
+        )
         counts = _requests_by_kind(monkeypatch)
         first.release()
         waiter.join(30)
@@ -300,7 +300,11 @@ def test_an_at_least_mark_stops_the_handoff_without_a_listing(zookeeper: ZooKeep
         def job() -> None:
             started.append(time.monotonic())
             holding.set()
-            time.sleep(0.5)  # the waiter queues behind meanwhile
+            wait_until(  # the waiter queues behind meanwhile
+                lambda: (info := running.inspect(name)) is not None and info.waiters == 1,
+                what="the waiter in line behind the job",
+                interval=0.01,
+            )
 
         taken: list[float] = []
 

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 import fencelock
+from tests.polling import await_until
 
 
 @pytest.fixture
@@ -30,8 +31,7 @@ async def _app_client() -> AsyncIterator[httpx.AsyncClient]:
 
 async def _until_locked(url: str, name: str) -> None:
     async with fencelock.aconnect(url) as watcher:
-        while not await watcher.locked(name):
-            await asyncio.sleep(0.01)
+        await await_until(lambda: watcher.locked(name), what=f"{name} locked", interval=0.01)
 
 
 def test_one_payment_per_order_at_a_time(url: str) -> None:
@@ -57,8 +57,9 @@ def test_a_cancelled_request_gives_its_lease_back(url: str) -> None:
         async for http in _app_client():
             stuck = asyncio.create_task(http.post("/orders/9/pay", params={"seconds": 60}))
             async with fencelock.aconnect(url) as watcher:
-                while not await watcher.locked("orders/9"):
-                    await asyncio.sleep(0.01)
+                await await_until(
+                    lambda: watcher.locked("orders/9"), what="orders/9 locked", interval=0.01
+                )
                 stuck.cancel()  # the client went away
                 with pytest.raises(asyncio.CancelledError):
                     await stuck

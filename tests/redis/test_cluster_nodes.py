@@ -23,7 +23,8 @@ import fencelock
 from fencelock.backends.redis.scripts import LockKeys, lua
 from fencelock.fencing import RedisGuard
 from fencelock.testing import RedisServer
-from tests.redis.conftest import Background, ServerPool, redis_cli, wait_until
+from tests.polling import wait_until
+from tests.redis.conftest import Background, ServerPool, redis_cli
 
 NAMES = ["orders/1", "orders/2", "orders/3", "payments/eu/7", "a", "x:y@z=1+2"]
 # With the three even slot ranges of ``--cluster create`` these land on three nodes.
@@ -113,8 +114,8 @@ def test_a_release_wakes_a_waiter_on_the_owning_node(cluster: Cluster, slow_refr
                 redis_cli(node.port, "pubsub", "numsub", channel).split() == [channel, "1"]
                 and redis_cli(node.port, "zcard", queue) == "1"
             ),
-            5,
-            lambda: f"waiter never subscribed and queued: {attempt.outcome()}",
+            timeout=5,
+            what=lambda: f"the waiter subscribed and queued: {attempt.outcome()}",
         )
         assert not attempt.wait(0), attempt.outcome()  # subscribed, queued, still waiting
         lease.release()  # publishes the oldest waiter's owner on its client's channel

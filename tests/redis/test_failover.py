@@ -15,7 +15,8 @@ import pytest
 import fencelock
 from fencelock.fencing import RedisGuard
 from fencelock.testing import RedisServer
-from tests.redis.conftest import ServerPool, redis_cli, wait_until
+from tests.polling import wait_until
+from tests.redis.conftest import ServerPool, redis_cli
 
 
 def start_pair(servers: ServerPool) -> tuple[RedisServer, RedisServer]:
@@ -33,7 +34,7 @@ def start_pair(servers: ServerPool) -> tuple[RedisServer, RedisServer]:
             and "state=online" in seen_by_primary
         )
 
-    wait_until(synced, 15, lambda: f"replica never synced\n{servers.logs()}")
+    wait_until(synced, timeout=15, what=lambda: f"the replica synced\n{servers.logs()}")
     return primary, replica
 
 
@@ -51,7 +52,7 @@ def wait_caught_up(primary: RedisServer, replica: RedisServer, name: str) -> Non
             redis_cli(primary.port, "get", k) for k in keys
         ]
 
-    wait_until(same, 10, lambda: f"replica did not catch up\n{replica.log()}")
+    wait_until(same, timeout=10, what=lambda: f"the replica caught up\n{replica.log()}")
 
 
 def test_failover_gives_two_holders_and_fencing_rejects_the_stale_one(
@@ -77,8 +78,8 @@ def test_failover_gives_two_holders_and_fencing_rejects_the_stale_one(
         assert redis_cli(replica.port, "replicaof", "no", "one") == "OK", servers.logs()
         wait_until(
             lambda: "role:master" in redis_cli(replica.port, "info", "replication"),
-            5,
-            lambda: f"replica not promoted\n{servers.logs()}",
+            timeout=5,
+            what=lambda: f"the replica promoted\n{servers.logs()}",
         )
 
         with fencelock.connect(promoted_url) as client_b:

@@ -12,7 +12,7 @@ import fencelock
 from fencelock.backends.redis.scripts import LockKeys
 from fencelock.testing.pool import ServerPool
 from fencelock.testing.redis import RedisServer
-from tests.redis.conftest import wait_until
+from tests.polling import wait_until
 
 WEEK_MS = 7 * 24 * 3600 * 1000
 
@@ -77,5 +77,9 @@ def test_redlock_counters_expire_too(module_servers: ServerPool, name: str) -> N
                 found.append(server.pttl(token))  # -2: no counter there (no phase 2 sent)
         return found
 
-    wait_until(lambda: sum(left > 0 for left in expiries()) >= 2, 10, lambda: str(expiries()))
+    wait_until(
+        lambda: sum(left > 0 for left in expiries()) >= 2,
+        timeout=10,
+        what=lambda: f"two keys with an expiry: {expiries()}",
+    )
     assert all(left == -2 or 0 < left <= WEEK_MS for left in expiries())  # never -1

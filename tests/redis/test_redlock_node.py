@@ -20,8 +20,9 @@ import pytest
 import fencelock
 from fencelock import clock
 from fencelock.testing import RedisServer, TLSFiles, free_port
+from tests.polling import wait_until
 from tests.redis import test_redis_tls
-from tests.redis.conftest import Background, ServerPool, redis_cli, wait_until
+from tests.redis.conftest import Background, ServerPool, redis_cli
 
 PASSWORD = "s3cret-pw"
 WRONG = "not-the-pw"
@@ -55,8 +56,8 @@ def test_locks_in_the_database_of_the_url(five_ports: list[int], name: str) -> N
         for port in five_ports:
             wait_until(
                 lambda port=port: redis_cli(port, "-n", "3", "get", key) == lease.owner,
-                10,
-                lambda port=port: f"no lease in db 3 of node {port}",
+                timeout=10,
+                what=lambda port=port: f"the lease in db 3 of node {port}",
             )
             assert redis_cli(port, "-n", "0", "exists", key) == "0"
 
@@ -97,8 +98,8 @@ def test_a_failed_try_leaves_no_key_on_a_slow_node(five: list[RedisServer], name
             assert sleeper.wait(5), sleeper.outcome()
             wait_until(
                 lambda: redis_cli(slow.port, "exists", key) == "0",
-                2,
-                lambda: f"key left on the slow node: {redis_cli(slow.port, 'get', key)}",
+                timeout=2,
+                what=lambda: f"the key gone from the slow node: {redis_cli(slow.port, 'get', key)}",
             )
     finally:
         for server in five:
@@ -240,7 +241,7 @@ def test_a_node_back_from_the_dead_is_used_again(fresh_five: list[RedisServer], 
             with client.lock(name, timeout=1) as lease:
                 return redis_cli(dead.port, "get", key) == lease.owner
 
-        wait_until(holds_key_there, 5, lambda: "the restarted node never got the key")
+        wait_until(holds_key_there, timeout=5, what="the key on the restarted node")
 
 
 # -- closing --------------------------------------------------------------------------

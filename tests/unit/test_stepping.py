@@ -103,6 +103,8 @@ def test_a_thread_that_finds_the_loop_busy_hands_it_its_call_still_stepped(
 
     async def hold_the_loop() -> None:
         started.set()
+        # A threading.Event, set by another thread: nothing to await. Polling keeps this
+        # call on the loop, busy, which is what the test needs.
         while not release.is_set():
             await asyncio.sleep(0.005)
 
