@@ -90,7 +90,8 @@ def test_a_paused_leader_stops_its_command_and_campaigns_again(
         _, stderr = leader.communicate(timeout=30)
         assert leader.returncode == 128 + signal.SIGTERM
         assert "leadership of 'svc/c' (term 1) lost" in stderr
-        assert "campaigning again" in stderr and "leading 'svc/c' (term 2)" in stderr
+        assert "campaigning again" in stderr
+        assert "leading 'svc/c' (term 2)" in stderr
     finally:
         if leader.poll() is None:
             leader.kill()
@@ -128,9 +129,11 @@ def test_observe_prints_each_change_as_json(
 
 def test_bad_use_is_one_clear_line(env: dict[str, str]) -> None:
     missing = fencelock_cmd(env, "elect", "svc/e")
-    assert missing.returncode == 64 and "command to run while leader is missing" in missing.stderr
+    assert missing.returncode == 64
+    assert "command to run while leader is missing" in missing.stderr
     both = fencelock_cmd(env, "elect", "--observe", "svc/e", "--", "true")
-    assert both.returncode == 64 and "--observe runs no command" in both.stderr
+    assert both.returncode == 64
+    assert "--observe runs no command" in both.stderr
 
 
 def test_bad_names_ttls_and_values_are_one_clear_line(env: dict[str, str]) -> None:
@@ -143,5 +146,6 @@ def test_bad_names_ttls_and_values_are_one_clear_line(env: dict[str, str]) -> No
     ]:
         done = fencelock_cmd(env, *args)
         assert done.returncode == 64, (args, done.stderr)
-        assert message in done.stderr and "Traceback" not in done.stderr, args
+        assert message in done.stderr, args
+        assert "Traceback" not in done.stderr, args
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -76,7 +76,8 @@ def test_inline_code_never_reaches_the_store_nor_any_output(
         runner.send_signal(signal.SIGTERM)
         out, err = runner.communicate(timeout=30)
     assert f"'{recorded}'" in status.stdout, status.stdout
-    assert stored and set(stored) == {recorded}
+    assert stored
+    assert set(stored) == {recorded}
     for done in outputs:
         assert done.returncode == 0, done.stderr
         assert CODE not in done.stdout + done.stderr, done.args

@@ -112,7 +112,8 @@ def test_sigterm_reaches_the_command_and_the_lease_is_released(
     assert runner.wait(10) == 9
     assert got.exists()
     status = json.loads(fencelock_cmd(env, "status", "--json", "jobs/d").stdout)
-    assert status["held"] is False and status["token"] == 1
+    assert status["held"] is False
+    assert status["token"] == 1
 
 
 def test_status_and_list(env: dict[str, str]) -> None:
@@ -120,13 +121,18 @@ def test_status_and_list(env: dict[str, str]) -> None:
     holder = subprocess.Popen([FENCELOCK, "run", "jobs/e", "--", "sleep", "5"], env=env)
     try:
         info = _wait_until_held(env, "jobs/e")
-        assert info["token"] == 1 and 0 < info["remaining"] <= 30
-        assert info["holder"]["pid"] == holder.pid and info["holder"]["host"] == gethostname()
+        assert info["token"] == 1
+        assert 0 < info["remaining"] <= 30
+        assert info["holder"]["pid"] == holder.pid
+        assert info["holder"]["host"] == gethostname()
         assert info["holder"]["command"] == "sleep"  # CMD's program, never its arguments
-        assert 0 <= info["held_for"] < 30 and info["waiters"] == 0
+        assert 0 <= info["held_for"] < 30
+        assert info["waiters"] == 0
         human = fencelock_cmd(env, "status", "jobs/e").stdout
-        assert f"held by {gethostname()}:{holder.pid} " in human and "(token 1)" in human
-        assert re.search(r" for \d+\.\ds ", human) and "0 waiting" in human
+        assert f"held by {gethostname()}:{holder.pid} " in human
+        assert "(token 1)" in human
+        assert re.search(r" for \d+\.\ds ", human)
+        assert "0 waiting" in human
         listed = json.loads(fencelock_cmd(env, "list", "--json", "jobs/").stdout)
         assert [entry["name"] for entry in listed] == ["jobs/e"]
         assert listed[0]["holder"] == info["holder"]

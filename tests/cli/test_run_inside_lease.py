@@ -86,7 +86,8 @@ def _assert_one_at_a_time(first: Path, second: Path, window: float = 0.0) -> Non
     ``window``: where the server hands the lock over as it revokes it, the holder
     hears of it a few milliseconds later; docs/backends.md)."""
     beats, starts = _times(first, "beat"), _times(second, "start")
-    assert beats and starts
+    assert beats
+    assert starts
     overlap = beats[-1] - starts[0]
     assert overlap < window, f"the first CMD ran {overlap:.3f}s beside the second"
 

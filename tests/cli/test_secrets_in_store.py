@@ -89,9 +89,11 @@ def test_no_argument_nor_url_password_reaches_the_store_or_any_output(
     assert runner.returncode == 0, err
     assert _commands(raw_redis) == {"python job.py"}  # CMD's program, not fencelock's argv
     assert _commands(raw_sqlite) == {"python job.py"}  # the script, not its arguments
-    assert _leaks(raw_redis) == [] and _leaks(raw_sqlite) == []
+    assert _leaks(raw_redis) == []
+    assert _leaks(raw_sqlite) == []
     for done in outputs:
         assert done.returncode == 0, done.stderr
         assert _leaks((done.stdout + done.stderr).encode()) == [], done.args
-    assert "python job.py" in outputs[0].stdout and "python job.py" in outputs[4].stdout
+    assert "python job.py" in outputs[0].stdout
+    assert "python job.py" in outputs[4].stdout
     assert _leaks(out + err) == []

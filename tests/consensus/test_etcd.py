@@ -113,7 +113,9 @@ def test_a_release_wakes_only_the_next_waiter(etcd: EtcdServer) -> None:
         first.release()
         for thread in waiters:
             thread.join(60)
-        assert len(got) == 3 and got == sorted(got) and got[0] > first.token
+        assert len(got) == 3
+        assert got == sorted(got)
+        assert got[0] > first.token
 
 
 @pytest.mark.parametrize(
@@ -191,9 +193,12 @@ def test_a_release_sent_again_after_it_landed_is_a_release(etcd: EtcdServer) -> 
         lease = client.lock("resent/release").acquire()
         _send_the_release_first(client, lease)
         lease.release()  # no LeaseLost
-        assert lease.released and not lease.lost
+        assert lease.released
+        assert not lease.lost
         info = client.inspect("resent/release")
-        assert info is not None and info.owner is None and info.token == lease.token
+        assert info is not None
+        assert info.owner is None
+        assert info.token == lease.token
 
 
 def test_a_release_by_another_client_is_still_a_loss(etcd: EtcdServer) -> None:

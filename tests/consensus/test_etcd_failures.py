@@ -48,7 +48,8 @@ def test_a_release_that_lands_late_never_deletes_the_next_lease_of_the_same_clie
             assert second.token > first.token
             assert not second.lost
             info = other.inspect("late/release")
-            assert info is not None and info.owner == second.owner
+            assert info is not None
+            assert info.owner == second.owner
             with pytest.raises(fencelock.LockTimeout):
                 other.lock("late/release").acquire(timeout=0)
             second.release()

@@ -47,7 +47,8 @@ def test_an_etcd_cluster_of_three_agrees_replicates_and_survives_its_leader(
     etcd_call(members[0], "kv/put", {"key": b64("k"), "value": b64("v")})
     kvs = etcd_call(members[2], "kv/range", {"key": b64("k")})["kvs"]
     assert [base64.b64decode(kv["value"]).decode() for kv in kvs] == ["v"]  # type: ignore[attr-defined]
-    assert members[0].url.startswith("etcd://127.0.0.1:") and members[0].url.count(",") == 2
+    assert members[0].url.startswith("etcd://127.0.0.1:")
+    assert members[0].url.count(",") == 2
     leader_id = leader_of(members[0])
     leader = next(
         m

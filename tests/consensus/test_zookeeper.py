@@ -57,7 +57,9 @@ def test_kazoos_lock_and_fencelock_exclude_each_other(
         lock = client.lock("jobs/nightly", ttl=5)
         assert lock.try_acquire() is None  # kazoo holds it
         info = client.inspect("jobs/nightly")
-        assert info is not None and info.held and info.waiters == 0
+        assert info is not None
+        assert info.held
+        assert info.waiters == 0
         assert lock.contenders() == [UNKNOWN]  # kazoo's node describes no process
         theirs.release()
         lease = lock.acquire(timeout=10)
@@ -119,7 +121,8 @@ def test_a_node_deleted_by_someone_else_is_a_loss_at_once(zookeeper: ZooKeeperSe
         lease = client.lock("evicted", ttl=30).acquire()
         lease.extend(30)
         evicted = other.evict("evicted")
-        assert evicted is not None and evicted.token == lease.token
+        assert evicted is not None
+        assert evicted.token == lease.token
         assert lease.wait_lost(5), "the deletion was not heard before the next renewal"
         assert "was deleted by another client" in (lease.lost_reason or ""), lease.lost_reason
         mine = client.lock("kept", ttl=30).acquire()
@@ -163,7 +166,8 @@ def test_a_waiter_whose_session_the_server_ends_queues_again_at_once(
             kazoo.close()
         first.release()
         waiter.join(60)
-        assert taken and taken[0].token > first.token
+        assert taken
+        assert taken[0].token > first.token
         taken[0].release()
 
 
@@ -197,7 +201,8 @@ def test_extending_past_the_session_says_why_it_cannot(zookeeper: ZooKeeperServe
         with pytest.raises(fencelock.ConfigError, match="acquire with the longer TTL"):
             lease.extend(30)
         lease.release()
-        assert lease.released and not lease.lost
+        assert lease.released
+        assert not lease.lost
 
 
 @pytest.mark.parametrize(
@@ -281,10 +286,12 @@ def test_a_waiter_behind_the_holder_takes_over_without_listing_the_line(
         counts = _requests_by_kind(monkeypatch)
         first.release()
         waiter.join(30)
-        assert taken and taken[0].token > first.token
+        assert taken
+        assert taken[0].token > first.token
         assert counts.get("GetChildren", 0) == 0, counts
         info = waiting.inspect(name)
-        assert info is not None and info.since is not None
+        assert info is not None
+        assert info.since is not None
         taken[0].release()
 
 
@@ -317,4 +324,5 @@ def test_an_at_least_mark_stops_the_handoff_without_a_listing(zookeeper: ZooKeep
         waiter.start()
         job()
         waiter.join(30)
-        assert taken and taken[0] - started[0] >= 1.9  # not before at_least ran out
+        assert taken
+        assert taken[0] - started[0] >= 1.9  # not before at_least ran out

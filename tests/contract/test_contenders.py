@@ -70,7 +70,8 @@ def test_the_holder_then_the_waiters_in_line(
     label("holder")
     held = client.lock(name, fair=fair).acquire()
     (me,) = client.lock(name).contenders()
-    assert me == holder_of(held.owner) and (me.command, me.pid) == ("holder", os.getpid())
+    assert me == holder_of(held.owner)
+    assert (me.command, me.pid) == ("holder", os.getpid())
     granted: list[str] = []
 
     def take(lock: fencelock.Lock) -> None:
@@ -113,7 +114,8 @@ def test_each_permit_held(
     assert all(h.remaining is None or 0 < h.remaining <= 30 for h in holders)
     first.release()
     (left,) = other.semaphore(name, permits=3).holders()
-    assert left.token == second.lease.token and left.owner == second.lease.owner
+    assert left.token == second.lease.token
+    assert left.owner == second.lease.owner
     second.release()
     assert sem.holders() == []
 
@@ -134,7 +136,8 @@ def test_the_leader_then_the_campaigners(
         assert commands(election.candidates()) == ["leader"]
     leading.resign()
     thread.join(PATIENCE)
-    assert won and commands(election.candidates()) == ["campaigner"]
+    assert won
+    assert commands(election.candidates()) == ["campaigner"]
     won[0].resign()
 
 
@@ -160,7 +163,8 @@ def test_the_asyncio_faces(backend: BackendCase, name: str, label: Callable[[str
             label("permit")
             permit = await first.semaphore(name, permits=2).acquire(timeout=10)
             (only,) = await second.semaphore(name, permits=2).holders()
-            assert only.token == permit.lease.token and only.holder is not None
+            assert only.token == permit.lease.token
+            assert only.holder is not None
             assert only.holder.command == "permit"
             await permit.release()
 

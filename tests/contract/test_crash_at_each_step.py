@@ -69,7 +69,8 @@ def _take_in_full(client: fencelock.Client, primitive: str, name: str) -> None:
         election = client.election(name, ttl=5)
         leadership = election.campaign("parent", timeout=WAIT)
         leader = election.leader()
-        assert leader is not None and leader.value == "parent", leader  # a dead one's evicted
+        assert leader is not None, leader
+        assert leader.value == "parent", leader  # a dead one's evicted
         leadership.resign()
 
 

@@ -34,9 +34,12 @@ def test_the_metrics_see_what_the_locks_did(
     assert other.evict(name) is not None
     assert lost.wait_lost(15)
     seen = _prefix(name)
-    assert seen.acquisitions == 4 and seen.timeouts == 1 and seen.contended >= 1
+    assert seen.acquisitions == 4
+    assert seen.timeouts == 1
+    assert seen.contended >= 1
     assert seen.waiting == 0  # nobody waits any more
     assert seen.hold_seconds.count == 4  # three released, one lost
     assert sum(seen.lost.values()) == 1
     assert seen.lost["taken_over"] + seen.lost["session_ended"] == 1
-    assert seen.ttl == 1.0 and seen.acquire_seconds.count == 5
+    assert seen.ttl == 1.0
+    assert seen.acquire_seconds.count == 5

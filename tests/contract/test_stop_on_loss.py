@@ -77,7 +77,8 @@ def test_async_block_awaiting_io_is_cancelled_when_the_lease_is_taken(
 
     raised, after = asyncio.run(main())
     assert isinstance(raised, fencelock.LeaseLost), repr(raised)
-    assert "lost while the block ran" in str(raised) and "another owner" in str(raised)
+    assert "lost while the block ran" in str(raised)
+    assert "another owner" in str(raised)
     assert isinstance(raised.__cause__, asyncio.CancelledError)
     assert after < PROMPTLY
 
@@ -165,7 +166,8 @@ def test_lost_event_tells_worker_threads(
     thread.start()
     steal(backend.url, lease)
     thread.join(PROMPTLY)
-    assert not thread.is_alive() and lease.lost
+    assert not thread.is_alive()
+    assert lease.lost
     assert lease.lost_event.is_set()
     with pytest.raises(fencelock.LeaseLost):
         lease.release()
@@ -207,7 +209,8 @@ def test_a_block_left_in_time_is_never_interrupted_later(
     with client.lock(name, ttl=0.3, renew=False, stop_on_loss=True) as lease:
         pass
     time.sleep(0.6)  # the lease's TTL passes after the block ended: nothing may fire
-    assert lease.released and not lease.lost
+    assert lease.released
+    assert not lease.lost
 
 
 def test_max_hold_ends_a_renewed_lease(client: fencelock.Client, name: str) -> None:

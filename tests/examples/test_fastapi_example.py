@@ -40,11 +40,13 @@ def test_one_payment_per_order_at_a_time(url: str) -> None:
             slow = asyncio.create_task(http.post("/orders/7/pay", params={"seconds": 2}))
             await _until_locked(url, "orders/7")
             busy = await http.post("/orders/7/pay")
-            assert busy.status_code == 409 and "being paid" in busy.json()["detail"]
+            assert busy.status_code == 409
+            assert "being paid" in busy.json()["detail"]
             other = await http.post("/orders/8/pay")  # another order: free
             assert other.status_code == 200
             done = await slow
-            assert done.status_code == 200 and done.json()["order"] == 7
+            assert done.status_code == 200
+            assert done.json()["order"] == 7
             again = await http.post("/orders/7/pay")  # given back after the response
             assert again.status_code == 200
             assert again.json()["token"] > done.json()["token"]

@@ -94,8 +94,10 @@ def test_acquire_renew_release_on_the_owning_node(cluster: Cluster, name: str) -
                 other.lock(name, ttl=5).acquire(timeout=0)
             first.extend(10)  # renew.lua
             info = client.inspect(name)
-            assert info is not None and info.owner == first.owner, info
-            assert info.remaining is not None and info.remaining > 5
+            assert info is not None, info
+            assert info.owner == first.owner, info
+            assert info.remaining is not None
+            assert info.remaining > 5
         with other.lock(name, ttl=5) as second:  # free.lua freed it
             assert second.token > first.token
     assert redis_cli(node.port, "exists", LockKeys.of(name).lock) == "0"
@@ -178,5 +180,6 @@ def test_the_wrong_node_raises_backend_unavailable(cluster: Cluster) -> None:
 def test_the_wrong_node_error_says_moved_and_where_to(cluster: Cluster) -> None:
     owner, _, error = wrong_node_error(cluster, "orders/1")
     message = str(error)
-    assert "MOVED" in message and "redis+cluster://" in message, message
+    assert "MOVED" in message, message
+    assert "redis+cluster://" in message, message
     assert f"127.0.0.1:{owner.port}" in message, message

@@ -85,7 +85,8 @@ def test_failover_gives_two_holders_and_fencing_rejects_the_stale_one(
         with fencelock.connect(promoted_url) as client_b:
             lease_b = client_b.lock(name, ttl=30, renew=False).acquire(timeout=0)
             # Both believe they hold orders/1 right now: the lock alone failed.
-            assert not lease_a.lost and lease_a.remaining() > 20
+            assert not lease_a.lost
+            assert lease_a.remaining() > 20
             assert not lease_b.lost
 
             # The promoted replica never saw A's token counter either. Tokens are
@@ -121,9 +122,11 @@ def test_wait_replicas_refuses_a_lock_the_replica_did_not_acknowledge(
             with pytest.raises(fencelock.BackendUnavailable) as caught:
                 client.lock(name, ttl=30).acquire(timeout=0)
             message = str(caught.value)
-            assert where in message and "only 0 of 1 replicas acknowledged" in message, message
+            assert where in message, message
+            assert "only 0 of 1 replicas acknowledged" in message, message
             info = client.inspect(name)
-            assert info is not None and not info.held, info  # taken back, not left held
+            assert info is not None, info
+            assert not info.held, info  # taken back, not left held
     finally:
         replica.resume()
 
@@ -148,7 +151,8 @@ def test_wait_replicas_asyncio(servers: ServerPool, name: str) -> None:
             finally:
                 replica.resume()
             info = await client.inspect(name)
-            assert info is not None and not info.held, info
+            assert info is not None, info
+            assert not info.held, info
             wait_caught_up(primary, replica, name)
             async with client.lock(name, ttl=30) as lease:
                 on_replica = redis_cli(replica.port, "get", lock_key(name))

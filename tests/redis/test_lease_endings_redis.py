@@ -85,7 +85,8 @@ def test_the_first_failed_renewal_is_logged_and_the_loss_names_its_cause(
     messages = [r.getMessage() for r in caplog.records]
     assert sum("renewal of" in m and "failed" in m for m in messages) == 1
     lost = [m for m in messages if "lost:" in m]
-    assert lost and "last renewal failed" in lost[0], lost
+    assert lost, lost
+    assert "last renewal failed" in lost[0], lost
 
 
 def test_connect_takes_url_options_as_keywords(plain_redis: RedisServer, name: str) -> None:

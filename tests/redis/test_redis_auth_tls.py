@@ -83,7 +83,8 @@ def test_redis_without_a_password_says_the_server_requires_authentication(
     assert isinstance(error, fencelock.BackendUnavailable), repr(error)
     message = str(error)
     assert f"Redis at {where} requires authentication" in message, message
-    assert "password" in message and "HELLO" not in message, message
+    assert "password" in message, message
+    assert "HELLO" not in message, message
 
 
 @pytest.mark.parametrize("use", [_acquire, _acquire_async])
@@ -116,7 +117,8 @@ def test_the_same_password_written_raw_says_to_percent_encode_it(
 ) -> None:
     with pytest.raises(fencelock.ConfigError) as caught:
         fencelock.connect(f"redis://:{PASSWORD}@127.0.0.1:{password_nodes[0].port}/0")
-    assert "percent-encode" in str(caught.value) and PASSWORD not in str(caught.value)
+    assert "percent-encode" in str(caught.value)
+    assert PASSWORD not in str(caught.value)
 
 
 # -- the guard under the documented ACL ----------------------------------------------
@@ -239,7 +241,8 @@ def test_rediss_to_a_plaintext_server_says_the_tls_handshake_failed(
     error = _error_of(lambda: use(f"rediss://{where}/0?connect_timeout=0.5&timeout=0.5"))
     assert isinstance(error, fencelock.BackendUnavailable), repr(error)
     message = str(error)
-    assert f"cannot reach Redis at {where}" in message and "TLS handshake failed" in message
+    assert f"cannot reach Redis at {where}" in message
+    assert "TLS handshake failed" in message
     assert "redis://" in message, message  # says what a plaintext port takes
 
 

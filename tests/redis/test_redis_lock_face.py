@@ -32,10 +32,13 @@ def test_a_hold_answers_as_python_redis_lock_does_with_a_rising_token(
     conn: redis.Redis, name: str
 ) -> None:
     lock = Lock(conn, name, expire=60, auto_renewal=True)
-    assert lock.id is None and lock.fencing_token is None and not lock.locked()
+    assert lock.id is None
+    assert lock.fencing_token is None
+    assert not lock.locked()
     assert lock.acquire(blocking=False) is True
     first = lock.fencing_token
-    assert first is not None and lock.locked()
+    assert first is not None
+    assert lock.locked()
     assert lock.get_owner_id() == lock.id  # at python-redis-lock's key, lock:NAME
     assert conn.get(f"lock:{name}") == (lock.id or "").encode()
     with pytest.raises(redis_lock.AlreadyAcquired):
@@ -44,7 +47,8 @@ def test_a_hold_answers_as_python_redis_lock_does_with_a_rising_token(
     with pytest.raises(redis_lock.NotAcquired):
         lock.release()
     with lock:
-        assert lock.fencing_token is not None and lock.fencing_token > first
+        assert lock.fencing_token is not None
+        assert lock.fencing_token > first
 
 
 def test_a_face_and_python_redis_lock_exclude_each_other(conn: redis.Redis, name: str) -> None:
@@ -76,7 +80,8 @@ def test_a_face_release_wakes_a_python_redis_lock_waiter(conn: redis.Redis, name
     released = time.monotonic()
     face.release()
     waiter.join(30)
-    assert got and got[0] - released < 10  # woken by the signal, not by a timeout
+    assert got
+    assert got[0] - released < 10  # woken by the signal, not by a timeout
 
 
 def test_argument_errors_are_python_redis_locks(conn: redis.Redis, name: str) -> None:

@@ -33,16 +33,22 @@ def r(plain_redis: RedisServer) -> Iterator[redis.Redis]:
 
 def test_a_hold_has_redis_pys_answers_and_a_rising_fencing_token(r: redis.Redis, name: str) -> None:
     lock = r.lock(name, lock_class=Lock)
-    assert isinstance(lock, Lock) and lock.fencing_token is None
-    assert not lock.locked() and not lock.owned()
+    assert isinstance(lock, Lock)
+    assert lock.fencing_token is None
+    assert not lock.locked()
+    assert not lock.owned()
     assert lock.acquire(blocking=False) is True
     first = lock.fencing_token
-    assert first is not None and lock.locked() and lock.owned()
+    assert first is not None
+    assert lock.locked()
+    assert lock.owned()
     assert r.get(name) == lock.local.token  # the lock's key is its name, as redis-py's
     lock.release()
-    assert not lock.locked() and lock.local.token is None
+    assert not lock.locked()
+    assert lock.local.token is None
     with lock:
-        assert lock.fencing_token is not None and lock.fencing_token > first
+        assert lock.fencing_token is not None
+        assert lock.fencing_token > first
 
 
 def test_a_face_and_redis_pys_lock_exclude_each_other(r: redis.Redis, name: str) -> None:
@@ -85,7 +91,8 @@ def test_two_faces_in_one_thread_contend_as_two_redis_py_locks_do(
 
 def test_thread_local_keeps_each_threads_hold_its_own(r: redis.Redis, name: str) -> None:
     shared, local = Lock(r, name, thread_local=False), Lock(r, name + "/2")
-    assert shared.acquire() and local.acquire()
+    assert shared.acquire()
+    assert local.acquire()
     seen: list[object] = []
 
     def elsewhere() -> None:
@@ -101,8 +108,10 @@ def test_thread_local_keeps_each_threads_hold_its_own(r: redis.Redis, name: str)
     thread.start()
     thread.join(30)
     assert seen[:2] == [True, False]
-    assert isinstance(seen[2], LockError) and "not owned" in str(seen[2])
-    assert not shared.locked() and local.owned()
+    assert isinstance(seen[2], LockError)
+    assert "not owned" in str(seen[2])
+    assert not shared.locked()
+    assert local.owned()
     local.release()
 
 
@@ -167,15 +176,18 @@ def test_the_asyncio_face(plain_redis: RedisServer, name: str) -> None:
         try:
             lock = client.lock(name, lock_class=AsyncLock, timeout=10)
             other = AsyncLock(client, name, blocking_timeout=0.1)
-            assert await lock.acquire() and await lock.owned()
+            assert await lock.acquire()
+            assert await lock.owned()
             assert await client.get(name) == lock.local.token
             assert not await other.acquire()
             first = lock.fencing_token
             assert await lock.extend(5) is True
             await lock.release()
-            assert not await lock.owned() and not await lock.locked()
+            assert not await lock.owned()
+            assert not await lock.locked()
             async with other:
-                assert other.fencing_token is not None and first is not None
+                assert other.fencing_token is not None
+                assert first is not None
                 assert other.fencing_token > first
             with pytest.raises(LockError, match="not owned or is already unlocked"):
                 await other.release()

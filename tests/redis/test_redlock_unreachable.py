@@ -98,7 +98,8 @@ def test_a_release_no_quorum_answered_names_the_nodes_and_the_ttl(
     assert said, [r.getMessage() for r in caplog.records]
     message = said[0]
     assert "not confirmed: 2 of 3 nodes did not answer" in message, message
-    assert f"127.0.0.1:{three[1].port}" in message and f"127.0.0.1:{three[2].port}" in message
+    assert f"127.0.0.1:{three[1].port}" in message
+    assert f"127.0.0.1:{three[2].port}" in message
     assert "expire by their TTL" in message, message
     assert "another owner" not in message
 

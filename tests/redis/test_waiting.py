@@ -65,7 +65,8 @@ def test_a_release_wakes_one_waiter_not_all(plain_redis: RedisServer, name: str)
         # every-⅓-s refreshes that fell in this window. A broadcast would make it 5.
         assert calls <= 4, f"{calls} scripts ran after one release: every waiter was woken"
         winner = next(w for w in waiters if w.wait(0))
-        assert winner.value is not None and winner.value.token > holder.token, winner.error
+        assert winner.value is not None, winner.error
+        assert winner.value.token > holder.token, winner.error
         winner.value.release()
         released = {id(winner)}
         deadline = time.monotonic() + 5
@@ -124,7 +125,8 @@ def test_a_waiter_is_not_starved_by_a_holder_that_takes_it_straight_back(
         stop.set()
         assert hogging.wait(5), hogging.error
         raw.close()
-    assert hogging.value is not None and hogging.value > 10, hogging.error
+    assert hogging.value is not None, hogging.error
+    assert hogging.value > 10, hogging.error
     assert waited < 4, f"waited {waited:.3f}s while the holder kept re-taking the lock"
 
 

@@ -57,10 +57,12 @@ def test_the_documented_acl_is_enough(
         )
         lease.release()
         assert woken.wait(5), woken.error  # woken, not at its 10 s refresh
-        assert woken.value is not None and woken.value.token > lease.token, woken.error
+        assert woken.value is not None, woken.error
+        assert woken.value.token > lease.token, woken.error
         woken.value.extend()
         info = holder.inspect(name)
-        assert info is not None and info.owner == woken.value.owner
+        assert info is not None
+        assert info.owner == woken.value.owner
         assert [i.name for i in holder.list(name)] == [name]
         woken.value.release()
 
@@ -82,7 +84,8 @@ def test_a_waiter_that_cannot_subscribe_gets_a_clear_error_within_its_timeout(
                 carol.lock(name, ttl=30).acquire(timeout=0.3)
             assert clock.now() - started < 5  # not the 10 s its confirmation may take
             message = str(caught.value)
-            assert where in message and "ACL" in message, message
+            assert where in message, message
+            assert "ACL" in message, message
             assert "&fencelock:wake:*" in message, message  # says how to fix it
         assert queued(no_channels_redis, name) == 0, "the failed waiter stayed in the queue"
         lease.release()
@@ -104,7 +107,8 @@ def test_asyncio_waiter_that_cannot_subscribe_gets_a_clear_error(
                 with pytest.raises(fencelock.BackendUnavailable) as caught:
                     await carol.lock(name, ttl=30).acquire(timeout=0.3)
                 took.append(clock.now() - started)
-                assert where in str(caught.value) and "&fencelock:wake:*" in str(caught.value)
+                assert where in str(caught.value)
+                assert "&fencelock:wake:*" in str(caught.value)
             await lease.release()
         finally:
             await carol.aclose()

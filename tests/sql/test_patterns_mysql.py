@@ -206,9 +206,11 @@ def test_a_deadlock_in_the_callers_transaction_is_transaction_lost(db: MariaDB, 
         rival.wait_for_the_victim()
         rival.take_row_2()
         thread.join(30)
-    assert len(errors) == 1 and isinstance(errors[0], TransactionLost), errors
+    assert len(errors) == 1, errors
+    assert isinstance(errors[0], TransactionLost), errors
     assert error_code(errors[0].__cause__) == DEADLOCK
-    assert row(db, table, 1)[0] == 20 and row(db, table, 2)[0] == 21  # the rival's
+    assert row(db, table, 1)[0] == 20
+    assert row(db, table, 2)[0] == 21  # the rival's
 
 
 def test_an_async_deadlock_in_the_callers_transaction_is_transaction_lost(
@@ -231,7 +233,8 @@ def test_an_async_deadlock_in_the_callers_transaction_is_transaction_lost(
 
     lost = asyncio.run(main())
     assert error_code(lost.__cause__) == DEADLOCK
-    assert row(db, table, 1)[0] == 20 and row(db, table, 2)[0] == 21
+    assert row(db, table, 1)[0] == 20
+    assert row(db, table, 2)[0] == 21
 
 
 def test_a_row_changed_since_the_snapshot_is_a_conflict(db: MariaDB, table: str) -> None:

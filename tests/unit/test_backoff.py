@@ -38,7 +38,8 @@ def test_a_wait_lies_in_the_upper_spread_of_its_window(
 def test_windows_double_from_first_up_to_the_cap(backoff: Backoff) -> None:
     windows = [backoff.window(n) for n in range(80)]
     assert windows[0] == backoff.first
-    assert windows == sorted(windows) and windows[-1] == backoff.cap
+    assert windows == sorted(windows)
+    assert windows[-1] == backoff.cap
     for before, after in itertools.pairwise(windows):
         assert after == min(backoff.cap, before * 2) or after == backoff.cap
 

@@ -77,7 +77,8 @@ def test_null_array_and_error_text() -> None:
     parser = ReplyParser()
     [null, error] = parser.feed(b"*-1\r\n-NOSCRIPT No matching script.\r\n")
     assert null is None
-    assert isinstance(error, ReplyError) and error.text == "NOSCRIPT No matching script."
+    assert isinstance(error, ReplyError)
+    assert error.text == "NOSCRIPT No matching script."
 
 
 def test_a_script_reply_is_a_list_of_int_and_bytes() -> None:
@@ -186,7 +187,8 @@ oracle_replies = st.recursive(
 def test_valid_replies_read_as_redis_py_reads_them(values: list[Any], data: st.DataObject) -> None:
     wire = b"".join(encode(value) for value in values)
     theirs, how = redis_py_reads(wire)
-    assert how == "clean" and len(theirs) == len(values)
+    assert how == "clean"
+    assert len(theirs) == len(values)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=8)))
     parser = ReplyParser()
     ours: list[Any] = []
@@ -220,12 +222,14 @@ def test_what_we_accept_of_damaged_replies_redis_py_reads_the_same(
         return
     if how == "raised":  # it stopped at an error reply it raises: compare up to there
         ours = ours[: len(theirs)]
-    assert agree(ours, theirs[: len(ours)]) and len(theirs) >= len(ours)
+    assert agree(ours, theirs[: len(ours)])
+    assert len(theirs) >= len(ours)
 
 
 def test_the_oracle_tells_a_disagreement() -> None:
     theirs, how = redis_py_reads(b"+OK\r\n:7\r\n-NOSCRIPT No matching script.\r\n")
-    assert how == "clean" and agree(ReplyParser().feed(b"+OK\r\n:7\r\n"), theirs[:2])
+    assert how == "clean"
+    assert agree(ReplyParser().feed(b"+OK\r\n:7\r\n"), theirs[:2])
     assert not agree(["OK", 8], theirs[:2])
     assert agree(ReplyError("NOSCRIPT No matching script."), theirs[2])
     assert redis_py_reads(b"$5\r\nab")[1] == "short"

@@ -48,7 +48,8 @@ def test_before_renewal() -> None:
     assert renewal.before_renewal(FakeLease(), 10.0) is None
     assert renewal.before_renewal(FakeLease(renews=False), 10.0) == renewal.Next(29.0)
     late = renewal.before_renewal(FakeLease(), 29.0)
-    assert late is not None and late.due is None
+    assert late is not None
+    assert late.due is None
     assert late.lost_because == "not renewed within its TTL (process paused?)"
 
 
@@ -60,7 +61,8 @@ def test_after_renewal() -> None:
     assert failed == renewal.Next(10.5 + 30 * renewal.RETRY_FRACTION)
     assert renewal.after_renewal(lease, 10.0, None, 20.0) == renewal.Next(23.0)
     hung = renewal.after_renewal(lease, 10.0, None, 29.0)
-    assert hung.due is None and hung.lost_because is not None
+    assert hung.due is None
+    assert hung.lost_because is not None
     released = FakeLease(state=LeaseState.RELEASED)
     assert renewal.after_renewal(released, 10.0, True, 10.5) == renewal.Next(None)
 
@@ -145,7 +147,8 @@ def test_a_batch_is_every_lease_due_and_those_due_soon_after(
     rest = []
     while more := schedule.pop_batch(math.inf):
         rest += more
-    assert len(rest) + len(batch) == len(dues) and not set(rest) & set(batch)
+    assert len(rest) + len(batch) == len(dues)
+    assert not set(rest) & set(batch)
 
 
 def test_a_renewal_granted_as_of_a_shared_keepalive_follows_that_keepalive() -> None:

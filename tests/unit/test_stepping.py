@@ -137,7 +137,8 @@ def test_a_wait_is_limited_by_the_calls_end_only_when_that_comes_first() -> None
     with stepping.call_ends_at(clock.now() + 100):
         assert stepping.wait_limit(5.0) == (5.0, False)
         limit, cut = stepping.wait_limit(None)
-        assert cut and 99 < limit <= 100
+        assert cut
+        assert 99 < limit <= 100
     with stepping.call_ends_at(clock.now() - 1):  # already past: no wait at all
         assert stepping.wait_limit(5.0) == (0.0, True)
 
@@ -158,7 +159,8 @@ def test_a_bound_set_inside_a_stepped_call_stays_inside_it(shared: SharedLoop) -
     shared.run_stepped(request())
     shared.run_stepped(after())
     assert ends[0] is None  # within() was done: its end with it
-    assert ends[1] is None and stepping.time_left() is None
+    assert ends[1] is None
+    assert stepping.time_left() is None
 
 
 def test_within_says_timeout_when_its_own_end_cut_the_request_off(shared: SharedLoop) -> None:
@@ -228,7 +230,8 @@ def test_a_call_handed_to_a_loop_closed_before_it_ran_says_the_client_was_closed
     shared._leave()
     thread.join(10)
     assert not ran.is_set()
-    assert len(outcome) == 1 and isinstance(outcome[0], BackendUnavailable), outcome
+    assert len(outcome) == 1, outcome
+    assert isinstance(outcome[0], BackendUnavailable), outcome
     assert str(outcome[0]) == "the client was closed"
     assert inspect.getcoroutinestate(call) == inspect.CORO_CLOSED  # no "never awaited"
 
