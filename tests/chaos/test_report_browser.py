@@ -48,7 +48,7 @@ def chromium() -> Path:
     found = shutil.which("chromium") or (str(CHROMIUM) if CHROMIUM.exists() else None)
     if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
         subprocess.run(
-            ["apt-get", "install", "-y", "-qq", "chromium"],
+            ["apt-get", "install", "-y", "-qq", "chromium"],  # noqa: S607 (apt-get from PATH, as root installs it)
             env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"),
             capture_output=True,
             timeout=1800,

@@ -629,7 +629,7 @@ class RealRun:
         deadline = clock.now() + within
         # The session has no event to await: it is polled, and still held at the
         # deadline is an answer ("held"), not a failure.
-        while news.ended_because is None and clock.now() < deadline:
+        while news.ended_because is None and clock.now() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(0.02)
         return news.ended_because is not None
 

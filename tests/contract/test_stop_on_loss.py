@@ -94,7 +94,7 @@ def test_async_block_is_cancelled_once_a_pause_outlived_the_lease(
         async with fencelock.aconnect(backend.url) as client:
             try:
                 async with client.lock(name, ttl=TTL, stop_on_loss=True):
-                    time.sleep(TTL + 0.5)
+                    time.sleep(TTL + 0.5)  # noqa: ASYNC251 (the whole loop stands still)
                     resumed = clock.now()
                     await asyncio.sleep(FOREVER)
             except BaseException as exc:

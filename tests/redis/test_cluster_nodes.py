@@ -11,7 +11,6 @@ one error naming where to go and ``redis+cluster://``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,9 +61,9 @@ class Cluster:
 
 
 @pytest.fixture(scope="module")
-def cluster(module_servers: ServerPool) -> Iterator[Cluster]:
+def cluster(module_servers: ServerPool) -> Cluster:
     """Three masters, no replicas, all 16384 slots assigned."""
-    yield Cluster(module_servers.redis_cluster(3, name="nodes"))
+    return Cluster(module_servers.redis_cluster(3, name="nodes"))
 
 
 def test_every_key_of_a_lock_shares_one_slot(cluster: Cluster) -> None:

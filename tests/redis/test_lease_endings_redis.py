@@ -32,9 +32,14 @@ def test_leaving_with_after_the_server_died_raises_lease_lost(
 ) -> None:
     server = servers.redis()
     client = fencelock.connect(server.url + "?timeout=0.5")
-    with pytest.raises(fencelock.LeaseLost), client.lock(name, ttl=1) as lease:
-        server.kill()
-        assert lease.wait_lost(10)
+
+    def hold_while_the_server_dies() -> None:
+        with client.lock(name, ttl=1) as lease:
+            server.kill()
+            assert lease.wait_lost(10)
+
+    with pytest.raises(fencelock.LeaseLost):  # leaving the block
+        hold_while_the_server_dies()
     client.close()
 
 
@@ -45,10 +50,14 @@ def test_async_leaving_with_after_the_server_died_raises_lease_lost(
 
     async def main() -> None:
         async with fencelock.aconnect(server.url + "?timeout=0.5") as client:
-            with pytest.raises(fencelock.LeaseLost):
+
+            async def hold_while_the_server_dies() -> None:
                 async with client.lock(name, ttl=1) as lease:
                     server.kill()
                     assert await lease.wait_lost(10)
+
+            with pytest.raises(fencelock.LeaseLost):  # leaving the block
+                await hold_while_the_server_dies()
 
     asyncio.run(main())
 

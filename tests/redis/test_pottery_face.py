@@ -101,13 +101,19 @@ def test_a_hold_ends_with_its_auto_release_time_unless_extended(
     conn: redis.Redis, name: str
 ) -> None:
     lock = Redlock(key=name, masters={conn}, auto_release_time=0.3)
-    with pytest.raises(pottery.ReleaseUnlockedLock), lock:  # not renewed: leaving says so
-        first = lock.fencing_token
-        time.sleep(0.8)
-        assert lock.locked() == 0
+    tokens: list[int | None] = []
+
+    def hold_past_the_auto_release_time() -> None:
+        with lock:
+            tokens.append(lock.fencing_token)
+            time.sleep(0.8)
+            assert lock.locked() == 0
+
+    with pytest.raises(pottery.ReleaseUnlockedLock):  # not renewed: leaving says so
+        hold_past_the_auto_release_time()
     later = Redlock(key=name, masters={conn}, auto_release_time=LONG)
     assert later.acquire(blocking=False)
-    assert (later.fencing_token or 0) > (first or 0)
+    assert (later.fencing_token or 0) > (tokens[0] or 0)
     later.release()
 
 

@@ -35,8 +35,8 @@ def fencelock_cmd(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def five(servers: ServerPool) -> Iterator[list[RedisServer]]:
-    yield [servers.redis(name=f"redlock-c{i}") for i in range(5)]
+def five(servers: ServerPool) -> list[RedisServer]:
+    return [servers.redis(name=f"redlock-c{i}") for i in range(5)]
 
 
 def test_run_no_wait_with_two_nodes_hung_says_busy_once(five: list[RedisServer], name: str) -> None:

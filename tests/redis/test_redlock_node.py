@@ -13,7 +13,6 @@ import contextlib
 import os
 import re
 import socket
-from collections.abc import Iterator
 
 import pytest
 
@@ -184,9 +183,9 @@ def test_closed_ports_fail_fast_naming_every_node() -> None:
 
 
 @pytest.fixture
-def fresh_five(servers: ServerPool) -> Iterator[list[RedisServer]]:
+def fresh_five(servers: ServerPool) -> list[RedisServer]:
     """Five nodes of one test: it may pause or kill them."""
-    yield [servers.redis(name=f"redlock-f{i}") for i in range(5)]
+    return [servers.redis(name=f"redlock-f{i}") for i in range(5)]
 
 
 def test_a_hung_and_a_dead_node_cost_no_more_than_the_timeout(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
 
 import pytest
 
@@ -33,13 +32,13 @@ def key(name: str) -> str:
 
 
 @pytest.fixture
-def five(servers: ServerPool) -> Iterator[list[RedisServer]]:
-    yield [servers.redis(name=f"redlock-u{i}") for i in range(5)]
+def five(servers: ServerPool) -> list[RedisServer]:
+    return [servers.redis(name=f"redlock-u{i}") for i in range(5)]
 
 
 @pytest.fixture
-def three(servers: ServerPool) -> Iterator[list[RedisServer]]:
-    yield [servers.redis(name=f"redlock-u{i}") for i in range(3)]
+def three(servers: ServerPool) -> list[RedisServer]:
+    return [servers.redis(name=f"redlock-u{i}") for i in range(3)]
 
 
 def ports_of(nodes: list[RedisServer]) -> list[int]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -37,9 +36,9 @@ def three(module_servers: ServerPool) -> list[int]:
 
 
 @pytest.fixture
-def fresh_three(servers: ServerPool) -> Iterator[list[RedisServer]]:
+def fresh_three(servers: ServerPool) -> list[RedisServer]:
     """Nodes of one test: it may pause them."""
-    yield [servers.redis(name=f"redlock-wf{i}") for i in range(3)]
+    return [servers.redis(name=f"redlock-wf{i}") for i in range(3)]
 
 
 def channel(name: str) -> str:

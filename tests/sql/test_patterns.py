@@ -123,10 +123,14 @@ def test_gives_up_after_the_last_attempt_and_reports_the_retries(db: Database, t
 
 
 def test_inside_the_callers_transaction_it_rolls_back_with_it(db: Database, table: str) -> None:
-    with db.connect() as conn, pytest.raises(RuntimeError), db.transaction(conn):
-        optimistic_update(conn, table, {"id": 1}, lambda r: {"n": 9})
-        assert db.query(conn, f"SELECT n FROM {table} WHERE id = 1") == [(9,)]
-        raise RuntimeError("the caller's transaction fails")
+    def update_then_fail(conn: Any) -> None:
+        with db.transaction(conn):
+            optimistic_update(conn, table, {"id": 1}, lambda r: {"n": 9})
+            assert db.query(conn, f"SELECT n FROM {table} WHERE id = 1") == [(9,)]
+            raise RuntimeError("the caller's transaction fails")
+
+    with db.connect() as conn, pytest.raises(RuntimeError, match="the caller's transaction"):
+        update_then_fail(conn)
     assert row(db, table)[0] == 0
 
 
@@ -314,14 +318,17 @@ def test_a_rejected_write_rolls_back_with_the_write_it_protects(db: Database, ta
     ledger = f"{table}_ledger"
     db.sql(f"CREATE TABLE {ledger} (amount int)")
     db.sql(f"UPDATE {table} SET fence_token = 10 WHERE id = 1")
-    with db.connect() as conn:
-        with pytest.raises(StaleToken), db.transaction(conn):
-            db.query(conn, f"INSERT INTO {ledger} VALUES (-2500)")
-            fenced_write(conn, table, {"id": 1}, 9, {"buyer": "paid"})
-        assert db.sql(f"SELECT count(*) FROM {ledger}") == [(0,)]
+
+    def pay(conn: Any, token: int) -> None:
         with db.transaction(conn):
             db.query(conn, f"INSERT INTO {ledger} VALUES (-2500)")
-            fenced_write(conn, table, {"id": 1}, 11, {"buyer": "paid"})
+            fenced_write(conn, table, {"id": 1}, token, {"buyer": "paid"})
+
+    with db.connect() as conn:
+        with pytest.raises(StaleToken):
+            pay(conn, 9)
+        assert db.sql(f"SELECT count(*) FROM {ledger}") == [(0,)]
+        pay(conn, 11)
     assert db.sql(f"SELECT count(*) FROM {ledger}") == [(1,)]
     assert row(db, table)[1:] == ("paid", 0, 11)
 
@@ -358,11 +365,16 @@ def test_a_stale_write_is_judged_by_the_latest_fence_not_an_older_read(
     """The caller's transaction read the row before a newer token wrote it: its stale
     write is refused with the fence the newer one left (not retried, not ConflictError),
     whatever the transaction's reads see."""
-    with db.connect() as conn, pytest.raises(StaleToken) as caught, db.transaction(conn):
-        assert db.query(conn, f"SELECT fence_token FROM {table} WHERE id = 1") == [(None,)]
-        with db.connect() as newer:
-            fenced_write(newer, table, {"id": 1}, 8, {"buyer": "newer"})
-        fenced_write(conn, table, {"id": 1}, 7, {"buyer": "older"})
+
+    def read_then_write_older(conn: Any) -> None:
+        with db.transaction(conn):
+            assert db.query(conn, f"SELECT fence_token FROM {table} WHERE id = 1") == [(None,)]
+            with db.connect() as newer:
+                fenced_write(newer, table, {"id": 1}, 8, {"buyer": "newer"})
+            fenced_write(conn, table, {"id": 1}, 7, {"buyer": "older"})
+
+    with db.connect() as conn, pytest.raises(StaleToken) as caught:
+        read_then_write_older(conn)
     assert caught.value.last == 8
     assert row(db, table)[1:] == ("newer", 0, 8)
 
@@ -473,12 +485,15 @@ def test_async_inside_the_callers_transaction_it_rolls_back_with_it(
     db: Database, table: str
 ) -> None:
     async def main() -> None:
-        conn = await db.aconnect()
-        with pytest.raises(RuntimeError):
+        async def update_then_fail(conn: Any) -> None:
             async with db.atransaction(conn):
                 result = await aoptimistic_update(conn, table, {"id": 1}, lambda r: {"n": 9})
                 assert result.row["n"] == 9
                 raise RuntimeError("the caller's transaction fails")
+
+        conn = await db.aconnect()
+        with pytest.raises(RuntimeError, match="the caller's transaction"):
+            await update_then_fail(conn)
         await db.aclose(conn)
 
     asyncio.run(main())
@@ -520,10 +535,14 @@ def test_async_fenced_write(db: Database, table: str) -> None:
     async def main() -> None:
         conn = await db.aconnect()
         await afenced_write(conn, table, {"id": 5}, 3, {"buyer": "three"}, upsert=True)
-        with pytest.raises(StaleToken):
+
+        async def update_then_write_older() -> None:
             async with db.atransaction(conn):
                 await db.aquery(conn, f"UPDATE {table} SET n = 100 WHERE id = 1")
                 await afenced_write(conn, table, {"id": 5}, 2, {"buyer": "two"})
+
+        with pytest.raises(StaleToken):
+            await update_then_write_older()
         await afenced_write(conn, table, {"id": 5}, 4, {"buyer": "four"})
         await db.aclose(conn)
 

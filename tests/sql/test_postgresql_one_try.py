@@ -14,7 +14,6 @@ will not wait.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -36,7 +35,7 @@ class Sent:
 
 
 @pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
+def sent(monkeypatch: pytest.MonkeyPatch) -> Sent:
     seen = Sent()
     execute = psycopg.AsyncConnection.execute
     connect = psycopg.AsyncConnection.connect.__func__  # type: ignore[attr-defined]
@@ -53,7 +52,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
 
     monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted_execute)
     monkeypatch.setattr(psycopg.AsyncConnection, "connect", classmethod(counted_connect))
-    yield seen
+    return seen
 
 
 def url_of(postgres: PostgreSQLServer, scheme: str) -> str:

@@ -57,7 +57,7 @@ def test_connection_close_and_a_body_to_eof_end_the_connection() -> None:
 
 
 def test_a_garbled_status_line_is_a_value_error() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"not an HTTP/1\.1 reply"):
         _read_all(b"\x15\x03\x01\x00\x02\x02(\r\n\r\n", 1)
 
 

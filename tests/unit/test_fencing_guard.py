@@ -17,10 +17,13 @@ def test_memory_guard_accepts_only_increasing_tokens(tokens: list[int]) -> None:
     for token in tokens:
         try:
             guard.accept("k", token)
-            accepted.append(token)
         except StaleToken as exc:
-            assert exc.token == token
-            assert exc.last >= token
+            refused = exc
+        else:
+            accepted.append(token)
+            continue
+        assert refused.token == token
+        assert refused.last >= token
     assert accepted == sorted(set(accepted))
     assert guard.rejections == len(tokens) - len(accepted)
     assert guard.last("k") == (accepted[-1] if accepted else None)

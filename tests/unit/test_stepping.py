@@ -105,7 +105,7 @@ def test_a_thread_that_finds_the_loop_busy_hands_it_its_call_still_stepped(
         started.set()
         # A threading.Event, set by another thread: nothing to await. Polling keeps this
         # call on the loop, busy, which is what the test needs.
-        while not release.is_set():
+        while not release.is_set():  # noqa: ASYNC110
             await asyncio.sleep(0.005)
 
     holder = threading.Thread(target=shared.run, args=(hold_the_loop(),))
