@@ -11,10 +11,12 @@ import sys
 import time
 from pathlib import Path
 from socket import gethostname
+from typing import Any
 
 import pytest
 
 from tests.cli.conftest import FENCELOCK, fencelock_cmd, running
+from tests.polling import wait_until
 
 CRITICAL = (
     "import os, sys, time\n"
@@ -91,10 +93,7 @@ def test_paused_run_loses_lease_and_stops_its_command(env: dict[str, str], tmp_p
     assert "lost while the command ran" in stderr
     # The command's shell is gone (or, stopped too late, touches the file first).
     command = int(shell.read_text())
-    deadline = time.monotonic() + 10
-    while running(command) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not running(command), "the command is still running"
+    wait_until(lambda: not running(command), what="the command to end", interval=0.05)
     assert not survived.exists(), "the command went on after the lease was lost"
     assert sleeper.exists(), "the command never started its background sleep"
     pid = int(sleeper.read_text())
@@ -182,12 +181,11 @@ def test_bad_input_is_one_clear_line(
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def _wait_until_held(env: dict[str, str], name: str) -> dict[str, object]:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        done = fencelock_cmd(env, "status", "--json", name)
-        info: dict[str, object] = json.loads(done.stdout)
-        if info.get("held"):
-            return info
-        time.sleep(0.05)
-    raise AssertionError(f"{name} was never held")
+def _wait_until_held(env: dict[str, str], name: str) -> dict[str, Any]:
+    """``name``'s status (``status --json``) once it is held."""
+
+    def held() -> dict[str, Any]:
+        info: dict[str, Any] = json.loads(fencelock_cmd(env, "status", "--json", name).stdout)
+        return info if info.get("held") else {}
+
+    return wait_until(held, what=f"{name} held", interval=0.05)

@@ -27,7 +27,7 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
         yield pool.etcd(1)[0]
 
 
-def etcdctl(member: EtcdServer, *args: str, **kw: object) -> subprocess.Popen[str]:
+def etcdctl(member: EtcdServer, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "ETCDCTL_API": "3"}
     executable = shutil.which("etcdctl")
     if executable is None:
@@ -38,7 +38,6 @@ def etcdctl(member: EtcdServer, *args: str, **kw: object) -> subprocess.Popen[st
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        **kw,  # type: ignore[call-overload]
     )
 
 

@@ -10,7 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from fencelock.testing import KINDS, EtcdServer, ServerPool, ServerProcess, ServerStartError
+from fencelock.testing import (
+    KINDS,
+    EtcdServer,
+    ServerPool,
+    ServerProcess,
+    ServerStartError,
+    ZooKeeperServer,
+)
 from tests.polling import wait_until
 
 SETTLE = 30.0  # seconds a cluster may take to elect a new leader
@@ -80,7 +87,7 @@ def test_a_zookeeper_ensemble_of_three_has_one_leader_and_survives_it(pool: Serv
         timeout=SETTLE,
         interval=0.1,
     )
-    leader.start(timeout=SETTLE, interval=0.1)
+    leader.start(timeout=SETTLE)
     assert leader.mode() == "follower"
 
 
@@ -97,10 +104,14 @@ def test_a_server_whose_port_another_holds_is_not_taken_for_ready(
     """Readiness asks the server on the port who it is: another live server on that port
     (a port reused meanwhile) must not pass for the one just started."""
     cls = KINDS[kind]
+    first: ServerProcess
     if kind == "redis":
-        first: ServerProcess = pool.redis(name="first-redis")
+        first = pool.redis(name="first-redis")
+    elif kind == "etcd":
+        (first,) = pool.cluster([EtcdServer(tmp_path_factory.mktemp(kind), name="first-etcd")])
     else:
-        (first,) = pool.cluster([cls(tmp_path_factory.mktemp(kind), name=f"first-{kind}")])
+        where = tmp_path_factory.mktemp(kind)
+        (first,) = pool.cluster([ZooKeeperServer(where, name="first-zookeeper")])
     clash = cls(tmp_path_factory.mktemp("clash"), name=f"clash-{kind}", port=first.port)
     with pytest.raises(ServerStartError, match=f"clash-{kind} exited at start"):
         pool.add(clash)

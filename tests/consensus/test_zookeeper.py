@@ -68,7 +68,12 @@ def test_kazoos_lock_and_fencelock_exclude_each_other(
             kazoo.Lock("/fencelock/jobs/nightly", "kazoo-worker").acquire(timeout=1)
         again = kazoo.Lock("/fencelock/jobs/nightly", "kazoo-worker")
         got = threading.Event()
-        waiter = threading.Thread(target=lambda: again.acquire(timeout=30) and got.set())
+
+        def take() -> None:
+            if again.acquire(timeout=30):
+                got.set()
+
+        waiter = threading.Thread(target=take)
         waiter.start()
         deadline = time.monotonic() + 30
         while (queued := client.inspect("jobs/nightly")) is None or queued.waiters != 1:
@@ -264,7 +269,7 @@ def _requests_by_kind(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     def counting(self: KazooClient, request: object, async_object: object) -> object:
         kind = type(request).__name__
         counts[kind] = counts.get(kind, 0) + 1
-        return send(self, request, async_object)  # type: ignore[arg-type]
+        return send(self, request, async_object)
 
     monkeypatch.setattr(KazooClient, "_call", counting)
     return counts

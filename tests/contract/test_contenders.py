@@ -12,6 +12,7 @@ the one before it shows in the line, so the order is known without sleeping.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
 import time
@@ -84,7 +85,7 @@ def test_the_holder_then_the_waiters_in_line(
         for who, waiter in (("first", other), ("second", third)):
             label(who)
             lock = waiter.lock(name, fair=fair)
-            threads.append(in_thread(lambda lock=lock: take(lock), []))
+            threads.append(in_thread(functools.partial(take, lock), []))
             if lined:
                 seen(client.lock(name).contenders, len(threads) + 1)
         listed = commands(client.lock(name).contenders())

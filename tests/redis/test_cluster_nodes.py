@@ -21,9 +21,9 @@ import redis.exceptions
 import fencelock
 from fencelock.backends.redis.scripts import LockKeys, lua
 from fencelock.fencing import RedisGuard
-from fencelock.testing import RedisServer
+from fencelock.testing import RedisServer, ServerPool
 from tests.polling import wait_until
-from tests.redis.conftest import Background, ServerPool, redis_cli
+from tests.redis.conftest import Background, redis_cli
 
 NAMES = ["orders/1", "orders/2", "orders/3", "payments/eu/7", "a", "x:y@z=1+2"]
 # With the three even slot ranges of ``--cluster create`` these land on three nodes.

@@ -14,9 +14,9 @@ import pytest
 
 import fencelock
 from fencelock.fencing import RedisGuard
-from fencelock.testing import RedisServer
+from fencelock.testing import RedisServer, ServerPool
 from tests.polling import wait_until
-from tests.redis.conftest import ServerPool, redis_cli
+from tests.redis.conftest import redis_cli
 
 
 def start_pair(servers: ServerPool) -> tuple[RedisServer, RedisServer]:

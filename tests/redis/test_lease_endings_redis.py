@@ -8,8 +8,7 @@ import logging
 import pytest
 
 import fencelock
-from fencelock.testing import RedisServer, free_port
-from tests.redis.conftest import ServerPool
+from fencelock.testing import RedisServer, ServerPool, free_port
 
 
 def test_release_after_the_server_died_raises_lease_lost_with_the_cause(

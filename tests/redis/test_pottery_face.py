@@ -18,8 +18,8 @@ import redis
 import fencelock
 from fencelock.compat.pottery import Redlock, redlock_url, synchronize
 from fencelock.engine.urls import parse_url
-from fencelock.testing import RedisServer
-from tests.redis.conftest import Background, ServerPool
+from fencelock.testing import RedisServer, ServerPool
+from tests.redis.conftest import Background
 
 LONG = 30.0  # an auto_release_time no test waits out
 

@@ -18,8 +18,8 @@ import fencelock
 from fencelock.backends.redis.options import redis_options
 from fencelock.engine.urls import parse_url
 from fencelock.fencing import RedisGuard
-from fencelock.testing import RedisServer, TLSFiles, make_certificates
-from tests.redis.conftest import Background, ServerPool, redis_cli
+from fencelock.testing import RedisServer, ServerPool, TLSFiles, make_certificates
+from tests.redis.conftest import Background, redis_cli
 from tests.redis.test_waiting_faults import DOCUMENTED_ACL
 
 PASSWORD = "pa#ss/w?rd"  # every character a URL reserves, so it must be percent-encoded

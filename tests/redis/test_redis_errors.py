@@ -21,8 +21,8 @@ import redis.exceptions
 import fencelock
 from fencelock import clock
 from fencelock.cli import exitcodes
-from fencelock.testing import RedisServer, free_port
-from tests.redis.conftest import Background, ServerPool, redis_cli
+from fencelock.testing import RedisServer, ServerPool, free_port
+from tests.redis.conftest import Background, redis_cli
 
 FENCELOCK = str(Path(sys.executable).parent / "fencelock")
 PASSWORD = "s3cret-pw"

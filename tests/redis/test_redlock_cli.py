@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 import fencelock
-from fencelock.testing import RedisServer, free_port
-from tests.redis.conftest import ServerPool
+from fencelock.testing import RedisServer, ServerPool, free_port
 
 FENCELOCK = str(Path(sys.executable).parent / "fencelock")
 UNAVAILABLE, NOT_ACQUIRED = 69, 75

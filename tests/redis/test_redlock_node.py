@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import re
 import socket
@@ -18,10 +19,10 @@ import pytest
 
 import fencelock
 from fencelock import clock
-from fencelock.testing import RedisServer, TLSFiles, free_port
+from fencelock.testing import RedisServer, ServerPool, TLSFiles, free_port
 from tests.polling import wait_until
 from tests.redis import test_redis_tls
-from tests.redis.conftest import Background, ServerPool, redis_cli
+from tests.redis.conftest import Background, redis_cli
 
 PASSWORD = "s3cret-pw"
 WRONG = "not-the-pw"
@@ -52,11 +53,15 @@ def test_locks_in_the_database_of_the_url(five_ports: list[int], name: str) -> N
     url = redlock_url(five_ports, db=3, timeout=5)
     with fencelock.connect(url) as client, client.lock(name) as lease:
         key = f"fencelock:{{{name}}}"
+
+        def holds_the_lease(port: int) -> bool:
+            return redis_cli(port, "-n", "3", "get", key) == lease.owner
+
         for port in five_ports:
             wait_until(
-                lambda port=port: redis_cli(port, "-n", "3", "get", key) == lease.owner,
+                functools.partial(holds_the_lease, port),
                 timeout=10,
-                what=lambda port=port: f"the lease in db 3 of node {port}",
+                what=f"the lease in db 3 of node {port}",
             )
             assert redis_cli(port, "-n", "0", "exists", key) == "0"
 

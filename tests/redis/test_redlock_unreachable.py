@@ -15,8 +15,8 @@ import pytest
 
 import fencelock
 from fencelock import clock
-from fencelock.testing import RedisServer, free_port
-from tests.redis.conftest import ServerPool, redis_cli
+from fencelock.testing import RedisServer, ServerPool, free_port
+from tests.redis.conftest import redis_cli
 
 TIMEOUT = 0.2
 SLACK = 0.8  # scheduling allowance on a busy machine

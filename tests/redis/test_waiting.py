@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -53,9 +54,11 @@ def test_a_release_wakes_one_waiter_not_all(plain_redis: RedisServer, name: str)
     clients = [fencelock.connect(plain_redis.url) for _ in range(5)]
     try:
         holder = clients[0].lock(name, ttl=30).acquire(timeout=0)
-        waiters = [
-            Background(lambda c=c: c.lock(name, ttl=30).acquire(timeout=10)) for c in clients[1:]
-        ]  # type: ignore[misc]
+
+        def wait_for_it(client: fencelock.Client) -> fencelock.Lease:
+            return client.lock(name, ttl=30).acquire(timeout=10)
+
+        waiters = [Background(functools.partial(wait_for_it, c)) for c in clients[1:]]
         wait_until(lambda: queued(plain_redis, name) == 4, timeout=5, what="4 waiters queued")
         before = settled_script_calls(plain_redis)  # every waiter is in its wait
         holder.release()

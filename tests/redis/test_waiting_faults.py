@@ -11,9 +11,9 @@ import fencelock
 from fencelock import clock
 from fencelock.backends.redis.scripts import LockKeys
 from fencelock.engine import barging
-from fencelock.testing import RedisServer
+from fencelock.testing import RedisServer, ServerPool
 from tests.polling import wait_until
-from tests.redis.conftest import Background, ServerPool, redis_cli, unread_bytes
+from tests.redis.conftest import Background, redis_cli, unread_bytes
 
 
 def queued(server: RedisServer, name: str) -> int:

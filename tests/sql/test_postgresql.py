@@ -16,8 +16,9 @@ import pytest
 
 import fencelock
 from fencelock.backends.base import Acquired
-from fencelock.backends.postgresql.backend import release_mark
+from fencelock.backends.postgresql.backend import AsyncPostgresBackend, release_mark
 from fencelock.backends.postgresql.statements import review
+from fencelock.backends.shared_loop import SharedLoopBackend
 from fencelock.errors import BackendUnavailable, ConfigError
 from fencelock.testing import PostgreSQLServer, ServerPool
 
@@ -227,7 +228,9 @@ def test_every_statement_may_run_twice_with_the_same_effect(
         assert regranted.token == granted.token
         assert backend.renew(name, owner, 30)
         assert backend.renew(name, owner, 30)
+        assert isinstance(backend, SharedLoopBackend)
         inner = backend._backend()
+        assert isinstance(inner, AsyncPostgresBackend)
         params = {"name": name, "owner": owner, "mark": release_mark()}
 
         def send_release() -> bool:

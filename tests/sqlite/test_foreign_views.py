@@ -123,6 +123,7 @@ def _run(url: str, holder: list[str], waiter: Callable[[int], list[str]]) -> flo
         try:
             assert proc.stdout is not None
             assert proc.stdin is not None
+            assert proc.stderr is not None
             seen = proc.stdout.readline().split()
             assert seen == ["waited"], (seen, proc.stderr.read() if seen == [] else "")
             os.kill(pid, signal.SIGKILL)

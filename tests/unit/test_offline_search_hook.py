@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import mkdocs
 import pytest
@@ -13,7 +14,7 @@ HOOK = Path(__file__).parents[2] / "site_hooks" / "offline_search.py"
 THEIRS = Path(mkdocs.__file__).parent / "contrib" / "search" / "templates" / "search" / "main.js"
 
 
-def _hook():  # type: ignore[no-untyped-def]
+def _hook() -> ModuleType:
     spec = importlib.util.spec_from_file_location("offline_search", HOOK)
     assert spec is not None
     assert spec.loader is not None

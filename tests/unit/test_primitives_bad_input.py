@@ -86,7 +86,7 @@ def test_a_decorator_of_the_wrong_colour_is_refused() -> None:
     async def main() -> None:
         async with fencelock.aconnect("memory://bad-input") as aclient:
             with pytest.raises(fencelock.ConfigError, match="is not a coroutine function"):
-                aclient.lock("a")(plain_function)
+                aclient.lock("a")(plain_function)  # type: ignore[arg-type]  # on purpose
 
     asyncio.run(main())
 

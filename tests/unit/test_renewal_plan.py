@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from fencelock.engine import renewal
 from fencelock.engine.lease_state import LeaseState
+from fencelock.engine.outcomes import RenewedAsOf
 from fencelock.engine.timing import trusted_until
 from fencelock.errors import BackendUnavailable
 
@@ -154,8 +155,8 @@ def test_a_batch_is_every_lease_due_and_those_due_soon_after(
 def test_a_renewal_granted_as_of_a_shared_keepalive_follows_that_keepalive() -> None:
     lease = FakeLease()
     # granted as of 7.0 (the session's keepalive), asked at 10.0: due a third on from 7.0
-    as_of = renewal.RenewedAsOf(7.0)
+    as_of = RenewedAsOf(7.0)
     assert renewal.after_renewal(lease, 10.0, as_of, 10.5) == renewal.Next(17.0)
     # a keepalive so old its third has passed: looked at again soon, never in a loop
-    stale = renewal.after_renewal(lease, 10.0, renewal.RenewedAsOf(-5.0), 10.5)
+    stale = renewal.after_renewal(lease, 10.0, RenewedAsOf(-5.0), 10.5)
     assert stale == renewal.Next(10.5 + renewal.MIN_RETRY)

@@ -72,14 +72,14 @@ def test_a_cancelled_remainder_hears_the_cancellation_where_it_waits(
             heard.append("cancelled")
             raise
 
-    async def cut_off(rest: object) -> None:
-        task = asyncio.ensure_future(rest)  # type: ignore[arg-type]
+    async def cut_off(rest: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(rest)
         await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    shared.run_stepped(request(), cut_off)  # type: ignore[arg-type]
+    shared.run_stepped(request(), cut_off)
     assert heard == ["cancelled"]
 
 
@@ -138,6 +138,7 @@ def test_a_wait_is_limited_by_the_calls_end_only_when_that_comes_first() -> None
         assert stepping.wait_limit(5.0) == (5.0, False)
         limit, cut = stepping.wait_limit(None)
         assert cut
+        assert limit is not None
         assert 99 < limit <= 100
     with stepping.call_ends_at(clock.now() - 1):  # already past: no wait at all
         assert stepping.wait_limit(5.0) == (0.0, True)
