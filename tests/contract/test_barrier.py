@@ -101,6 +101,6 @@ def test_asyncio_barrier(backend: BackendCase, name: str) -> None:
                 return
             barrier = client.barrier(name, 2)
             outcomes = await asyncio.gather(barrier.wait(30), client.barrier(name, 2).wait(30))
-            assert outcomes == [True, True]
+            assert list(outcomes) == [True, True]
 
     asyncio.run(main())

@@ -10,6 +10,7 @@ import re
 import socket
 import threading
 import time
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 import pytest
@@ -180,6 +181,7 @@ def test_mutual_exclusion_across_workers(backend: BackendCase, name: str, tmp_pa
     counter.write_text("0")
     workers, rounds = 4, 15
     args = (backend.url, name, str(counter), rounds, str(log))
+    procs: list[BaseProcess | threading.Thread]
     if backend.cross_process:
         ctx = multiprocessing.get_context("spawn")
         procs = [ctx.Process(target=unsafe_increments, args=args) for _ in range(workers)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import AsyncGenerator
 
 import pytest
 
@@ -116,6 +117,7 @@ def test_async_election(backend: BackendCase, name: str) -> None:
             assert first.term == leading.term
             await leading.resign()
             assert await anext(changes) is None
+            assert isinstance(changes, AsyncGenerator)
             await changes.aclose()
 
     asyncio.run(main())

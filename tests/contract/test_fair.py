@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from multiprocessing.context import SpawnProcess
 from pathlib import Path
 from typing import Protocol
 
@@ -105,7 +106,7 @@ def first_in_line(
     name: str,
     tmp_path: Path,
     liveness: float | None = None,
-) -> Iterator[multiprocessing.Process]:
+) -> Iterator[SpawnProcess]:
     """A process waiting (fair) for ``name`` at the head of the line (kept in it
     ``liveness`` s after its last ask); killed at the end."""
     first = multiprocessing.get_context("spawn").Process(

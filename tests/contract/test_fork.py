@@ -113,8 +113,12 @@ class _Child:
         if self.pid == 0:  # never return into pytest from the child
             os.close(read)
             code = 1
+
+            def say(text: str) -> None:
+                os.write(write, text.encode() + b"\n")
+
             try:
-                work(lambda text: os.write(write, text.encode() + b"\n"))
+                work(say)
                 code = 0
             except BaseException as exc:
                 os.write(write, f"{type(exc).__name__}: {exc}\n".encode())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+from collections.abc import AsyncGenerator
 
 import pytest
 
@@ -140,6 +141,7 @@ def test_an_asyncio_watch_hears_changes_the_server_pushes(backend: BackendCase, 
             assert change.joined == ("b",)
             await membership.leave()
             assert (await within(60, anext(changes))).left == ("b",)
+            assert isinstance(changes, AsyncGenerator)
             await changes.aclose()
 
     asyncio.run(main())

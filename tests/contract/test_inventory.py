@@ -6,6 +6,7 @@ from __future__ import annotations
 import fencelock
 from fencelock.backends.base import holds_latches
 from fencelock.cli.inventory import group
+from fencelock.primitives.blocks import Releasable
 
 
 def test_each_primitive_is_one_line_with_its_holders(
@@ -27,7 +28,8 @@ def test_each_primitive_is_one_line_with_its_holders(
     if keeps_latches:
         assert entries[f"{name}/latch"].kind == "latch"
         assert entries[f"{name}/latch"].counts == 2
-    for hold in [*readers, *permits]:
+    holds: list[Releasable] = [*readers, *permits]
+    for hold in holds:
         hold.release()
     with client.rw_lock(f"{name}/rw").write() as writing:
         (entry,) = group(client.list(f"{name}/rw"))

@@ -22,7 +22,7 @@ def test_blocking_false_tries_once_and_owned_is_this_threads_lease(
     assert other.lock(name, timeout=30).acquire(blocking=False) is None
     assert time.monotonic() - started < 10  # one try, not the lock's 30 s timeout
     with pytest.raises(fencelock.ConfigError, match="tries once and never waits"):
-        other.lock(name).acquire(5, blocking=False)
+        other.lock(name).acquire(5, blocking=False)  # type: ignore[call-overload]  # on purpose
     lease.release()
     again = other.lock(name).acquire(blocking=False)
     assert again is not None
@@ -147,7 +147,7 @@ def test_every_lock_like_object_takes_blocking_false_and_try_acquire(
     assert theirs.read().acquire(blocking=False) is None
     assert theirs.read().try_acquire() is None
     with pytest.raises(fencelock.ConfigError, match="tries once and never waits"):
-        theirs.read().acquire(5, blocking=False)
+        theirs.read().acquire(5, blocking=False)  # type: ignore[call-overload]  # on purpose
     write.release()
     read = theirs.read().acquire(blocking=False)
     assert read is not None

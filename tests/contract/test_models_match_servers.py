@@ -220,13 +220,14 @@ def test_the_session_model_matches_the_servers(backend: BackendCase, name: str, 
                 if step.op == "pass":  # sessions stay alive: their clients keep them
                     await asyncio.sleep(PASS / 3)
                     continue
-                if clients[who] is None:
-                    clients[who] = fencelock.aconnect(backend.url)
-                    await clients[who].__aenter__()
+                opened = clients[who]
+                if opened is None:
+                    opened = clients[who] = fencelock.aconnect(backend.url)
+                    await opened.__aenter__()
                     sessions[who] = store.open_session(3600, now)
-                real = clients[who].seam.backend
+                real = opened.seam.backend
                 if step.op == "end":
-                    await clients[who].__aexit__(None, None, None)
+                    await opened.__aexit__(None, None, None)
                     clients[who] = None
                     store.end_session(sessions[who])
                     owners[who] = new_owner()

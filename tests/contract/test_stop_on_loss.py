@@ -18,6 +18,7 @@ import pytest
 
 import fencelock
 from fencelock import clock
+from fencelock.lease import LeaseBase
 from fencelock.stopping import LossInterrupt
 from tests.contract.conftest import BackendCase
 
@@ -26,7 +27,7 @@ FOREVER = 60.0  # how long a block would run if nothing stopped it
 PROMPTLY = 10.0  # a stop must come well within this (one renewal interval is 0.5 s)
 
 
-def steal(url: str, lease: fencelock.LeaseBase) -> None:
+def steal(url: str, lease: LeaseBase) -> None:
     """Another client takes the lease away, as after an expiry the holder did not see,
     and gives it back (closed: a ZooKeeper client left open reconnects forever)."""
     with fencelock.connect(url) as thief:

@@ -200,7 +200,9 @@ def test_rediss_refuses_a_certificate_for_another_host_name(
 ) -> None:
     server = wrong_name_nodes[0]
     where = f"127.0.0.1:{server.port}"
-    error = _error_of(lambda: use(f"rediss://{where}/0?ssl_ca_certs={server.tls.ca}"))
+    assert server.tls is not None
+    ca = server.tls.ca
+    error = _error_of(lambda: use(f"rediss://{where}/0?ssl_ca_certs={ca}"))
     assert isinstance(error, fencelock.BackendUnavailable), repr(error)
     message = str(error)
     assert f"cannot reach Redis at {where}: TLS host name verification failed" in message
@@ -212,7 +214,9 @@ def test_redlocks_refuses_a_certificate_for_another_host_name(
     wrong_name_nodes: list[RedisServer], use: Callable[[str], None]
 ) -> None:
     hosts = ",".join(f"127.0.0.1:{node.port}" for node in wrong_name_nodes)
-    ca = wrong_name_nodes[0].tls.ca
+    tls = wrong_name_nodes[0].tls
+    assert tls is not None
+    ca = tls.ca
     error = _error_of(lambda: use(f"redlocks://{hosts}?ssl_ca_certs={ca}&timeout=1"))
     assert isinstance(error, fencelock.BackendUnavailable), repr(error)
     message = str(error)
@@ -226,6 +230,7 @@ def test_redlocks_refuses_a_certificate_for_another_host_name(
 
 def test_ssl_check_hostname_false_accepts_it(wrong_name_nodes: list[RedisServer]) -> None:
     server = wrong_name_nodes[0]
+    assert server.tls is not None
     url = f"rediss://127.0.0.1:{server.port}/0?ssl_ca_certs={server.tls.ca}"
     _acquire(url + "&ssl_check_hostname=false")
 

@@ -291,6 +291,7 @@ def tls_nodes(module_servers: ServerPool, shared_certs: TLSFiles) -> list[RedisS
 
 def test_tls_nodes_with_the_ca_lock(tls_nodes: list[RedisServer], name: str) -> None:
     ports = [node.port for node in tls_nodes]
+    assert tls_nodes[0].tls is not None
     url = redlock_url(ports, ssl_ca_certs=tls_nodes[0].tls.ca, timeout=TLS_TIMEOUT)
     url = url.replace("redlock:", "redlocks:")
 

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fencelock.errors import StaleToken
-from fencelock.fencing import MemoryGuard, SQLiteGuard
+from fencelock.fencing import FencingGuard, MemoryGuard, SQLiteGuard
 from fencelock.sim import Plan, run
 from fencelock.sim.bugs import (
     ELECTION_DEPOSED_EVICTS,
@@ -159,7 +159,8 @@ writes = st.lists(st.tuples(st.integers(0, 6), st.booleans()), min_size=1, max_s
 def test_the_guards_keep_the_rule(sequence: list[tuple[int, bool]]) -> None:
     """Every guard of fencelock.fencing, fed any writes, passes the ledger's checks."""
     sqlite = SQLiteGuard(":memory:")
-    ledger, guards = Fences(), {"memory": MemoryGuard(), "sqlite": sqlite}
+    ledger = Fences()
+    guards: dict[str, FencingGuard] = {"memory": MemoryGuard(), "sqlite": sqlite}
     try:
         for client, (token, allow_equal) in enumerate(sequence):
             write = Write(client, "k", token, allow_equal)

@@ -332,4 +332,5 @@ def test_a_paused_server_never_leaves_two_trusted_holders(bugs: tuple[str, ...])
     else:
         assert world.violation is None, trace
         assert taken, trace
+        assert isinstance(world.store, RedisModel)
         assert world.store.unmodeled == []

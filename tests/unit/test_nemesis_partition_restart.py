@@ -39,11 +39,11 @@ class Harness:
     ttl: float = TTL
     steps: list[str] = field(default_factory=list)
     ops: list[Op] = field(default_factory=list)
+    servers: ServerSet | None = field(init=False)
 
-    @property
-    def servers(self) -> ServerSet:
+    def __post_init__(self) -> None:
         nodes = [cast(ServerProcess, Node(f"node-{n}")) for n in range(self.nodes)]
-        return ServerSet(self.kind, nodes)  # type: ignore[arg-type]
+        self.servers = ServerSet(self.kind, nodes)  # type: ignore[arg-type]
 
     def freeze(self, client: int) -> bool:
         raise AssertionError("nobody is frozen")
