@@ -23,7 +23,7 @@ def _failure(what: str | Callable[[], str], timeout: float) -> AssertionError:
 
 
 def wait_until(
-    predicate: Callable[[], T],
+    predicate: Callable[[], T | None],
     *,
     what: str | Callable[[], str],
     timeout: float = TIMEOUT,
@@ -45,7 +45,7 @@ def wait_until(
 
 
 async def await_until(
-    predicate: Callable[[], Awaitable[T]],
+    predicate: Callable[[], Awaitable[T | None]],
     *,
     what: str | Callable[[], str],
     timeout: float = TIMEOUT,

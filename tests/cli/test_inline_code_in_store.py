@@ -11,12 +11,12 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from fencelock.holder import holder_of
+from tests.polling import wait_until
 
 from .conftest import FENCELOCK, fencelock_cmd
 
@@ -62,11 +62,13 @@ def test_inline_code_never_reaches_the_store_nor_any_output(
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 30
-        while "held by" not in (status := fencelock_cmd(env, "status", "code/job")).stdout:
+
+        def held() -> subprocess.CompletedProcess[str] | None:
             assert runner.poll() is None, runner.communicate()
-            assert time.monotonic() < deadline, status.stderr
-            time.sleep(0.05)
+            done = fencelock_cmd(env, "status", "code/job")
+            return done if "held by" in done.stdout else None
+
+        status = wait_until(held, what="code/job held", interval=0.05)
         outputs = [status] + [
             fencelock_cmd(env, *args)
             for args in (["status", "--json", "code/job"], ["list", "--json"], ["top", "--once"])

@@ -5,18 +5,18 @@ from __future__ import annotations
 import os
 import pty
 import subprocess
-import time
 from pathlib import Path
 
-from fencelock import clock
 from tests.cli.conftest import FENCELOCK, fencelock_cmd
+from tests.polling import wait_until
 
 
 def _wait_held(env: dict[str, str], name: str) -> None:
-    deadline = clock.now() + 30
-    while "held by" not in fencelock_cmd(env, "status", name).stdout:
-        assert clock.now() < deadline, f"{name} never taken"
-        time.sleep(0.05)
+    wait_until(
+        lambda: "held by" in fencelock_cmd(env, "status", name).stdout,
+        what=f"{name} taken",
+        interval=0.05,
+    )
 
 
 def test_force_release_evicts_the_holder_and_its_command_stops(env: dict[str, str]) -> None:
@@ -93,10 +93,11 @@ def test_a_queued_waiter_takes_the_evicted_lock_and_the_output_says_so(
              "sh", "-c", f'echo "$FENCELOCK_TOKEN" > {token_file}; sleep 1'],
             env=env, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        deadline = clock.now() + 30
-        while "1 waiting" not in fencelock_cmd(env, "status", "jobs/queued").stdout:
-            assert clock.now() < deadline, "the waiter never queued"
-            time.sleep(0.05)
+        wait_until(
+            lambda: "1 waiting" in fencelock_cmd(env, "status", "jobs/queued").stdout,
+            what="the waiter queued",
+            interval=0.05,
+        )
         done = fencelock_cmd(env, "release", "--force", "--yes", "jobs/queued")
         assert done.returncode == 0, done.stderr
         assert "evicted" in done.stdout, done.stdout

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from fencelock import clock
 from tests.cli.conftest import FENCELOCK, fencelock_cmd
+from tests.polling import wait_until
 
 
 def _taken(env: dict[str, str], name: str) -> bool:
@@ -19,10 +20,7 @@ def test_once_skips_quietly_when_another_node_runs_the_job(
 ) -> None:
     holder = subprocess.Popen([FENCELOCK, "run", "cron/report", "--", "sleep", "30"], env=env)
     try:
-        deadline = clock.now() + 30
-        while not _taken(env, "cron/report"):
-            assert clock.now() < deadline
-            time.sleep(0.05)
+        wait_until(lambda: _taken(env, "cron/report"), what="cron/report taken", interval=0.05)
         marker = tmp_path / "ran"
         done = fencelock_cmd(env, "run", "--once", "cron/report", "--", "touch", str(marker))
         assert done.returncode == 0, done.stderr

@@ -75,10 +75,11 @@ def test_kazoos_lock_and_fencelock_exclude_each_other(
 
         waiter = threading.Thread(target=take)
         waiter.start()
-        deadline = time.monotonic() + 30
-        while (queued := client.inspect("jobs/nightly")) is None or queued.waiters != 1:
-            assert time.monotonic() < deadline, f"kazoo's Lock never queued: {queued}"
-            time.sleep(0.01)
+        wait_until(
+            lambda: (queued := client.inspect("jobs/nightly")) is not None and queued.waiters == 1,
+            what=lambda: f"kazoo's Lock in line: {client.inspect('jobs/nightly')}",
+            interval=0.01,
+        )
         assert not got.is_set()  # in line behind fencelock's lease
         assert lock.contenders() == [holder_of(lease.owner), UNKNOWN]
         lease.release()

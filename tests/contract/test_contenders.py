@@ -25,6 +25,7 @@ import fencelock
 from fencelock import holder
 from fencelock.holder import Holder, contender_of, holder_of
 from tests.contract.conftest import BackendCase
+from tests.polling import wait_until
 
 PATIENCE = 60  # a waiter's own timeout: it gets the lock long before
 
@@ -46,10 +47,17 @@ def keeps_a_line(client: fencelock.Client, name: str) -> bool:
 
 def seen(look: Callable[[], list[Holder]], count: int) -> list[str]:
     """What ``look`` lists once it lists ``count`` contenders (fails after a while)."""
-    deadline = time.monotonic() + PATIENCE / 2
-    while len(listed := look()) < count:
-        assert time.monotonic() < deadline, f"never {count} contenders: {commands(listed)}"
-        time.sleep(0.01)
+
+    def enough() -> list[Holder]:
+        listed = look()
+        return listed if len(listed) >= count else []
+
+    listed = wait_until(
+        enough,
+        what=lambda: f"{count} contenders: {commands(look())}",
+        timeout=PATIENCE / 2,
+        interval=0.01,
+    )
     return commands(listed)
 
 

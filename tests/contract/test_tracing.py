@@ -4,7 +4,6 @@ caller's trace, granted or timed out, and a ``fencelock.lease.lost`` span linked
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +15,7 @@ from opentelemetry.trace import StatusCode
 import fencelock
 from fencelock import tracing
 from tests.contract.conftest import BackendCase
+from tests.polling import wait_until
 
 
 @pytest.fixture
@@ -64,12 +64,11 @@ def test_a_lost_lease_is_a_span_linked_to_its_acquire(
     lease = client.lock(name, ttl=1).acquire()
     other.evict(name)
     assert lease.wait_lost(30)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        lost = [s for s in spans.get_finished_spans() if s.name == "fencelock.lease.lost"]
-        if lost:
-            break
-        time.sleep(0.02)
+    lost = wait_until(
+        lambda: [s for s in spans.get_finished_spans() if s.name == "fencelock.lease.lost"],
+        what="the fencelock.lease.lost span",
+        timeout=10,
+    )
     (acquired,) = (s for s in spans.get_finished_spans() if s.name == "fencelock.acquire")
     assert len(lost) == 1
     assert lost[0].attributes is not None

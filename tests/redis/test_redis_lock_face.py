@@ -19,6 +19,7 @@ import redis_lock
 import fencelock
 from fencelock.compat.redis_lock import Lock, reset_all
 from fencelock.testing import RedisServer
+from tests.polling import wait_until
 
 
 @pytest.fixture
@@ -143,10 +144,12 @@ def test_found_by_python_redis_locks_own_tests(conn: redis.Redis, name: str) -> 
     assert dropped.acquire(blocking=False)
     del dropped
     gc.collect()
-    gone_by = time.monotonic() + 20
-    while conn.exists(f"lock:{name}-dropped") and time.monotonic() < gone_by:
-        time.sleep(0.2)
-    assert not conn.exists(f"lock:{name}-dropped"), "a collected Lock's key was still renewed"
+    wait_until(
+        lambda: not conn.exists(f"lock:{name}-dropped"),
+        what="a collected Lock's key to expire, renewed no more",
+        timeout=20,
+        interval=0.2,
+    )
 
 
 def test_a_module_named_redis_lock_may_re_export_the_face(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from hypothesis import strategies as st
 
 from fencelock.backends.sqlite import liveness
 from fencelock.backends.sqlite.liveness import GONE, Here, Recorded
+from tests.polling import wait_until
 
 BOOTS = st.sampled_from(["boot-a", "boot-b"])
 PIDNS = st.sampled_from(["pid:[1]", "pid:[2]"])
@@ -147,10 +147,9 @@ def test_a_reaped_child_is_gone_and_a_zombie_too() -> None:
         started = host.process(child.pid)
         assert isinstance(started, int)
         os.kill(child.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while host.process(child.pid) != GONE:  # a zombie until reaped
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_until(  # a zombie until reaped
+            lambda: host.process(child.pid) == GONE, what=f"process {child.pid} gone", interval=0.01
+        )
         assert Path(f"/proc/{child.pid}").exists()
     finally:
         child.kill()
