@@ -65,6 +65,7 @@ def test_a_lock_held_by_etcdctl_keeps_fencelock_out_and_the_other_way_round(
             lambda: len(keys_under(etcd, "jobs/nightly/")) == 2,
             what="etcdctl's key in line behind fencelock's",
         )
+        time.sleep(1)  # in line: time to take the lock, were it to wrongly think it free
         assert waiting.poll() is None, "etcdctl took a lock fencelock holds"
         lease.release()
         out, _ = waiting.communicate(timeout=30)
