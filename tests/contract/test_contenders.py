@@ -15,7 +15,6 @@ import asyncio
 import functools
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,7 +24,7 @@ import fencelock
 from fencelock import holder
 from fencelock.holder import Holder, contender_of, holder_of
 from tests.contract.conftest import BackendCase
-from tests.polling import wait_until
+from tests.polling import await_until, wait_until
 
 PATIENCE = 60  # a waiter's own timeout: it gets the lock long before
 
@@ -162,10 +161,18 @@ def test_the_asyncio_faces(backend: BackendCase, name: str, label: Callable[[str
             label("waiter")
             waiting = asyncio.ensure_future(second.lock(name).acquire(timeout=PATIENCE))
             expected = ["holder", "waiter"] if lined else ["holder"]
-            deadline = time.monotonic() + PATIENCE / 2
-            while commands(listed := await second.lock(name).contenders()) != expected:
-                assert time.monotonic() < deadline, commands(listed)
-                await asyncio.sleep(0.01)
+            listed: list[str] = []
+
+            async def listed_as_expected() -> bool:
+                listed[:] = commands(await second.lock(name).contenders())
+                return listed == expected
+
+            await await_until(
+                listed_as_expected,
+                what=lambda: f"{expected} listed, not {listed}",
+                timeout=PATIENCE / 2,
+                interval=0.01,
+            )
             assert commands(await first.election(name).candidates()) == expected
             await held.release()
             await (await waiting).release()
