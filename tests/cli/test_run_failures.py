@@ -202,7 +202,7 @@ def test_second_signal_escalates_to_sigkill_after_the_grace(
         pgid = read_pid(pid_file)
         try:
             proc.send_signal(signum)
-            wait_until(got.exists, what="CMD got the first signal")
+            wait_until(got.exists, what="CMD to get the first signal")
             proc.send_signal(signum)
             _, stderr = proc.communicate(timeout=DEADLINE)
         finally:
@@ -238,7 +238,7 @@ def test_sigkilled_run_takes_its_command_down(env: dict[str, str], tmp_path: Pat
         try:
             proc.kill()
             proc.wait(DEADLINE)
-            wait_until(lambda: not any(map(running, pids)), what="CMD and its group died")
+            wait_until(lambda: not any(map(running, pids)), what="CMD and its group to die")
         finally:
             kill_group(pids[0])
 
@@ -256,7 +256,9 @@ def test_cmd_dies_with_a_sigkilled_run_even_without_the_watchdog(
             os.kill(watchdog, signal.SIGKILL)
             proc.kill()
             proc.wait(DEADLINE)
-            wait_until(lambda: not running(pid), what="CMD died with fencelock (PR_SET_PDEATHSIG)")
+            wait_until(
+                lambda: not running(pid), what="CMD to die with fencelock (PR_SET_PDEATHSIG)"
+            )
         finally:
             kill_group(pid)
 
