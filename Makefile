@@ -19,7 +19,7 @@ lint: install-test
 	$(BIN)/ruff format --check src tests bench
 
 typecheck: install-test
-	$(BIN)/mypy --strict src
+	$(BIN)/mypy --strict src tests
 
 servers:
 	@scripts/install-servers.sh

@@ -281,7 +281,7 @@ def machine_times() -> tuple[int, int]:
 def etcd_leases(url: str) -> int:
     address = hosts(url)
     request = urllib.request.Request(f"http://{address}/v3/lease/leases", data=b"{}")
-    with urllib.request.urlopen(request, timeout=5) as reply:
+    with urllib.request.urlopen(request, timeout=5) as reply:  # noqa: S310 (an http URL built here)
         return len(json.load(reply).get("leases", []))
 
 

@@ -50,7 +50,8 @@ def test_fencing_keeps_the_resource_safe_under_pauses_and_kills(
     assert (run.report / "report.html").is_file()
     assert (run.report / "result.json").is_file()
     page = (run.report / "report.html").read_text()
-    assert 'href="result.json"' in page and 'href="history-runner.jsonl"' in page
+    assert 'href="result.json"' in page
+    assert 'href="history-runner.jsonl"' in page
 
 
 # Each workload once (a pause past the TTL breaks it without the fence: the checker's and
@@ -162,16 +163,19 @@ def test_the_history_follows_the_contract(tmp_path: Path) -> None:
     assert run.code == 0, run.describe()
     history = read_history(sorted(run.report.glob("history-*.jsonl")))
     acquired = [op for op in history.of_kind("acquire") if op.result == "ok"]
-    assert acquired and all(op.token is not None and op.end >= op.start for op in acquired)
+    assert acquired
+    assert all(op.token is not None and op.end >= op.start for op in acquired)
     tokens = [op.token for op in sorted(acquired, key=lambda op: op.end)]
     assert len(set(tokens)) == len(tokens)
     accepted = [op for op in history.of_kind("write") if op.result == "accepted"]
     seqs = [int(op.value or "") for op in accepted]
-    assert len(set(seqs)) == len(seqs) and all(op.key == "register" for op in accepted)
+    assert len(set(seqs)) == len(seqs)
+    assert all(op.key == "register" for op in accepted)
     in_commit_order = [op.token or 0 for op in sorted(accepted, key=lambda op: int(op.value or ""))]
     assert in_commit_order == sorted(in_commit_order)
     for op in history.of_kind("lost"):
-        assert op.start == op.end and op.token is not None
+        assert op.start == op.end
+        assert op.token is not None
     # the renewals and extensions the server granted, each of a lease its client acquired
     renewals = history.of_kind("renew")
     assert renewals, "no renew op: extend() is called now and then, so some were granted"
@@ -185,9 +189,11 @@ def test_the_history_follows_the_contract(tmp_path: Path) -> None:
     assert {c.process for c in crashes} == {k.process for k in kills}
     pauses = [op for op in history.of_kind("nemesis") if op.detail.startswith("pause")]
     full = [op for op in pauses if "cut short" not in op.detail]
-    assert full and all(op.end - op.start >= 0.7 for op in full)  # > 1.5 x TTL
+    assert full
+    assert all(op.end - op.start >= 0.7 for op in full)  # > 1.5 x TTL
     (final,) = history.of_kind("read")
-    assert final.process == -1 and final.key == "register"
+    assert final.process == -1
+    assert final.key == "register"
     # a client killed between its commit and its record adds an unrecorded increment
     assert len(accepted) <= int(final.value or "") <= len(accepted) + len(crashes)
     # a replacement client was started for every kill, with a fresh id

@@ -48,7 +48,7 @@ def chromium() -> Path:
     found = shutil.which("chromium") or (str(CHROMIUM) if CHROMIUM.exists() else None)
     if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
         subprocess.run(
-            ["apt-get", "install", "-y", "-qq", "chromium"],
+            ["apt-get", "install", "-y", "-qq", "chromium"],  # noqa: S607 (apt-get from PATH, as root installs it)
             env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"),
             capture_output=True,
             timeout=1800,
@@ -111,7 +111,8 @@ def read_png(data: bytes) -> Image:
     """Decode a non-interlaced 8-bit RGB/RGBA PNG (what Chromium writes)."""
     width, height = png_size(data)
     depth, colour_type, _, _, interlace = struct.unpack(">BBBBB", data[24:29])
-    assert (depth, interlace) == (8, 0) and colour_type in (2, 6), "unsupported PNG"
+    assert (depth, interlace) == (8, 0), "unsupported PNG"
+    assert colour_type in (2, 6), "unsupported PNG"
     channels = 3 if colour_type == 2 else 4
     pos, idat = 8, bytearray()
     while pos < len(data):

@@ -54,7 +54,8 @@ def test_fencing_rejects_every_stale_write(small_run: tuple[Any, Path]) -> None:
     assert fenced["stale_rejected"] > 0
     assert fenced["stale_rejected"] == fenced["pauses"]
     assert fenced["seats_sold"] == fenced["sales"] == fenced["seats"] == 10
-    assert result["ok"] is True and result["problems"] == []
+    assert result["ok"] is True
+    assert result["problems"] == []
 
 
 def test_frozen_workers_notice_their_lost_leases(small_run: tuple[Any, Path]) -> None:

@@ -11,14 +11,17 @@ from pathlib import Path
 
 from fencelock import clock
 from tests.cli.conftest import FENCELOCK, fencelock_cmd
+from tests.polling import wait_until
 
 
-def _wait_for(path: Path, limit: float = 30) -> str:
-    deadline = clock.now() + limit
-    while not (path.exists() and path.read_text().strip()):
-        assert clock.now() < deadline, f"{path} never written"
-        time.sleep(0.02)
-    return path.read_text()
+def _wait_for(path: Path) -> str:
+    """The text of ``path`` once something is written in it."""
+
+    def written() -> str:
+        text = path.read_text() if path.exists() else ""
+        return text if text.strip() else ""
+
+    return wait_until(written, what=f"{path} written")
 
 
 def test_the_command_gets_the_term_and_its_status_passes_through(env: dict[str, str]) -> None:
@@ -54,7 +57,7 @@ def test_a_killed_leader_is_replaced_with_a_greater_term(
         assert not second.exists()  # a candidate waits while the leader lives
         killed_at = clock.now()
         leader.kill()
-        new_term = int(_wait_for(second, limit=30))
+        new_term = int(_wait_for(second))
         failover = clock.now() - killed_at
         assert new_term > old_term
         assert candidate.wait(30) == 0
@@ -78,16 +81,14 @@ def test_a_paused_leader_stops_its_command_and_campaigns_again(
         leader.send_signal(signal.SIGSTOP)
         time.sleep(2.0)  # four TTLs: the leadership is lost when it wakes
         leader.send_signal(signal.SIGCONT)
-        deadline = clock.now() + 30
-        while len(terms.read_text().split()) < 2:
-            assert clock.now() < deadline, "never led again"
-            time.sleep(0.05)
+        wait_until(lambda: len(terms.read_text().split()) >= 2, what="a second term", interval=0.05)
         assert [int(t) for t in terms.read_text().split()] == [1, 2]
         leader.send_signal(signal.SIGTERM)  # forwarded to CMD, which dies of it
         _, stderr = leader.communicate(timeout=30)
         assert leader.returncode == 128 + signal.SIGTERM
         assert "leadership of 'svc/c' (term 1) lost" in stderr
-        assert "campaigning again" in stderr and "leading 'svc/c' (term 2)" in stderr
+        assert "campaigning again" in stderr
+        assert "leading 'svc/c' (term 2)" in stderr
     finally:
         if leader.poll() is None:
             leader.kill()
@@ -125,9 +126,11 @@ def test_observe_prints_each_change_as_json(
 
 def test_bad_use_is_one_clear_line(env: dict[str, str]) -> None:
     missing = fencelock_cmd(env, "elect", "svc/e")
-    assert missing.returncode == 64 and "command to run while leader is missing" in missing.stderr
+    assert missing.returncode == 64
+    assert "command to run while leader is missing" in missing.stderr
     both = fencelock_cmd(env, "elect", "--observe", "svc/e", "--", "true")
-    assert both.returncode == 64 and "--observe runs no command" in both.stderr
+    assert both.returncode == 64
+    assert "--observe runs no command" in both.stderr
 
 
 def test_bad_names_ttls_and_values_are_one_clear_line(env: dict[str, str]) -> None:
@@ -140,5 +143,6 @@ def test_bad_names_ttls_and_values_are_one_clear_line(env: dict[str, str]) -> No
     ]:
         done = fencelock_cmd(env, *args)
         assert done.returncode == 64, (args, done.stderr)
-        assert message in done.stderr and "Traceback" not in done.stderr, args
+        assert message in done.stderr, args
+        assert "Traceback" not in done.stderr, args
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -14,7 +14,9 @@ from .conftest import fencelock_cmd
 def test_help_shows_no_markup(env: dict[str, str], command: str) -> None:
     done = fencelock_cmd(env, command, "--help")
     assert done.returncode == 0, done.stderr
-    assert "``" not in done.stdout and ":class:" not in done.stdout and ":func:" not in done.stdout
+    assert "``" not in done.stdout
+    assert ":class:" not in done.stdout
+    assert ":func:" not in done.stdout
 
 
 def test_check_help_explains_every_workload(env: dict[str, str]) -> None:

@@ -44,10 +44,12 @@ def test_watch_prints_who_joins_and_leaves(env: dict[str, str]) -> None:
         with fencelock.connect(env["FENCELOCK_URL"]) as client:
             member = client.group("pool").join("w9", data="x")
             joined = json.loads(watcher.stdout.readline())
-            assert joined["joined"] == ["w9"] and joined["members"][0]["data"] == "x"
+            assert joined["joined"] == ["w9"]
+            assert joined["members"][0]["data"] == "x"
             member.leave()
             left = json.loads(watcher.stdout.readline())
-            assert left["left"] == ["w9"] and left["members"] == []
+            assert left["left"] == ["w9"]
+            assert left["members"] == []
     finally:
         watcher.terminate()
         watcher.wait(30)

@@ -98,9 +98,11 @@ def test_a_bad_number_is_one_line_naming_the_option(
     done = fencelock_cmd(env, *_args(command, option, value))
     assert done.returncode == 64, (done.returncode, done.stdout, done.stderr)
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("fencelock: "), done.stderr
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("fencelock: "), done.stderr
     assert option in lines[0], done.stderr
-    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
 
 
 @pytest.mark.parametrize(
@@ -119,4 +121,5 @@ def test_a_bad_number_is_one_line_naming_the_option(
 )
 def test_what_the_line_says(env: dict[str, str], args: list[str], words: str) -> None:
     done = fencelock_cmd(env, *args)
-    assert done.returncode == 64 and words in done.stderr, done.stderr
+    assert done.returncode == 64, done.stderr
+    assert words in done.stderr, done.stderr

@@ -18,7 +18,8 @@ def test_an_unreachable_zookeeper_is_one_line_and_verbose_shows_kazoo(
         f"fencelock: ZooKeeper at {url} unreachable: no server answered in time"
     ]
     ran = fencelock_cmd(env, "run", "--url", url, "jobs/q", "--", "true")
-    assert ran.returncode == 69 and len(ran.stderr.splitlines()) == 1, ran.stderr
+    assert ran.returncode == 69, ran.stderr
+    assert len(ran.stderr.splitlines()) == 1, ran.stderr
     verbose = fencelock_cmd(env, "--verbose", "status", "--url", url, "jobs/q")
     assert verbose.returncode == 69
     assert "kazoo.client: Connecting to 127.0.0.1" in verbose.stderr

@@ -5,18 +5,18 @@ from __future__ import annotations
 import os
 import pty
 import subprocess
-import time
 from pathlib import Path
 
-from fencelock import clock
 from tests.cli.conftest import FENCELOCK, fencelock_cmd
+from tests.polling import wait_until
 
 
 def _wait_held(env: dict[str, str], name: str) -> None:
-    deadline = clock.now() + 30
-    while "held by" not in fencelock_cmd(env, "status", name).stdout:
-        assert clock.now() < deadline, f"{name} never taken"
-        time.sleep(0.05)
+    wait_until(
+        lambda: "held by" in fencelock_cmd(env, "status", name).stdout,
+        what=f"{name} taken",
+        interval=0.05,
+    )
 
 
 def test_force_release_evicts_the_holder_and_its_command_stops(env: dict[str, str]) -> None:
@@ -29,12 +29,14 @@ def test_force_release_evicts_the_holder_and_its_command_stops(env: dict[str, st
     try:
         _wait_held(env, "jobs/stuck")
         refused = _answered_on_a_terminal(env, "n", "release", "--force", "jobs/stuck")
-        assert refused.returncode == 1 and "Evict this holder?" in refused.stderr
+        assert refused.returncode == 1
+        assert "Evict this holder?" in refused.stderr
         assert "jobs/stuck: not evicted" in refused.stderr
         assert "held by" in fencelock_cmd(env, "status", "jobs/stuck").stdout  # untouched
         done = fencelock_cmd(env, "release", "--force", "--yes", "jobs/stuck")
         assert done.returncode == 0, done.stderr
-        assert "evicted" in done.stdout and "(token 1)" in done.stdout
+        assert "evicted" in done.stdout
+        assert "(token 1)" in done.stdout
         assert "the last token is now 2" in done.stdout
         _, stderr = runner.communicate(timeout=30)
         assert runner.returncode == 76  # the holder heard of it and stopped its command
@@ -47,9 +49,11 @@ def test_force_release_evicts_the_holder_and_its_command_stops(env: dict[str, st
 
 def test_release_needs_force_and_a_free_name_is_left_alone(env: dict[str, str]) -> None:
     plain = fencelock_cmd(env, "release", "jobs/free")
-    assert plain.returncode == 64 and "--force" in plain.stderr
+    assert plain.returncode == 64
+    assert "--force" in plain.stderr
     free = fencelock_cmd(env, "release", "--force", "-y", "jobs/free")
-    assert free.returncode == 0 and "nothing to release" in free.stdout
+    assert free.returncode == 0
+    assert "nothing to release" in free.stdout
 
 
 def _answered_on_a_terminal(
@@ -89,13 +93,15 @@ def test_a_queued_waiter_takes_the_evicted_lock_and_the_output_says_so(
              "sh", "-c", f'echo "$FENCELOCK_TOKEN" > {token_file}; sleep 1'],
             env=env, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        deadline = clock.now() + 30
-        while "1 waiting" not in fencelock_cmd(env, "status", "jobs/queued").stdout:
-            assert clock.now() < deadline, "the waiter never queued"
-            time.sleep(0.05)
+        wait_until(
+            lambda: "1 waiting" in fencelock_cmd(env, "status", "jobs/queued").stdout,
+            what="the waiter queued",
+            interval=0.05,
+        )
         done = fencelock_cmd(env, "release", "--force", "--yes", "jobs/queued")
         assert done.returncode == 0, done.stderr
-        assert "evicted" in done.stdout and "(token 1)" in done.stdout, done.stdout
+        assert "evicted" in done.stdout, done.stdout
+        assert "(token 1)" in done.stdout, done.stdout
         assert waiter.wait(timeout=60) == 0
         taken = int(token_file.read_text())
         # Either the waiter had taken NAME when fencelock looked (then it names it and its

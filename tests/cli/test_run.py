@@ -11,10 +11,12 @@ import sys
 import time
 from pathlib import Path
 from socket import gethostname
+from typing import Any
 
 import pytest
 
 from tests.cli.conftest import FENCELOCK, fencelock_cmd, running
+from tests.polling import wait_until
 
 CRITICAL = (
     "import os, sys, time\n"
@@ -39,7 +41,7 @@ def test_concurrent_runs_never_overlap(env: dict[str, str], tmp_path: Path) -> N
     script.write_text(CRITICAL)
     run = f"{FENCELOCK} run --ttl 5 jobs/x -- {sys.executable} {script} {log}"
     loop = f"for i in 1 2 3; do {run}; done"
-    procs = [subprocess.Popen(["sh", "-c", loop], env=env) for _ in range(4)]
+    procs = [subprocess.Popen(["sh", "-c", loop], env=env) for _ in range(4)]  # noqa: S607 (the shell from PATH)
     assert [p.wait(60) for p in procs] == [0, 0, 0, 0]
     spans = sorted(tuple(map(float, line.split())) for line in log.read_text().splitlines())
     assert len(spans) == 12
@@ -91,10 +93,7 @@ def test_paused_run_loses_lease_and_stops_its_command(env: dict[str, str], tmp_p
     assert "lost while the command ran" in stderr
     # The command's shell is gone (or, stopped too late, touches the file first).
     command = int(shell.read_text())
-    deadline = time.monotonic() + 10
-    while running(command) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not running(command), "the command is still running"
+    wait_until(lambda: not running(command), what="the command to end", interval=0.05)
     assert not survived.exists(), "the command went on after the lease was lost"
     assert sleeper.exists(), "the command never started its background sleep"
     pid = int(sleeper.read_text())
@@ -112,7 +111,8 @@ def test_sigterm_reaches_the_command_and_the_lease_is_released(
     assert runner.wait(10) == 9
     assert got.exists()
     status = json.loads(fencelock_cmd(env, "status", "--json", "jobs/d").stdout)
-    assert status["held"] is False and status["token"] == 1
+    assert status["held"] is False
+    assert status["token"] == 1
 
 
 def test_status_and_list(env: dict[str, str]) -> None:
@@ -120,13 +120,18 @@ def test_status_and_list(env: dict[str, str]) -> None:
     holder = subprocess.Popen([FENCELOCK, "run", "jobs/e", "--", "sleep", "5"], env=env)
     try:
         info = _wait_until_held(env, "jobs/e")
-        assert info["token"] == 1 and 0 < info["remaining"] <= 30
-        assert info["holder"]["pid"] == holder.pid and info["holder"]["host"] == gethostname()
+        assert info["token"] == 1
+        assert 0 < info["remaining"] <= 30
+        assert info["holder"]["pid"] == holder.pid
+        assert info["holder"]["host"] == gethostname()
         assert info["holder"]["command"] == "sleep"  # CMD's program, never its arguments
-        assert 0 <= info["held_for"] < 30 and info["waiters"] == 0
+        assert 0 <= info["held_for"] < 30
+        assert info["waiters"] == 0
         human = fencelock_cmd(env, "status", "jobs/e").stdout
-        assert f"held by {gethostname()}:{holder.pid} " in human and "(token 1)" in human
-        assert re.search(r" for \d+\.\ds ", human) and "0 waiting" in human
+        assert f"held by {gethostname()}:{holder.pid} " in human
+        assert "(token 1)" in human
+        assert re.search(r" for \d+\.\ds ", human)
+        assert "0 waiting" in human
         listed = json.loads(fencelock_cmd(env, "list", "--json", "jobs/").stdout)
         assert [entry["name"] for entry in listed] == ["jobs/e"]
         assert listed[0]["holder"] == info["holder"]
@@ -176,12 +181,11 @@ def test_bad_input_is_one_clear_line(
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def _wait_until_held(env: dict[str, str], name: str) -> dict[str, object]:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        done = fencelock_cmd(env, "status", "--json", name)
-        info: dict[str, object] = json.loads(done.stdout)
-        if info.get("held"):
-            return info
-        time.sleep(0.05)
-    raise AssertionError(f"{name} was never held")
+def _wait_until_held(env: dict[str, str], name: str) -> dict[str, Any]:
+    """``name``'s status (``status --json``) once it is held."""
+
+    def held() -> dict[str, Any]:
+        info: dict[str, Any] = json.loads(fencelock_cmd(env, "status", "--json", name).stdout)
+        return info if info.get("held") else {}
+
+    return wait_until(held, what=f"{name} held", interval=0.05)

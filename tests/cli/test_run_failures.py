@@ -12,23 +12,16 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from fencelock.testing import RedisServer, ServerPool
 from tests.cli.conftest import FENCELOCK, fencelock_cmd, running
+from tests.polling import wait_until
 
 DEADLINE = 30.0  # seconds; generous, for a loaded 2-core machine
-
-
-def wait_until(predicate: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true after {timeout}s: {what}")
-        time.sleep(0.02)
 
 
 def status(env: dict[str, str], name: str, *url: str) -> dict[str, object]:
@@ -38,7 +31,7 @@ def status(env: dict[str, str], name: str, *url: str) -> dict[str, object]:
 
 
 def read_pid(path: Path) -> int:
-    wait_until(lambda: path.exists() and path.read_text().endswith("\n"), f"{path} written")
+    wait_until(lambda: path.exists() and path.read_text().endswith("\n"), what=f"{path} written")
     return int(path.read_text())
 
 
@@ -64,7 +57,7 @@ def runner(env: dict[str, str], *args: str) -> Iterator[subprocess.Popen[str]]:
 
 def lose_lease(env: dict[str, str], proc: subprocess.Popen[str], name: str) -> None:
     """Pause ``proc`` until another run has taken ``name`` from it, then resume it."""
-    wait_until(lambda: bool(status(env, name).get("held")), f"{name} held")
+    wait_until(lambda: bool(status(env, name).get("held")), what=f"{name} held")
     proc.send_signal(signal.SIGSTOP)
     try:
         taken = fencelock_cmd(env, "run", "--wait", str(DEADLINE), name, "--", "true")
@@ -209,7 +202,7 @@ def test_second_signal_escalates_to_sigkill_after_the_grace(
         pgid = read_pid(pid_file)
         try:
             proc.send_signal(signum)
-            wait_until(got.exists, "CMD got the first signal")
+            wait_until(got.exists, what="CMD to get the first signal")
             proc.send_signal(signum)
             _, stderr = proc.communicate(timeout=DEADLINE)
         finally:
@@ -225,9 +218,9 @@ def test_signal_while_waiting_for_the_lock(
 ) -> None:
     marker = tmp_path / "ran"
     with runner(env, "run", "j/wait", "--", "sleep", "300") as holder:
-        wait_until(lambda: bool(status(env, "j/wait").get("held")), "j/wait held")
+        wait_until(lambda: bool(status(env, "j/wait").get("held")), what="j/wait held")
         with runner(env, "run", "j/wait", "--", "touch", str(marker)) as waiter:
-            wait_until(lambda: status(env, "j/wait").get("waiters") == 1, "a waiter")
+            wait_until(lambda: status(env, "j/wait").get("waiters") == 1, what="a waiter")
             waiter.send_signal(signum)
             _, stderr = waiter.communicate(timeout=DEADLINE)
         holder.terminate()
@@ -245,7 +238,7 @@ def test_sigkilled_run_takes_its_command_down(env: dict[str, str], tmp_path: Pat
         try:
             proc.kill()
             proc.wait(DEADLINE)
-            wait_until(lambda: not any(map(running, pids)), "CMD and its group died")
+            wait_until(lambda: not any(map(running, pids)), what="CMD and its group to die")
         finally:
             kill_group(pids[0])
 
@@ -263,7 +256,9 @@ def test_cmd_dies_with_a_sigkilled_run_even_without_the_watchdog(
             os.kill(watchdog, signal.SIGKILL)
             proc.kill()
             proc.wait(DEADLINE)
-            wait_until(lambda: not running(pid), "CMD died with fencelock (PR_SET_PDEATHSIG)")
+            wait_until(
+                lambda: not running(pid), what="CMD to die with fencelock (PR_SET_PDEATHSIG)"
+            )
         finally:
             kill_group(pid)
 

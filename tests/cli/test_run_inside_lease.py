@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +24,7 @@ from fencelock.backends.mysql.statements import lock_name
 from fencelock.testing import ServerPool
 from fencelock.testing.process import ServerProcess
 from tests.cli.conftest import FENCELOCK
+from tests.polling import wait_until
 
 DEADLINE = 60.0
 # MariaDB hands the lock to the waiter as it kills the holder's connection: the holder
@@ -39,13 +40,6 @@ with open(sys.argv[1], "a", buffering=1) as log:
         log.write(f"beat {time.time()!r}\\n")
         time.sleep(0.01)
 """
-
-
-def _wait_for(predicate: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not predicate():
-        assert time.monotonic() < deadline, f"not true after {DEADLINE}s: {what}"
-        time.sleep(0.02)
 
 
 def _times(log: Path, word: str) -> list[float]:
@@ -92,7 +86,8 @@ def _assert_one_at_a_time(first: Path, second: Path, window: float = 0.0) -> Non
     ``window``: where the server hands the lock over as it revokes it, the holder
     hears of it a few milliseconds later; docs/backends.md)."""
     beats, starts = _times(first, "beat"), _times(second, "start")
-    assert beats and starts
+    assert beats
+    assert starts
     overlap = beats[-1] - starts[0]
     assert overlap < window, f"the first CMD ran {overlap:.3f}s beside the second"
 
@@ -100,15 +95,19 @@ def _assert_one_at_a_time(first: Path, second: Path, window: float = 0.0) -> Non
 def _paused_server_case(url: str, server: ServerProcess, ttl: float, tmp_path: Path) -> None:
     first, second = tmp_path / "first.log", tmp_path / "second.log"
     with _run(url, ttl, first) as holder:
-        _wait_for(lambda: bool(_times(first, "start")), "the first CMD started")
+        wait_until(lambda: _times(first, "start"), what="the first CMD started", timeout=DEADLINE)
         server.pause()
         try:
             time.sleep(ttl + 0.5)  # the holder cannot renew: its lease's safe time ends
         finally:
             server.resume()
         with _run(url, ttl, second, "--wait", str(DEADLINE)):
-            _wait_for(lambda: bool(_times(second, "start")), "the second CMD started")
-            _wait_for(lambda: holder.poll() is not None, "the first run ended")
+            wait_until(
+                lambda: _times(second, "start"), what="the second CMD started", timeout=DEADLINE
+            )
+            wait_until(
+                lambda: holder.poll() is not None, what="the first run ended", timeout=DEADLINE
+            )
             time.sleep(0.2)
     assert holder.returncode == 76
     _assert_one_at_a_time(first, second)
@@ -132,13 +131,19 @@ def test_a_killed_mysql_connection_stops_the_command_at_once(tmp_path: Path) -> 
     with ServerPool.under(tmp_path) as pool:
         mariadb = pool.mariadb(name="inside-mariadb")
         with _run(mariadb.url, 6.0, first) as holder:
-            _wait_for(lambda: bool(_times(first, "start")), "the first CMD started")
+            wait_until(
+                lambda: _times(first, "start"), what="the first CMD started", timeout=DEADLINE
+            )
             with _run(mariadb.url, 6.0, second, "--wait", str(DEADLINE)):
                 time.sleep(0.5)  # the second run is waiting inside GET_LOCK
                 (row,) = mariadb.sql("SELECT IS_USED_LOCK(%s)", (lock_name("fencelock:", NAME),))
                 mariadb.sql(f"KILL CONNECTION {int(row[0])}")
-                _wait_for(lambda: bool(_times(second, "start")), "the second CMD started")
-                _wait_for(lambda: holder.poll() is not None, "the first run ended")
+                wait_until(
+                    lambda: _times(second, "start"), what="the second CMD started", timeout=DEADLINE
+                )
+                wait_until(
+                    lambda: holder.poll() is not None, what="the first run ended", timeout=DEADLINE
+                )
                 time.sleep(0.2)
     assert holder.returncode == 76
     _assert_one_at_a_time(first, second, window=REVOKED_WINDOW)

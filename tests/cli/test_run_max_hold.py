@@ -25,7 +25,8 @@ def test_a_command_outliving_max_hold_is_stopped_with_exit_76(env: dict[str, str
     )
     took = time.monotonic() - started
     assert done.returncode == 76, done.stderr
-    assert "max_hold (1.5s)" in done.stderr and "the command was stopped" in done.stderr
+    assert "max_hold (1.5s)" in done.stderr
+    assert "the command was stopped" in done.stderr
     # renewed past its 0.6 s TTL; stopped inside the lease, before max_hold ends
     assert 0.9 <= took < 30
 
@@ -38,4 +39,5 @@ def test_a_command_that_ends_in_time_keeps_its_own_exit_status(env: dict[str, st
 def test_max_hold_must_be_positive(env: dict[str, str]) -> None:
     done = fencelock_cmd(env, "run", "--max-hold", "0", "jobs/mh3", "--", "true")
     assert done.returncode == 64, done.stderr  # a usage error, as `run --wait -1`
-    assert "max-hold" in done.stderr and "Traceback" not in done.stderr
+    assert "max-hold" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -71,20 +71,25 @@ def test_stats_adds_up_the_processes_and_marks_the_thresholds(
     by_prefix = {entry["prefix"]: entry for entry in json.loads(shown.stdout)}
     orders, reports, seats = by_prefix["orders"], by_prefix["reports"], by_prefix["seats"]
     assert orders["acquisitions"] == 60  # 2 processes x 3 threads x 10
-    assert reports["acquisitions"] == 2 and reports["timeout_rate"] == pytest.approx(0.5)
+    assert reports["acquisitions"] == 2
+    assert reports["timeout_rate"] == pytest.approx(0.5)
     assert any("timeouts" in warning for warning in reports["warnings"])
     assert seats["fencing_rejections"] == 2
     assert any("fencing" in warning for warning in seats["warnings"])
     table = fencelock_cmd(env, "stats", *served)
-    assert table.returncode == 0 and "orders" in table.stdout
+    assert table.returncode == 0
+    assert "orders" in table.stdout
     assert "reports: timeouts 50% are over 5%" in table.stdout
 
 
 def test_stats_says_what_is_wrong_in_one_line(env: dict[str, str]) -> None:
     nothing = fencelock_cmd(env, "stats")
-    assert nothing.returncode == 64 and "metrics address" in nothing.stderr
+    assert nothing.returncode == 64
+    assert "metrics address" in nothing.stderr
     bad = fencelock_cmd(env, "stats", "localhost:9464")
-    assert bad.returncode == 64 and "not an http://" in bad.stderr
+    assert bad.returncode == 64
+    assert "not an http://" in bad.stderr
     down = fencelock_cmd(env, "stats", "http://127.0.0.1:9/metrics")
-    assert down.returncode == 69 and "could not scrape" in down.stderr
+    assert down.returncode == 69
+    assert "could not scrape" in down.stderr
     assert "Traceback" not in down.stderr

@@ -8,7 +8,6 @@ import secrets
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,18 +20,23 @@ from fencelock.cli.top_view import TopState, under
 from fencelock.metrics.registry import PrefixMetrics
 from fencelock.primitives.lock import new_owner
 from tests.cli.conftest import FENCELOCK, fencelock_cmd
+from tests.polling import wait_until
 
 
 def test_held_for_counts_from_the_first_refresh_that_saw_the_lease() -> None:
     state = TopState()
     held = LockInfo("a/1", "ab" * 20, 7, 10.0, 0)
     (first,) = state.rows([held], now=100.0, wall=5000.0)
-    assert first.held_for == 0 and not first.since_start  # there before we looked
+    assert first.held_for == 0
+    assert not first.since_start  # there before we looked
     (later,) = state.rows([held], now=103.0, wall=5003.0)
-    assert later.held_for == 3.0 and not later.since_start
+    assert later.held_for == 3.0
+    assert not later.since_start
     taken_again = LockInfo("a/1", "cd" * 20, 8, 10.0, 1)
     (new,) = state.rows([taken_again], now=104.0, wall=5004.0)
-    assert new.held_for == 0 and new.since_start and new.holder == "cdcdcdcd"
+    assert new.held_for == 0
+    assert new.since_start
+    assert new.holder == "cdcdcdcd"
     assert state.rows([LockInfo("a/1", None, 8, None, 0)], now=105.0, wall=5005.0) == []
 
 
@@ -41,7 +45,8 @@ def test_held_for_is_the_backends_own_record_when_it_keeps_one() -> None:
     owner = new_owner()
     held = LockInfo("a/1", owner, 7, 10.0, 0, since=4990.0)
     (row,) = state.rows([held], now=100.0, wall=5000.0)
-    assert row.held_for == 10.0 and row.since_start
+    assert row.held_for == 10.0
+    assert row.since_start
     assert row.holder == f"{socket.gethostname()}:{os.getpid()}"
 
 
@@ -49,10 +54,12 @@ def test_rates_are_taken_between_two_scrapes() -> None:
     state = TopState()
     one = PrefixMetrics("orders", acquisitions=10, contended=2)
     (first,) = state.rates({"orders": one}, now=0.0)
-    assert first.acquisitions_per_s == 0 and first.contention is None
+    assert first.acquisitions_per_s == 0
+    assert first.contention is None
     two = PrefixMetrics("orders", acquisitions=30, contended=12, fencing_rejections=1)
     (second,) = state.rates({"orders": two}, now=2.0)
-    assert second.acquisitions_per_s == 10.0 and second.contention == 0.5
+    assert second.acquisitions_per_s == 10.0
+    assert second.contention == 0.5
     assert second.rejections == 1
 
 
@@ -67,15 +74,18 @@ def _screen(session: str) -> str:
     return done.stdout
 
 
-def _wait_for(session: str, check: str | Callable[[str], bool], timeout: float = 30) -> str:
+def _wait_for(session: str, check: str | Callable[[str], bool]) -> str:
     """The screen once it shows ``check`` (a text, or a test of the whole screen)."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def showing() -> str:
         screen = _screen(session)
-        if check(screen) if callable(check) else check in screen:
-            return screen
-        assert time.monotonic() < deadline, f"{check!r} never shown; the screen:\n{screen}"
-        time.sleep(0.2)
+        return screen if (check(screen) if callable(check) else check in screen) else ""
+
+    return wait_until(
+        showing,
+        what=lambda: f"{check!r} on the screen; it shows:\n{_screen(session)}",
+        interval=0.2,
+    )
 
 
 @pytest.mark.skipif(TMUX is None, reason="tmux (make servers installs it)")
@@ -116,11 +126,14 @@ def test_top_shows_the_locks_live_in_a_terminal(tmp_path: Path) -> None:
 
 def test_top_refuses_bad_settings_in_one_line(env: dict[str, str]) -> None:
     fast = fencelock_cmd(env, "top", "--interval", "0.01", "--once")
-    assert fast.returncode == 64 and "--interval must be at least 0.2" in fast.stderr
+    assert fast.returncode == 64
+    assert "--interval must be at least 0.2" in fast.stderr
     none = fencelock_cmd(env, "top", "--limit", "0", "--once")
-    assert none.returncode == 64 and "--limit must be at least 1" in none.stderr
+    assert none.returncode == 64
+    assert "--limit must be at least 1" in none.stderr
     shown = fencelock_cmd(env, "top", "--once")
-    assert shown.returncode == 0 and "0 held under '(all)'" in shown.stdout
+    assert shown.returncode == 0
+    assert "0 held under '(all)'" in shown.stdout
 
 
 def test_top_rates_only_the_labels_under_its_prefix() -> None:

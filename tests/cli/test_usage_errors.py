@@ -58,7 +58,8 @@ def test_usage_error_exits_64(env: dict[str, str], args: list[str], words: str) 
     assert done.returncode == 64, (done.returncode, done.stderr)
     assert words in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("fencelock: "), done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("fencelock: "), done.stderr
 
 
 @pytest.mark.parametrize(
@@ -67,7 +68,8 @@ def test_usage_error_exits_64(env: dict[str, str], args: list[str], words: str) 
 def test_a_mistyped_command_gets_a_suggestion(env: dict[str, str], typed: str, meant: str) -> None:
     done = fencelock_cmd(env, typed, "x")
     assert done.returncode == 64
-    assert f"No such command '{typed}'; did you mean" in done.stderr and meant in done.stderr
+    assert f"No such command '{typed}'; did you mean" in done.stderr
+    assert meant in done.stderr
     assert "(see 'fencelock --help')" in done.stderr
 
 
@@ -103,7 +105,8 @@ def test_help_and_version_exit_0(env: dict[str, str]) -> None:
     for name in _COMMANDS:
         assert f"  {name} " in shown.stdout
     version = fencelock_cmd(env, "--version")
-    assert version.returncode == 0 and fencelock.__version__ in version.stdout
+    assert version.returncode == 0
+    assert fencelock.__version__ in version.stdout
 
 
 def test_each_command_loads_with_its_summary(env: dict[str, str]) -> None:

@@ -16,7 +16,8 @@ import pytest
 import fencelock
 from fencelock.testing import EtcdServer, ServerPool, ZooKeeperServer
 from fencelock.testing.process import ServerProcess
-from tests.consensus.test_servers import etcd_call, eventually
+from tests.consensus.test_servers import SETTLE, etcd_call
+from tests.polling import wait_until
 
 HOLDER = """
 import sys, time, fencelock
@@ -100,7 +101,12 @@ def test_losing_the_leader_loses_no_lease_and_the_lock_keeps_working(cluster: Cl
         leader.kill()
         rest = [m for m in cluster.members if m is not leader]
         try:
-            eventually(lambda: cluster.serving(rest), "the other two elect a leader")
+            wait_until(
+                lambda: cluster.serving(rest),
+                what="the other two to elect a leader",
+                timeout=SETTLE,
+                interval=0.1,
+            )
             time.sleep(4)  # more than a third of the TTL: renewed through the new leader
             assert not lease.lost, lease.lost_reason
             assert other.lock("leader/loss").try_acquire() is None
@@ -110,4 +116,9 @@ def test_losing_the_leader_loses_no_lease_and_the_lock_keeps_working(cluster: Cl
             again.release()
         finally:
             leader.start()
-            eventually(lambda: cluster.serving(cluster.members), "the leader back")
+            wait_until(
+                lambda: cluster.serving(cluster.members),
+                what="the leader back",
+                timeout=SETTLE,
+                interval=0.1,
+            )

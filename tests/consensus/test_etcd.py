@@ -3,6 +3,7 @@ waiter woken only by its predecessor, and bad input that ends in a fencelock err
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 import fencelock
 from fencelock.backends.etcd import gateway
 from fencelock.testing import EtcdServer, ServerPool
+from tests.polling import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +27,7 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdServer]:
         yield pool.etcd(1)[0]
 
 
-def etcdctl(member: EtcdServer, *args: str, **kw: object) -> subprocess.Popen[str]:
+def etcdctl(member: EtcdServer, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "ETCDCTL_API": "3"}
     executable = shutil.which("etcdctl")
     if executable is None:
@@ -36,8 +38,14 @@ def etcdctl(member: EtcdServer, *args: str, **kw: object) -> subprocess.Popen[st
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        **kw,  # type: ignore[call-overload]
     )
+
+
+def keys_under(member: EtcdServer, prefix: str) -> list[str]:
+    """The keys under ``prefix``, as etcdctl lists them."""
+    listing = etcdctl(member, "get", "--prefix", "--keys-only", prefix)
+    out, _ = listing.communicate(timeout=30)
+    return out.split()
 
 
 def test_a_lock_held_by_etcdctl_keeps_fencelock_out_and_the_other_way_round(
@@ -53,7 +61,11 @@ def test_a_lock_held_by_etcdctl_keeps_fencelock_out_and_the_other_way_round(
         assert lease.token > etcd_rev
         # now fencelock holds it: etcdctl waits, and its revision comes after ours
         waiting = etcdctl(etcd, "lock", "jobs/nightly", "--", "sh", "-c", "echo $ETCD_LOCK_REV")
-        time.sleep(1)
+        wait_until(
+            lambda: len(keys_under(etcd, "jobs/nightly/")) == 2,
+            what="etcdctl's key in line behind fencelock's",
+        )
+        time.sleep(1)  # in line: time to take the lock, were it to wrongly think it free
         assert waiting.poll() is None, "etcdctl took a lock fencelock holds"
         lease.release()
         out, _ = waiting.communicate(timeout=30)
@@ -86,16 +98,24 @@ def test_a_release_wakes_only_the_next_waiter(etcd: EtcdServer) -> None:
                 time.sleep(0.2)
 
         waiters = [threading.Thread(target=wait_in_line) for _ in range(3)]
+
+        def in_line(count: int) -> bool:
+            info = holder_client.inspect("queue/x")
+            return info is not None and info.waiters == count
+
         for i, thread in enumerate(waiters):
             thread.start()
-            deadline = time.monotonic() + 30
-            while (info := holder_client.inspect("queue/x")) is None or info.waiters != i + 1:
-                assert time.monotonic() < deadline
-                time.sleep(0.01)
+            wait_until(
+                functools.partial(in_line, i + 1),
+                what=f"{i + 1} waiters in line",
+                interval=0.01,
+            )
         first.release()
         for thread in waiters:
             thread.join(60)
-        assert len(got) == 3 and got == sorted(got) and got[0] > first.token
+        assert len(got) == 3
+        assert got == sorted(got)
+        assert got[0] > first.token
 
 
 @pytest.mark.parametrize(
@@ -173,9 +193,12 @@ def test_a_release_sent_again_after_it_landed_is_a_release(etcd: EtcdServer) -> 
         lease = client.lock("resent/release").acquire()
         _send_the_release_first(client, lease)
         lease.release()  # no LeaseLost
-        assert lease.released and not lease.lost
+        assert lease.released
+        assert not lease.lost
         info = client.inspect("resent/release")
-        assert info is not None and info.owner is None and info.token == lease.token
+        assert info is not None
+        assert info.owner is None
+        assert info.token == lease.token
 
 
 def test_a_release_by_another_client_is_still_a_loss(etcd: EtcdServer) -> None:

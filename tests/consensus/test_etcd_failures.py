@@ -14,7 +14,8 @@ import pytest
 import fencelock
 from fencelock.check.servers import ProxyHub
 from fencelock.testing import EtcdServer, ServerPool
-from tests.consensus.test_servers import etcd_call, eventually, leader_of
+from tests.consensus.test_servers import SETTLE, etcd_call, leader_of
+from tests.polling import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,8 @@ def test_a_release_that_lands_late_never_deletes_the_next_lease_of_the_same_clie
             assert second.token > first.token
             assert not second.lost
             info = other.inspect("late/release")
-            assert info is not None and info.owner == second.owner
+            assert info is not None
+            assert info.owner == second.owner
             with pytest.raises(fencelock.LockTimeout):
                 other.lock("late/release").acquire(timeout=0)
             second.release()
@@ -64,12 +66,17 @@ def _leader(cluster: list[EtcdServer]) -> EtcdServer:
     return next(m for m in cluster if _member_id(m) == leader_id)
 
 
+# A waiter was granted (or held the lease beside the holder: "held twice") with a
+# token, or failed.
+Outcome = tuple[str, int] | fencelock.FencelockError
+
+
 class Waiters:
     """Two waiters of another client, each ``acquire(timeout=90)``; what each came to,
     and whether the holder's lease was lost (or being released) when it was granted."""
 
     def __init__(self, url: str, name: str, holder: fencelock.Lease) -> None:
-        self.outcomes: list[object] = []
+        self.outcomes: list[Outcome] = []
         self.releasing = threading.Event()  # set before the holder's release is sent
         self._client = fencelock.connect(url)
         self._threads = [threading.Thread(target=self._wait, args=(name, holder)) for _ in range(2)]
@@ -86,7 +93,7 @@ class Waiters:
         self.outcomes.append(("held twice" if held_twice else "granted", lease.token))
         lease.release()
 
-    def join(self) -> list[object]:
+    def join(self) -> list[Outcome]:
         for thread in self._threads:
             thread.join(120)
         self._client.close()
@@ -120,9 +127,16 @@ def test_a_member_in_use_that_dies_or_hangs_loses_no_lease_at_ttl_2(
             outcomes = waiters.join()
         finally:
             in_use.start() if fault == "kill" else in_use.resume()
-            eventually(lambda: all(m.ready() for m in cluster), "the member back")
+            wait_until(
+                lambda: all(m.ready() for m in cluster),
+                what="the member back",
+                timeout=SETTLE,
+                interval=0.1,
+            )
     assert len(outcomes) == 2, outcomes
-    assert all(kind == "granted" and token > lease.token for kind, token in outcomes), outcomes
+    granted = [o for o in outcomes if isinstance(o, tuple) and o[0] == "granted"]
+    assert len(granted) == len(outcomes), outcomes
+    assert all(token > lease.token for _, token in granted), outcomes
 
 
 def test_the_leader_killed_under_a_ttl_2_lease_is_survived_or_reported_first(
@@ -148,9 +162,16 @@ def test_the_leader_killed_under_a_ttl_2_lease_is_survived_or_reported_first(
             outcomes = waiters.join()
         finally:
             leader.start()
-            eventually(lambda: all(m.ready() for m in cluster), "the leader back")
+            wait_until(
+                lambda: all(m.ready() for m in cluster),
+                what="the leader back",
+                timeout=SETTLE,
+                interval=0.1,
+            )
     assert len(outcomes) == 2, outcomes
-    assert all(kind == "granted" and token > lease.token for kind, token in outcomes), outcomes
+    granted = [o for o in outcomes if isinstance(o, tuple) and o[0] == "granted"]
+    assert len(granted) == len(outcomes), outcomes
+    assert all(token > lease.token for _, token in granted), outcomes
 
 
 def test_a_ttl_5_lease_survives_the_leader_killed(cluster: list[EtcdServer]) -> None:
@@ -167,4 +188,9 @@ def test_a_ttl_5_lease_survives_the_leader_killed(cluster: list[EtcdServer]) -> 
             lease.release()
         finally:
             leader.start()
-            eventually(lambda: all(m.ready() for m in cluster), "the leader back")
+            wait_until(
+                lambda: all(m.ready() for m in cluster),
+                what="the leader back",
+                timeout=SETTLE,
+                interval=0.1,
+            )

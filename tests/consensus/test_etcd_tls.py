@@ -33,7 +33,8 @@ def test_etcds_with_the_ca_locks_and_fences(tls_etcd: EtcdServer, certs: TLSFile
     with fencelock.connect(_with_ca(tls_etcd, certs)) as client:
         with client.lock("tls/one", ttl=3) as first:
             info = client.inspect("tls/one")
-            assert info is not None and info.owner == first.owner
+            assert info is not None
+            assert info.owner == first.owner
         with client.lock("tls/one", ttl=3) as second:
             assert second.token > first.token
 

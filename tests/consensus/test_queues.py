@@ -3,9 +3,9 @@ woken only by its predecessor's release (its tries counted, not guessed)."""
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -13,6 +13,7 @@ import pytest
 import fencelock
 from fencelock.engine.acquire import NOTICE_LIVENESS
 from fencelock.testing import ServerPool
+from tests.polling import wait_until
 
 WAITERS = 20
 WAITER = """
@@ -41,6 +42,12 @@ def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Callabl
         yield {"etcd": etcd, "zookeeper": zookeeper}
 
 
+def in_line(client: fencelock.Client, name: str, count: int) -> bool:
+    """Whether at least ``count`` waiters are in line for ``name``."""
+    info = client.inspect(name)
+    return info is not None and (info.waiters or 0) >= count
+
+
 @pytest.mark.parametrize("kind", ["etcd", "zookeeper"])
 def test_twenty_waiting_processes_are_served_in_order_each_woken_once(
     urls: dict[str, Callable[[], str]], kind: str
@@ -58,10 +65,11 @@ def test_twenty_waiting_processes_are_served_in_order_each_woken_once(
                         text=True,
                     )
                 )
-                deadline = time.monotonic() + 60
-                while (info := client.inspect(name)) is None or (info.waiters or 0) < i + 1:
-                    assert time.monotonic() < deadline, f"waiter {i} never queued"
-                    time.sleep(0.02)
+                wait_until(
+                    functools.partial(in_line, client, name, i + 1),
+                    what=f"waiter {i} in line",
+                    timeout=60,
+                )
             holder.release()
             reports = [w.communicate(timeout=120)[0].split() for w in waiters]
         finally:

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
 
-from fencelock.testing import KINDS, EtcdServer, ServerPool, ServerProcess, ServerStartError
+from fencelock.testing import (
+    KINDS,
+    EtcdServer,
+    ServerPool,
+    ServerProcess,
+    ServerStartError,
+    ZooKeeperServer,
+)
+from tests.polling import wait_until
 
 SETTLE = 30.0  # seconds a cluster may take to elect a new leader
 
@@ -20,7 +27,7 @@ def etcd_call(member: EtcdServer, path: str, body: dict[str, object]) -> dict[st
     request = urllib.request.Request(
         f"http://{member.address}/v3/{path}", data=json.dumps(body).encode(), method="POST"
     )
-    with urllib.request.urlopen(request, timeout=5) as reply:
+    with urllib.request.urlopen(request, timeout=5) as reply:  # noqa: S310 (an http URL built here)
         answer: dict[str, object] = json.load(reply)
         return answer
 
@@ -31,15 +38,6 @@ def b64(text: str) -> str:
 
 def leader_of(member: EtcdServer) -> str:
     return str(etcd_call(member, "maintenance/status", {})["leader"])
-
-
-def eventually(check: object, what: str) -> None:
-    deadline = time.monotonic() + SETTLE
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{what} within {SETTLE:g}s")
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +54,8 @@ def test_an_etcd_cluster_of_three_agrees_replicates_and_survives_its_leader(
     etcd_call(members[0], "kv/put", {"key": b64("k"), "value": b64("v")})
     kvs = etcd_call(members[2], "kv/range", {"key": b64("k")})["kvs"]
     assert [base64.b64decode(kv["value"]).decode() for kv in kvs] == ["v"]  # type: ignore[attr-defined]
-    assert members[0].url.startswith("etcd://127.0.0.1:") and members[0].url.count(",") == 2
+    assert members[0].url.startswith("etcd://127.0.0.1:")
+    assert members[0].url.count(",") == 2
     leader_id = leader_of(members[0])
     leader = next(
         m
@@ -65,7 +64,12 @@ def test_an_etcd_cluster_of_three_agrees_replicates_and_survives_its_leader(
     )
     leader.kill()
     rest = [m for m in members if m is not leader]
-    eventually(lambda: all(m.ready() for m in rest), "the other two elect a leader")
+    wait_until(
+        lambda: all(m.ready() for m in rest),
+        what="the other two to elect a leader",
+        timeout=SETTLE,
+        interval=0.1,
+    )
     leader.start()  # back, on the same ports and data
     assert leader.ready()
 
@@ -77,9 +81,11 @@ def test_a_zookeeper_ensemble_of_three_has_one_leader_and_survives_it(pool: Serv
     leader = next(m for m in members if m.mode() == "leader")
     leader.kill()
     rest = [m for m in members if m is not leader]
-    eventually(
+    wait_until(
         lambda: sorted(m.mode() or "" for m in rest) == ["follower", "leader"],
-        "the other two elect a leader",
+        what="the other two to elect a leader",
+        timeout=SETTLE,
+        interval=0.1,
     )
     leader.start(timeout=SETTLE)
     assert leader.mode() == "follower"
@@ -98,10 +104,14 @@ def test_a_server_whose_port_another_holds_is_not_taken_for_ready(
     """Readiness asks the server on the port who it is: another live server on that port
     (a port reused meanwhile) must not pass for the one just started."""
     cls = KINDS[kind]
+    first: ServerProcess
     if kind == "redis":
-        first: ServerProcess = pool.redis(name="first-redis")
+        first = pool.redis(name="first-redis")
+    elif kind == "etcd":
+        (first,) = pool.cluster([EtcdServer(tmp_path_factory.mktemp(kind), name="first-etcd")])
     else:
-        (first,) = pool.cluster([cls(tmp_path_factory.mktemp(kind), name=f"first-{kind}")])
+        where = tmp_path_factory.mktemp(kind)
+        (first,) = pool.cluster([ZooKeeperServer(where, name="first-zookeeper")])
     clash = cls(tmp_path_factory.mktemp("clash"), name=f"clash-{kind}", port=first.port)
     with pytest.raises(ServerStartError, match=f"clash-{kind} exited at start"):
         pool.add(clash)

@@ -17,6 +17,7 @@ from kazoo.exceptions import LockTimeout
 import fencelock
 from fencelock.holder import UNKNOWN, holder_of
 from fencelock.testing import ServerPool, ZooKeeperServer
+from tests.polling import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,9 @@ def test_kazoos_lock_and_fencelock_exclude_each_other(
         lock = client.lock("jobs/nightly", ttl=5)
         assert lock.try_acquire() is None  # kazoo holds it
         info = client.inspect("jobs/nightly")
-        assert info is not None and info.held and info.waiters == 0
+        assert info is not None
+        assert info.held
+        assert info.waiters == 0
         assert lock.contenders() == [UNKNOWN]  # kazoo's node describes no process
         theirs.release()
         lease = lock.acquire(timeout=10)
@@ -65,12 +68,18 @@ def test_kazoos_lock_and_fencelock_exclude_each_other(
             kazoo.Lock("/fencelock/jobs/nightly", "kazoo-worker").acquire(timeout=1)
         again = kazoo.Lock("/fencelock/jobs/nightly", "kazoo-worker")
         got = threading.Event()
-        waiter = threading.Thread(target=lambda: again.acquire(timeout=30) and got.set())
+
+        def take() -> None:
+            if again.acquire(timeout=30):
+                got.set()
+
+        waiter = threading.Thread(target=take)
         waiter.start()
-        deadline = time.monotonic() + 30
-        while (queued := client.inspect("jobs/nightly")) is None or queued.waiters != 1:
-            assert time.monotonic() < deadline, f"kazoo's Lock never queued: {queued}"
-            time.sleep(0.01)
+        wait_until(
+            lambda: (queued := client.inspect("jobs/nightly")) is not None and queued.waiters == 1,
+            what=lambda: f"kazoo's Lock in line: {client.inspect('jobs/nightly')}",
+            interval=0.01,
+        )
         assert not got.is_set()  # in line behind fencelock's lease
         assert lock.contenders() == [holder_of(lease.owner), UNKNOWN]
         lease.release()
@@ -118,7 +127,8 @@ def test_a_node_deleted_by_someone_else_is_a_loss_at_once(zookeeper: ZooKeeperSe
         lease = client.lock("evicted", ttl=30).acquire()
         lease.extend(30)
         evicted = other.evict("evicted")
-        assert evicted is not None and evicted.token == lease.token
+        assert evicted is not None
+        assert evicted.token == lease.token
         assert lease.wait_lost(5), "the deletion was not heard before the next renewal"
         assert "was deleted by another client" in (lease.lost_reason or ""), lease.lost_reason
         mine = client.lock("kept", ttl=30).acquire()
@@ -145,26 +155,25 @@ def test_a_waiter_whose_session_the_server_ends_queues_again_at_once(
             def waiters() -> list[str]:
                 return [n for n in kazoo.get_children(line) if not n.startswith(first.owner)]
 
-            deadline = time.monotonic() + 30
-            while not waiters():
-                assert time.monotonic() < deadline, "the waiter never queued"
-                time.sleep(0.01)
-            queued = waiters()
+            queued = wait_until(waiters, what="the waiter in line", interval=0.01)
             (session,) = waiting.seam.backend._inner._sessions.values()  # type: ignore[attr-defined]
             thief = KazooClient(hosts=zookeeper.address, client_id=session.client.client_id)
             thief.start(10)
             thief.stop()
             thief.close()
-            ended = time.monotonic()
-            while waiters() in ([], queued):
-                assert time.monotonic() - ended < 15, "the waiter slept through its session's end"
-                time.sleep(0.01)
+            wait_until(
+                lambda: waiters() not in ([], queued),
+                what="the waiter in line again, in a new session",
+                timeout=15,
+                interval=0.01,
+            )
         finally:
             kazoo.stop()
             kazoo.close()
         first.release()
         waiter.join(60)
-        assert taken and taken[0].token > first.token
+        assert taken
+        assert taken[0].token > first.token
         taken[0].release()
 
 
@@ -198,7 +207,8 @@ def test_extending_past_the_session_says_why_it_cannot(zookeeper: ZooKeeperServe
         with pytest.raises(fencelock.ConfigError, match="acquire with the longer TTL"):
             lease.extend(30)
         lease.release()
-        assert lease.released and not lease.lost
+        assert lease.released
+        assert not lease.lost
 
 
 @pytest.mark.parametrize(
@@ -260,7 +270,7 @@ def _requests_by_kind(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     def counting(self: KazooClient, request: object, async_object: object) -> object:
         kind = type(request).__name__
         counts[kind] = counts.get(kind, 0) + 1
-        return send(self, request, async_object)  # type: ignore[arg-type]
+        return send(self, request, async_object)
 
     monkeypatch.setattr(KazooClient, "_call", counting)
     return counts
@@ -274,17 +284,20 @@ def test_a_waiter_behind_the_holder_takes_over_without_listing_the_line(
     name = f"handoff/{time.monotonic_ns()}"
     with fencelock.connect(zookeeper.url) as holding, fencelock.connect(zookeeper.url) as waiting:
         first, taken, waiter = _one_holds_one_waits(holding, waiting, name, 10, 30)
-        deadline = time.monotonic() + 30
-        while (info := holding.inspect(name)) is None or not info.waiters:
-            assert time.monotonic() < deadline, "the waiter never queued"
-            time.sleep(0.01)
+        wait_until(
+            lambda: (info := holding.inspect(name)) is not None and info.waiters,
+            what="the waiter in line",
+            interval=0.01,
+        )
         counts = _requests_by_kind(monkeypatch)
         first.release()
         waiter.join(30)
-        assert taken and taken[0].token > first.token
+        assert taken
+        assert taken[0].token > first.token
         assert counts.get("GetChildren", 0) == 0, counts
         info = waiting.inspect(name)
-        assert info is not None and info.since is not None
+        assert info is not None
+        assert info.since is not None
         taken[0].release()
 
 
@@ -300,7 +313,11 @@ def test_an_at_least_mark_stops_the_handoff_without_a_listing(zookeeper: ZooKeep
         def job() -> None:
             started.append(time.monotonic())
             holding.set()
-            time.sleep(0.5)  # the waiter queues behind meanwhile
+            wait_until(  # the waiter queues behind meanwhile
+                lambda: (info := running.inspect(name)) is not None and info.waiters == 1,
+                what="the waiter in line behind the job",
+                interval=0.01,
+            )
 
         taken: list[float] = []
 
@@ -313,4 +330,5 @@ def test_an_at_least_mark_stops_the_handoff_without_a_listing(zookeeper: ZooKeep
         waiter.start()
         job()
         waiter.join(30)
-        assert taken and taken[0] - started[0] >= 1.9  # not before at_least ran out
+        assert taken
+        assert taken[0] - started[0] >= 1.9  # not before at_least ran out

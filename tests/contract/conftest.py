@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from fencelock.backends.base import LockInfo, sharing
 from fencelock.backends.redis.scripts import LockKeys
 from fencelock.testing import ServerPool, waiter_timing
 from fencelock.testing.redis import SentinelServer
+from tests.polling import await_until, wait_until
 
 
 @dataclass(frozen=True)
@@ -286,31 +286,35 @@ def wait_for_queued_entry(client: fencelock.Client, generic_gate: str, line: str
     if native_shares(client):
         wait_for_waiters(client, line)
         return
-    deadline = time.monotonic() + 30
-    while not client.locked(generic_gate):
-        assert time.monotonic() < deadline, f"nobody ever held {generic_gate!r}"
-        time.sleep(0.01)
+    wait_until(
+        lambda: client.locked(generic_gate), what=f"a holder of {generic_gate!r}", interval=0.01
+    )
 
 
 def wait_for_waiters(client: fencelock.Client, name: str, count: int = 1) -> None:
     """Return once ``count`` waiters are queued on ``name`` (fails after 30 s; Redlock
     shows at most one)."""
-    deadline = time.monotonic() + 30
-    while (queued := queued_waiters(client, name)) < count:
-        assert time.monotonic() < deadline, f"{count} waiter(s) never queued on {name!r}: {queued}"
-        time.sleep(0.01)
+    wait_until(
+        lambda: queued_waiters(client, name) >= count,
+        what=lambda: f"{count} waiter(s) queued on {name!r}: {queued_waiters(client, name)}",
+        interval=0.01,
+    )
 
 
 async def await_waiters(client: fencelock.AsyncClient, name: str, count: int = 1) -> None:
     """:func:`wait_for_waiters` for an asyncio client (the loop runs on meanwhile)."""
-    deadline = time.monotonic() + 30
-    while True:
+    seen: list[int] = []
+
+    async def queued_enough() -> bool:
         info = await client.inspect(name)
-        queued = await asyncio.to_thread(_queued, info, client.url, name)
-        if queued >= count:
-            return
-        assert time.monotonic() < deadline, f"{count} waiter(s) never queued on {name!r}: {queued}"
-        await asyncio.sleep(0.01)
+        seen.append(await asyncio.to_thread(_queued, info, client.url, name))
+        return seen[-1] >= count
+
+    await await_until(
+        queued_enough,
+        what=lambda: f"{count} waiter(s) queued on {name!r}: {seen[-1]}",
+        interval=0.01,
+    )
 
 
 @pytest.fixture

@@ -78,9 +78,11 @@ def spy(backend: Any, monkeypatch: pytest.MonkeyPatch) -> Count:
 def check(count: Count, batching: bool) -> None:
     assert count.renewed >= LEASES * 2, "every lease was renewed, rounds after rounds"
     if batching:
-        assert count.batches > 0 and count.requests * 4 <= count.renewed, vars(count)
+        assert count.batches > 0, vars(count)
+        assert count.requests * 4 <= count.renewed, vars(count)
     else:
-        assert count.batches == 0 and count.requests == count.renewed
+        assert count.batches == 0
+        assert count.requests == count.renewed
 
 
 def test_many_leases_are_renewed_together_and_all_kept(
@@ -140,12 +142,14 @@ def test_batches_meet_extends_and_releases_and_trust_stays_within_the_grant(
         time.sleep(HELD_FOR)
         stop.set()
         meddler.join(30)
-        assert not errors and not [lease for lease in leases if lease.lost]
+        assert not errors
+        assert not [lease for lease in leases if lease.lost]
         for lease in leases:
             started = clock.now()
             trusted = lease.remaining()
             info = client.inspect(lease.name)
-            assert info is not None and info.owner == lease.owner
+            assert info is not None
+            assert info.owner == lease.owner
             if info.remaining is not None:  # the server's own count, read after ours
                 whole = 1.0 if backend.url.startswith("etcd") else 0.05  # etcd: whole seconds
                 assert trusted - (clock.now() - started) <= info.remaining + whole

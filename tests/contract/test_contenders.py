@@ -12,9 +12,9 @@ the one before it shows in the line, so the order is known without sleeping.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,6 +24,7 @@ import fencelock
 from fencelock import holder
 from fencelock.holder import Holder, contender_of, holder_of
 from tests.contract.conftest import BackendCase
+from tests.polling import await_until, wait_until
 
 PATIENCE = 60  # a waiter's own timeout: it gets the lock long before
 
@@ -45,10 +46,17 @@ def keeps_a_line(client: fencelock.Client, name: str) -> bool:
 
 def seen(look: Callable[[], list[Holder]], count: int) -> list[str]:
     """What ``look`` lists once it lists ``count`` contenders (fails after a while)."""
-    deadline = time.monotonic() + PATIENCE / 2
-    while len(listed := look()) < count:
-        assert time.monotonic() < deadline, f"never {count} contenders: {commands(listed)}"
-        time.sleep(0.01)
+
+    def enough() -> list[Holder]:
+        listed = look()
+        return listed if len(listed) >= count else []
+
+    listed = wait_until(
+        enough,
+        what=lambda: f"{count} contenders: {commands(look())}",
+        timeout=PATIENCE / 2,
+        interval=0.01,
+    )
     return commands(listed)
 
 
@@ -70,7 +78,8 @@ def test_the_holder_then_the_waiters_in_line(
     label("holder")
     held = client.lock(name, fair=fair).acquire()
     (me,) = client.lock(name).contenders()
-    assert me == holder_of(held.owner) and (me.command, me.pid) == ("holder", os.getpid())
+    assert me == holder_of(held.owner)
+    assert (me.command, me.pid) == ("holder", os.getpid())
     granted: list[str] = []
 
     def take(lock: fencelock.Lock) -> None:
@@ -83,7 +92,7 @@ def test_the_holder_then_the_waiters_in_line(
         for who, waiter in (("first", other), ("second", third)):
             label(who)
             lock = waiter.lock(name, fair=fair)
-            threads.append(in_thread(lambda lock=lock: take(lock), []))
+            threads.append(in_thread(functools.partial(take, lock), []))
             if lined:
                 seen(client.lock(name).contenders, len(threads) + 1)
         listed = commands(client.lock(name).contenders())
@@ -113,7 +122,8 @@ def test_each_permit_held(
     assert all(h.remaining is None or 0 < h.remaining <= 30 for h in holders)
     first.release()
     (left,) = other.semaphore(name, permits=3).holders()
-    assert left.token == second.lease.token and left.owner == second.lease.owner
+    assert left.token == second.lease.token
+    assert left.owner == second.lease.owner
     second.release()
     assert sem.holders() == []
 
@@ -134,7 +144,8 @@ def test_the_leader_then_the_campaigners(
         assert commands(election.candidates()) == ["leader"]
     leading.resign()
     thread.join(PATIENCE)
-    assert won and commands(election.candidates()) == ["campaigner"]
+    assert won
+    assert commands(election.candidates()) == ["campaigner"]
     won[0].resign()
 
 
@@ -150,17 +161,26 @@ def test_the_asyncio_faces(backend: BackendCase, name: str, label: Callable[[str
             label("waiter")
             waiting = asyncio.ensure_future(second.lock(name).acquire(timeout=PATIENCE))
             expected = ["holder", "waiter"] if lined else ["holder"]
-            deadline = time.monotonic() + PATIENCE / 2
-            while commands(listed := await second.lock(name).contenders()) != expected:
-                assert time.monotonic() < deadline, commands(listed)
-                await asyncio.sleep(0.01)
+            listed: list[str] = []
+
+            async def listed_as_expected() -> bool:
+                listed[:] = commands(await second.lock(name).contenders())
+                return listed == expected
+
+            await await_until(
+                listed_as_expected,
+                what=lambda: f"{expected} listed, not {listed}",
+                timeout=PATIENCE / 2,
+                interval=0.01,
+            )
             assert commands(await first.election(name).candidates()) == expected
             await held.release()
             await (await waiting).release()
             label("permit")
             permit = await first.semaphore(name, permits=2).acquire(timeout=10)
             (only,) = await second.semaphore(name, permits=2).holders()
-            assert only.token == permit.lease.token and only.holder is not None
+            assert only.token == permit.lease.token
+            assert only.holder is not None
             assert only.holder.command == "permit"
             await permit.release()
 

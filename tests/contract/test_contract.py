@@ -10,6 +10,7 @@ import re
 import socket
 import threading
 import time
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,8 @@ def test_acquire_release_and_tokens_increase(client: fencelock.Client, name: str
     tokens = []
     for _ in range(3):
         with client.lock(name) as lease:
-            assert lease.name == name and not lease.lost
+            assert lease.name == name
+            assert not lease.lost
             assert re.fullmatch(r"[0-9a-f]{40}\.[a-z2-7]+", lease.owner)  # random, and who
             tokens.append(lease.token)
     assert tokens == sorted(set(tokens))
@@ -69,7 +71,9 @@ def test_non_owner_cannot_release_or_renew(client: fencelock.Client, name: str) 
     assert client.seam.backend.release(name, "f" * 40) is False
     assert client.seam.backend.renew(name, "f" * 40, 60) is False
     info = client.inspect(name)
-    assert info is not None and info.owner == lease.owner and info.token == lease.token
+    assert info is not None
+    assert info.owner == lease.owner
+    assert info.token == lease.token
     lease.release()
 
 
@@ -86,7 +90,8 @@ def test_lease_expires_without_renewal(
     assert remaining <= 0.3 - timing.clock_drift(0.3)
     assert remaining >= 0.3 - timing.clock_drift(0.3) - (clock.now() - asked)
     assert lost.wait(2)
-    assert lease.lost and lease.remaining() == 0
+    assert lease.lost
+    assert lease.remaining() == 0
     with pytest.raises(fencelock.LeaseLost):
         lease.check()
     # etcd keeps a lease at least its minimum TTL (2 s with default election timing)
@@ -95,7 +100,8 @@ def test_lease_expires_without_renewal(
     with pytest.raises(fencelock.LeaseLost):
         lease.release()
     info = client.inspect(name)
-    assert info is not None and info.owner == successor.owner
+    assert info is not None
+    assert info.owner == successor.owner
     successor.release()
 
 
@@ -155,7 +161,8 @@ def test_waiter_wakes_promptly_on_release(
     waiter.join(10)
     # Without a notification the waiter would sleep until the 30 s TTL ran out; the
     # bound leaves a loaded machine seconds, and still fails that.
-    assert woke and woke[0] - released_at < 5
+    assert woke
+    assert woke[0] - released_at < 5
 
 
 def test_waiter_takes_an_expired_lease_promptly(
@@ -174,6 +181,7 @@ def test_mutual_exclusion_across_workers(backend: BackendCase, name: str, tmp_pa
     counter.write_text("0")
     workers, rounds = 4, 15
     args = (backend.url, name, str(counter), rounds, str(log))
+    procs: list[BaseProcess | threading.Thread]
     if backend.cross_process:
         ctx = multiprocessing.get_context("spawn")
         procs = [ctx.Process(target=unsafe_increments, args=args) for _ in range(workers)]
@@ -204,12 +212,17 @@ def test_inspect_and_list(client: fencelock.Client, name: str) -> None:
     assert client.inspect(name) is None
     lease = client.lock(name).acquire()
     info = client.inspect(name)
-    assert info is not None and info.held and info.token == lease.token
-    assert info.remaining is not None and 0 < info.remaining <= 30
+    assert info is not None
+    assert info.held
+    assert info.token == lease.token
+    assert info.remaining is not None
+    assert 0 < info.remaining <= 30
     assert [i.name for i in client.list(name.rsplit("/", maxsplit=1)[0] + "/")] == [name]
     lease.release()
     info = client.inspect(name)
-    assert info is not None and not info.held and info.token == lease.token
+    assert info is not None
+    assert not info.held
+    assert info.token == lease.token
     assert client.list(name) == []
 
 
@@ -224,11 +237,14 @@ def test_inspect_and_list_say_who_holds_it_and_since_when(
     for seen in (info, *client.list(name)):
         assert seen.owner == lease.owner
         holder = seen.holder
-        assert holder is not None and holder.pid == os.getpid()
+        assert holder is not None
+        assert holder.pid == os.getpid()
         assert holder.host == socket.gethostname()
-        assert holder.started is not None and holder.started <= before
+        assert holder.started is not None
+        assert holder.started <= before
         if backend.records_since:  # the server's clock, on this machine: a little slack
-            assert seen.since is not None and before - 0.5 <= seen.since <= after + 0.5
+            assert seen.since is not None
+            assert before - 0.5 <= seen.since <= after + 0.5
         else:
             assert seen.since is None
     lease.release()
@@ -249,7 +265,9 @@ def test_since_is_when_a_waiter_was_granted_not_when_it_asked(
     first.release()
     waiter.join(30)
     info = client.inspect(name)
-    assert info is not None and info.owner == got[0].owner and info.since is not None
+    assert info is not None
+    assert info.owner == got[0].owner
+    assert info.since is not None
     assert released_at - 0.25 <= info.since <= time.time() + 0.5  # the grant, not the ask
     got[0].release()
 

@@ -36,7 +36,9 @@ def test_async_acquire_release_tokens(backend: BackendCase, name: str) -> None:
                     tokens.append(lease.token)
             assert tokens == sorted(set(tokens))
             info = await client.inspect(name)
-            assert info is not None and info.token == tokens[-1] and not info.held
+            assert info is not None
+            assert info.token == tokens[-1]
+            assert not info.held
 
     run(main())
 
@@ -88,7 +90,9 @@ def test_async_renewer_keeps_and_loses(backend: BackendCase, name: str) -> None:
             lost: list[str] = []
             dropped.on_lost(lambda lease: lost.append(lease.name))
             await asyncio.sleep(1.0)
-            assert not kept.lost and dropped.lost and lost == [name + "x"]
+            assert not kept.lost
+            assert dropped.lost
+            assert lost == [name + "x"]
             with pytest.raises(fencelock.LeaseLost):
                 dropped.check()
             await kept.release()

@@ -69,7 +69,8 @@ def _take_in_full(client: fencelock.Client, primitive: str, name: str) -> None:
         election = client.election(name, ttl=5)
         leadership = election.campaign("parent", timeout=WAIT)
         leader = election.leader()
-        assert leader is not None and leader.value == "parent", leader  # a dead one's evicted
+        assert leader is not None, leader
+        assert leader.value == "parent", leader  # a dead one's evicted
         leadership.resign()
 
 
@@ -136,5 +137,7 @@ def test_a_client_killed_after_any_step_leaves_the_primitive_whole(
             if child.exitcode == -signal.SIGKILL:
                 _take_in_full(client, primitive, f"{name}/{primitive}/{step}")
     for primitive in primitives:  # every operation was killed midway at least once
-        killed = [step for (p, step), c in children.items() if p == primitive and c.exitcode < 0]
+        killed = [
+            step for (p, step), c in children.items() if p == primitive and (c.exitcode or 0) < 0
+        ]
         assert 1 in killed, (primitive, killed)

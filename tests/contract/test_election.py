@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import AsyncGenerator
 
 import pytest
 
@@ -21,7 +22,9 @@ def test_one_leader_its_term_and_value(
     assert mine.leader() is None
     leading = mine.campaign(value="host-a:8080")
     seen = theirs.leader()
-    assert seen is not None and seen.term == leading.term and seen.value == "host-a:8080"
+    assert seen is not None
+    assert seen.term == leading.term
+    assert seen.value == "host-a:8080"
     assert seen.owner == leading.lease.owner
     with pytest.raises(fencelock.LockTimeout):
         theirs.campaign(value="host-b:8080", timeout=0.3)
@@ -30,7 +33,8 @@ def test_one_leader_its_term_and_value(
     next_leader = theirs.campaign(value="host-b:8080", timeout=10)
     assert next_leader.term > leading.term
     seen = mine.leader()
-    assert seen is not None and (seen.term, seen.value) == (next_leader.term, "host-b:8080")
+    assert seen is not None
+    assert (seen.term, seen.value) == (next_leader.term, "host-b:8080")
     next_leader.resign()
 
 
@@ -44,9 +48,12 @@ def test_a_campaigner_waits_and_leads_when_the_leader_resigns(
     waiting.start()
     leading.resign()
     waiting.join(30)
-    assert won and won[0].term > leading.term
+    assert won
+    assert won[0].term > leading.term
     seen = client.election(name).leader()
-    assert seen is not None and seen.value is None and seen.term == won[0].term
+    assert seen is not None
+    assert seen.value is None
+    assert seen.term == won[0].term
     won[0].resign()
 
 
@@ -57,7 +64,8 @@ def test_a_deposed_leaders_writes_are_fenced(
     old = client.election(name, ttl=5).campaign(value="old")
     guard.accept("config", old.term)
     assert other.evict(name) is not None  # an operator deposes it
-    assert old.wait_lost(15) and old.lost
+    assert old.wait_lost(15)
+    assert old.lost
     new = other.election(name, ttl=5).campaign(value="new", timeout=15)
     guard.accept("config", new.term)
     with pytest.raises(fencelock.StaleToken):
@@ -65,7 +73,8 @@ def test_a_deposed_leaders_writes_are_fenced(
     with pytest.raises(fencelock.LeaseLost):
         old.check()
     seen = client.election(name).leader()
-    assert seen is not None and seen.value == "new"
+    assert seen is not None
+    assert seen.value == "new"
     new.resign()
 
 
@@ -76,7 +85,8 @@ def test_observe_yields_each_change(
     assert next(changes) is None
     leading = other.election(name, ttl=3).campaign(value="v1")
     seen = next(changes)
-    assert seen is not None and (seen.term, seen.value) == (leading.term, "v1")
+    assert seen is not None
+    assert (seen.term, seen.value) == (leading.term, "v1")
     leading.resign()
     assert next(changes) is None
 
@@ -99,12 +109,15 @@ def test_async_election(backend: BackendCase, name: str) -> None:
         ):
             leading = await client.election(name, ttl=5).campaign(value="ü-node")
             seen = await other.election(name).leader()
-            assert seen is not None and (seen.term, seen.value) == (leading.term, "ü-node")
+            assert seen is not None
+            assert (seen.term, seen.value) == (leading.term, "ü-node")
             changes = other.election(name).observe(interval=0.05)
             first = await anext(changes)
-            assert first is not None and first.term == leading.term
+            assert first is not None
+            assert first.term == leading.term
             await leading.resign()
             assert await anext(changes) is None
+            assert isinstance(changes, AsyncGenerator)
             await changes.aclose()
 
     asyncio.run(main())

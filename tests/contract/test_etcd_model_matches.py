@@ -204,7 +204,7 @@ def _normalized(replies: list[Any]) -> list[Any]:
             return [rewrite(inner) for inner in value]
         if not isinstance(value, dict):
             return value
-        out = {}
+        out: dict[str, Any] = {}
         for key, inner in value.items():
             if key in ("cluster_id", "member_id", "raft_term"):
                 continue

@@ -15,7 +15,8 @@ def test_evict_ends_another_clients_lease(
 ) -> None:
     lease = client.lock(name, ttl=1.0).acquire()
     evicted = other.evict(name)
-    assert evicted is not None and evicted.token == lease.token
+    assert evicted is not None
+    assert evicted.token == lease.token
     assert evicted.owner == lease.owner
     assert lease.wait_lost(15), "the evicted holder was not told"
     assert lease.lost_reason
@@ -34,7 +35,8 @@ def test_async_evict(backend: BackendCase, name: str) -> None:
         ):
             lease = await client.lock(name, ttl=1.0).acquire()
             evicted = await other.evict(name)
-            assert evicted is not None and evicted.token == lease.token
+            assert evicted is not None
+            assert evicted.token == lease.token
             assert not await other.locked(name)
             assert await lease.wait_lost(15)
             assert await other.evict(name) is None

@@ -107,7 +107,8 @@ class AsyncSlowFirstRenewal:
 
 def server_remaining(backend: BackendCase, name: str, client: fencelock.Client) -> float:
     info = client.inspect(name)
-    assert info is not None and info.remaining is not None
+    assert info is not None
+    assert info.remaining is not None
     return info.remaining
 
 
@@ -201,5 +202,6 @@ def test_a_release_while_a_renewal_is_in_flight(
     assert slow.requests.first_paused.wait(10), "the renewer never renewed"
     lease.release()
     assert slow.requests.first_done.wait(10)
-    assert lease.released and not lost
+    assert lease.released
+    assert not lost
     assert other.lock(name).try_acquire() is not None

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from multiprocessing.context import SpawnProcess
 from pathlib import Path
 from typing import Protocol
 
@@ -28,6 +29,7 @@ from fencelock.backends.base import Acquired, Busy
 from fencelock.engine.barging import STARVATION_BOUND, WAITER_LIVENESS
 from tests.contract.conftest import BackendCase
 from tests.contract.workers import fair_waiter, hold_and_hang
+from tests.polling import wait_until
 
 
 class Joinable(Protocol):
@@ -47,10 +49,12 @@ def fair_client(client: fencelock.Client) -> fencelock.Client:
 
 def wait_until_queued(client: fencelock.Client, name: str, count: int) -> None:
     """Until the backend reports ``count`` waiters in line (fails after 15 s)."""
-    deadline = time.monotonic() + 15
-    while (info := client.inspect(name)) is None or info.waiters != count:
-        assert time.monotonic() < deadline, f"{count} waiters never queued: {info}"
-        time.sleep(0.01)
+    wait_until(
+        lambda: (info := client.inspect(name)) is not None and info.waiters == count,
+        what=lambda: f"{count} waiters queued: {client.inspect(name)}",
+        timeout=15,
+        interval=0.01,
+    )
 
 
 def waiter(backend: BackendCase, name: str, index: int, log: Path) -> Joinable:
@@ -102,7 +106,7 @@ def first_in_line(
     name: str,
     tmp_path: Path,
     liveness: float | None = None,
-) -> Iterator[multiprocessing.Process]:
+) -> Iterator[SpawnProcess]:
     """A process waiting (fair) for ``name`` at the head of the line (kept in it
     ``liveness`` s after its last ask); killed at the end."""
     first = multiprocessing.get_context("spawn").Process(
@@ -204,21 +208,20 @@ def test_an_expired_lease_passes_over_a_dead_waiter_at_once(
     holder.start()
 
     def logged() -> str:
-        text = expiry.read_text() if expiry.exists() else ""
-        assert text or time.monotonic() < deadline, "the holder never took the lease"
-        return text
+        return expiry.read_text() if expiry.exists() else ""
 
     try:
-        deadline = time.monotonic() + 15
-        while not logged():
-            time.sleep(0.01)
+        wait_until(logged, what="the holder to take the lease", timeout=15, interval=0.01)
         with first_in_line(backend, fair_client, name, tmp_path, 30.0) as first:
             first.kill()
             first.join(5)
             (tmp_path / "expires_at.go").touch()  # the holder's lease ends in 1 s
-            deadline = time.monotonic() + 15
-            while logged() == "held":
-                time.sleep(0.01)
+            wait_until(
+                lambda: logged() != "held",
+                what="the holder's lease to end",
+                timeout=15,
+                interval=0.01,
+            )
             lease = fair_client.lock(name, ttl=30, fair=True).acquire(timeout=20)
             late = clock.now() - float(expiry.read_text())
             lease.release()

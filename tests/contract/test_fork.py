@@ -113,8 +113,12 @@ class _Child:
         if self.pid == 0:  # never return into pytest from the child
             os.close(read)
             code = 1
+
+            def say(text: str) -> None:
+                os.write(write, text.encode() + b"\n")
+
             try:
-                work(lambda text: os.write(write, text.encode() + b"\n"))
+                work(say)
                 code = 0
             except BaseException as exc:
                 os.write(write, f"{type(exc).__name__}: {exc}\n".encode())
@@ -222,7 +226,8 @@ def test_a_child_neither_renews_nor_releases_its_parents_lease(
     parents._renewer.close()  # the parent stops renewing (its lease expires within 2 s)
     code, said = child.finish()
     assert (code, heard) == (0, "tried to release"), heard + said
-    assert info is not None and info.owner == lease.owner, "the child released it"
+    assert info is not None, "the child released it"
+    assert info.owner == lease.owner, "the child released it"
     after = other.inspect(name)
     assert after is None or not after.held, "the child renewed it"
 
@@ -246,7 +251,8 @@ def test_a_child_does_not_re_enter_its_parents_lease_or_use_its_permit(
     heard = [child.heard(), child.heard()]
     code, said = child.finish()
     assert (code, heard) == (0, ["busy", "no permit"]), said
-    assert held.depth == 1 and not held.lost
+    assert held.depth == 1
+    assert not held.lost
     permit.release()
     held.release()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+from collections.abc import AsyncGenerator
 
 import pytest
 
@@ -26,7 +27,8 @@ def test_members_join_with_data_and_leave(
         ("worker-1", "10.0.0.1:8080"),
         ("worker-2", None),
     ]
-    assert members[0].token == first.token and members[1].token == second.token
+    assert members[0].token == first.token
+    assert members[1].token == second.token
     first.leave()
     assert [m.name for m in group.members()] == ["worker-2"]
     with second:
@@ -71,7 +73,8 @@ def test_watch_tells_who_joined_and_who_left(
     seen = next(changes)
     while seen.members and [m.name for m in seen.members] != ["b"]:
         seen = next(changes)  # the two changes may be seen apart
-    assert [m.name for m in seen.members] == ["b"] and "a" in seen.left
+    assert [m.name for m in seen.members] == ["b"]
+    assert "a" in seen.left
     two.leave()
     assert next(changes).left == ("b",)
 
@@ -113,10 +116,12 @@ def test_a_watch_hears_changes_the_server_pushes(
     change = seen.get(timeout=60)
     while not change.members:
         change = seen.get(timeout=60)  # the member lease, then its data: one change or two
-    assert [(m.name, m.data) for m in change.members] == [("a", "x")] and change.joined == ("a",)
+    assert [(m.name, m.data) for m in change.members] == [("a", "x")]
+    assert change.joined == ("a",)
     one.leave()
     change = seen.get(timeout=60)
-    assert change.left == ("a",) and change.members == ()
+    assert change.left == ("a",)
+    assert change.members == ()
 
 
 def test_an_asyncio_watch_hears_changes_the_server_pushes(backend: BackendCase, name: str) -> None:
@@ -136,6 +141,7 @@ def test_an_asyncio_watch_hears_changes_the_server_pushes(backend: BackendCase, 
             assert change.joined == ("b",)
             await membership.leave()
             assert (await within(60, anext(changes))).left == ("b",)
+            assert isinstance(changes, AsyncGenerator)
             await changes.aclose()
 
     asyncio.run(main())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import fencelock
 from fencelock.backends.base import holds_latches
 from fencelock.cli.inventory import group
+from fencelock.primitives.blocks import Releasable
 
 
 def test_each_primitive_is_one_line_with_its_holders(
@@ -18,16 +19,20 @@ def test_each_primitive_is_one_line_with_its_holders(
         assert client.latch(f"{name}/latch").try_set_count(2)
     entries = {entry.name: entry for entry in group(client.list(name))}
     rw, sem = entries[f"{name}/rw"], entries[f"{name}/sem"]
-    assert rw.kind == "read-write lock" and rw.writer is None
+    assert rw.kind == "read-write lock"
+    assert rw.writer is None
     assert len(rw.readers) == 2  # a generic reader's listed lease is its slot's, not its gate's
-    assert sem.kind == "semaphore" and sem.of == 3
+    assert sem.kind == "semaphore"
+    assert sem.of == 3
     assert len(sem.permits) == 2
     if keeps_latches:
         assert entries[f"{name}/latch"].kind == "latch"
         assert entries[f"{name}/latch"].counts == 2
-    for hold in [*readers, *permits]:
+    holds: list[Releasable] = [*readers, *permits]
+    for hold in holds:
         hold.release()
     with client.rw_lock(f"{name}/rw").write() as writing:
         (entry,) = group(client.list(f"{name}/rw"))
-        assert entry.writer is not None and entry.writer.token == writing.token
+        assert entry.writer is not None
+        assert entry.writer.token == writing.token
         assert entry.readers == []

@@ -38,11 +38,14 @@ def test_count_down_to_zero_wakes_the_waiters(
     waiter = threading.Thread(target=lambda: woken.append(other.latch(name).wait(timeout=60)))
     waiter.start()
     assert not latch.wait(timeout=0.2)
-    assert other.latch(name).count_down() and latch.count() == 2
-    assert latch.count_down() and latch.count_down()
+    assert other.latch(name).count_down()
+    assert latch.count() == 2
+    assert latch.count_down()
+    assert latch.count_down()
     waiter.join(60)
     assert woken == [True]
-    assert latch.count() == 0 and latch.wait(timeout=0)
+    assert latch.count() == 0
+    assert latch.wait(timeout=0)
     assert not latch.count_down()  # open: nothing to count down
     assert latch.try_set_count(1)  # open again: it may be armed again
     assert latch.count_down()
@@ -58,7 +61,8 @@ def test_the_count_outlives_the_client_that_armed_it(
     assert armer.latch(name).try_set_count(2)
     armer.close()  # gone, as if it had crashed after arming
     latch = other.latch(name)
-    assert latch.count() == 2 and not latch.wait(timeout=0.1)
+    assert latch.count() == 2
+    assert not latch.wait(timeout=0.1)
     latch.count_down()
     latch.count_down()
     assert latch.wait(timeout=10)
@@ -82,7 +86,8 @@ def test_concurrent_count_downs_each_take_one_count(
     for thread in threads:
         thread.join(60)
     assert sorted(taken) == [False] * 4 + [True] * 8, taken  # 12 tries: 8 counts, then open
-    assert client.latch(name).count() == 0 and client.latch(name).wait(timeout=0)
+    assert client.latch(name).count() == 0
+    assert client.latch(name).wait(timeout=0)
 
 
 def test_bad_counts_are_refused(client: fencelock.Client, name: str) -> None:
@@ -130,12 +135,14 @@ def test_a_latch_made_before_fork_counts_down_in_the_child(
         pytest.skip("no latch another process sees here")
     latch = _INHERITED["latch"] = client.latch(name)
     try:
-        assert latch.try_set_count(3) and latch.count() == 3  # the parent's connections open
+        assert latch.try_set_count(3)
+        assert latch.count() == 3  # the parent's connections open
         with multiprocessing.get_context("fork").Pool(2) as pool:
             counted = pool.map_async(_count_down_in_child, range(2)).get(timeout=60)
         assert counted == [True, True]
         assert latch.count() == 1  # the parent's own latch still works too
-        assert latch.count_down() and latch.wait(timeout=5)
+        assert latch.count_down()
+        assert latch.wait(timeout=5)
     finally:
         del _INHERITED["latch"]
 
@@ -157,7 +164,8 @@ def test_a_count_down_that_died_between_its_two_steps_is_finished_by_the_next_ca
     latch = client.latch(name)
     assert latch.count() == 0
     assert latch.wait(timeout=0)
-    assert latch.try_set_count(2) and latch.count() == 2
+    assert latch.try_set_count(2)
+    assert latch.count() == 2
 
 
 def test_an_arming_that_died_midway_is_rolled_back_by_the_next_call(
@@ -171,8 +179,10 @@ def test_an_arming_that_died_midway_is_rolled_back_by_the_next_call(
     for k in range(2):
         client.lock(names.count(k), ttl=5, renew=False).acquire().expire_in(MAX_TTL)
     latch = client.latch(name)
-    assert latch.count() == 0 and latch.wait(timeout=0)
+    assert latch.count() == 0
+    assert latch.wait(timeout=0)
     assert latch.try_set_count(1)
     assert latch.count() == 1
-    assert latch.count_down() and latch.wait(timeout=0)
+    assert latch.count_down()
+    assert latch.wait(timeout=0)
     assert not client.list(names.counts) or not any(i.held for i in client.list(names.counts))

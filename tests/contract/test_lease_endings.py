@@ -110,7 +110,8 @@ def test_try_acquire_and_locked(
     lease = lock.try_acquire()
     assert lease is not None
     assert other.lock(name).try_acquire() is None
-    assert lock.locked() and other.locked(name)
+    assert lock.locked()
+    assert other.locked(name)
     lease.release()
     assert not other.locked(name)
 
@@ -123,7 +124,8 @@ def test_async_endings(backend: BackendCase, name: str) -> None:
         ):
             lock = client.lock(name)
             lease = await lock.try_acquire()
-            assert lease is not None and await lock.locked()
+            assert lease is not None
+            assert await lock.locked()
             assert await other.lock(name).try_acquire() is None
             with pytest.raises(fencelock.AlreadyHeld):
                 await lock.acquire(timeout=5)
@@ -159,7 +161,8 @@ def test_async_wait_lost_does_not_block_the_loop(backend: BackendCase, name: str
             return lost, took, ticks
 
     lost, took, ticks = asyncio.run(main())
-    assert lost and took < 4
+    assert lost
+    assert took < 4
     # The loop ran other tasks while it waited (a wait that blocked it ran nothing for its
     # whole length). A loss heard at once leaves no time to tick: a loaded machine can
     # hear it so, and a count of ticks would be a count of the machine's spare time.
@@ -186,7 +189,8 @@ def test_a_forked_child_cannot_release_its_parents_lease(
     if pid == 0:  # the child: refuse, and leave the parent's lease alone
         code = 1
         try:
-            assert lease.lost and not client.held()
+            assert lease.lost
+            assert not client.held()
             lease.release()
         except fencelock.LeaseLost:
             code = 0
@@ -195,7 +199,9 @@ def test_a_forked_child_cannot_release_its_parents_lease(
         os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    assert not lease.lost and other.locked(name)
+    assert not lease.lost
+    assert other.locked(name)
     info = client.inspect(name)
-    assert info is not None and info.owner == lease.owner
+    assert info is not None
+    assert info.owner == lease.owner
     lease.release()

@@ -46,7 +46,8 @@ def test_cancel_ends_a_waiting_acquire_from_another_thread(
     # a single try gets the lock
     held.release()
     again = other.lock(name).acquire(blocking=False)
-    assert again is not None and again.token > held.token
+    assert again is not None
+    assert again.token > held.token
     again.release()
 
 
@@ -86,7 +87,8 @@ def test_cancel_ends_a_waiting_task_which_goes_on(backend: BackendCase, name: st
             assert cancelling is None or cancelling() == 0
             await held.release()
             again = await second.lock(name).acquire(blocking=False)
-            assert again is not None and again.token > held.token
+            assert again is not None
+            assert again.token > held.token
             await again.release()
 
     asyncio.run(main())
@@ -113,8 +115,10 @@ def test_a_cancelled_acquire_raises_in_with(
         while thread.is_alive() and time.monotonic() - started < PATIENCE:
             lock.cancel()
             thread.join(0.05)
-    assert ran == [] and len(errors) == 1
-    assert name in str(errors[0]) and "cancel" in str(errors[0])
+    assert ran == []
+    assert len(errors) == 1
+    assert name in str(errors[0])
+    assert "cancel" in str(errors[0])
 
 
 def test_cancel_of_one_lock_object_leaves_another_alone(
@@ -143,5 +147,6 @@ def test_cancel_of_one_lock_object_leaves_another_alone(
     held.release()
     second.join(PATIENCE)
     lease = results["untouched"]
-    assert isinstance(lease, fencelock.Lease) and lease.token > held.token
+    assert isinstance(lease, fencelock.Lease)
+    assert lease.token > held.token
     lease.release()

@@ -22,16 +22,18 @@ def test_blocking_false_tries_once_and_owned_is_this_threads_lease(
     assert other.lock(name, timeout=30).acquire(blocking=False) is None
     assert time.monotonic() - started < 10  # one try, not the lock's 30 s timeout
     with pytest.raises(fencelock.ConfigError, match="tries once and never waits"):
-        other.lock(name).acquire(5, blocking=False)
+        other.lock(name).acquire(5, blocking=False)  # type: ignore[call-overload]  # on purpose
     lease.release()
     again = other.lock(name).acquire(blocking=False)
-    assert again is not None and again.token > lease.token
+    assert again is not None
+    assert again.token > lease.token
     again.release()
     # owned(): this thread's live lease through this client
     lock = client.lock(name)
     assert not lock.owned()
     lease = lock.acquire()
-    assert lock.owned() and client.lock(name).owned()  # any Lock object of the name
+    assert lock.owned()
+    assert client.lock(name).owned()  # any Lock object of the name
     assert not other.lock(name).owned()  # another client
     seen: list[bool] = []
     thread = threading.Thread(target=lambda: seen.append(lock.owned()))
@@ -103,7 +105,8 @@ def test_asyncio_acquire_blocking_false_owned_and_decorator(
             lock = client.lock(name)
             assert not lock.owned()
             lease = await lock.acquire(blocking=False)
-            assert lease is not None and lock.owned()
+            assert lease is not None
+            assert lock.owned()
             assert await other.lock(name).acquire(blocking=False) is None
             assert not other.lock(name).owned()
 
@@ -144,7 +147,7 @@ def test_every_lock_like_object_takes_blocking_false_and_try_acquire(
     assert theirs.read().acquire(blocking=False) is None
     assert theirs.read().try_acquire() is None
     with pytest.raises(fencelock.ConfigError, match="tries once and never waits"):
-        theirs.read().acquire(5, blocking=False)
+        theirs.read().acquire(5, blocking=False)  # type: ignore[call-overload]  # on purpose
     write.release()
     read = theirs.read().acquire(blocking=False)
     assert read is not None
@@ -153,12 +156,14 @@ def test_every_lock_like_object_takes_blocking_false_and_try_acquire(
 
     sem, sems = client.semaphore(f"{name}.s", permits=1), other.semaphore(f"{name}.s", permits=1)
     permit = sem.acquire(blocking=False)
-    assert permit is not None and sems.acquire(blocking=False) is None
+    assert permit is not None
+    assert sems.acquire(blocking=False) is None
     permit.release()
 
     multi = other.multi_lock([f"{name}.a", f"{name}.b"])
     held = client.lock(f"{name}.b").acquire()
-    assert multi.acquire(blocking=False) is None and multi.try_acquire() is None
+    assert multi.acquire(blocking=False) is None
+    assert multi.try_acquire() is None
     held.release()
     both = multi.acquire(blocking=False)
     assert both is not None

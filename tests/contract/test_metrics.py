@@ -4,12 +4,12 @@ timeouts, the waiters of the moment, hold times and a loss with its cause."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
 import fencelock
 from fencelock import metrics
+from tests.polling import wait_until
 
 
 def _prefix(name: str) -> metrics.PrefixMetrics:
@@ -24,19 +24,23 @@ def test_the_metrics_see_what_the_locks_did(
     held = client.lock(name, ttl=5).acquire()
     waiter = threading.Thread(target=lambda: other.lock(name, ttl=5).acquire(30).release())
     waiter.start()
-    deadline = time.monotonic() + 30
-    while _prefix(name).waiting < 1:
-        assert time.monotonic() < deadline, "the waiter was never counted as waiting"
-        time.sleep(0.01)
+    wait_until(
+        lambda: _prefix(name).waiting >= 1,
+        what="the waiter counted as waiting",
+        interval=0.01,
+    )
     held.release()
     waiter.join(30)
     lost = client.lock(name, ttl=1).acquire()
     assert other.evict(name) is not None
     assert lost.wait_lost(15)
     seen = _prefix(name)
-    assert seen.acquisitions == 4 and seen.timeouts == 1 and seen.contended >= 1
+    assert seen.acquisitions == 4
+    assert seen.timeouts == 1
+    assert seen.contended >= 1
     assert seen.waiting == 0  # nobody waits any more
     assert seen.hold_seconds.count == 4  # three released, one lost
     assert sum(seen.lost.values()) == 1
     assert seen.lost["taken_over"] + seen.lost["session_ended"] == 1
-    assert seen.ttl == 1.0 and seen.acquire_seconds.count == 5
+    assert seen.ttl == 1.0
+    assert seen.acquire_seconds.count == 5

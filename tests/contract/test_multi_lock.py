@@ -22,7 +22,8 @@ def test_all_names_are_held_each_with_its_own_token(
         assert set(multi.tokens) == set(names)
         for each in names:
             assert other.inspect(each).token == multi.tokens[each]  # type: ignore[union-attr]
-            assert other.locked(each) and multi[each].token == multi.tokens[each]
+            assert other.locked(each)
+            assert multi[each].token == multi.tokens[each]
         multi.check()
         assert multi.remaining() > 0
     assert not any(other.locked(each) for each in names)
@@ -33,7 +34,8 @@ def test_all_or_nothing(client: fencelock.Client, other: fencelock.Client, name:
     held = other.lock(b).acquire()
     with pytest.raises(fencelock.LockTimeout, match=f"'{b}' stayed held"):
         client.multi_lock([c, a, b]).acquire(timeout=0.3)
-    assert not other.locked(a) and not other.locked(c)  # a was given back
+    assert not other.locked(a)
+    assert not other.locked(c)  # a was given back
     assert client.held() == []
     assert client.multi_lock([a, b]).try_acquire() is None
     held.release()
@@ -66,7 +68,8 @@ def test_overlapping_multi_locks_in_opposite_orders_do_not_deadlock(
         thread.start()
     for thread in threads:
         thread.join(120)
-    assert errors == [] and len(done) == 10
+    assert errors == []
+    assert len(done) == 10
 
 
 def test_a_lost_member_loses_the_whole_multi_lease(client: fencelock.Client, name: str) -> None:
@@ -74,8 +77,10 @@ def test_a_lost_member_loses_the_whole_multi_lease(client: fencelock.Client, nam
     heard: list[fencelock.MultiLease] = []
     multi.on_lost(heard.append)
     assert multi.wait_lost(10)
-    assert multi.lost and heard == [multi]
-    assert multi.lost_reason is not None and name in multi.lost_reason
+    assert multi.lost
+    assert heard == [multi]
+    assert multi.lost_reason is not None
+    assert name in multi.lost_reason
     with pytest.raises(fencelock.LeaseLost):
         multi.check()
     with pytest.raises(fencelock.LeaseLost, match="multi-lease lost before release"):

@@ -35,10 +35,12 @@ def test_a_run_once_job_runs_once_and_a_busy_one_is_skipped(
         assert other.locked(name)  # held while it runs
         return n * 2
 
-    assert job(21) == 42 and calls == [21]
+    assert job(21) == 42
+    assert calls == [21]
     assert not other.locked(name)  # no at_least: released at once
     with other.lock(name):
-        assert job(1) is fencelock.SKIPPED and not job(1)
+        assert job(1) is fencelock.SKIPPED
+        assert not job(1)
         strict = fencelock.once(name, at_most=30, client=client, on_skip="raise")(job)
         with pytest.raises(fencelock.Skipped, match="skipped"):
             strict(2)
@@ -72,7 +74,8 @@ def test_at_least_keeps_the_name_taken_after_a_fast_job(
         return
     started = clock.now()
     assert job() == "done"
-    assert other.locked(name) and client.held() == []
+    assert other.locked(name)
+    assert client.held() == []
     assert job() is fencelock.SKIPPED  # a second node a moment later
     _wait_free(other, name, 15)
     assert clock.now() - started >= 2.4  # not freed before at_least (less a clock tick)
@@ -105,10 +108,13 @@ def test_expire_in_leaves_the_name_to_its_ttl(
         client.close()
         return
     lease.expire_in(30)
-    assert lease.released and client.held() == []
+    assert lease.released
+    assert client.held() == []
     client.close()  # not released by the close either
     info = other.inspect(name)
-    assert info is not None and info.held and info.remaining is not None
+    assert info is not None
+    assert info.held
+    assert info.remaining is not None
     assert 0 < info.remaining <= 30
     assert other.evict(name) is not None  # an operator ends the keep early
     taken = other.lock(name).acquire(timeout=0)

@@ -362,7 +362,8 @@ def test_the_redis_model_matches_redis_server(server: RedisServer) -> None:
                 seen.append(f"{step}: server {server_said}, model {model_said}")
                 assert server_said == model_said, "\n".join(seen)
                 if left is not None or ours_left is not None:  # as far apart as the steps
-                    assert left is not None and ours_left is not None, "\n".join(seen)
+                    assert left is not None, "\n".join(seen)
+                    assert ours_left is not None, "\n".join(seen)
                     assert abs(left - ours_left) < MARGIN, f"{left} {ours_left}"
         finally:
             await theirs.close()

@@ -18,14 +18,19 @@ def test_a_nested_hold_is_one_lease_and_one_token(
     lock = client.lock(name, reentrant=True)
     with lock as outer:
         with client.lock(name, reentrant=True) as inner:  # another Lock object, same name
-            assert inner is outer and inner.token == outer.token
+            assert inner is outer
+            assert inner.token == outer.token
             assert outer.depth == 2
             with lock as innermost:
-                assert innermost is outer and outer.depth == 3
-            assert outer.depth == 2 and other.locked(name)
-        assert outer.depth == 1 and other.locked(name)  # the outer block still holds it
+                assert innermost is outer
+                assert outer.depth == 3
+            assert outer.depth == 2
+            assert other.locked(name)
+        assert outer.depth == 1
+        assert other.locked(name)  # the outer block still holds it
         assert not outer.released
-    assert outer.released and not other.locked(name)
+    assert outer.released
+    assert not other.locked(name)
     assert client.held() == []
 
 
@@ -35,9 +40,11 @@ def test_acquire_and_release_count(
     lock = client.lock(name, reentrant=True)
     first = lock.acquire()
     again = lock.try_acquire()
-    assert again is first and first.depth == 2
+    assert again is first
+    assert first.depth == 2
     first.release()
-    assert other.locked(name) and client.held() == [first]
+    assert other.locked(name)
+    assert client.held() == [first]
     first.release()
     assert not other.locked(name)
     assert lock.acquire().token > first.token  # a fresh acquisition, a fresh token
@@ -77,7 +84,8 @@ def test_a_nested_release_of_a_lost_lease_says_so(client: fencelock.Client, name
     # second was then a new lease, not a re-entry, and the test lost its premise
     lock = client.lock(name, reentrant=True, ttl=1.0, renew=False)
     outer = lock.acquire()
-    assert lock.acquire() is outer and outer.depth == 2
+    assert lock.acquire() is outer
+    assert outer.depth == 2
     assert outer.wait_lost(10)
     with pytest.raises(fencelock.LeaseLost, match="lost before release"):
         outer.release()  # the inner hold: the work under it was not protected
@@ -92,13 +100,15 @@ def test_re_entry_is_per_task(backend: BackendCase, name: str) -> None:
             lock = client.lock(name, reentrant=True)
             async with lock as outer:
                 async with lock as inner:
-                    assert inner is outer and outer.depth == 2
+                    assert inner is outer
+                    assert outer.depth == 2
 
                     async def another_task() -> fencelock.AsyncLease | None:
                         return await lock.try_acquire()
 
                     assert await asyncio.create_task(another_task()) is None
-                assert outer.depth == 1 and await client.locked(name)
+                assert outer.depth == 1
+                assert await client.locked(name)
             assert not await client.locked(name)
 
     asyncio.run(main())

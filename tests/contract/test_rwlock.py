@@ -25,7 +25,8 @@ def test_readers_share_and_a_writer_waits_for_them(
         first.release()
         second.release()
     with other.rw_lock(name).write() as writing:
-        assert writing.mode == "write" and writing.token > second.token
+        assert writing.mode == "write"
+        assert writing.token > second.token
         with pytest.raises(fencelock.LockTimeout, match="read lock"):
             client.rw_lock(name).read().acquire(timeout=0.3)
     after = client.rw_lock(name).read().acquire(timeout=10)
@@ -73,7 +74,8 @@ def test_a_lost_reader_is_told(
     reading = client.rw_lock(name, ttl=1).read().acquire()
     (registration,) = other.list(f"{name}.rw/r/")
     assert other.evict(registration.name) is not None
-    assert reading.lease.wait_lost(15) and reading.lost
+    assert reading.lease.wait_lost(15)
+    assert reading.lost
     with pytest.raises(fencelock.LeaseLost):
         reading.check()
     with pytest.raises(fencelock.LeaseLost):

@@ -103,10 +103,11 @@ def test_a_blocking_clients_first_call_gives_up_within_the_connect_timeout(
     """``connect()`` makes no connection on these schemes (docs/guide.md): the first call
     that needs the server does, an acquire that would wait 30 s included."""
     url = url_of(kind, silent)
-    for call in (
+    calls: tuple[Callable[[fencelock.Client], object], ...] = (
         lambda client: client.inspect("silent/x"),
         lambda client: client.lock("silent/y").acquire(timeout=30),
-    ):
+    )
+    for call in calls:
         started = time.monotonic()
         with fencelock.connect(url) as client:
             took, error = timed(lambda: call(client))  # noqa: B023 - called at once

@@ -18,6 +18,7 @@ import pytest
 
 import fencelock
 from fencelock import clock
+from fencelock.lease import LeaseBase
 from fencelock.stopping import LossInterrupt
 from tests.contract.conftest import BackendCase
 
@@ -26,7 +27,7 @@ FOREVER = 60.0  # how long a block would run if nothing stopped it
 PROMPTLY = 10.0  # a stop must come well within this (one renewal interval is 0.5 s)
 
 
-def steal(url: str, lease: fencelock.LeaseBase) -> None:
+def steal(url: str, lease: LeaseBase) -> None:
     """Another client takes the lease away, as after an expiry the holder did not see,
     and gives it back (closed: a ZooKeeper client left open reconnects forever)."""
     with fencelock.connect(url) as thief:
@@ -77,7 +78,8 @@ def test_async_block_awaiting_io_is_cancelled_when_the_lease_is_taken(
 
     raised, after = asyncio.run(main())
     assert isinstance(raised, fencelock.LeaseLost), repr(raised)
-    assert "lost while the block ran" in str(raised) and "another owner" in str(raised)
+    assert "lost while the block ran" in str(raised)
+    assert "another owner" in str(raised)
     assert isinstance(raised.__cause__, asyncio.CancelledError)
     assert after < PROMPTLY
 
@@ -93,7 +95,7 @@ def test_async_block_is_cancelled_once_a_pause_outlived_the_lease(
         async with fencelock.aconnect(backend.url) as client:
             try:
                 async with client.lock(name, ttl=TTL, stop_on_loss=True):
-                    time.sleep(TTL + 0.5)  # the whole loop stands still
+                    time.sleep(TTL + 0.5)  # noqa: ASYNC251 (the whole loop stands still)
                     resumed = clock.now()
                     await asyncio.sleep(FOREVER)
             except BaseException as exc:
@@ -165,7 +167,8 @@ def test_lost_event_tells_worker_threads(
     thread.start()
     steal(backend.url, lease)
     thread.join(PROMPTLY)
-    assert not thread.is_alive() and lease.lost
+    assert not thread.is_alive()
+    assert lease.lost
     assert lease.lost_event.is_set()
     with pytest.raises(fencelock.LeaseLost):
         lease.release()
@@ -207,7 +210,8 @@ def test_a_block_left_in_time_is_never_interrupted_later(
     with client.lock(name, ttl=0.3, renew=False, stop_on_loss=True) as lease:
         pass
     time.sleep(0.6)  # the lease's TTL passes after the block ended: nothing may fire
-    assert lease.released and not lease.lost
+    assert lease.released
+    assert not lease.lost
 
 
 def test_max_hold_ends_a_renewed_lease(client: fencelock.Client, name: str) -> None:

@@ -32,5 +32,6 @@ def test_top_shows_each_held_lease_with_holder_and_token(
     assert f"2 held under '{prefix}/'" in shown.stdout
     assert shown.stdout.count(f"{socket.gethostname()}:{os.getpid()}") == 2  # the holder
     for lease in held:
-        assert f"{lease.name} " in shown.stdout and f" {lease.token} " in shown.stdout
+        assert f"{lease.name} " in shown.stdout
+        assert f" {lease.token} " in shown.stdout
         lease.release()

@@ -4,7 +4,6 @@ caller's trace, granted or timed out, and a ``fencelock.lease.lost`` span linked
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +15,7 @@ from opentelemetry.trace import StatusCode
 import fencelock
 from fencelock import tracing
 from tests.contract.conftest import BackendCase
+from tests.polling import wait_until
 
 
 @pytest.fixture
@@ -44,7 +44,8 @@ def test_an_acquire_is_a_span_in_the_callers_trace(
     granted, timed_out = (s for s in spans.get_finished_spans() if s.name == "fencelock.acquire")
     assert granted.parent is not None
     assert granted.parent.span_id == request.get_span_context().span_id
-    assert granted.attributes is not None and timed_out.attributes is not None
+    assert granted.attributes is not None
+    assert timed_out.attributes is not None
     assert granted.attributes["fencelock.lock.name"] == name
     assert granted.attributes["fencelock.outcome"] == "granted"
     assert granted.attributes["fencelock.lease.token"] == lease.token
@@ -79,14 +80,14 @@ def test_a_lost_lease_is_a_span_linked_to_its_acquire(
     lease = client.lock(name, ttl=1).acquire()
     other.evict(name)
     assert lease.wait_lost(30)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        lost = [s for s in spans.get_finished_spans() if s.name == "fencelock.lease.lost"]
-        if lost:
-            break
-        time.sleep(0.02)
+    lost = wait_until(
+        lambda: [s for s in spans.get_finished_spans() if s.name == "fencelock.lease.lost"],
+        what="the fencelock.lease.lost span",
+        timeout=10,
+    )
     (acquired,) = (s for s in spans.get_finished_spans() if s.name == "fencelock.acquire")
-    assert len(lost) == 1 and lost[0].attributes is not None
+    assert len(lost) == 1
+    assert lost[0].attributes is not None
     assert lost[0].attributes["fencelock.lease.token"] == lease.token
     assert lost[0].attributes["fencelock.lease.lost_reason"]
     assert [link.context.span_id for link in lost[0].links] == [acquired.context.span_id]

@@ -83,7 +83,8 @@ def served() -> Iterator[int]:
         stdout=subprocess.PIPE,
         text=True,
     )
-    assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+    assert process.stdout is not None
+    assert process.stdout.readline().strip() == "ready"
     try:
         yield port
     finally:

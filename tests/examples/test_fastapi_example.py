@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 import fencelock
+from tests.polling import await_until
 
 
 @pytest.fixture
@@ -30,8 +31,7 @@ async def _app_client() -> AsyncIterator[httpx.AsyncClient]:
 
 async def _until_locked(url: str, name: str) -> None:
     async with fencelock.aconnect(url) as watcher:
-        while not await watcher.locked(name):
-            await asyncio.sleep(0.01)
+        await await_until(lambda: watcher.locked(name), what=f"{name} locked", interval=0.01)
 
 
 def test_one_payment_per_order_at_a_time(url: str) -> None:
@@ -40,11 +40,13 @@ def test_one_payment_per_order_at_a_time(url: str) -> None:
             slow = asyncio.create_task(http.post("/orders/7/pay", params={"seconds": 2}))
             await _until_locked(url, "orders/7")
             busy = await http.post("/orders/7/pay")
-            assert busy.status_code == 409 and "being paid" in busy.json()["detail"]
+            assert busy.status_code == 409
+            assert "being paid" in busy.json()["detail"]
             other = await http.post("/orders/8/pay")  # another order: free
             assert other.status_code == 200
             done = await slow
-            assert done.status_code == 200 and done.json()["order"] == 7
+            assert done.status_code == 200
+            assert done.json()["order"] == 7
             again = await http.post("/orders/7/pay")  # given back after the response
             assert again.status_code == 200
             assert again.json()["token"] > done.json()["token"]
@@ -57,8 +59,9 @@ def test_a_cancelled_request_gives_its_lease_back(url: str) -> None:
         async for http in _app_client():
             stuck = asyncio.create_task(http.post("/orders/9/pay", params={"seconds": 60}))
             async with fencelock.aconnect(url) as watcher:
-                while not await watcher.locked("orders/9"):
-                    await asyncio.sleep(0.01)
+                await await_until(
+                    lambda: watcher.locked("orders/9"), what="orders/9 locked", interval=0.01
+                )
                 stuck.cancel()  # the client went away
                 with pytest.raises(asyncio.CancelledError):
                     await stuck

@@ -6,7 +6,6 @@ import fcntl
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,8 +97,8 @@ def install(dist: Dist, where: Path, extras: str = "") -> Installed:
 
 
 @pytest.fixture
-def workdir(tmp_path: Path) -> Iterator[Path]:
+def workdir(tmp_path: Path) -> Path:
     """A working directory outside the source tree (so ``src/`` cannot be imported)."""
     work = tmp_path / "work"
     work.mkdir()
-    yield work
+    return work

@@ -71,7 +71,8 @@ def test_the_sdist_and_the_wheel_pass_twine_and_carry_the_package_data(dist: Dis
         for p in (source / "fencelock").rglob("*")
         if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts
     ]
-    assert "fencelock/py.typed" in data and any(p.endswith(".lua") for p in data)
+    assert "fencelock/py.typed" in data
+    assert any(p.endswith(".lua") for p in data)
     assert sorted(set(data) - in_wheel) == []
     modules = [p.relative_to(source).as_posix() for p in (source / "fencelock").rglob("*.py")]
     assert sorted(set(modules) - in_wheel) == []
@@ -86,12 +87,14 @@ def test_the_plain_install_runs_the_demo_a_lock_and_names_every_missing_extra(
 ) -> None:
     env = install(dist, tmp_path / "plain")
     version = env.run(env.fencelock, "--version", cwd=workdir)
-    assert version.returncode == 0 and fencelock.__version__ in version.stdout, version
+    assert version.returncode == 0, version
+    assert fencelock.__version__ in version.stdout, version
     locked = env.run(env.python, "-c", TAKE_A_LOCK, f"sqlite:///{workdir / 'l.db'}", cwd=workdir)
     assert locked.returncode == 0, locked.stderr
     assert "token 1 from " + str(tmp_path / "plain") in locked.stdout
     in_memory = env.run(env.python, "-c", TAKE_A_LOCK, "memory://", cwd=workdir)
-    assert in_memory.returncode == 0 and "token 1" in in_memory.stdout, in_memory.stderr
+    assert in_memory.returncode == 0, in_memory.stderr
+    assert "token 1" in in_memory.stdout, in_memory.stderr
     ran = env.run(env.fencelock, "run", "--url", f"sqlite:///{workdir / 'l.db'}", "jobs/a",
                   "--", "true", cwd=workdir)  # fmt: skip
     assert ran.returncode == 0, ran.stderr
@@ -101,11 +104,13 @@ def test_the_plain_install_runs_the_demo_a_lock_and_names_every_missing_extra(
     _missing_extras_named(env, workdir, list(SCHEMES_OF_EXTRA))
     for url in ("redis://127.0.0.1:9/0", "zookeeper://127.0.0.1:9/x"):
         status = env.run(env.fencelock, "status", "--url", url, "a", cwd=workdir)
-        assert status.returncode == 64 and "pip install 'fencelock[" in status.stderr, status
+        assert status.returncode == 64, status
+        assert "pip install 'fencelock[" in status.stderr, status
         assert "Traceback" not in status.stderr
     for url in ("postgresql://u@127.0.0.1:9/d", "mysql://u@127.0.0.1:9/d"):
         sql = env.run(env.fencelock, "init", "--sql", "--url", url, cwd=workdir)
-        assert sql.returncode == 0 and "CREATE TABLE" in sql.stdout, sql.stderr
+        assert sql.returncode == 0, sql.stderr
+        assert "CREATE TABLE" in sql.stdout, sql.stderr
 
 
 def _server_url(extra: str, pool: ServerPool) -> str | None:
@@ -140,7 +145,8 @@ def test_each_extra_alone_works_and_names_the_others(
         if url is not None:
             locked = env.run(env.python, "-c", TAKE_A_LOCK, url, cwd=workdir)
             assert locked.returncode == 0, locked.stderr
-            assert "token" in locked.stdout and str(tmp_path / extra) in locked.stdout
+            assert "token" in locked.stdout
+            assert str(tmp_path / extra) in locked.stdout
     if extra in IMPORTS:
         imported = env.python_code(IMPORTS[extra], workdir)
         assert imported.returncode == 0, imported.stderr

@@ -89,15 +89,6 @@ def unread_bytes(port: int, state: str = "established") -> int:
     return unread
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
-    """Poll ``predicate`` until true, or fail after ``timeout`` seconds with ``what()``."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true after {timeout}s: {what()}")
-        time.sleep(0.01)
-
-
 class Background(Generic[T]):
     """Runs ``fn`` on a daemon thread, remembering its result or exception and duration.
 

@@ -11,7 +11,6 @@ one error naming where to go and ``redis+cluster://``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +21,9 @@ import redis.exceptions
 import fencelock
 from fencelock.backends.redis.scripts import LockKeys, lua
 from fencelock.fencing import RedisGuard
-from fencelock.testing import RedisServer
-from tests.redis.conftest import Background, ServerPool, redis_cli, wait_until
+from fencelock.testing import RedisServer, ServerPool
+from tests.polling import wait_until
+from tests.redis.conftest import Background, redis_cli
 
 NAMES = ["orders/1", "orders/2", "orders/3", "payments/eu/7", "a", "x:y@z=1+2"]
 # With the three even slot ranges of ``--cluster create`` these land on three nodes.
@@ -61,9 +61,9 @@ class Cluster:
 
 
 @pytest.fixture(scope="module")
-def cluster(module_servers: ServerPool) -> Iterator[Cluster]:
+def cluster(module_servers: ServerPool) -> Cluster:
     """Three masters, no replicas, all 16384 slots assigned."""
-    yield Cluster(module_servers.redis_cluster(3, name="nodes"))
+    return Cluster(module_servers.redis_cluster(3, name="nodes"))
 
 
 def test_every_key_of_a_lock_shares_one_slot(cluster: Cluster) -> None:
@@ -93,8 +93,10 @@ def test_acquire_renew_release_on_the_owning_node(cluster: Cluster, name: str) -
                 other.lock(name, ttl=5).acquire(timeout=0)
             first.extend(10)  # renew.lua
             info = client.inspect(name)
-            assert info is not None and info.owner == first.owner, info
-            assert info.remaining is not None and info.remaining > 5
+            assert info is not None, info
+            assert info.owner == first.owner, info
+            assert info.remaining is not None
+            assert info.remaining > 5
         with other.lock(name, ttl=5) as second:  # free.lua freed it
             assert second.token > first.token
     assert redis_cli(node.port, "exists", LockKeys.of(name).lock) == "0"
@@ -113,8 +115,8 @@ def test_a_release_wakes_a_waiter_on_the_owning_node(cluster: Cluster, slow_refr
                 redis_cli(node.port, "pubsub", "numsub", channel).split() == [channel, "1"]
                 and redis_cli(node.port, "zcard", queue) == "1"
             ),
-            5,
-            lambda: f"waiter never subscribed and queued: {attempt.outcome()}",
+            timeout=5,
+            what=lambda: f"the waiter subscribed and queued: {attempt.outcome()}",
         )
         assert not attempt.wait(0), attempt.outcome()  # subscribed, queued, still waiting
         lease.release()  # publishes the oldest waiter's owner on its client's channel
@@ -177,5 +179,6 @@ def test_the_wrong_node_raises_backend_unavailable(cluster: Cluster) -> None:
 def test_the_wrong_node_error_says_moved_and_where_to(cluster: Cluster) -> None:
     owner, _, error = wrong_node_error(cluster, "orders/1")
     message = str(error)
-    assert "MOVED" in message and "redis+cluster://" in message, message
+    assert "MOVED" in message, message
+    assert "redis+cluster://" in message, message
     assert f"127.0.0.1:{owner.port}" in message, message

@@ -14,8 +14,9 @@ import pytest
 
 import fencelock
 from fencelock.fencing import RedisGuard
-from fencelock.testing import RedisServer
-from tests.redis.conftest import ServerPool, redis_cli, wait_until
+from fencelock.testing import RedisServer, ServerPool
+from tests.polling import wait_until
+from tests.redis.conftest import redis_cli
 
 
 def start_pair(servers: ServerPool) -> tuple[RedisServer, RedisServer]:
@@ -33,7 +34,7 @@ def start_pair(servers: ServerPool) -> tuple[RedisServer, RedisServer]:
             and "state=online" in seen_by_primary
         )
 
-    wait_until(synced, 15, lambda: f"replica never synced\n{servers.logs()}")
+    wait_until(synced, timeout=15, what=lambda: f"the replica synced\n{servers.logs()}")
     return primary, replica
 
 
@@ -51,7 +52,7 @@ def wait_caught_up(primary: RedisServer, replica: RedisServer, name: str) -> Non
             redis_cli(primary.port, "get", k) for k in keys
         ]
 
-    wait_until(same, 10, lambda: f"replica did not catch up\n{replica.log()}")
+    wait_until(same, timeout=10, what=lambda: f"the replica caught up\n{replica.log()}")
 
 
 def test_failover_gives_two_holders_and_fencing_rejects_the_stale_one(
@@ -77,14 +78,15 @@ def test_failover_gives_two_holders_and_fencing_rejects_the_stale_one(
         assert redis_cli(replica.port, "replicaof", "no", "one") == "OK", servers.logs()
         wait_until(
             lambda: "role:master" in redis_cli(replica.port, "info", "replication"),
-            5,
-            lambda: f"replica not promoted\n{servers.logs()}",
+            timeout=5,
+            what=lambda: f"the replica promoted\n{servers.logs()}",
         )
 
         with fencelock.connect(promoted_url) as client_b:
             lease_b = client_b.lock(name, ttl=30, renew=False).acquire(timeout=0)
             # Both believe they hold orders/1 right now: the lock alone failed.
-            assert not lease_a.lost and lease_a.remaining() > 20
+            assert not lease_a.lost
+            assert lease_a.remaining() > 20
             assert not lease_b.lost
 
             # The promoted replica never saw A's token counter either. Tokens are
@@ -120,9 +122,11 @@ def test_wait_replicas_refuses_a_lock_the_replica_did_not_acknowledge(
             with pytest.raises(fencelock.BackendUnavailable) as caught:
                 client.lock(name, ttl=30).acquire(timeout=0)
             message = str(caught.value)
-            assert where in message and "only 0 of 1 replicas acknowledged" in message, message
+            assert where in message, message
+            assert "only 0 of 1 replicas acknowledged" in message, message
             info = client.inspect(name)
-            assert info is not None and not info.held, info  # taken back, not left held
+            assert info is not None, info
+            assert not info.held, info  # taken back, not left held
     finally:
         replica.resume()
 
@@ -147,7 +151,8 @@ def test_wait_replicas_asyncio(servers: ServerPool, name: str) -> None:
             finally:
                 replica.resume()
             info = await client.inspect(name)
-            assert info is not None and not info.held, info
+            assert info is not None, info
+            assert not info.held, info
             wait_caught_up(primary, replica, name)
             async with client.lock(name, ttl=30) as lease:
                 on_replica = redis_cli(replica.port, "get", lock_key(name))

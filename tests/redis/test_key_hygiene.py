@@ -4,15 +4,13 @@ their lifetimes")."""
 
 from __future__ import annotations
 
-import time
-
 import redis
 
 import fencelock
 from fencelock.backends.redis.scripts import LockKeys
 from fencelock.testing.pool import ServerPool
 from fencelock.testing.redis import RedisServer
-from tests.redis.conftest import wait_until
+from tests.polling import wait_until
 
 WEEK_MS = 7 * 24 * 3600 * 1000
 
@@ -36,8 +34,11 @@ def test_a_token_after_the_counter_expired_is_still_greater(
         first.release()
         with redis.Redis(port=plain_redis.port) as server:
             assert server.pexpire(LockKeys.of(name).token, 1)  # as if a week had passed
-            while server.exists(LockKeys.of(name).token):
-                time.sleep(0.005)
+            wait_until(
+                lambda: not server.exists(LockKeys.of(name).token),
+                what="the token counter to expire",
+                interval=0.005,
+            )
         second = client.lock(name).acquire()
         assert second.token > first.token
         second.release()
@@ -77,5 +78,9 @@ def test_redlock_counters_expire_too(module_servers: ServerPool, name: str) -> N
                 found.append(server.pttl(token))  # -2: no counter there (no phase 2 sent)
         return found
 
-    wait_until(lambda: sum(left > 0 for left in expiries()) >= 2, 10, lambda: str(expiries()))
+    wait_until(
+        lambda: sum(left > 0 for left in expiries()) >= 2,
+        timeout=10,
+        what=lambda: f"two keys with an expiry: {expiries()}",
+    )
     assert all(left == -2 or 0 < left <= WEEK_MS for left in expiries())  # never -1

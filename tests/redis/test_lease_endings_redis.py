@@ -8,8 +8,7 @@ import logging
 import pytest
 
 import fencelock
-from fencelock.testing import RedisServer, free_port
-from tests.redis.conftest import ServerPool
+from fencelock.testing import RedisServer, ServerPool, free_port
 
 
 def test_release_after_the_server_died_raises_lease_lost_with_the_cause(
@@ -32,9 +31,14 @@ def test_leaving_with_after_the_server_died_raises_lease_lost(
 ) -> None:
     server = servers.redis()
     client = fencelock.connect(server.url + "?timeout=0.5")
-    with pytest.raises(fencelock.LeaseLost), client.lock(name, ttl=1) as lease:
-        server.kill()
-        assert lease.wait_lost(10)
+
+    def hold_while_the_server_dies() -> None:
+        with client.lock(name, ttl=1) as lease:
+            server.kill()
+            assert lease.wait_lost(10)
+
+    with pytest.raises(fencelock.LeaseLost):  # leaving the block
+        hold_while_the_server_dies()
     client.close()
 
 
@@ -45,10 +49,14 @@ def test_async_leaving_with_after_the_server_died_raises_lease_lost(
 
     async def main() -> None:
         async with fencelock.aconnect(server.url + "?timeout=0.5") as client:
-            with pytest.raises(fencelock.LeaseLost):
+
+            async def hold_while_the_server_dies() -> None:
                 async with client.lock(name, ttl=1) as lease:
                     server.kill()
                     assert await lease.wait_lost(10)
+
+            with pytest.raises(fencelock.LeaseLost):  # leaving the block
+                await hold_while_the_server_dies()
 
     asyncio.run(main())
 
@@ -85,7 +93,8 @@ def test_the_first_failed_renewal_is_logged_and_the_loss_names_its_cause(
     messages = [r.getMessage() for r in caplog.records]
     assert sum("renewal of" in m and "failed" in m for m in messages) == 1
     lost = [m for m in messages if "lost:" in m]
-    assert lost and "last renewal failed" in lost[0], lost
+    assert lost, lost
+    assert "last renewal failed" in lost[0], lost
 
 
 def test_connect_takes_url_options_as_keywords(plain_redis: RedisServer, name: str) -> None:

@@ -17,7 +17,8 @@ from collections.abc import Callable
 
 import fencelock
 from fencelock.testing import RedisServer, ServerPool
-from tests.redis.conftest import Background, redis_cli, wait_until
+from tests.polling import wait_until
+from tests.redis.conftest import Background, redis_cli
 
 TTL = 3.0
 PAUSE = 2 * TTL  # past the holder's TTL: its key expires while the server sleeps
@@ -98,9 +99,9 @@ def test_a_paused_server_never_leaves_two_trusted_holders(servers: ServerPool, n
             return run
 
         b = Background(take(b_client))
-        wait_until(_queued(server), 10, lambda: "the waiter never queued")
+        wait_until(_queued(server), timeout=10, what="the waiter queued")
         c = _pause_then_third(server, take(c_client))
-        wait_until(lambda: b.wait(0) or c.wait(0), 3 * TTL + 20, lambda: "nobody got it")
+        wait_until(lambda: b.wait(0) or c.wait(0), timeout=3 * TTL + 20, what="b or c to get it")
         time.sleep(2 * TTL)  # the window where the old undo struck (a grant, then ~0.1 s)
         longest = watch.stop()
         for waiter in (b, c, b, c):  # the one still waiting gets it once the first lets go
@@ -138,7 +139,7 @@ def test_a_paused_server_never_leaves_two_trusted_async_holders(
         holder = a_client.lock(name, ttl=TTL).acquire()
         watch.leases.append(holder)
         b = Background(run(impatient))
-        wait_until(_queued(server), 10, lambda: "the waiter never queued")
+        wait_until(_queued(server), timeout=10, what="the waiter queued")
         c = _pause_then_third(server, run(server.url))
         for task in (b, c):
             assert task.wait(3 * TTL + 20), task.outcome()

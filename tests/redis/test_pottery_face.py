@@ -18,8 +18,8 @@ import redis
 import fencelock
 from fencelock.compat.pottery import Redlock, redlock_url, synchronize
 from fencelock.engine.urls import parse_url
-from fencelock.testing import RedisServer
-from tests.redis.conftest import Background, ServerPool
+from fencelock.testing import RedisServer, ServerPool
+from tests.redis.conftest import Background
 
 LONG = 30.0  # an auto_release_time no test waits out
 
@@ -44,11 +44,13 @@ def three(module_servers: ServerPool) -> Iterator[set[redis.Redis]]:
 def test_two_faces_exclude_each_other_and_tokens_rise(conn: redis.Redis, name: str) -> None:
     first = Redlock(key=name, masters={conn}, auto_release_time=LONG)
     second = Redlock(key=name, masters={conn}, auto_release_time=LONG)
-    assert first.fencing_token is None and first.locked() == 0
+    assert first.fencing_token is None
+    assert first.locked() == 0
     assert first.acquire(blocking=False) is True
     assert 0 < first.locked() <= LONG
     assert conn.exists(f"redlock:{name}")  # pottery's key
-    assert second.acquire(blocking=False) is False and second.locked() == 0
+    assert second.acquire(blocking=False) is False
+    assert second.locked() == 0
     token = first.fencing_token
     first.release()
     assert first.fencing_token is None
@@ -86,7 +88,8 @@ def test_context_manager(conn: redis.Redis, name: str) -> None:
         key=name, masters={conn}, auto_release_time=LONG, context_manager_blocking=False
     )
     with lock as held:
-        assert held is lock and lock.locked() > 0
+        assert held is lock
+        assert lock.locked() > 0
         with pytest.raises(pottery.QuorumNotAchieved), rival:
             pytest.fail("entered a lock that is held")  # pragma: no cover
     assert lock.locked() == 0
@@ -98,13 +101,19 @@ def test_a_hold_ends_with_its_auto_release_time_unless_extended(
     conn: redis.Redis, name: str
 ) -> None:
     lock = Redlock(key=name, masters={conn}, auto_release_time=0.3)
-    with pytest.raises(pottery.ReleaseUnlockedLock), lock:  # not renewed: leaving says so
-        first = lock.fencing_token
-        time.sleep(0.8)
-        assert lock.locked() == 0
+    tokens: list[int | None] = []
+
+    def hold_past_the_auto_release_time() -> None:
+        with lock:
+            tokens.append(lock.fencing_token)
+            time.sleep(0.8)
+            assert lock.locked() == 0
+
+    with pytest.raises(pottery.ReleaseUnlockedLock):  # not renewed: leaving says so
+        hold_past_the_auto_release_time()
     later = Redlock(key=name, masters={conn}, auto_release_time=LONG)
     assert later.acquire(blocking=False)
-    assert (later.fencing_token or 0) > (first or 0)
+    assert (later.fencing_token or 0) > (tokens[0] or 0)
     later.release()
 
 
@@ -161,7 +170,8 @@ def test_synchronize_serializes_calls(conn: redis.Redis, name: str) -> None:
         thread.start()
     for thread in threads:
         thread.join(LONG)
-    assert sorted(calls) == [0, 1, 2, 3] and most[0] == 1
+    assert sorted(calls) == [0, 1, 2, 3]
+    assert most[0] == 1
     assert work.__name__ == "work"
 
 
@@ -197,7 +207,8 @@ def test_a_face_and_pottery_exclude_each_other_over_one_master(
 def test_several_masters_are_redlock(three: set[redis.Redis], name: str) -> None:
     first = Redlock(key=name, masters=three, auto_release_time=LONG)
     second = Redlock(key=name, masters=three, auto_release_time=LONG)
-    assert first.acquire(blocking=False) and first.locked() > 0
+    assert first.acquire(blocking=False)
+    assert first.locked() > 0
     assert not second.acquire(blocking=False)
     first.extend()
     token = first.fencing_token
@@ -274,7 +285,8 @@ def test_the_masters_settings_make_one_redlock_url() -> None:
     url = redlock_url(masters)
     assert url.startswith("redlocks://app:p%20w@10.0.0.1:6380,10.0.0.2:6380,10.0.0.3:6380/2")
     parsed = parse_url(url)
-    assert parsed.scheme == "redlocks" and len(parsed.hosts) == 3
+    assert parsed.scheme == "redlocks"
+    assert len(parsed.hosts) == 3
     other_db = [*masters[:2], redis.Redis(host="10.0.0.4", port=6380, db=3)]
     with pytest.raises(fencelock.ConfigError, match="differ"):
         redlock_url(other_db)

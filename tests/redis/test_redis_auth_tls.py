@@ -18,8 +18,8 @@ import fencelock
 from fencelock.backends.redis.options import redis_options
 from fencelock.engine.urls import parse_url
 from fencelock.fencing import RedisGuard
-from fencelock.testing import RedisServer, TLSFiles, make_certificates
-from tests.redis.conftest import Background, ServerPool, redis_cli
+from fencelock.testing import RedisServer, ServerPool, TLSFiles, make_certificates
+from tests.redis.conftest import Background, redis_cli
 from tests.redis.test_waiting_faults import DOCUMENTED_ACL
 
 PASSWORD = "pa#ss/w?rd"  # every character a URL reserves, so it must be percent-encoded
@@ -83,7 +83,8 @@ def test_redis_without_a_password_says_the_server_requires_authentication(
     assert isinstance(error, fencelock.BackendUnavailable), repr(error)
     message = str(error)
     assert f"Redis at {where} requires authentication" in message, message
-    assert "password" in message and "HELLO" not in message, message
+    assert "password" in message, message
+    assert "HELLO" not in message, message
 
 
 @pytest.mark.parametrize("use", [_acquire, _acquire_async])
@@ -116,7 +117,8 @@ def test_the_same_password_written_raw_says_to_percent_encode_it(
 ) -> None:
     with pytest.raises(fencelock.ConfigError) as caught:
         fencelock.connect(f"redis://:{PASSWORD}@127.0.0.1:{password_nodes[0].port}/0")
-    assert "percent-encode" in str(caught.value) and PASSWORD not in str(caught.value)
+    assert "percent-encode" in str(caught.value)
+    assert PASSWORD not in str(caught.value)
 
 
 # -- the guard under the documented ACL ----------------------------------------------
@@ -198,7 +200,9 @@ def test_rediss_refuses_a_certificate_for_another_host_name(
 ) -> None:
     server = wrong_name_nodes[0]
     where = f"127.0.0.1:{server.port}"
-    error = _error_of(lambda: use(f"rediss://{where}/0?ssl_ca_certs={server.tls.ca}"))
+    assert server.tls is not None
+    ca = server.tls.ca
+    error = _error_of(lambda: use(f"rediss://{where}/0?ssl_ca_certs={ca}"))
     assert isinstance(error, fencelock.BackendUnavailable), repr(error)
     message = str(error)
     assert f"cannot reach Redis at {where}: TLS host name verification failed" in message
@@ -210,7 +214,9 @@ def test_redlocks_refuses_a_certificate_for_another_host_name(
     wrong_name_nodes: list[RedisServer], use: Callable[[str], None]
 ) -> None:
     hosts = ",".join(f"127.0.0.1:{node.port}" for node in wrong_name_nodes)
-    ca = wrong_name_nodes[0].tls.ca
+    tls = wrong_name_nodes[0].tls
+    assert tls is not None
+    ca = tls.ca
     error = _error_of(lambda: use(f"redlocks://{hosts}?ssl_ca_certs={ca}&timeout=1"))
     assert isinstance(error, fencelock.BackendUnavailable), repr(error)
     message = str(error)
@@ -224,6 +230,7 @@ def test_redlocks_refuses_a_certificate_for_another_host_name(
 
 def test_ssl_check_hostname_false_accepts_it(wrong_name_nodes: list[RedisServer]) -> None:
     server = wrong_name_nodes[0]
+    assert server.tls is not None
     url = f"rediss://127.0.0.1:{server.port}/0?ssl_ca_certs={server.tls.ca}"
     _acquire(url + "&ssl_check_hostname=false")
 
@@ -239,7 +246,8 @@ def test_rediss_to_a_plaintext_server_says_the_tls_handshake_failed(
     error = _error_of(lambda: use(f"rediss://{where}/0?connect_timeout=0.5&timeout=0.5"))
     assert isinstance(error, fencelock.BackendUnavailable), repr(error)
     message = str(error)
-    assert f"cannot reach Redis at {where}" in message and "TLS handshake failed" in message
+    assert f"cannot reach Redis at {where}" in message
+    assert "TLS handshake failed" in message
     assert "redis://" in message, message  # says what a plaintext port takes
 
 

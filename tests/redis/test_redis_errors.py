@@ -21,8 +21,8 @@ import redis.exceptions
 import fencelock
 from fencelock import clock
 from fencelock.cli import exitcodes
-from fencelock.testing import RedisServer, free_port
-from tests.redis.conftest import Background, ServerPool, redis_cli
+from fencelock.testing import RedisServer, ServerPool, free_port
+from tests.redis.conftest import Background, redis_cli
 
 FENCELOCK = str(Path(sys.executable).parent / "fencelock")
 PASSWORD = "s3cret-pw"
@@ -63,7 +63,8 @@ def test_right_password_locks(password_redis: RedisServer, name: str) -> None:
     with fencelock.connect(url) as client, client.lock(name, ttl=5) as lease:
         assert lease.token > 0
         info = client.inspect(name)
-        assert info is not None and info.owner == lease.owner
+        assert info is not None
+        assert info.owner == lease.owner
 
 
 def test_wrong_password_is_refused_naming_the_server(password_redis: RedisServer) -> None:
@@ -71,7 +72,8 @@ def test_wrong_password_is_refused_naming_the_server(password_redis: RedisServer
     with pytest.raises(fencelock.BackendUnavailable) as caught:
         fencelock.connect(f"redis://:{WRONG}@{where}/0")
     message = str(caught.value)
-    assert where in message and "refused the credentials" in message, message
+    assert where in message, message
+    assert "refused the credentials" in message, message
     assert WRONG not in message
     assert isinstance(caught.value.__cause__, redis.exceptions.RedisError)  # chained
 
@@ -91,7 +93,8 @@ def test_asyncio_wrong_password_raises_on_first_operation(password_redis: RedisS
 
     error = asyncio.run(first_operation())
     assert isinstance(error, fencelock.BackendUnavailable), repr(error)
-    assert where in str(error) and "refused the credentials" in str(error), str(error)
+    assert where in str(error), str(error)
+    assert "refused the credentials" in str(error), str(error)
     assert WRONG not in str(error)
 
 
@@ -112,7 +115,8 @@ def test_acl_user_with_wrong_password_is_refused(acl_redis: RedisServer) -> None
     with pytest.raises(fencelock.BackendUnavailable) as caught:
         fencelock.connect(f"redis://alice:{WRONG}@{where}/0")
     message = str(caught.value)
-    assert where in message and "refused the credentials" in message, message
+    assert where in message, message
+    assert "refused the credentials" in message, message
     assert WRONG not in message
 
 
@@ -125,7 +129,8 @@ def test_acl_user_without_scripting_gets_a_clear_error(acl_redis: RedisServer) -
     ):
         client.lock("acl/bob").acquire(timeout=0)
     message = str(caught.value)
-    assert where in message and "no permissions" in message, message
+    assert where in message, message
+    assert "no permissions" in message, message
 
 
 # -- a closed port -------------------------------------------------------------------
@@ -160,7 +165,11 @@ def test_unreachable_port_is_named(unreachable: Unreachable) -> None:
 def test_unreachable_port_fails_within_the_connect_timeout(unreachable: Unreachable) -> None:
     assert unreachable.attempt.wait(30), unreachable.attempt.outcome()
     elapsed = unreachable.attempt.elapsed
-    assert elapsed is not None and elapsed <= unreachable.connect_timeout + SLACK, (
+    assert elapsed is not None, (
+        f"connect() to closed port {unreachable.port} with connect_timeout="
+        f"{unreachable.connect_timeout} {unreachable.attempt.outcome()}"
+    )
+    assert elapsed <= unreachable.connect_timeout + SLACK, (
         f"connect() to closed port {unreachable.port} with connect_timeout="
         f"{unreachable.connect_timeout} {unreachable.attempt.outcome()}"
     )
@@ -202,7 +211,10 @@ def test_hung_server_acquire_raises_backend_unavailable(hung_acquire: HungAcquir
 
 def test_hung_server_acquire_gives_up_within_about_the_timeout(hung_acquire: HungAcquire) -> None:
     elapsed = hung_acquire.attempt.elapsed
-    assert elapsed is not None and elapsed <= hung_acquire.timeout + SLACK, (
+    assert elapsed is not None, (
+        f"?timeout={hung_acquire.timeout} but acquire {hung_acquire.attempt.outcome()}"
+    )
+    assert elapsed <= hung_acquire.timeout + SLACK, (
         f"?timeout={hung_acquire.timeout} but acquire {hung_acquire.attempt.outcome()}"
     )
 
@@ -304,7 +316,8 @@ def test_lease_with_failing_renewals_is_lost_after_its_safe_time(hung_leases: Hu
     loss = hung_leases.polled
     assert loss.lost, f"lease.lost still False {SLACK}s after the safe time\n{hung_leases.log}"
     assert loss.noticed_at >= loss.lease.trusted_until  # never before the safe time ends
-    assert loss.callbacks and len(loss.callbacks) == 1, loss.callbacks
+    assert loss.callbacks, loss.callbacks
+    assert len(loss.callbacks) == 1, loss.callbacks
     assert isinstance(loss.check_error, fencelock.LeaseLost), repr(loss.check_error)
     assert "hung/polled" in str(loss.check_error)
     assert loss.lease.remaining() == 0.0
@@ -390,5 +403,7 @@ def test_cli_status_on_closed_port_exits_69_with_one_line() -> None:
     assert done.returncode == exitcodes.UNAVAILABLE == 69, done
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr
-    assert lines[0].startswith("fencelock: ") and f"127.0.0.1:{port}" in lines[0], lines
-    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert lines[0].startswith("fencelock: "), lines
+    assert f"127.0.0.1:{port}" in lines[0], lines
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""

@@ -10,7 +10,7 @@ import redis.asyncio
 
 import fencelock
 from fencelock.backends.redis.from_client import url_from_redis
-from tests.redis.conftest import ServerPool
+from fencelock.testing import ServerPool
 
 PASSWORD = "p#ss/w:rd@1"  # characters a URL must escape
 

@@ -53,7 +53,8 @@ def test_allow_equal_accepts_the_same_token_again_but_never_an_older_one(
     guard.accept(key, 3, allow_equal=True)
     with pytest.raises(fencelock.StaleToken):
         guard.accept(key, 2, allow_equal=True)
-    assert guard.last(key) == 3 and guard.rejections == 1
+    assert guard.last(key) == 3
+    assert guard.rejections == 1
 
 
 def test_write_sets_the_data_key_only_when_accepted(

@@ -19,6 +19,7 @@ import redis_lock
 import fencelock
 from fencelock.compat.redis_lock import Lock, reset_all
 from fencelock.testing import RedisServer
+from tests.polling import wait_until
 
 
 @pytest.fixture
@@ -32,10 +33,13 @@ def test_a_hold_answers_as_python_redis_lock_does_with_a_rising_token(
     conn: redis.Redis, name: str
 ) -> None:
     lock = Lock(conn, name, expire=60, auto_renewal=True)
-    assert lock.id is None and lock.fencing_token is None and not lock.locked()
+    assert lock.id is None
+    assert lock.fencing_token is None
+    assert not lock.locked()
     assert lock.acquire(blocking=False) is True
     first = lock.fencing_token
-    assert first is not None and lock.locked()
+    assert first is not None
+    assert lock.locked()
     assert lock.get_owner_id() == lock.id  # at python-redis-lock's key, lock:NAME
     assert conn.get(f"lock:{name}") == (lock.id or "").encode()
     with pytest.raises(redis_lock.AlreadyAcquired):
@@ -44,7 +48,8 @@ def test_a_hold_answers_as_python_redis_lock_does_with_a_rising_token(
     with pytest.raises(redis_lock.NotAcquired):
         lock.release()
     with lock:
-        assert lock.fencing_token is not None and lock.fencing_token > first
+        assert lock.fencing_token is not None
+        assert lock.fencing_token > first
 
 
 def test_a_face_and_python_redis_lock_exclude_each_other(conn: redis.Redis, name: str) -> None:
@@ -76,7 +81,8 @@ def test_a_face_release_wakes_a_python_redis_lock_waiter(conn: redis.Redis, name
     released = time.monotonic()
     face.release()
     waiter.join(30)
-    assert got and got[0] - released < 10  # woken by the signal, not by a timeout
+    assert got
+    assert got[0] - released < 10  # woken by the signal, not by a timeout
 
 
 def test_argument_errors_are_python_redis_locks(conn: redis.Redis, name: str) -> None:
@@ -138,10 +144,12 @@ def test_found_by_python_redis_locks_own_tests(conn: redis.Redis, name: str) -> 
     assert dropped.acquire(blocking=False)
     del dropped
     gc.collect()
-    gone_by = time.monotonic() + 20
-    while conn.exists(f"lock:{name}-dropped") and time.monotonic() < gone_by:
-        time.sleep(0.2)
-    assert not conn.exists(f"lock:{name}-dropped"), "a collected Lock's key was still renewed"
+    wait_until(
+        lambda: not conn.exists(f"lock:{name}-dropped"),
+        what="a collected Lock's key to expire, renewed no more",
+        timeout=20,
+        interval=0.2,
+    )
 
 
 def test_a_module_named_redis_lock_may_re_export_the_face(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from redis.lock import Lock as RedisPyLock
 import fencelock
 from fencelock.compat.redis_py import AsyncLock, Lock
 from fencelock.testing import RedisServer
+from tests.polling import wait_until
 
 
 @pytest.fixture
@@ -33,16 +34,22 @@ def r(plain_redis: RedisServer) -> Iterator[redis.Redis]:
 
 def test_a_hold_has_redis_pys_answers_and_a_rising_fencing_token(r: redis.Redis, name: str) -> None:
     lock = r.lock(name, lock_class=Lock)
-    assert isinstance(lock, Lock) and lock.fencing_token is None
-    assert not lock.locked() and not lock.owned()
+    assert isinstance(lock, Lock)
+    assert lock.fencing_token is None
+    assert not lock.locked()
+    assert not lock.owned()
     assert lock.acquire(blocking=False) is True
     first = lock.fencing_token
-    assert first is not None and lock.locked() and lock.owned()
+    assert first is not None
+    assert lock.locked()
+    assert lock.owned()
     assert r.get(name) == lock.local.token  # the lock's key is its name, as redis-py's
     lock.release()
-    assert not lock.locked() and lock.local.token is None
+    assert not lock.locked()
+    assert lock.local.token is None
     with lock:
-        assert lock.fencing_token is not None and lock.fencing_token > first
+        assert lock.fencing_token is not None
+        assert lock.fencing_token > first
 
 
 def test_a_face_and_redis_pys_lock_exclude_each_other(r: redis.Redis, name: str) -> None:
@@ -85,7 +92,8 @@ def test_two_faces_in_one_thread_contend_as_two_redis_py_locks_do(
 
 def test_thread_local_keeps_each_threads_hold_its_own(r: redis.Redis, name: str) -> None:
     shared, local = Lock(r, name, thread_local=False), Lock(r, name + "/2")
-    assert shared.acquire() and local.acquire()
+    assert shared.acquire()
+    assert local.acquire()
     seen: list[object] = []
 
     def elsewhere() -> None:
@@ -101,8 +109,10 @@ def test_thread_local_keeps_each_threads_hold_its_own(r: redis.Redis, name: str)
     thread.start()
     thread.join(30)
     assert seen[:2] == [True, False]
-    assert isinstance(seen[2], LockError) and "not owned" in str(seen[2])
-    assert not shared.locked() and local.owned()
+    assert isinstance(seen[2], LockError)
+    assert "not owned" in str(seen[2])
+    assert not shared.locked()
+    assert local.owned()
     local.release()
 
 
@@ -132,9 +142,7 @@ def test_release_extend_and_reacquire_say_what_redis_py_says(r: redis.Redis, nam
 def test_a_lost_lock_says_it_is_no_longer_owned(r: redis.Redis, name: str) -> None:
     lock = Lock(r, name, timeout=0.2)
     assert lock.acquire()
-    deadline = time.monotonic() + 30
-    while r.exists(name) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: not r.exists(name), what=f"{name}'s key to expire", interval=0.05)
     assert not lock.owned()
     with pytest.raises(LockNotOwnedError, match="no longer owned"):
         lock.extend(1)
@@ -165,17 +173,22 @@ def test_the_asyncio_face(plain_redis: RedisServer, name: str) -> None:
     async def main() -> None:
         client = redis.asyncio.Redis.from_url(plain_redis.url)
         try:
-            lock = client.lock(name, lock_class=AsyncLock, timeout=10)
+            # redis-py types lock_class as its own Lock: fencelock's stands in for it
+            lock = client.lock(name, lock_class=AsyncLock, timeout=10)  # type: ignore[arg-type]
+            assert isinstance(lock, AsyncLock)
             other = AsyncLock(client, name, blocking_timeout=0.1)
-            assert await lock.acquire() and await lock.owned()
+            assert await lock.acquire()
+            assert await lock.owned()
             assert await client.get(name) == lock.local.token
             assert not await other.acquire()
             first = lock.fencing_token
             assert await lock.extend(5) is True
             await lock.release()
-            assert not await lock.owned() and not await lock.locked()
+            assert not await lock.owned()
+            assert not await lock.locked()
             async with other:
-                assert other.fencing_token is not None and first is not None
+                assert other.fencing_token is not None
+                assert first is not None
                 assert other.fencing_token > first
             with pytest.raises(LockError, match="not owned or is already unlocked"):
                 await other.release()
@@ -217,7 +230,8 @@ def test_the_asyncio_face_leaves_nothing_open_as_event_loops_come_and_go(
     async def one_loop() -> None:
         client = redis.asyncio.Redis.from_url(plain_redis.url)
         try:
-            async with client.lock(name, lock_class=AsyncLock, timeout=10) as held:
+            # redis-py types lock_class as its own Lock: fencelock's stands in for it
+            async with client.lock(name, lock_class=AsyncLock, timeout=10) as held:  # type: ignore[arg-type]
                 assert held.fencing_token is not None
         finally:
             await client.aclose()

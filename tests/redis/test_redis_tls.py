@@ -34,11 +34,15 @@ def test_rediss_with_the_ca_locks(tls_redis: RedisServer, name: str) -> None:
     with fencelock.connect(tls_redis.url) as client:
         with client.lock(name, ttl=5) as first:
             info = client.inspect(name)
-            assert info is not None and info.owner == first.owner and first.token > 0
+            assert info is not None
+            assert info.owner == first.owner
+            assert first.token > 0
         with client.lock(name, ttl=5) as second:
             assert second.token > first.token
         info = client.inspect(name)
-        assert info is not None and not info.held and info.token == second.token
+        assert info is not None
+        assert not info.held
+        assert info.token == second.token
 
 
 def test_rediss_asyncio_locks(tls_redis: RedisServer, name: str) -> None:
@@ -59,7 +63,8 @@ def test_redis_guard_over_tls(tls_redis: RedisServer, name: str) -> None:
         guard.write(name, 2, f"{{{name}}}:data", "two")
         with pytest.raises(fencelock.StaleToken):
             guard.write(name, 1, f"{{{name}}}:data", "one")
-        assert guard.last(name) == 2 and guard.rejections == 1
+        assert guard.last(name) == 2
+        assert guard.rejections == 1
     finally:
         guard.close()
 

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 import fencelock
-from fencelock.testing import RedisServer, free_port
-from tests.redis.conftest import ServerPool
+from fencelock.testing import RedisServer, ServerPool, free_port
 
 FENCELOCK = str(Path(sys.executable).parent / "fencelock")
 UNAVAILABLE, NOT_ACQUIRED = 69, 75
@@ -35,8 +34,8 @@ def fencelock_cmd(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def five(servers: ServerPool) -> Iterator[list[RedisServer]]:
-    yield [servers.redis(name=f"redlock-c{i}") for i in range(5)]
+def five(servers: ServerPool) -> list[RedisServer]:
+    return [servers.redis(name=f"redlock-c{i}") for i in range(5)]
 
 
 def test_run_no_wait_with_two_nodes_hung_says_busy_once(five: list[RedisServer], name: str) -> None:

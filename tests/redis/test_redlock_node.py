@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import re
 import socket
-from collections.abc import Iterator
 
 import pytest
 
 import fencelock
 from fencelock import clock
-from fencelock.testing import RedisServer, TLSFiles, free_port
+from fencelock.testing import RedisServer, ServerPool, TLSFiles, free_port
+from tests.polling import wait_until
 from tests.redis import test_redis_tls
-from tests.redis.conftest import Background, ServerPool, redis_cli, wait_until
+from tests.redis.conftest import Background, redis_cli
 
 PASSWORD = "s3cret-pw"
 WRONG = "not-the-pw"
@@ -52,11 +53,15 @@ def test_locks_in_the_database_of_the_url(five_ports: list[int], name: str) -> N
     url = redlock_url(five_ports, db=3, timeout=5)
     with fencelock.connect(url) as client, client.lock(name) as lease:
         key = f"fencelock:{{{name}}}"
+
+        def holds_the_lease(port: int) -> bool:
+            return redis_cli(port, "-n", "3", "get", key) == lease.owner
+
         for port in five_ports:
             wait_until(
-                lambda port=port: redis_cli(port, "-n", "3", "get", key) == lease.owner,
-                10,
-                lambda port=port: f"no lease in db 3 of node {port}",
+                functools.partial(holds_the_lease, port),
+                timeout=10,
+                what=f"the lease in db 3 of node {port}",
             )
             assert redis_cli(port, "-n", "0", "exists", key) == "0"
 
@@ -97,8 +102,8 @@ def test_a_failed_try_leaves_no_key_on_a_slow_node(five: list[RedisServer], name
             assert sleeper.wait(5), sleeper.outcome()
             wait_until(
                 lambda: redis_cli(slow.port, "exists", key) == "0",
-                2,
-                lambda: f"key left on the slow node: {redis_cli(slow.port, 'get', key)}",
+                timeout=2,
+                what=lambda: f"the key gone from the slow node: {redis_cli(slow.port, 'get', key)}",
             )
     finally:
         for server in five:
@@ -127,7 +132,8 @@ def test_wrong_password_is_refused_naming_the_nodes(protected: list[int]) -> Non
     with fencelock.connect(url) as client, pytest.raises(fencelock.BackendUnavailable) as caught:
         client.lock("creds/wrong").acquire(timeout=0)
     message = str(caught.value)
-    assert "nodes unavailable" in message and "refused the credentials" in message, message
+    assert "nodes unavailable" in message, message
+    assert "refused the credentials" in message, message
     named = [port for port in protected if f"Redis at 127.0.0.1:{port}" in message]
     assert len(named) >= 2, message  # decided once a quorum became impossible
     assert WRONG not in message
@@ -182,9 +188,9 @@ def test_closed_ports_fail_fast_naming_every_node() -> None:
 
 
 @pytest.fixture
-def fresh_five(servers: ServerPool) -> Iterator[list[RedisServer]]:
+def fresh_five(servers: ServerPool) -> list[RedisServer]:
     """Five nodes of one test: it may pause or kill them."""
-    yield [servers.redis(name=f"redlock-f{i}") for i in range(5)]
+    return [servers.redis(name=f"redlock-f{i}") for i in range(5)]
 
 
 def test_a_hung_and_a_dead_node_cost_no_more_than_the_timeout(
@@ -220,9 +226,11 @@ def test_a_hung_quorum_raises_within_about_the_timeout(fresh_five: list[RedisSer
     # Redlock's node timeout and the request bound are both 1 s: either may say so (the
     # call's time left, when it says so, may be a few ms short of 1 s on a loaded machine)
     said = re.search(r"did not answer (?:a try )?within ([0-9.]+)s", str(attempt.error))
-    assert said is not None and 0.9 <= float(said[1]) <= 1.0, attempt.error
+    assert said is not None, attempt.error
+    assert 0.9 <= float(said[1]) <= 1.0, attempt.error
     # one timeout, with 1.5 s for a loaded machine: not a wait per step or per node
-    assert attempt.elapsed is not None and attempt.elapsed < 2.5, attempt.outcome()
+    assert attempt.elapsed is not None, attempt.outcome()
+    assert attempt.elapsed < 2.5, attempt.outcome()
 
 
 def test_a_node_back_from_the_dead_is_used_again(fresh_five: list[RedisServer], name: str) -> None:
@@ -240,7 +248,7 @@ def test_a_node_back_from_the_dead_is_used_again(fresh_five: list[RedisServer], 
             with client.lock(name, timeout=1) as lease:
                 return redis_cli(dead.port, "get", key) == lease.owner
 
-        wait_until(holds_key_there, 5, lambda: "the restarted node never got the key")
+        wait_until(holds_key_there, timeout=5, what="the key on the restarted node")
 
 
 # -- closing --------------------------------------------------------------------------
@@ -283,6 +291,7 @@ def tls_nodes(module_servers: ServerPool, shared_certs: TLSFiles) -> list[RedisS
 
 def test_tls_nodes_with_the_ca_lock(tls_nodes: list[RedisServer], name: str) -> None:
     ports = [node.port for node in tls_nodes]
+    assert tls_nodes[0].tls is not None
     url = redlock_url(ports, ssl_ca_certs=tls_nodes[0].tls.ca, timeout=TLS_TIMEOUT)
     url = url.replace("redlock:", "redlocks:")
 

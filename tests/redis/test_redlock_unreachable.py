@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
 
 import pytest
 
 import fencelock
 from fencelock import clock
-from fencelock.testing import RedisServer, free_port
-from tests.redis.conftest import ServerPool, redis_cli
+from fencelock.testing import RedisServer, ServerPool, free_port
+from tests.redis.conftest import redis_cli
 
 TIMEOUT = 0.2
 SLACK = 0.8  # scheduling allowance on a busy machine
@@ -33,13 +32,13 @@ def key(name: str) -> str:
 
 
 @pytest.fixture
-def five(servers: ServerPool) -> Iterator[list[RedisServer]]:
-    yield [servers.redis(name=f"redlock-u{i}") for i in range(5)]
+def five(servers: ServerPool) -> list[RedisServer]:
+    return [servers.redis(name=f"redlock-u{i}") for i in range(5)]
 
 
 @pytest.fixture
-def three(servers: ServerPool) -> Iterator[list[RedisServer]]:
-    yield [servers.redis(name=f"redlock-u{i}") for i in range(3)]
+def three(servers: ServerPool) -> list[RedisServer]:
+    return [servers.redis(name=f"redlock-u{i}") for i in range(3)]
 
 
 def ports_of(nodes: list[RedisServer]) -> list[int]:
@@ -98,7 +97,8 @@ def test_a_release_no_quorum_answered_names_the_nodes_and_the_ttl(
     assert said, [r.getMessage() for r in caplog.records]
     message = said[0]
     assert "not confirmed: 2 of 3 nodes did not answer" in message, message
-    assert f"127.0.0.1:{three[1].port}" in message and f"127.0.0.1:{three[2].port}" in message
+    assert f"127.0.0.1:{three[1].port}" in message
+    assert f"127.0.0.1:{three[2].port}" in message
     assert "expire by their TTL" in message, message
     assert "another owner" not in message
 

@@ -9,16 +9,17 @@ passes and a missed wake-up fails.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
 import fencelock
 from fencelock.backends.redlock import listener as redlock_listener
-from fencelock.testing import RedisServer
-from tests.redis.conftest import Background, ServerPool, redis_cli, wait_until
+from fencelock.testing import RedisServer, ServerPool
+from tests.polling import wait_until
+from tests.redis.conftest import Background, redis_cli
 
 TTL = 10.0
 FEW_HANDOFFS = TTL / 4  # a woken waiter's wait, with room for a loaded machine
@@ -36,13 +37,18 @@ def three(module_servers: ServerPool) -> list[int]:
 
 
 @pytest.fixture
-def fresh_three(servers: ServerPool) -> Iterator[list[RedisServer]]:
+def fresh_three(servers: ServerPool) -> list[RedisServer]:
     """Nodes of one test: it may pause them."""
-    yield [servers.redis(name=f"redlock-wf{i}") for i in range(3)]
+    return [servers.redis(name=f"redlock-wf{i}") for i in range(3)]
 
 
 def channel(name: str) -> str:
     return f"fencelock:{{{name}}}:free"
+
+
+def subscribed(port: int, *names: str, count: int = 1) -> bool:
+    """Whether node ``port`` counts ``count`` subscribers to the channels of ``names``."""
+    return sum(subscribers(port, name) for name in names) == count
 
 
 def subscribers(port: int, name: str) -> int:
@@ -117,11 +123,15 @@ def test_waiters_subscribe_again_after_their_connections_are_killed(
         held = holder_client.lock(name, ttl=TTL).acquire(timeout=0)
         waiter = Background(lambda: waiter_client.lock(name, ttl=TTL).acquire(timeout=4 * TTL))
         for port in three:
-            wait_until(lambda p=port: subscribers(p, name) == 1, 5, lambda: "never subscribed")
+            wait_until(
+                functools.partial(subscribed, port, name), timeout=5, what="the subscription"
+            )
         for port in three:
             redis_cli(port, "client", "kill", "type", "pubsub")
         for port in three:  # woken by the loss, the waiter retried and subscribed again
-            wait_until(lambda p=port: subscribers(p, name) == 1, 5, lambda: "not subscribed again")
+            wait_until(
+                functools.partial(subscribed, port, name), timeout=5, what="a new subscription"
+            )
         released = time.monotonic()
         held.release()
         assert waiter.wait(4 * TTL), waiter.outcome()
@@ -144,7 +154,9 @@ def test_a_hung_node_does_not_keep_a_waiter_from_waking(
         try:
             waiter = Background(lambda: waiter_client.lock(name, ttl=TTL).acquire(timeout=4 * TTL))
             for port in ports[:2]:
-                wait_until(lambda p=port: subscribers(p, name) == 1, 5, lambda: "not subscribed")
+                wait_until(
+                    functools.partial(subscribed, port, name), timeout=5, what="the subscription"
+                )
             released = time.monotonic()
             held.release()
             assert waiter.wait(4 * TTL), waiter.outcome()
@@ -172,9 +184,9 @@ def test_channels_nobody_waits_for_are_unsubscribed_beyond_a_bound(
                 waiter_client.lock(n, ttl=TTL).acquire(timeout=0.05)
         for port in three:
             wait_until(
-                lambda p=port: sum(subscribers(p, n) for n in names) == 2,
-                5,
-                lambda: f"subscribed: {[subscribers(three[0], n) for n in names]}",
+                functools.partial(subscribed, port, *names, count=2),
+                timeout=5,
+                what=lambda: f"2 subscriptions, got {[subscribers(three[0], n) for n in names]}",
             )
         for lease in leases:
             lease.release()
@@ -222,7 +234,7 @@ def test_a_split_vote_is_retried_soon_not_after_the_rivals_ttl(five: list[int], 
     with fencelock.connect(redlock_url(five)) as client:
         waiter = Background(lambda: client.lock(name, ttl=TTL).acquire(timeout=2 * TTL))
         for port in five:
-            wait_until(lambda p=port: subscribers(p, name) == 1, 5, lambda: "never waited")
+            wait_until(functools.partial(subscribed, port, name), timeout=5, what="the waiter")
         gone = time.monotonic()
         for port in five[:3]:  # the rivals give up, without a word
             redis_cli(port, "del", key)

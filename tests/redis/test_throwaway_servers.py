@@ -54,8 +54,11 @@ def test_stop_ends_a_paused_server_and_start_brings_it_back_on_its_port(tmp_path
         first, port = server.pid, server.port
         server.pause()
         server.stop(grace=5)
-        assert not server.alive and not server.paused
+        assert not server.alive
+        assert not server.paused
         server.start()
-        assert server.alive and server.pid != first and server.port == port
+        assert server.alive
+        assert server.pid != first
+        assert server.port == port
         assert server.cli("ping") == "PONG"
     assert not server.alive

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -21,7 +22,8 @@ from fencelock import clock
 from fencelock.backends.redis.scripts import ACQUIRE, FREE, LockKeys
 from fencelock.engine.barging import STARVATION_BOUND, WAITER_LIVENESS
 from fencelock.testing import RedisServer
-from tests.redis.conftest import Background, redis_cli, wait_until
+from tests.polling import wait_until
+from tests.redis.conftest import Background, redis_cli
 
 
 def acquire_script_calls(server: RedisServer) -> int:
@@ -52,19 +54,22 @@ def test_a_release_wakes_one_waiter_not_all(plain_redis: RedisServer, name: str)
     clients = [fencelock.connect(plain_redis.url) for _ in range(5)]
     try:
         holder = clients[0].lock(name, ttl=30).acquire(timeout=0)
-        waiters = [
-            Background(lambda c=c: c.lock(name, ttl=30).acquire(timeout=10)) for c in clients[1:]
-        ]  # type: ignore[misc]
-        wait_until(lambda: queued(plain_redis, name) == 4, 5, lambda: "waiters never queued")
+
+        def wait_for_it(client: fencelock.Client) -> fencelock.Lease:
+            return client.lock(name, ttl=30).acquire(timeout=10)
+
+        waiters = [Background(functools.partial(wait_for_it, c)) for c in clients[1:]]
+        wait_until(lambda: queued(plain_redis, name) == 4, timeout=5, what="4 waiters queued")
         before = settled_script_calls(plain_redis)  # every waiter is in its wait
         holder.release()
-        wait_until(lambda: sum(w.wait(0) for w in waiters) == 1, 2, lambda: "nobody woke")
+        wait_until(lambda: sum(w.wait(0) for w in waiters) == 1, timeout=2, what="one woken")
         calls = acquire_script_calls(plain_redis) - before
         # The release and the woken waiter's acquire: 2, plus any of the other waiters'
         # every-⅓-s refreshes that fell in this window. A broadcast would make it 5.
         assert calls <= 4, f"{calls} scripts ran after one release: every waiter was woken"
         winner = next(w for w in waiters if w.wait(0))
-        assert winner.value is not None and winner.value.token > holder.token, winner.error
+        assert winner.value is not None, winner.error
+        assert winner.value.token > holder.token, winner.error
         winner.value.release()
         released = {id(winner)}
         deadline = time.monotonic() + 5
@@ -109,7 +114,11 @@ def test_a_waiter_is_not_starved_by_a_holder_that_takes_it_straight_back(
     stop = threading.Event()
     hogging = Background(lambda: hog(stop))
     try:
-        wait_until(lambda: redis_cli(plain_redis.port, "exists", keys.lock) == "1", 10, str)
+        wait_until(
+            lambda: redis_cli(plain_redis.port, "exists", keys.lock) == "1",
+            timeout=10,
+            what="the lock key",
+        )
         with fencelock.connect(plain_redis.url) as other:
             started = time.monotonic()
             lease = other.lock(name, ttl=30).acquire(timeout=5)
@@ -119,7 +128,8 @@ def test_a_waiter_is_not_starved_by_a_holder_that_takes_it_straight_back(
         stop.set()
         assert hogging.wait(5), hogging.error
         raw.close()
-    assert hogging.value is not None and hogging.value > 10, hogging.error
+    assert hogging.value is not None, hogging.error
+    assert hogging.value > 10, hogging.error
     assert waited < 4, f"waited {waited:.3f}s while the holder kept re-taking the lock"
 
 
@@ -150,8 +160,8 @@ def first_in_line(
     try:
         wait_until(
             lambda: queued(server, name) == 1 and wake_channels(server) > channels_before,
-            10,
-            lambda: "first never queued and subscribed",
+            timeout=10,
+            what="the first queued and subscribed",
         )
         yield first
     finally:
@@ -193,7 +203,7 @@ def test_a_silent_waiter_first_in_line_holds_the_others_up_briefly(
             second = Background(
                 lambda: second_client.lock(name, ttl=30, fair=True).acquire(timeout=10)
             )
-            wait_until(lambda: queued(plain_redis, name) == 2, 5, lambda: "second never queued")
+            wait_until(lambda: queued(plain_redis, name) == 2, timeout=5, what="the second queued")
             released = clock.now()
             holder.release()
             assert second.wait(bound), f"a {fault.name}ed waiter blocked the line"

@@ -11,8 +11,9 @@ import fencelock
 from fencelock import clock
 from fencelock.backends.redis.scripts import LockKeys
 from fencelock.engine import barging
-from fencelock.testing import RedisServer
-from tests.redis.conftest import Background, ServerPool, redis_cli, unread_bytes, wait_until
+from fencelock.testing import RedisServer, ServerPool
+from tests.polling import wait_until
+from tests.redis.conftest import Background, redis_cli, unread_bytes
 
 
 def queued(server: RedisServer, name: str) -> int:
@@ -51,13 +52,17 @@ def test_the_documented_acl_is_enough(
     with fencelock.connect(url) as holder, fencelock.connect(url) as waiter:
         lease = holder.lock(name, ttl=30).acquire(timeout=0)
         woken = Background(lambda: waiter.lock(name, ttl=30).acquire(timeout=5))
-        wait_until(lambda: queued(no_channels_redis, name) == 1, 5, lambda: "never queued")
+        wait_until(
+            lambda: queued(no_channels_redis, name) == 1, timeout=5, what="the waiter queued"
+        )
         lease.release()
         assert woken.wait(5), woken.error  # woken, not at its 10 s refresh
-        assert woken.value is not None and woken.value.token > lease.token, woken.error
+        assert woken.value is not None, woken.error
+        assert woken.value.token > lease.token, woken.error
         woken.value.extend()
         info = holder.inspect(name)
-        assert info is not None and info.owner == woken.value.owner
+        assert info is not None
+        assert info.owner == woken.value.owner
         assert [i.name for i in holder.list(name)] == [name]
         woken.value.release()
 
@@ -79,7 +84,8 @@ def test_a_waiter_that_cannot_subscribe_gets_a_clear_error_within_its_timeout(
                 carol.lock(name, ttl=30).acquire(timeout=0.3)
             assert clock.now() - started < 5  # not the 10 s its confirmation may take
             message = str(caught.value)
-            assert where in message and "ACL" in message, message
+            assert where in message, message
+            assert "ACL" in message, message
             assert "&fencelock:wake:*" in message, message  # says how to fix it
         assert queued(no_channels_redis, name) == 0, "the failed waiter stayed in the queue"
         lease.release()
@@ -101,7 +107,8 @@ def test_asyncio_waiter_that_cannot_subscribe_gets_a_clear_error(
                 with pytest.raises(fencelock.BackendUnavailable) as caught:
                     await carol.lock(name, ttl=30).acquire(timeout=0.3)
                 took.append(clock.now() - started)
-                assert where in str(caught.value) and "&fencelock:wake:*" in str(caught.value)
+                assert where in str(caught.value)
+                assert "&fencelock:wake:*" in str(caught.value)
             await lease.release()
         finally:
             await carol.aclose()
@@ -149,14 +156,18 @@ def test_a_waiter_is_woken_across_a_pubsub_reconnect(
         waiter = Background(lambda: other.lock(name, ttl=30).acquire(timeout=15))
         wait_until(
             lambda: queued(server, name) == 1 and subscription.confirmed,
-            10,
-            lambda: f"never queued and subscribed: {waiter.outcome()}",
+            timeout=10,
+            what=lambda: f"the waiter queued and subscribed: {waiter.outcome()}",
         )
         killed = server_ms(server)
         assert redis_cli(server.port, "client", "kill", "type", "pubsub") == "1"
-        wait_until(lambda: not subscription.confirmed, 10, lambda: "the kill went unnoticed")
+        wait_until(lambda: not subscription.confirmed, timeout=10, what="the kill noticed")
         # The lost connection wakes the waiter: it asks again, and stays queued.
-        wait_until(lambda: last_try_ms(server, name) >= killed, 10, waiter.outcome)
+        wait_until(
+            lambda: last_try_ms(server, name) >= killed,
+            timeout=10,
+            what=lambda: f"a try after the kill: {waiter.outcome()}",
+        )
         released = clock.now()
         lease.release()
         assert not subscription.confirmed, "subscribed again before the release: untested"
@@ -193,8 +204,8 @@ def test_a_forked_childs_waiter_is_woken_by_a_release(
         os.close(write)
         wait_until(  # in its wait: queued, and its own listener subscribed
             lambda: queued(plain_redis, name) == 1 and pubsub_clients(plain_redis) > listeners,
-            10,
-            lambda: "the child never queued and subscribed",
+            timeout=10,
+            what="the child queued and subscribed",
         )
         released = clock.now()
         lease.release()

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fencelock.errors import StaleToken
-from fencelock.fencing import MemoryGuard, SQLiteGuard
+from fencelock.fencing import FencingGuard, MemoryGuard, SQLiteGuard
 from fencelock.sim import Plan, run
 from fencelock.sim.bugs import (
     ELECTION_DEPOSED_EVICTS,
@@ -39,7 +39,8 @@ def test_a_release_is_done_only_for_a_lease_the_server_granted_as_it_went_out() 
     assert releases.answered(held, True, lost_before=False, still_granted=False) is None
     gone = releases.sent(1, "n", "owner-b", 11.0, granted=False)
     wrong = releases.answered(gone, True, lost_before=False, still_granted=False)
-    assert wrong is not None and "no longer granted that lease when it was sent" in wrong
+    assert wrong is not None
+    assert "no longer granted that lease when it was sent" in wrong
     # its client knew the lease lost: the release says so (LeaseLost) whatever the server did
     assert releases.answered(gone, True, lost_before=True, still_granted=False) is None
     assert releases.answered(gone, False, lost_before=False, still_granted=False) is None
@@ -49,14 +50,17 @@ def test_after_a_release_is_done_the_server_grants_its_owner_no_more() -> None:
     releases = Releases()
     out = releases.sent(2, "n", "owner-a", 10.0, granted=True)
     wrong = releases.answered(out, True, lost_before=False, still_granted=True)
-    assert wrong is not None and "still grants that owner the name" in wrong
+    assert wrong is not None
+    assert "still grants that owner the name" in wrong
 
 
 def test_a_lease_ended_before_its_time_by_no_release_of_its_own_is_told() -> None:
     releases = Releases()
     releases.sent(1, "n", "owner-a", 10.0, granted=False)  # a late release, then B took it
     wrong = releases.ended(2, "n", "owner-b", 7, until=12.0, now=11.0)
-    assert wrong is not None and "by no release of its own" in wrong and "client 1's" in wrong
+    assert wrong is not None
+    assert "by no release of its own" in wrong
+    assert "client 1's" in wrong
     assert releases.ended(2, "n", "owner-b", 7, until=11.0, now=11.0) is None  # its time
     releases.sent(2, "n", "owner-b", 11.0, granted=True)  # its own release (or an eviction)
     assert releases.ended(2, "n", "owner-b", 7, until=12.0, now=11.5) is None
@@ -70,7 +74,8 @@ def test_a_writer_token_below_an_earlier_readers_is_told() -> None:
     assert holds.granted("rw", Hold(1, "read", 50), asked=0.0, now=1.0) is None
     assert holds.granted("rw", Hold(2, "read", 40), asked=0.5, now=1.5) is None  # readers
     wrong = holds.granted("rw", Hold(3, "write", 45), asked=0.2, now=2.0)
-    assert wrong is not None and "not above 50" in wrong
+    assert wrong is not None
+    assert "not above 50" in wrong
     assert holds.granted("rw", Hold(4, "write", 60), asked=2.0, now=3.0) is None
     # lost as it came (or a fault's victim): counted, not checked
     assert holds.granted("rw", Hold(5, "write", 10), asked=2.5, now=3.5, checked=False) is None
@@ -82,7 +87,8 @@ def test_no_reader_is_trusted_beside_a_writer() -> None:
     assert RWHolds.trusted([Hold(1, "read", 5), Hold(2, "read", 6)]) is None
     assert RWHolds.trusted([Hold(1, "write", 7)]) is None
     wrong = RWHolds.trusted([Hold(1, "read", 5), Hold(2, "write", 7)])
-    assert wrong is not None and "a writer trusted beside another hold" in wrong
+    assert wrong is not None
+    assert "a writer trusted beside another hold" in wrong
 
 
 holds = st.lists(st.tuples(st.sampled_from(["read", "write"]), st.integers(1, 5)), max_size=30)
@@ -101,7 +107,8 @@ def test_tokens_issued_in_order_never_break_the_writers_rule(
     if token:
         stale = data.draw(st.integers(0, token))
         wrong = ledger.granted("rw", Hold(99, "write", stale), 100.0, 100.5)
-        assert wrong is not None and "write hold" in wrong
+        assert wrong is not None
+        assert "write hold" in wrong
 
 
 # --- elections ------------------------------------------------------------------------
@@ -115,9 +122,11 @@ def _leader(client: int, **state: bool) -> Campaigner:
 def test_a_leader_holds_its_term_and_its_announcement_on_the_server() -> None:
     assert Terms.standing([_leader(1)]) is None
     wrong = Terms.standing([_leader(1, leads=False)])
-    assert wrong is not None and "no longer grants it the leadership" in wrong
+    assert wrong is not None
+    assert "no longer grants it the leadership" in wrong
     wrong = Terms.standing([_leader(1, announced=False)])
-    assert wrong is not None and "trusts its announcement" in wrong
+    assert wrong is not None
+    assert "trusts its announcement" in wrong
     assert Terms.standing([_leader(1, announced=False, struck=True)]) is None  # a fault
     assert Terms.standing([_leader(1, trusts=False, leads=False, announced=False)]) is None
 
@@ -125,7 +134,8 @@ def test_a_leader_holds_its_term_and_its_announcement_on_the_server() -> None:
 def test_two_announced_leaders_trusting_their_terms_are_told() -> None:
     deposed = _leader(1, leads=False, struck=True)  # a forced release it has not heard of
     wrong = Terms.standing([deposed, _leader(2)])
-    assert wrong is not None and "two clients announced as leaders" in wrong
+    assert wrong is not None
+    assert "two clients announced as leaders" in wrong
     # it announced after the fault (its campaign's last step, in the forced window)
     assert Terms.standing([_leader(1, leads=False, struck=True, struck_first=True)]) is None
     assert Terms.standing([_leader(1, trusts=False, leads=False), _leader(2)]) is None
@@ -135,7 +145,8 @@ def test_a_new_term_below_an_earlier_one_is_told() -> None:
     terms = Terms()
     assert terms.won("e", 1, 100, asked=0.0, now=1.0) is None
     wrong = terms.won("e", 2, 90, asked=0.5, now=2.0)
-    assert wrong is not None and "not above term 100" in wrong
+    assert wrong is not None
+    assert "not above term 100" in wrong
     assert terms.won("e", 3, 80, asked=2.0, now=3.0, checked=False) is None
 
 
@@ -148,7 +159,8 @@ writes = st.lists(st.tuples(st.integers(0, 6), st.booleans()), min_size=1, max_s
 def test_the_guards_keep_the_rule(sequence: list[tuple[int, bool]]) -> None:
     """Every guard of fencelock.fencing, fed any writes, passes the ledger's checks."""
     sqlite = SQLiteGuard(":memory:")
-    ledger, guards = Fences(), {"memory": MemoryGuard(), "sqlite": sqlite}
+    ledger = Fences()
+    guards: dict[str, FencingGuard] = {"memory": MemoryGuard(), "sqlite": sqlite}
     try:
         for client, (token, allow_equal) in enumerate(sequence):
             write = Write(client, "k", token, allow_equal)
@@ -173,7 +185,8 @@ def test_a_guard_that_takes_a_stale_token_is_told(sequence: list[tuple[int, bool
         stale = last is not None and (token < last or (token == last and not allow_equal))
         wrong = ledger.offered("lax", Write(client, "k", token, allow_equal), True, token)
         if stale:
-            assert wrong is not None and "accepted after token" in wrong
+            assert wrong is not None
+            assert "accepted after token" in wrong
             return
         assert wrong is None
         last = token
@@ -183,9 +196,11 @@ def test_a_guard_refusing_a_newer_token_or_misreporting_is_told() -> None:
     ledger = Fences()
     assert ledger.offered("g", Write(1, "k", 5, False), True, 5) is None
     wrong = ledger.offered("g", Write(2, "k", 6, False), False, 5)
-    assert wrong is not None and "refused though the last accepted was 5" in wrong
+    assert wrong is not None
+    assert "refused though the last accepted was 5" in wrong
     wrong = ledger.offered("g", Write(3, "k", 7, False), True, 6)
-    assert wrong is not None and "the guard's last token is 6" in wrong
+    assert wrong is not None
+    assert "the guard's last token is 6" in wrong
 
 
 # --- each broken in a run, by its variant put back ------------------------------------
@@ -209,7 +224,8 @@ def test_each_new_invariant_fails_on_its_broken_variant(
     bug: str, family: str, workload: str, seed: int, shows: str
 ) -> None:
     broken = run(Plan(seed, bugs=(bug,), family=family, workload=workload))
-    assert not broken.ok and shows in (broken.violation or ""), broken.violation
+    assert not broken.ok, broken.violation
+    assert shows in (broken.violation or ""), broken.violation
     fixed = run(Plan(seed, family=family, workload=workload))
     assert fixed.ok, f"{fixed.violation}\n" + "\n".join(fixed.trace)
 
@@ -229,6 +245,7 @@ def test_a_deposed_campaigner_evicts_nobody() -> None:
             bugs=(ELECTION_DEPOSED_EVICTS,),
         )
     )
-    assert not broken.ok and "which the server no longer holds" in (broken.violation or "")
+    assert not broken.ok
+    assert "which the server no longer holds" in (broken.violation or "")
     fixed = run(plan)
     assert fixed.ok, f"{fixed.violation}\n" + "\n".join(fixed.trace)

@@ -14,7 +14,8 @@ from fencelock.sim.redlock import encode, split_commands
 def test_commands_are_read_whole_however_they_are_written() -> None:
     packed = pack([b"SET", "k", 5]) + pack([b"GET", "k"])
     commands, rest = split_commands(packed[:-3])
-    assert commands == [["SET", "k", "5"]] and rest == pack([b"GET", "k"])[:-3]
+    assert commands == [["SET", "k", "5"]]
+    assert rest == pack([b"GET", "k"])[:-3]
     assert split_commands(rest + packed[-3:]) == ([["GET", "k"]], b"")
 
 
@@ -22,7 +23,8 @@ def test_replies_are_written_as_redis_writes_them() -> None:
     replies = [Status("OK"), 7, "v", None, ["a", None, 1], CommandError("ERR no")]
     parsed = ReplyParser().feed(b"".join(encode(reply) for reply in replies))
     assert parsed[:5] == ["OK", 7, b"v", None, [b"a", None, 1]]
-    assert isinstance(parsed[5], ReplyError) and parsed[5].text == "ERR no"
+    assert isinstance(parsed[5], ReplyError)
+    assert parsed[5].text == "ERR no"
     assert encode(None, protocol=3) == b"_\r\n"
     assert encode({"proto": 3}, protocol=3) == b"%1\r\n$5\r\nproto\r\n:3\r\n"
     assert encode({"proto": 2}) == b"*2\r\n$5\r\nproto\r\n:2\r\n"

@@ -91,7 +91,8 @@ def test_a_sweep_of_seeds_breaks_no_invariant(family: str) -> None:
         assert outcome.ok, f"seed {seed}: {outcome.violation}\n" + "\n".join(outcome.trace)
         assert outcome.grants > 5  # the clients did take the lock, again and again
         seed, steps = seed + 1, steps + outcome.steps
-    assert seed >= 3 and steps > 10_000
+    assert seed >= 3
+    assert steps > 10_000
 
 
 @pytest.mark.parametrize(("workload", "family"), PRIMITIVES)
@@ -187,7 +188,8 @@ def test_the_bugs_the_simulator_found_stay_fixed(
     """The seeds that found them: broken with the bug put back, fine without it."""
     plan = _plan(seed, family, workload)
     broken = run(dataclasses.replace(plan, bugs=(bug,)))
-    assert not broken.ok and shows in (broken.violation or "")
+    assert not broken.ok
+    assert shows in (broken.violation or "")
     assert run(plan).ok
 
 
@@ -227,7 +229,8 @@ def test_the_lease_store_model(sequence: list[tuple[str, int, float]]) -> None:
                 assert isinstance(outcome, Granted)
                 tokens.append(outcome.token)
             else:
-                assert isinstance(outcome, Taken) and outcome.remaining > 0
+                assert isinstance(outcome, Taken)
+                assert outcome.remaining > 0
         elif op == "release":
             assert store.release("n", owner, now) == (before is not None and before.owner == owner)
         elif op == "renew":

@@ -32,8 +32,10 @@ def test_the_switch_is_registered_beside_the_librarys_own() -> None:
 
 def test_a_run_is_decided_by_its_seed() -> None:
     first, again = run(SqlitePlan(seed=3, duration=10.0)), run(SqlitePlan(seed=3, duration=10.0))
-    assert first.ok and again.ok
-    assert first.digest == again.digest and first.steps == again.steps
+    assert first.ok
+    assert again.ok
+    assert first.digest == again.digest
+    assert first.steps == again.steps
 
 
 @pytest.mark.parametrize(
@@ -56,7 +58,8 @@ def test_the_guess_is_found_and_the_fix_holds(seed: int, case: str) -> None:
     if case == "another boot":
         assert boot_a != boot_b
     elif case == "another time namespace":
-        assert boot_a == boot_b and timens_a != timens_b
+        assert boot_a == boot_b
+        assert timens_a != timens_b
     elif case == "the host's /proc":
         assert (boot_a, pidns_a, timens_a) == (boot_b, pidns_b, timens_b)
         assert "the host's /proc" in proc_a + proc_b
@@ -87,7 +90,8 @@ def test_owner_values_carry_the_description_fencelock_reads(tmp_path: Path) -> N
         client = world.clients[0]
         world._start(client)
         described = holder_of(world._owner(client))
-        assert described is not None and client.proc is not None
+        assert described is not None
+        assert client.proc is not None
         assert described.pid == client.proc.pid
         assert described.host == client.proc.machine.name
         assert described.started is not None or not client.proc.proc_ok
@@ -100,4 +104,5 @@ def test_the_cli_runs_the_family(capsys: pytest.CaptureFixture[str]) -> None:
     assert "seed 1: ok" in capsys.readouterr().out
     assert main(["--family", "sqlite", "--seed", "0", "--bug", SQLITE_DEAD_HOLDER_GUESS]) == 1
     out = capsys.readouterr().out
-    assert TWO in out and "--bug sqlite-dead-holder-guess" in out
+    assert TWO in out
+    assert "--bug sqlite-dead-holder-guess" in out

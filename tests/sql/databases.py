@@ -47,8 +47,11 @@ mysql_name_text = st.text(
 class Database(Protocol):
     """A database server as the shared tests drive it, through its drivers."""
 
-    dialect: Dialect
-    """The statements fencelock.sql builds for it."""
+    @property
+    def dialect(self) -> Dialect:
+        """The statements fencelock.sql builds for it."""
+        ...
+
     dialect_name: DialectName
     """Its name for :func:`fencelock.sql.fence_column_ddl`, and its part of the docs page."""
     url_variable: str

@@ -90,7 +90,8 @@ def test_two_leases_of_one_client_never_stack_one_lock(
         assert not got, "the same session took the lock twice"
         first.release()
         waiter.join(30)
-        assert got and got[0].token > first.token
+        assert got
+        assert got[0].token > first.token
         got[0].release()
         assert not client.locked(name)
 

@@ -117,15 +117,20 @@ def test_gives_up_after_the_last_attempt_and_reports_the_retries(db: Database, t
     assert calls == 3
     assert (caught.value.attempts, caught.value.retries) == (3, 2)
     assert "3 attempt(s) (2 retries)" in str(caught.value)
-    assert table in str(caught.value) and "id=1" in str(caught.value)
+    assert table in str(caught.value)
+    assert "id=1" in str(caught.value)
     assert row(db, table)[1:3] == (None, 3)
 
 
 def test_inside_the_callers_transaction_it_rolls_back_with_it(db: Database, table: str) -> None:
-    with db.connect() as conn, pytest.raises(RuntimeError), db.transaction(conn):
-        optimistic_update(conn, table, {"id": 1}, lambda r: {"n": 9})
-        assert db.query(conn, f"SELECT n FROM {table} WHERE id = 1") == [(9,)]
-        raise RuntimeError("the caller's transaction fails")
+    def update_then_fail(conn: Any) -> None:
+        with db.transaction(conn):
+            optimistic_update(conn, table, {"id": 1}, lambda r: {"n": 9})
+            assert db.query(conn, f"SELECT n FROM {table} WHERE id = 1") == [(9,)]
+            raise RuntimeError("the caller's transaction fails")
+
+    with db.connect() as conn, pytest.raises(RuntimeError, match="the caller's transaction"):
+        update_then_fail(conn)
     assert row(db, table)[0] == 0
 
 
@@ -174,11 +179,13 @@ def test_nowait_raises_lock_timeout_while_another_transaction_holds_the_row(
         ):
             pytest.fail("the row is held by another transaction")
         assert time.monotonic() - started < 10
-        assert f"{table}(id=1)" in str(caught.value) and "nowait" in str(caught.value)
+        assert f"{table}(id=1)" in str(caught.value)
+        assert "nowait" in str(caught.value)
         assert db.not_granted(caught.value.__cause__)  # type: ignore[arg-type]
         holder.release()
         with db.transaction(conn), for_update(conn, table, {"id": 1}, mode="nowait") as locked:
-            assert locked is not None and locked["id"] == 1
+            assert locked is not None
+            assert locked["id"] == 1
 
 
 def test_skip_locked_yields_none_for_a_held_row_and_another_free_one(
@@ -189,7 +196,8 @@ def test_skip_locked_yields_none_for_a_held_row_and_another_free_one(
             assert held is None
         free_row = {"buyer": None}
         with db.transaction(conn), for_update(conn, table, free_row, mode="skip_locked") as free:
-            assert free is not None and free["id"] == 2
+            assert free is not None
+            assert free["id"] == 2
 
 
 def test_a_lock_timeout_raises_after_about_the_timeout(
@@ -205,7 +213,8 @@ def test_a_lock_timeout_raises_after_about_the_timeout(
             pytest.fail("the row is held by another transaction")
         waited = time.monotonic() - started
         assert 0.45 <= waited < 30, waited
-        assert f"{table}(id=1)" in str(caught.value) and "0.5s" in str(caught.value)
+        assert f"{table}(id=1)" in str(caught.value)
+        assert "0.5s" in str(caught.value)
 
 
 def test_waiting_for_the_lock_sees_the_holders_write(db: Database, table: str) -> None:
@@ -213,7 +222,8 @@ def test_waiting_for_the_lock_sees_the_holders_write(db: Database, table: str) -
     as sold: never sold twice."""
     first = db.connect()
     with db.transaction(first), for_update(first, table, {"id": 1}) as seat:
-        assert seat is not None and seat["buyer"] is None
+        assert seat is not None
+        assert seat["buyer"] is None
         db.query(first, f"UPDATE {table} SET buyer = 'first' WHERE id = 1")
         seen: list[dict[str, Any] | None] = []
 
@@ -231,7 +241,9 @@ def test_waiting_for_the_lock_sees_the_holders_write(db: Database, table: str) -
         assert thread.is_alive(), "the second buyer did not wait for the lock"
     thread.join(30)
     first.close()
-    assert seen and seen[0] is not None and seen[0]["buyer"] == "first"
+    assert seen
+    assert seen[0] is not None
+    assert seen[0]["buyer"] == "first"
 
 
 def test_the_lock_timeout_in_force_is_put_back_after_the_select(db: Database, table: str) -> None:
@@ -306,14 +318,17 @@ def test_a_rejected_write_rolls_back_with_the_write_it_protects(db: Database, ta
     ledger = f"{table}_ledger"
     db.sql(f"CREATE TABLE {ledger} (amount int)")
     db.sql(f"UPDATE {table} SET fence_token = 10 WHERE id = 1")
-    with db.connect() as conn:
-        with pytest.raises(StaleToken), db.transaction(conn):
-            db.query(conn, f"INSERT INTO {ledger} VALUES (-2500)")
-            fenced_write(conn, table, {"id": 1}, 9, {"buyer": "paid"})
-        assert db.sql(f"SELECT count(*) FROM {ledger}") == [(0,)]
+
+    def pay(conn: Any, token: int) -> None:
         with db.transaction(conn):
             db.query(conn, f"INSERT INTO {ledger} VALUES (-2500)")
-            fenced_write(conn, table, {"id": 1}, 11, {"buyer": "paid"})
+            fenced_write(conn, table, {"id": 1}, token, {"buyer": "paid"})
+
+    with db.connect() as conn:
+        with pytest.raises(StaleToken):
+            pay(conn, 9)
+        assert db.sql(f"SELECT count(*) FROM {ledger}") == [(0,)]
+        pay(conn, 11)
     assert db.sql(f"SELECT count(*) FROM {ledger}") == [(1,)]
     assert row(db, table)[1:] == ("paid", 0, 11)
 
@@ -339,7 +354,8 @@ def test_a_stale_writer_waits_for_the_newer_one_then_is_rejected(db: Database, t
         assert thread.is_alive(), "the older write did not wait for the row"
     thread.join(30)
     newer.close()
-    assert len(errors) == 1 and isinstance(errors[0], StaleToken)
+    assert len(errors) == 1
+    assert isinstance(errors[0], StaleToken)
     assert row(db, table)[1:] == ("newer", 0, 8)
 
 
@@ -349,11 +365,16 @@ def test_a_stale_write_is_judged_by_the_latest_fence_not_an_older_read(
     """The caller's transaction read the row before a newer token wrote it: its stale
     write is refused with the fence the newer one left (not retried, not ConflictError),
     whatever the transaction's reads see."""
-    with db.connect() as conn, pytest.raises(StaleToken) as caught, db.transaction(conn):
-        assert db.query(conn, f"SELECT fence_token FROM {table} WHERE id = 1") == [(None,)]
-        with db.connect() as newer:
-            fenced_write(newer, table, {"id": 1}, 8, {"buyer": "newer"})
-        fenced_write(conn, table, {"id": 1}, 7, {"buyer": "older"})
+
+    def read_then_write_older(conn: Any) -> None:
+        with db.transaction(conn):
+            assert db.query(conn, f"SELECT fence_token FROM {table} WHERE id = 1") == [(None,)]
+            with db.connect() as newer:
+                fenced_write(newer, table, {"id": 1}, 8, {"buyer": "newer"})
+            fenced_write(conn, table, {"id": 1}, 7, {"buyer": "older"})
+
+    with db.connect() as conn, pytest.raises(StaleToken) as caught:
+        read_then_write_older(conn)
     assert caught.value.last == 8
     assert row(db, table)[1:] == ("newer", 0, 8)
 
@@ -464,12 +485,15 @@ def test_async_inside_the_callers_transaction_it_rolls_back_with_it(
     db: Database, table: str
 ) -> None:
     async def main() -> None:
-        conn = await db.aconnect()
-        with pytest.raises(RuntimeError):
+        async def update_then_fail(conn: Any) -> None:
             async with db.atransaction(conn):
                 result = await aoptimistic_update(conn, table, {"id": 1}, lambda r: {"n": 9})
                 assert result.row["n"] == 9
                 raise RuntimeError("the caller's transaction fails")
+
+        conn = await db.aconnect()
+        with pytest.raises(RuntimeError, match="the caller's transaction"):
+            await update_then_fail(conn)
         await db.aclose(conn)
 
     asyncio.run(main())
@@ -500,7 +524,8 @@ def test_async_row_locks(db: Database, table: str, holder: Holder) -> None:
             db.atransaction(conn),
             afor_update(conn, table, {"id": 1}, mode="nowait") as r,
         ):
-            assert r is not None and r["id"] == 1
+            assert r is not None
+            assert r["id"] == 1
         await db.aclose(conn)
 
     asyncio.run(main())
@@ -510,10 +535,14 @@ def test_async_fenced_write(db: Database, table: str) -> None:
     async def main() -> None:
         conn = await db.aconnect()
         await afenced_write(conn, table, {"id": 5}, 3, {"buyer": "three"}, upsert=True)
-        with pytest.raises(StaleToken):
+
+        async def update_then_write_older() -> None:
             async with db.atransaction(conn):
                 await db.aquery(conn, f"UPDATE {table} SET n = 100 WHERE id = 1")
                 await afenced_write(conn, table, {"id": 5}, 2, {"buyer": "two"})
+
+        with pytest.raises(StaleToken):
+            await update_then_write_older()
         await afenced_write(conn, table, {"id": 5}, 4, {"buyer": "four"})
         await db.aclose(conn)
 
@@ -645,9 +674,11 @@ def test_any_names_work_against_the_database(db: Database, data: st.DataObject, 
             result = optimistic_update(
                 conn, table, where, lambda r: {value_column: r[value_column] + 1}
             )
-            assert result.row[value_column] == 2 and result.version == 1
+            assert result.row[value_column] == 2
+            assert result.version == 1
             with db.transaction(conn), for_update(conn, table, where, timeout=5) as locked:
-                assert locked is not None and locked[fence] == 1
+                assert locked is not None
+                assert locked[fence] == 1
         db.sql(fence_column_ddl(table, f"{fence}_2", dialect=db.dialect_name))
     finally:
         db.sql(f"DROP TABLE {quote(table)}")
@@ -758,7 +789,8 @@ def test_the_payment_example_debits_twice_without_the_fence(db: Database, tmp_pa
     )
     unfenced = unfenced.replace("except fencelock.StaleToken", "except fencelock.LeaseLost")
     unfenced = unfenced.replace("    assert debits == 1", "    print('debits:', debits)")
-    assert "print('debits:'" in unfenced and "def fenced_write" in unfenced
+    assert "print('debits:'" in unfenced
+    assert "def fenced_write" in unfenced
     done = run_example(db, unfenced, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "debits: 2" in done.stdout

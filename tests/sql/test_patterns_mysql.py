@@ -28,6 +28,7 @@ from fencelock.sql import (
 from fencelock.sql.mysql import MYSQL
 from fencelock.sql.statement import FencedWrite
 from fencelock.testing import MariaDBServer
+from tests.polling import wait_until
 from tests.sql.databases import Holder, MariaDB, error_code, row
 
 DUPLICATE_COLUMN = 1060
@@ -173,11 +174,12 @@ class Rival:
     def wait_for_the_victim(self) -> None:
         """Until a transaction waits for a row lock (the victim, for row 1): the order
         the deadlock needs, seen, not slept for."""
-        deadline = time.monotonic() + 30
         waiting = "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'"
-        while self.db.sql(waiting)[0][0] < 1:
-            assert time.monotonic() < deadline, "the victim never waited for row 1"
-            time.sleep(0.01)
+        wait_until(
+            lambda: self.db.sql(waiting)[0][0] >= 1,
+            what="the victim to wait for row 1",
+            interval=0.01,
+        )
 
     def take_row_2(self) -> None:
         """Wait for row 2 (the victim's), closing the cycle; then commit."""
@@ -206,9 +208,11 @@ def test_a_deadlock_in_the_callers_transaction_is_transaction_lost(db: MariaDB, 
         rival.wait_for_the_victim()
         rival.take_row_2()
         thread.join(30)
-    assert len(errors) == 1 and isinstance(errors[0], TransactionLost), errors
+    assert len(errors) == 1, errors
+    assert isinstance(errors[0], TransactionLost), errors
     assert error_code(errors[0].__cause__) == DEADLOCK
-    assert row(db, table, 1)[0] == 20 and row(db, table, 2)[0] == 21  # the rival's
+    assert row(db, table, 1)[0] == 20
+    assert row(db, table, 2)[0] == 21  # the rival's
 
 
 def test_an_async_deadlock_in_the_callers_transaction_is_transaction_lost(
@@ -231,7 +235,8 @@ def test_an_async_deadlock_in_the_callers_transaction_is_transaction_lost(
 
     lost = asyncio.run(main())
     assert error_code(lost.__cause__) == DEADLOCK
-    assert row(db, table, 1)[0] == 20 and row(db, table, 2)[0] == 21
+    assert row(db, table, 1)[0] == 20
+    assert row(db, table, 2)[0] == 21
 
 
 def test_a_row_changed_since_the_snapshot_is_a_conflict(db: MariaDB, table: str) -> None:

@@ -16,8 +16,9 @@ import pytest
 
 import fencelock
 from fencelock.backends.base import Acquired
-from fencelock.backends.postgresql.backend import release_mark
+from fencelock.backends.postgresql.backend import AsyncPostgresBackend, release_mark
 from fencelock.backends.postgresql.statements import review
+from fencelock.backends.shared_loop import SharedLoopBackend
 from fencelock.errors import BackendUnavailable, ConfigError
 from fencelock.testing import PostgreSQLServer, ServerPool
 
@@ -40,7 +41,9 @@ def test_killed_connections_lose_no_lease(postgres: PostgreSQLServer, name: str)
         lease = client.lock(name, ttl=30).acquire()
         assert terminate_fencelock_sessions(postgres) >= 1
         info = client.inspect(name)  # a new connection
-        assert info is not None and info.owner is not None and info.token == lease.token
+        assert info is not None
+        assert info.owner is not None
+        assert info.token == lease.token
         lease.extend(30)
         assert not lease.lost
         lease.release()
@@ -63,7 +66,8 @@ def test_a_waiter_is_woken_after_its_listening_connection_was_killed(
         terminate_fencelock_sessions(postgres)
         lease.release()
         thread.join(30)
-        assert got and got[0].token > lease.token
+        assert got
+        assert got[0].token > lease.token
         got[0].release()
 
 
@@ -108,7 +112,8 @@ def test_a_user_without_create_privilege_is_told_which_to_grant(
         fencelock.connect(url) as client,
     ):
         client.lock("x").acquire(timeout=0)
-    assert role in str(raised.value) and "secret" not in str(raised.value)
+    assert role in str(raised.value)
+    assert "secret" not in str(raised.value)
     # once an owner ran `fencelock init` and granted the rights, the user can lock
     run_cli("init", "--url", postgres.url + f"?schema={role}_locks")
     postgres.sql(
@@ -218,17 +223,22 @@ def test_every_statement_may_run_twice_with_the_same_effect(
         finally:
             first.close()
             again.close()
-        assert isinstance(granted, Acquired) and isinstance(regranted, Acquired)
+        assert isinstance(granted, Acquired)
+        assert isinstance(regranted, Acquired)
         assert regranted.token == granted.token
-        assert backend.renew(name, owner, 30) and backend.renew(name, owner, 30)
+        assert backend.renew(name, owner, 30)
+        assert backend.renew(name, owner, 30)
+        assert isinstance(backend, SharedLoopBackend)
         inner = backend._backend()
+        assert isinstance(inner, AsyncPostgresBackend)
         params = {"name": name, "owner": owner, "mark": release_mark()}
 
         def send_release() -> bool:
             sent = inner.connections.fetchall(inner.statements.release, params)
             return bool(backend._loop.run(sent))
 
-        assert send_release() and send_release()  # the same release, sent again
+        assert send_release()
+        assert send_release()  # the same release, sent again
         assert not backend.release(name, owner)  # another release: not held any more
         assert not backend.renew(name, owner, 30)  # released is released
         successor = client.lock(name).acquire(timeout=0)
@@ -279,7 +289,8 @@ def test_a_release_wakes_the_head_of_the_line_only(
         # every ask a waiter makes is made inside its acquire, so before its thread ended
         asks = len(asked) - before
         assert asks == len(waiters), f"{asks} asks after {len(waiters)} releases"
-        assert len(got) == 4 and [g.token for g in got] == sorted(g.token for g in got)
+        assert len(got) == 4
+        assert [g.token for g in got] == sorted(g.token for g in got)
     finally:
         for client in clients:
             client.close()
@@ -298,4 +309,5 @@ def test_init_sql_prints_each_sql_backends_statements_and_refuses_others() -> No
         timeout=60,
     )
     assert done.returncode == 64, done.stderr
-    assert "keeps no SQL schema" in done.stderr and done.stdout == ""
+    assert "keeps no SQL schema" in done.stderr
+    assert done.stdout == ""

@@ -14,7 +14,6 @@ will not wait.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -36,7 +35,7 @@ class Sent:
 
 
 @pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
+def sent(monkeypatch: pytest.MonkeyPatch) -> Sent:
     seen = Sent()
     execute = psycopg.AsyncConnection.execute
     connect = psycopg.AsyncConnection.connect.__func__  # type: ignore[attr-defined]
@@ -53,7 +52,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
 
     monkeypatch.setattr(psycopg.AsyncConnection, "execute", counted_execute)
     monkeypatch.setattr(psycopg.AsyncConnection, "connect", classmethod(counted_connect))
-    yield seen
+    return seen
 
 
 def url_of(postgres: PostgreSQLServer, scheme: str) -> str:
@@ -67,7 +66,8 @@ def assert_tried_once(sent: Sent, scheme: str, which: str) -> None:
     shown = f"{which}: {sent.connections} connection(s) opened, statements {sent.statements}"
     assert not any(statement.startswith("LISTEN") for statement in sent.statements), shown
     tries = [statement for statement in sent.statements if statement.startswith("WITH head")]
-    assert len(tries) == 1 and sent.statements[-1].startswith("WITH gone"), shown
+    assert len(tries) == 1, shown
+    assert sent.statements[-1].startswith("WITH gone"), shown
     opened = 1 if scheme == "postgresql+advisory" and which == "first try" else 0
     assert sent.connections <= opened, shown
 
@@ -91,7 +91,8 @@ def test_a_blocking_try_on_a_held_lock_opens_no_listener(
             sent.statements.clear()
             sent.connections = 0
         info = other.inspect(name)
-        assert info is not None and info.waiters == 0  # the tries left nobody in line
+        assert info is not None
+        assert info.waiters == 0  # the tries left nobody in line
         lease.release()
         assert other.lock(name, ttl=TTL).acquire(timeout=0).token > lease.token
 
@@ -118,7 +119,8 @@ def test_an_asyncio_try_on_a_held_lock_opens_no_listener(
                 sent.connections = 0
             sent.connections = 0
             info = await other.inspect(name)
-            assert info is not None and info.waiters == 0
+            assert info is not None
+            assert info.waiters == 0
             await lease.release()
             assert (await other.lock(name, ttl=TTL).acquire(timeout=0)).token > lease.token
 

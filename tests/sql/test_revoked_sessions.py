@@ -147,7 +147,8 @@ def test_a_released_lease_is_not_reported_lost_when_its_connection_ends_later(
         again = client.lock(name, ttl=TTL).acquire()
         revocable.end_session(name)
         assert again.lost_event.wait(PROMPTLY)
-        assert not lease.lost and lease.released
+        assert not lease.lost
+        assert lease.released
 
 
 def test_a_forked_child_hears_its_own_session_end_at_once(revocable: Revocable, name: str) -> None:

@@ -55,9 +55,12 @@ def says_who_and_since_when(url: str, name: str) -> None:
     before = time.time()
     with fencelock.connect(url) as client, client.lock(name, ttl=30) as lease:
         info = client.inspect(name)
-        assert info is not None and info.owner == lease.owner
-        assert info.holder is not None and info.holder.command
-        assert info.since is not None and before - 0.5 <= info.since <= time.time() + 0.5
+        assert info is not None
+        assert info.owner == lease.owner
+        assert info.holder is not None
+        assert info.holder.command
+        assert info.since is not None
+        assert before - 0.5 <= info.since <= time.time() + 0.5
 
 
 def test_an_old_sqlite_file(tmp_path: Path, name: str) -> None:

@@ -60,7 +60,8 @@ def test_mariadb_answers_its_url_with_the_password(mariadb: MariaDBServer) -> No
     assert row is not None
     database, port, version, pid_file = row
     assert (database, port) == ("fencelock", mariadb.port)
-    assert version.startswith("10.11.") and "MariaDB" in version
+    assert version.startswith("10.11.")
+    assert "MariaDB" in version
     assert pid_file == str(mariadb.data / "m.pid")
     wrong = mariadb.url.replace(":fencelock@", ":wrong@")
     with pytest.raises(pymysql.err.OperationalError, match="Access denied"):
@@ -123,9 +124,11 @@ def test_pgbouncer_pools_in_the_mode_asked(
             held = b.execute(pid).fetchone()
             second = a.execute(pid).fetchone()
     if pool_mode == "transaction":
-        assert held == first and second != first
+        assert held == first
+        assert second != first
     else:
-        assert held != first and second == first
+        assert held != first
+        assert second == first
 
 
 def test_pgbouncer_comes_back_after_a_kill(pool: ServerPool, postgres: PostgreSQLServer) -> None:

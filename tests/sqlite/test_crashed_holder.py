@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 import fencelock
+from tests.polling import wait_until
 
 TTL = 60.0  # a waiter that waits for the TTL fails these tests
 DEADLINE = 30.0
@@ -97,10 +98,12 @@ def test_a_zombie_holder_has_crashed(url: str) -> None:
     """Killed but not yet reaped by its parent: it runs no code, its lease is free."""
     with fencelock.connect(url) as client, holder(url, "jobs/zombie") as (proc, _):
         os.kill(proc.pid, signal.SIGKILL)
-        deadline = time.monotonic() + DEADLINE
-        while Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_until(
+            lambda: Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z",
+            what=f"process {proc.pid} a zombie",
+            timeout=DEADLINE,
+            interval=0.01,
+        )
         assert client.lock("jobs/zombie").try_acquire() is not None
 
 

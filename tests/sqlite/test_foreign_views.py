@@ -121,7 +121,9 @@ def _run(url: str, holder: list[str], waiter: Callable[[int], list[str]]) -> flo
     with _holder(url, name, holder) as (pid, token):
         proc = _waiter(url, name, waiter(pid))
         try:
-            assert proc.stdout is not None and proc.stdin is not None
+            assert proc.stdout is not None
+            assert proc.stdin is not None
+            assert proc.stderr is not None
             seen = proc.stdout.readline().split()
             assert seen == ["waited"], (seen, proc.stderr.read() if seen == [] else "")
             os.kill(pid, signal.SIGKILL)

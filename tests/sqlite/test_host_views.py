@@ -357,16 +357,22 @@ def test_inspect_and_list_show_a_foreign_lease_held_until_observed_expired(
     waiting = View(world, {200: 6000}, me=200, timens="time:[4026532177]", offset=1000.0)
     s = scene(url, world, backends, holding, waiting)
     info = s.waiter.inspect(NAME)
-    assert info is not None and info.owner == s.owner and info.remaining == TTL
+    assert info is not None
+    assert info.owner == s.owner
+    assert info.remaining == TTL
     assert [i.name for i in s.waiter.list("jobs/")] == [NAME]
     s.holder_dies()
     assert s.waiter_takes() is None  # the first sighting
     world.t += TTL / 2
     info = s.waiter.inspect(NAME)
-    assert info is not None and info.held and info.remaining == pytest.approx(TTL / 2)
+    assert info is not None
+    assert info.held
+    assert info.remaining == pytest.approx(TTL / 2)
     world.t += TTL / 2
     info = s.waiter.inspect(NAME)
-    assert info is not None and not info.held and info.remaining is None
+    assert info is not None
+    assert not info.held
+    assert info.remaining is None
     assert s.waiter.list("jobs/") == []
 
 

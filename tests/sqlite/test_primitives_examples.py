@@ -69,8 +69,10 @@ def test_the_cron_line_runs_once_then_skips(tmp_path: Path) -> None:
     argv.append(str(marker))
     argv[0] = str(FENCELOCK)
     first = _run(argv, tmp_path)
-    assert first.returncode == 0 and marker.exists(), first.stderr
+    assert first.returncode == 0, first.stderr
+    assert marker.exists(), first.stderr
     marker.unlink()
     second = _run(argv, tmp_path)
-    assert second.returncode == 0 and second.stderr == ""
+    assert second.returncode == 0
+    assert second.stderr == ""
     assert not marker.exists()  # within the 30 s of --at-least: skipped

@@ -18,7 +18,8 @@ def test_the_page_has_an_example_for_each_api() -> None:
     text = "\n".join(EXAMPLES)
     for api in ("stop_on_loss=True", "lease.check()", "lost_event", "on_lost", "max_hold"):
         assert api in text, api
-    assert "aconnect" in text and "fencelock.connect" in text
+    assert "aconnect" in text
+    assert "fencelock.connect" in text
 
 
 @pytest.mark.parametrize("number", range(len(EXAMPLES)))

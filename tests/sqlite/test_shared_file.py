@@ -108,5 +108,6 @@ def test_two_users_share_one_lock_file_in_a_group_directory(
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.split("\n")[:3] == ["a 1", "b busy", "b 2"], done.stdout + done.stderr
     db = (shared_dir / "locks.db").stat()
-    assert db.st_uid == USERS[0] and db.st_gid == GROUP  # made by the first user, in the group
+    assert db.st_uid == USERS[0]
+    assert db.st_gid == GROUP  # made by the first user, in the group
     assert stat.S_IMODE(db.st_mode) == 0o664

@@ -80,7 +80,9 @@ def test_flow_never_overruns_its_deadline(
 @given(busy)
 def test_timeout_zero_tries_exactly_once(first: Busy) -> None:
     outcome, waits, _ = simulate(30, 0, [first])
-    assert isinstance(outcome, GaveUp) and outcome.attempts == 1 and waits == []
+    assert isinstance(outcome, GaveUp)
+    assert outcome.attempts == 1
+    assert waits == []
 
 
 @given(st.floats(0.001, 5))
@@ -91,7 +93,8 @@ def test_waits_until_the_holders_ttl(retry_after: float) -> None:
 
 def test_unknown_ttl_backs_off_exponentially_to_a_cap() -> None:
     _, waits, _ = simulate(30, None, [Busy(None)] * 12 + [Acquired(1)])
-    assert waits == sorted(waits) and waits[-1] <= MAX_BACKOFF
+    assert waits == sorted(waits)
+    assert waits[-1] <= MAX_BACKOFF
     assert waits[1] > waits[0]
 
 
@@ -111,7 +114,8 @@ def test_a_queued_waiter_still_gives_up_at_its_deadline(timeout: float) -> None:
 @given(st.lists(busy, max_size=20))
 def test_a_grant_counts_the_tries_it_took(before: list[Busy]) -> None:
     outcome, _, _ = simulate(30, None, [*before, Acquired(7)])
-    assert isinstance(outcome, Granted) and outcome.attempts == len(before) + 1
+    assert isinstance(outcome, Granted)
+    assert outcome.attempts == len(before) + 1
 
 
 # ---------------------------------------------------------------- outages
@@ -137,10 +141,12 @@ def test_a_waiter_waits_through_an_outage_within_its_timeout() -> None:
         assert isinstance(op, Wait)
         pauses.append(op.timeout)
         assert isinstance(flow.send(Waited(second + 0.5)), TryAcquire)
-    assert pauses == sorted(pauses) and max(pauses) <= MAX_OUTAGE_BACKOFF
+    assert pauses == sorted(pauses)
+    assert max(pauses) <= MAX_OUTAGE_BACKOFF
     with pytest.raises(StopIteration) as done:
         flow.send(Tried(Acquired(7), 111.0, 111.01))
-    assert isinstance(done.value.value, Granted) and done.value.value.token == 7
+    assert isinstance(done.value.value, Granted)
+    assert done.value.value.token == 7
 
 
 def test_an_outage_past_the_timeout_is_raised() -> None:

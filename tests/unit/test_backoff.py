@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from pathlib import Path
 
@@ -38,7 +39,8 @@ def test_a_wait_lies_in_the_upper_spread_of_its_window(
 def test_windows_double_from_first_up_to_the_cap(backoff: Backoff) -> None:
     windows = [backoff.window(n) for n in range(80)]
     assert windows[0] == backoff.first
-    assert windows == sorted(windows) and windows[-1] == backoff.cap
+    assert windows == sorted(windows)
+    assert windows[-1] == backoff.cap
     for before, after in itertools.pairwise(windows):
         assert after == min(backoff.cap, before * 2) or after == backoff.cap
 
@@ -47,7 +49,7 @@ def test_windows_double_from_first_up_to_the_cap(backoff: Backoff) -> None:
 def test_waits_are_the_delays_in_order(backoff: Backoff, randoms: list[float]) -> None:
     drawn = iter(randoms)
     waits = list(itertools.islice(backoff.waits(lambda: next(drawn)), len(randoms)))
-    assert waits == [backoff.delay(n, lambda r=r: r) for n, r in enumerate(randoms)]
+    assert waits == [backoff.delay(n, functools.partial(float, r)) for n, r in enumerate(randoms)]
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,8 @@ def test_a_good_number_comes_back_as_a_number(
     value: object, bounds: Bounds, expected: float
 ) -> None:
     got = checked(value, "--x", bounds)
-    assert got == expected and type(got) is type(expected)
+    assert got == expected
+    assert type(got) is type(expected)
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,8 @@ def test_the_holder_then_the_line() -> None:
     holder, first, second = new_owner(), new_owner(), new_owner()
     assert line_of([first, second], held_by(holder)) == [holder_of(holder)] * 3
     assert line_of([], held_by(holder)) == [holder_of(holder)]
-    assert line_of([], None) == [] and line_of(None, held_by(None)) == []
+    assert line_of([], None) == []
+    assert line_of(None, held_by(None)) == []
 
 
 def test_a_waiter_granted_between_the_two_reads_is_listed_once() -> None:

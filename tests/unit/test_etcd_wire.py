@@ -57,7 +57,7 @@ def test_connection_close_and_a_body_to_eof_end_the_connection() -> None:
 
 
 def test_a_garbled_status_line_is_a_value_error() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"not an HTTP/1\.1 reply"):
         _read_all(b"\x15\x03\x01\x00\x02\x02(\r\n\r\n", 1)
 
 
@@ -178,7 +178,7 @@ def test_a_header_block_over_64_kib_is_a_fencelock_error() -> None:
 
         server = await asyncio.start_server(answer, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
-        wire = Wire([f"http://127.0.0.1:{port}"], None, 1.0)
+        wire = Wire((f"http://127.0.0.1:{port}",), False, 1.0)
         try:
             with pytest.raises(Unanswered):
                 await wire.send("POST", f"http://127.0.0.1:{port}", "/v3/kv/range", b"{}", {}, 5.0)

@@ -17,9 +17,13 @@ def test_memory_guard_accepts_only_increasing_tokens(tokens: list[int]) -> None:
     for token in tokens:
         try:
             guard.accept("k", token)
-            accepted.append(token)
         except StaleToken as exc:
-            assert exc.token == token and exc.last >= token
+            refused = exc
+        else:
+            accepted.append(token)
+            continue
+        assert refused.token == token
+        assert refused.last >= token
     assert accepted == sorted(set(accepted))
     assert guard.rejections == len(tokens) - len(accepted)
     assert guard.last("k") == (accepted[-1] if accepted else None)
@@ -35,7 +39,9 @@ def test_sqlite_guard_shared_between_instances(tmp_path: Path) -> None:
         second.accept("seat", 5)
     second.accept("seat", 6)
     second.accept("other", 1)
-    assert first.last("seat") == 6 and second.rejections == 2 and first.rejections == 0
+    assert first.last("seat") == 6
+    assert second.rejections == 2
+    assert first.rejections == 0
     first.close()
     second.close()
 

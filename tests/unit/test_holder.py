@@ -19,18 +19,22 @@ def test_an_owner_value_says_which_process_took_it() -> None:
     owner = new_owner()
     assert re.fullmatch(r"[0-9a-f]{40}\.[a-z2-7]+", owner)
     found = holder_of(owner)
-    assert found is not None and found.pid == os.getpid() and found.command
+    assert found is not None
+    assert found.pid == os.getpid()
+    assert found.command
 
 
 def test_a_label_replaces_the_command_line_until_unset() -> None:
     try:
         holder.set_label("nightly-billing")
         labelled = holder_of(new_owner())
-        assert labelled is not None and labelled.command == "nightly-billing"
+        assert labelled is not None
+        assert labelled.command == "nightly-billing"
     finally:
         holder.set_label(None)
     unlabelled = holder_of(new_owner())
-    assert unlabelled is not None and unlabelled.command != "nightly-billing"
+    assert unlabelled is not None
+    assert unlabelled.command != "nightly-billing"
 
 
 def test_a_label_that_is_not_text_is_refused_in_one_line() -> None:
@@ -51,7 +55,8 @@ def test_a_forked_child_describes_itself_with_its_own_pid() -> None:
     os.waitpid(pid, 0)
     os.close(reader)
     found_parent, found_child = holder_of(parent), holder_of(child)
-    assert found_parent is not None and found_child is not None
+    assert found_parent is not None
+    assert found_child is not None
     assert (found_parent.pid, found_child.pid) == (os.getpid(), pid)
 
 
@@ -62,14 +67,16 @@ def test_long_commands_are_shortened_and_the_value_fits_the_sql_columns() -> Non
     finally:
         holder.set_label(None)
     found = holder_of(owner)
-    assert found is not None and len(found.command.encode()) <= holder.COMMAND_BYTES
+    assert found is not None
+    assert len(found.command.encode()) <= holder.COMMAND_BYTES
     assert len(owner) <= 400  # mysql's OWNER_WIDTH
 
 
 def test_a_retry_keeps_the_description_with_new_random_digits() -> None:
     owner = new_owner()
     again = new_identity(owner)
-    assert again[:40] != owner[:40] and again[41:] == owner[41:]
+    assert again[:40] != owner[:40]
+    assert again[41:] == owner[41:]
 
 
 def test_values_without_a_description_have_no_holder() -> None:
@@ -116,7 +123,8 @@ def test_set_program_names_a_commands_program_and_a_label_masks_url_passwords() 
     try:
         holder.set_program(["python3", "job.py", "--token=abc123SECRET"])
         ran = holder_of(new_owner())
-        assert ran is not None and ran.command == "python3 job.py"
+        assert ran is not None
+        assert ran.command == "python3 job.py"
         holder.set_label("billing via postgresql://app:TopS3cretPW@db/prod")
         labelled = holder_of(new_owner())
         assert labelled is not None

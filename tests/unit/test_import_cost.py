@@ -46,4 +46,5 @@ def test_every_public_name_resolves_to_what_its_module_defines() -> None:
         module = getattr(value, "__module__", None)
         if module is not None and name != "SKIPPED":
             assert module.startswith("fencelock."), (name, module)
-    assert callable(fencelock.once) and fencelock.once.__module__ == "fencelock.run_once"
+    assert callable(fencelock.once)
+    assert fencelock.once.__module__ == "fencelock.run_once"

@@ -50,4 +50,5 @@ def test_two_announcements_name_no_value() -> None:
     election = _ElectionBase("svc/leader", 10)
     stale, new = election._announcement("old"), election._announcement("new")
     (entry,) = group([held("svc/leader", 7), held(stale), held(new)])
-    assert entry.kind == "election" and entry.value is None  # a deposed one's is still there
+    assert entry.kind == "election"
+    assert entry.value is None  # a deposed one's is still there

@@ -33,7 +33,8 @@ def test_a_quantile_is_the_bound_of_the_bucket_it_falls_in(values: list[float], 
     for value in values:
         histogram.observe(value)
     estimate = histogram.quantile(q)
-    assert estimate is not None and histogram.count == len(values)
+    assert estimate is not None
+    assert histogram.count == len(values)
     truth = sorted(values)[max(0, math.ceil(q * len(values)) - 1)]
     assert estimate >= truth  # an upper estimate
     below = [b for b in (0.0, *BUCKETS) if b < estimate]
@@ -94,7 +95,8 @@ def test_a_forked_child_records_even_if_a_parent_thread_held_the_registry() -> N
     release.set()
     holder.join(10)
     _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert os.WIFEXITED(status), status
+    assert os.WEXITSTATUS(status) == 0, status
 
 
 def test_the_registry_counts_by_prefix_and_can_be_switched_off() -> None:
@@ -110,9 +112,11 @@ def test_the_registry_counts_by_prefix_and_can_be_switched_off() -> None:
     registry.rejected(None)
     orders, other = registry.snapshot()["orders"], registry.snapshot()["-"]
     assert (orders.acquisitions, orders.contended, orders.timeouts) == (2, 1, 1)
-    assert orders.contention_rate == 0.5 and orders.timeout_rate == pytest.approx(1 / 3)
+    assert orders.contention_rate == 0.5
+    assert orders.timeout_rate == pytest.approx(1 / 3)
     assert (orders.renewals, orders.renewal_failures, orders.waiting) == (1, 1, 1)
-    assert orders.lost["taken_over"] == 1 and orders.hold_seconds.count == 1
+    assert orders.lost["taken_over"] == 1
+    assert orders.hold_seconds.count == 1
     assert other.fencing_rejections == 1
     registry.configure(enabled=False)
     registry.acquired("orders/5", 0.1, 1, 10.0)
@@ -160,7 +164,8 @@ def test_a_scrape_reads_back_as_what_was_served(served: list[PrefixMetrics]) -> 
     for sent in served:
         again = back[sent.prefix]
         assert again.acquisitions == sent.acquisitions
-        assert again.timeouts == sent.timeouts and again.lost == sent.lost
+        assert again.timeouts == sent.timeouts
+        assert again.lost == sent.lost
         assert again.fencing_rejections == sent.fencing_rejections
         assert again.acquire_seconds.counts == sent.acquire_seconds.counts
         assert again.hold_seconds.count == sent.hold_seconds.count
@@ -176,7 +181,8 @@ def test_two_scrapes_add_up() -> None:
     fleet = parse(render([two]), parse(render([one])))
     orders = fleet["orders"]
     assert (orders.acquisitions, orders.contended, orders.timeouts) == (7, 1, 2)
-    assert orders.acquire_seconds.count == 2 and orders.acquire_seconds.quantile(0.99) == 2.5
+    assert orders.acquire_seconds.count == 2
+    assert orders.acquire_seconds.quantile(0.99) == 2.5
 
 
 def test_cycles_recorded_from_many_threads_are_all_counted() -> None:

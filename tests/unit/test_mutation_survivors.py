@@ -33,9 +33,13 @@ def test_leaving_an_async_block_whose_hold_was_lost_raises_lease_lost() -> None:
 
     async def main() -> None:
         async with fencelock.aconnect("memory://mutants-blocks") as client:
-            with pytest.raises(fencelock.LeaseLost):
+
+            async def hold_while_evicted() -> None:
                 async with client.semaphore("s", permits=2, ttl=5):
                     for info in await client.list(""):
                         await client.evict(info.name)
+
+            with pytest.raises(fencelock.LeaseLost):  # leaving the block
+                await hold_while_evicted()
 
     asyncio.run(main())

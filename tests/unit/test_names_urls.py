@@ -37,9 +37,11 @@ def test_parse_multi_host_url_with_credentials() -> None:
     parsed = parse_url("redlock://u:p%40ss@h1:7001,h2:7002,[::1]:7003/0?timeout=0.05")
     assert parsed.scheme == "redlock"
     assert parsed.hosts == (("h1", 7001), ("h2", 7002), ("::1", 7003))
-    assert parsed.username == "u" and parsed.password == "p@ss"
+    assert parsed.username == "u"
+    assert parsed.password == "p@ss"
     assert parsed.options == {"timeout": "0.05"}
-    assert "p%40ss" not in parsed.redacted and "***" in parsed.redacted
+    assert "p%40ss" not in parsed.redacted
+    assert "***" in parsed.redacted
 
 
 @pytest.mark.parametrize(

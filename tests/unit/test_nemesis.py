@@ -44,6 +44,9 @@ class Recorder:
     def restart(self, node: ServerProcess) -> None:
         raise AssertionError("a pause kills no server")
 
+    def end_session(self, client: int, token: int | None) -> str:
+        raise AssertionError("a pause ends no session")
+
     def record(self, op: Op) -> None:
         self.ops.append(op)
 

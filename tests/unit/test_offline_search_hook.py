@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import mkdocs
 import pytest
@@ -13,9 +14,10 @@ HOOK = Path(__file__).parents[2] / "site_hooks" / "offline_search.py"
 THEIRS = Path(mkdocs.__file__).parent / "contrib" / "search" / "templates" / "search" / "main.js"
 
 
-def _hook():  # type: ignore[no-untyped-def]
+def _hook() -> ModuleType:
     spec = importlib.util.spec_from_file_location("offline_search", HOOK)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -23,7 +25,8 @@ def _hook():  # type: ignore[no-untyped-def]
 
 def test_the_themes_script_searches_here_opened_from_disk_and_in_a_worker_served() -> None:
     ours = _hook().offline_main_js(THEIRS.read_text())
-    assert "new Worker(" in ours and "if (searchHere) {" in ours
+    assert "new Worker(" in ours
+    assert "if (searchHere) {" in ours
     assert "window.location.protocol === 'file:'" in ours
     assert ours.count("new Worker(") == 1  # the theme's unconditional start is gone
 

@@ -22,7 +22,8 @@ def test_the_name_stays_taken_until_at_least_after_the_start(
     if elapsed >= terms.at_least:
         assert keep is None  # released at once
     else:
-        assert keep is not None and keep >= MIN_TTL
+        assert keep is not None
+        assert keep >= MIN_TTL
         assert elapsed + keep >= terms.at_least * (1 - 1e-12)  # never freed before at_least
         assert keep <= max(terms.at_least - elapsed, MIN_TTL)  # nor kept longer than needed
 

@@ -73,9 +73,11 @@ def test_a_lock_on_sqlite_with_every_optional_driver_blocked() -> None:
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == "token 1" and lines[1] == "semaphore True"
+    assert lines[0] == "token 1"
+    assert lines[1] == "semaphore True"
     assert "pip install 'fencelock[redis]'" in lines[2]
-    assert "compat.redis_py" in lines[3] and "pip install 'fencelock[redis]'" in lines[3]
+    assert "compat.redis_py" in lines[3]
+    assert "pip install 'fencelock[redis]'" in lines[3]
     assert "tracing needs the OpenTelemetry API" in lines[4]
     assert "pip install 'fencelock[otel]'" in lines[4]
     assert lines[5] == "fenced 2"  # the guard's check, fencelock.sql's, needs no driver

@@ -41,7 +41,8 @@ def test_config_errors_hide_the_password(url: str, fragment: str) -> None:
             open_client(url)
         message = str(caught.value)
         assert fragment in message, message
-        assert SECRET not in message and SECRET not in repr(caught.value.args), message
+        assert SECRET not in message, message
+        assert SECRET not in repr(caught.value.args), message
 
 
 def test_redact_keeps_everything_but_the_password() -> None:
@@ -63,7 +64,8 @@ def test_parsed_url_and_its_repr_hide_the_password() -> None:
     assert parsed.redacted == "redis://app:***@host/0"
     assert SECRET not in repr(parsed)
     options = redis_options(parsed)
-    assert options.password == SECRET and SECRET not in repr(options)
+    assert options.password == SECRET
+    assert SECRET not in repr(options)
 
 
 @pytest.mark.parametrize("char", ["#", "/", "?"])
@@ -83,8 +85,10 @@ def test_a_raw_reserved_character_in_a_password_says_to_percent_encode_it(passwo
     with pytest.raises(fencelock.ConfigError) as caught:
         parse_url(url)
     message = str(caught.value)
-    assert "percent-encode" in message and "%23" in message, message
-    assert password not in message and "redis://app:***@127.0.0.1:6379/0" in message, message
+    assert "percent-encode" in message, message
+    assert "%23" in message, message
+    assert password not in message, message
+    assert "redis://app:***@127.0.0.1:6379/0" in message, message
 
 
 def test_a_raw_hash_anywhere_is_refused() -> None:
@@ -106,7 +110,8 @@ def test_an_at_sign_in_a_query_value_is_not_a_password(
 ) -> None:
     url = f"redlock://{hosts}/0?ssl_ca_certs=/certs/ca@home.pem"
     parsed = parse_url(url)
-    assert parsed.password is None and parsed.hosts == expected
+    assert parsed.password is None
+    assert parsed.hosts == expected
     assert parsed.options == {"ssl_ca_certs": "/certs/ca@home.pem"}
     assert redact(url) == url
 
@@ -200,5 +205,6 @@ def test_the_cli_reports_a_bad_url_without_its_password() -> None:
         check=False,
     )
     assert done.returncode == 64, done
-    assert "bad port '99999'" in done.stderr and "redis://app:***@" in done.stderr, done.stderr
+    assert "bad port '99999'" in done.stderr, done.stderr
+    assert "redis://app:***@" in done.stderr, done.stderr
     assert SECRET not in done.stderr + done.stdout

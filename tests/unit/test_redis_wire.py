@@ -44,7 +44,9 @@ def test_a_partial_command_completes_to_the_whole_command(
 
 def test_scripts_are_named_by_the_sha1_redis_uses() -> None:
     script = Script("return redis.call('PING')")
-    assert script.sha == hashlib.sha1(b"return redis.call('PING')").hexdigest()
+    assert (
+        script.sha == hashlib.sha1(b"return redis.call('PING')", usedforsecurity=False).hexdigest()
+    )
     assert parse(script.call(["k"], ["a", 1])) == [
         b"EVALSHA",
         script.sha.encode(),

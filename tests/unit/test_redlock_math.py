@@ -128,7 +128,8 @@ def test_phase_one_goes_on_exactly_with_a_quorum_in_time(
     in_time = validity(ttl, started, started + e) > 0
     assert isinstance(step, Stamp) == (len(won) >= quorum(n) and in_time)
     if isinstance(step, Stamp):
-        assert step.nodes == tuple(won) and step.n == n
+        assert step.nodes == tuple(won)
+        assert step.n == n
         assert step.token == 1 + max(r.counter for r in results if isinstance(r, NodeWon))
         assert (step.ttl, step.started) == (ttl, started)
     else:
@@ -220,7 +221,8 @@ def test_phase_two_holds_exactly_with_a_quorum_stamped_in_time(
     in_time = validity(stamp.ttl, stamp.started, now) > 0
     assert isinstance(done, Confirmed) == (len(stamped) >= quorum(stamp.n) and in_time)
     if isinstance(done, Confirmed):
-        assert done.token == stamp.token and done.nodes == tuple(stamped)
+        assert done.token == stamp.token
+        assert done.nodes == tuple(stamped)
         assert done.trusted_until == stamp.started + stamp.ttl - clock_drift(stamp.ttl)
     else:
         assert done.release == tuple(range(stamp.n))
@@ -231,11 +233,14 @@ def test_phase_two_counts_only_the_nodes_whose_counters_were_read() -> None:
     stamp = Stamp(token=8, nodes=(0, 1, 2), n=5, ttl=10.0, started=0.0)
     assert isinstance(decide_phase_two(stamp, {0: True, 1: True, 2: True}, 0.1), Confirmed)
     outside = decide_phase_two(stamp, {0: True, 3: True, 4: True}, 0.1)
-    assert isinstance(outside, Abort) and outside.reason is AbortReason.UNREACHABLE
+    assert isinstance(outside, Abort)
+    assert outside.reason is AbortReason.UNREACHABLE
     lost = decide_phase_two(stamp, {0: True, 1: True, 2: False}, 0.1)
-    assert isinstance(lost, Abort) and lost.reason is AbortReason.LOST
+    assert isinstance(lost, Abort)
+    assert lost.reason is AbortReason.LOST
     slow = decide_phase_two(stamp, {0: True, 1: True, 2: True}, 9.9)
-    assert isinstance(slow, Abort) and slow.reason is AbortReason.TOO_SLOW
+    assert isinstance(slow, Abort)
+    assert slow.reason is AbortReason.TOO_SLOW
 
 
 @given(

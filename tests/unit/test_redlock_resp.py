@@ -18,7 +18,7 @@ from redis.exceptions import RedisError, ResponseError
 from fencelock.backends.redis.resp import ProtocolError, ReplyError, ReplyParser
 
 line_text = st.text(
-    st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=20
+    st.characters(exclude_characters="\r\n", exclude_categories=["Cs"]), max_size=20
 )
 scalars = st.one_of(
     st.integers(-(2**63), 2**63 - 1),
@@ -39,7 +39,8 @@ def encode(value: Any) -> bytes:
         return b"$%d\r\n%b\r\n" % (len(value), value)
     if isinstance(value, tuple):
         kind, text = value
-        return (b"+" if kind == "simple" else b"-") + text.encode() + b"\r\n"
+        line: bytes = (b"+" if kind == "simple" else b"-") + text.encode() + b"\r\n"
+        return line
     return b"*%d\r\n" % len(value) + b"".join(encode(item) for item in value)
 
 
@@ -77,7 +78,8 @@ def test_null_array_and_error_text() -> None:
     parser = ReplyParser()
     [null, error] = parser.feed(b"*-1\r\n-NOSCRIPT No matching script.\r\n")
     assert null is None
-    assert isinstance(error, ReplyError) and error.text == "NOSCRIPT No matching script."
+    assert isinstance(error, ReplyError)
+    assert error.text == "NOSCRIPT No matching script."
 
 
 def test_a_script_reply_is_a_list_of_int_and_bytes() -> None:
@@ -125,7 +127,8 @@ class _Connection:
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock, self.socket_timeout = sock, 5.0
-        self.encoder = Encoder("utf-8", "strict", decode_responses=False)
+        # redis-py's parser internals carry no annotations: untyped calls, here and below
+        self.encoder = Encoder("utf-8", "strict", decode_responses=False)  # type: ignore[no-untyped-call]
 
 
 def redis_py_reads(wire: bytes) -> tuple[list[Any], str]:
@@ -137,8 +140,8 @@ def redis_py_reads(wire: bytes) -> tuple[list[Any], str]:
     with ours, theirs:
         ours.sendall(wire)
         ours.shutdown(socket.SHUT_WR)
-        parser = _RESP2Parser(socket_read_size=65536)
-        parser.on_connect(_Connection(theirs))
+        parser = _RESP2Parser(socket_read_size=65536)  # type: ignore[no-untyped-call]
+        parser.on_connect(_Connection(theirs))  # type: ignore[no-untyped-call]
         replies: list[Any] = []
         try:
             while True:
@@ -151,7 +154,7 @@ def redis_py_reads(wire: bytes) -> tuple[list[Any], str]:
         except (RedisError, ValueError):
             return replies, "invalid"
         finally:
-            parser.on_disconnect()
+            parser.on_disconnect()  # type: ignore[no-untyped-call]
 
 
 def agree(ours: Any, theirs: Any) -> bool:
@@ -186,7 +189,8 @@ oracle_replies = st.recursive(
 def test_valid_replies_read_as_redis_py_reads_them(values: list[Any], data: st.DataObject) -> None:
     wire = b"".join(encode(value) for value in values)
     theirs, how = redis_py_reads(wire)
-    assert how == "clean" and len(theirs) == len(values)
+    assert how == "clean"
+    assert len(theirs) == len(values)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=8)))
     parser = ReplyParser()
     ours: list[Any] = []
@@ -220,12 +224,14 @@ def test_what_we_accept_of_damaged_replies_redis_py_reads_the_same(
         return
     if how == "raised":  # it stopped at an error reply it raises: compare up to there
         ours = ours[: len(theirs)]
-    assert agree(ours, theirs[: len(ours)]) and len(theirs) >= len(ours)
+    assert agree(ours, theirs[: len(ours)])
+    assert len(theirs) >= len(ours)
 
 
 def test_the_oracle_tells_a_disagreement() -> None:
     theirs, how = redis_py_reads(b"+OK\r\n:7\r\n-NOSCRIPT No matching script.\r\n")
-    assert how == "clean" and agree(ReplyParser().feed(b"+OK\r\n:7\r\n"), theirs[:2])
+    assert how == "clean"
+    assert agree(ReplyParser().feed(b"+OK\r\n:7\r\n"), theirs[:2])
     assert not agree(["OK", 8], theirs[:2])
     assert agree(ReplyError("NOSCRIPT No matching script."), theirs[2])
     assert redis_py_reads(b"$5\r\nab")[1] == "short"

@@ -106,8 +106,10 @@ def test_an_answer_of_the_wrong_shape_is_that_nodes_failure() -> None:
         return await step.outcome()
 
     first, second, third = asyncio.run(run())
-    assert isinstance(first, plan.NodeError) and "h:0 sent an unexpected reply" in first.reason
-    assert isinstance(second, plan.NodeError) and "h:1 sent an unexpected reply" in second.reason
+    assert isinstance(first, plan.NodeError)
+    assert "h:0 sent an unexpected reply" in first.reason
+    assert isinstance(second, plan.NodeError)
+    assert "h:1 sent an unexpected reply" in second.reason
     assert third is PENDING  # two failures of three: decided without it
 
 

@@ -53,11 +53,13 @@ def test_two_rivals_and_us_split_five_nodes() -> None:
         NodeWon(1), NodeWon(1), NodeBusy(9.0, "x"), NodeBusy(9.0, "x"), NodeBusy(9.0, "y"),
     ]  # fmt: skip
     step = decide_phase_one(split, 10.0, 0.0, 0.001)
-    assert isinstance(step, Abort) and step.reason is AbortReason.CONTENDED
+    assert isinstance(step, Abort)
+    assert step.reason is AbortReason.CONTENDED
     assert step.retry_after is None  # a random delay, not the rivals' 9 s
     held = [*split[:4], NodeBusy(9.0, "x")]
     step = decide_phase_one(held, 10.0, 0.0, 0.001)
-    assert isinstance(step, Abort) and step.reason is AbortReason.BUSY
+    assert isinstance(step, Abort)
+    assert step.reason is AbortReason.BUSY
     assert step.retry_after == 9.0
     unknown = [*split[:4], NodeBusy(9.0)]
     assert may_be_held(unknown)  # an owner not named may be x

@@ -24,7 +24,9 @@ def test_each_gets_its_own_outcome_in_order() -> None:
     renewals = [("slow", "mine", 5.0), ("down", "mine", 5.0), ("x", "theirs", 5.0)]
     renewals.append(("session", "mine", 5.0))
     outcomes = asyncio.run(renew_each(renew, renewals))
-    assert outcomes[0] is True and outcomes[2] is False and outcomes[3] == RenewedAsOf(1.0)
+    assert outcomes[0] is True
+    assert outcomes[2] is False
+    assert outcomes[3] == RenewedAsOf(1.0)
     assert isinstance(outcomes[1], fencelock.BackendUnavailable)
 
 

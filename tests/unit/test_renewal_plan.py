@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from fencelock.engine import renewal
 from fencelock.engine.lease_state import LeaseState
+from fencelock.engine.outcomes import RenewedAsOf
 from fencelock.engine.timing import trusted_until
 from fencelock.errors import BackendUnavailable
 
@@ -48,7 +49,8 @@ def test_before_renewal() -> None:
     assert renewal.before_renewal(FakeLease(), 10.0) is None
     assert renewal.before_renewal(FakeLease(renews=False), 10.0) == renewal.Next(29.0)
     late = renewal.before_renewal(FakeLease(), 29.0)
-    assert late is not None and late.due is None
+    assert late is not None
+    assert late.due is None
     assert late.lost_because == "not renewed within its TTL (process paused?)"
 
 
@@ -60,7 +62,8 @@ def test_after_renewal() -> None:
     assert failed == renewal.Next(10.5 + 30 * renewal.RETRY_FRACTION)
     assert renewal.after_renewal(lease, 10.0, None, 20.0) == renewal.Next(23.0)
     hung = renewal.after_renewal(lease, 10.0, None, 29.0)
-    assert hung.due is None and hung.lost_because is not None
+    assert hung.due is None
+    assert hung.lost_because is not None
     released = FakeLease(state=LeaseState.RELEASED)
     assert renewal.after_renewal(released, 10.0, True, 10.5) == renewal.Next(None)
 
@@ -145,14 +148,15 @@ def test_a_batch_is_every_lease_due_and_those_due_soon_after(
     rest = []
     while more := schedule.pop_batch(math.inf):
         rest += more
-    assert len(rest) + len(batch) == len(dues) and not set(rest) & set(batch)
+    assert len(rest) + len(batch) == len(dues)
+    assert not set(rest) & set(batch)
 
 
 def test_a_renewal_granted_as_of_a_shared_keepalive_follows_that_keepalive() -> None:
     lease = FakeLease()
     # granted as of 7.0 (the session's keepalive), asked at 10.0: due a third on from 7.0
-    as_of = renewal.RenewedAsOf(7.0)
+    as_of = RenewedAsOf(7.0)
     assert renewal.after_renewal(lease, 10.0, as_of, 10.5) == renewal.Next(17.0)
     # a keepalive so old its third has passed: looked at again soon, never in a loop
-    stale = renewal.after_renewal(lease, 10.0, renewal.RenewedAsOf(-5.0), 10.5)
+    stale = renewal.after_renewal(lease, 10.0, RenewedAsOf(-5.0), 10.5)
     assert stale == renewal.Next(10.5 + renewal.MIN_RETRY)

@@ -107,7 +107,8 @@ def test_readers_share_writers_are_alone_and_tokens_order(
         assert len(writers) <= 1
         assert not writers or len(holding) == 1, "a writer beside someone"
     tokens = [token for _, token in entered]
-    assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens)
+    assert tokens == sorted(tokens)
+    assert len(set(tokens)) == len(tokens)
 
 
 def test_a_waiting_writer_holds_off_readers_who_come_after_it() -> None:

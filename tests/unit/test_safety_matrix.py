@@ -56,7 +56,8 @@ def test_arguments_name_the_backend_the_nemesis_its_settings_and_the_fencing(
     args = arguments("mysql", "partition-restart", 3, False, tmp_path)
     assert args[:6] == ["--servers", "mysql", "--nemesis", "partition-restart", "--seed", "3"]
     assert args[args.index("--ttl") + 1] == "2"
-    assert "--no-fencing" in args and "--json" in args
+    assert "--no-fencing" in args
+    assert "--json" in args
     sqlite = arguments("sqlite", "pause", 1, True, tmp_path)
     assert sqlite[:2] == ["--url", f"sqlite:///{tmp_path / 'locks.db'}"]
     assert "--no-fencing" not in sqlite
@@ -72,9 +73,11 @@ def test_a_summary_reads_the_verdict_and_counts_and_a_crash_gives_none() -> None
     )  # fmt: skip
     assert run.checked
     crash = summarize("redis", "pause", 1, True, 1, "", "Traceback ...\nNameError: x\n")
-    assert not crash.checked and crash.why == "NameError: x"
+    assert not crash.checked
+    assert crash.why == "NameError: x"
     refused = summarize("sqlite", "server", 1, True, 64, "", "fencelock: needs servers\n")
-    assert refused.refused and not refused.checked
+    assert refused.refused
+    assert not refused.checked
     assert Run.from_json(run.to_json()) == run
 
 
@@ -88,7 +91,8 @@ def test_a_column_runs_two_seeds_then_more_until_five_faults_at_most_four() -> N
     few = Column([_run(1, True, 1), _run(2, True, 1)])
     assert few.next_seed() == 3
     few.runs += [_run(3, True, 1), _run(4, True, 1)]
-    assert len(few.runs) == MAX_SEEDS and few.next_seed() is None
+    assert len(few.runs) == MAX_SEEDS
+    assert few.next_seed() is None
     broken = Column(
         [Run(backend="mysql", nemesis="kill", seed=1, fenced=True, code=-1, why="timeout")]
     )

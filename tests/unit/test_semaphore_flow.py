@@ -118,7 +118,8 @@ def test_a_mismatched_count_is_refused() -> None:
             assert reply is not None
             p.op = p.flow.send(reply)
     except StopIteration as done:
-        assert done.value == PermitMismatch(3)
+        said = done.value
+    assert said == PermitMismatch(3)
     assert NAMES.gate not in server.held  # given back
 
 

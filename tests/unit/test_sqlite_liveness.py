@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from hypothesis import strategies as st
 
 from fencelock.backends.sqlite import liveness
 from fencelock.backends.sqlite.liveness import GONE, Here, Recorded
+from tests.polling import wait_until
 
 BOOTS = st.sampled_from(["boot-a", "boot-b"])
 PIDNS = st.sampled_from(["pid:[1]", "pid:[2]"])
@@ -54,10 +54,14 @@ def test_a_death_is_proven_only_in_this_boot_and_namespaces_through_our_own_proc
     row: Recorded, here: Here, process: liveness.Process
 ) -> None:
     if liveness.dead(row, here, process):
-        assert row.owner is not None and here.proc_matches
-        assert here.boot is not None and row.boot == here.boot
-        assert here.pidns is not None and row.pidns == here.pidns
-        assert here.timens is not None and row.timens == here.timens
+        assert row.owner is not None
+        assert here.proc_matches
+        assert here.boot is not None
+        assert row.boot == here.boot
+        assert here.pidns is not None
+        assert row.pidns == here.pidns
+        assert here.timens is not None
+        assert row.timens == here.timens
         assert process == GONE or (process is not None and process != row.start_ticks)
 
 
@@ -89,7 +93,8 @@ def test_a_lease_on_another_clock_is_free_only_once_seen_unchanged_for_its_ttl(
     left = liveness.remaining(row, here, now)
     ttl = liveness.LEGACY_TTL if row.ttl is None else row.ttl
     if left is None:
-        assert row.seen is not None and now >= row.seen + ttl
+        assert row.seen is not None
+        assert now >= row.seen + ttl
     else:
         assert 0 < left <= ttl
 
@@ -109,9 +114,11 @@ def test_a_clock_is_shared_only_in_a_known_boot_and_time_namespace(
     row: Recorded, here: Here
 ) -> None:
     if liveness.shares_clock(row, here):
-        assert here.boot is not None and row.boot == here.boot
+        assert here.boot is not None
+        assert row.boot == here.boot
         if row.ttl is not None:  # an older fencelock's row records no time namespace
-            assert here.timens is not None and row.timens == here.timens
+            assert here.timens is not None
+            assert row.timens == here.timens
 
 
 # -- the host as /proc shows it -----------------------------------------------------
@@ -122,8 +129,12 @@ linux = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /
 @linux
 def test_this_process_knows_its_boot_namespaces_and_start() -> None:
     here = Here.of(liveness.ProcHost())
-    assert here.boot and here.pidns and here.timens and here.clock
-    assert here.proc_matches and here.pid == os.getpid()
+    assert here.boot
+    assert here.pidns
+    assert here.timens
+    assert here.clock
+    assert here.proc_matches
+    assert here.pid == os.getpid()
     fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
     assert here.start_ticks == int(fields[19])
 
@@ -136,13 +147,13 @@ def test_a_reaped_child_is_gone_and_a_zombie_too() -> None:
         started = host.process(child.pid)
         assert isinstance(started, int)
         os.kill(child.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while host.process(child.pid) != GONE:  # a zombie until reaped
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_until(  # a zombie until reaped
+            lambda: host.process(child.pid) == GONE, what=f"process {child.pid} gone", interval=0.01
+        )
         assert Path(f"/proc/{child.pid}").exists()
     finally:
         child.kill()
         child.wait()
     assert host.process(child.pid) in (GONE, None) or host.process(child.pid) != started
-    assert host.process(0) is None and host.process(-1) is None
+    assert host.process(0) is None
+    assert host.process(-1) is None

@@ -12,6 +12,7 @@ from fencelock.engine.trust import Trust, granted, unanswered
 
 # One renew/extend request: its TTL, whether its answer came back, and (for an
 # unanswered one) how long after being sent the server applied it (None: never).
+Request = tuple[float, bool, float | None, float]
 request = st.tuples(
     st.floats(0.05, 60),
     st.booleans(),
@@ -21,7 +22,7 @@ request = st.tuples(
 
 
 @given(st.floats(0.05, 60), st.lists(request, max_size=12))
-def test_trust_never_outlives_the_servers_expiry(first_ttl: float, requests: list) -> None:
+def test_trust_never_outlives_the_servers_expiry(first_ttl: float, requests: list[Request]) -> None:
     now = 0.0
     trust = Trust(timing.trusted_until(now, first_ttl))
     applied = [(now, first_ttl)]  # (when the server applied it, ttl)

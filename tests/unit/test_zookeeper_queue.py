@@ -122,7 +122,9 @@ def test_a_semaphore_line_admits_its_first_n_permits(permits: int, contenders: i
 @given(owners, st.sampled_from([Share("read"), Share("write"), Share("permit", 7), None]))
 def test_an_entry_is_read_back_as_what_it_was_created_as(owner: str, share: Share | None) -> None:
     entry = queues.contender(f"{queues.node_prefix(owner, share)}0000000042")
-    assert entry is not None and entry.owner == owner and entry.sequence == 42
+    assert entry is not None
+    assert entry.owner == owner
+    assert entry.sequence == 42
     expected = {None: "lock", "write": "lock", "read": "read", "permit": "permit"}
     assert entry.kind == expected[None if share is None else share.kind]
     assert entry.permits == (7 if entry.kind == "permit" else 1)
@@ -131,7 +133,8 @@ def test_an_entry_is_read_back_as_what_it_was_created_as(owner: str, share: Shar
 def test_a_listed_part_leads_back_to_its_line() -> None:
     reader = queues.contender(f"{queues.node_prefix('a', Share('read'))}0000000003")
     permit = queues.contender(f"{queues.node_prefix('b', Share('permit', 2))}0000000004")
-    assert reader is not None and permit is not None
+    assert reader is not None
+    assert permit is not None
     assert queues.part_name("x.rw", reader) == "x.rw/r/3"
     assert queues.part_name("y.sem", permit) == "y.sem/p/2/4"
     assert queues.queue_of_part("x.rw/r/3") == "x.rw"
@@ -142,9 +145,11 @@ def test_a_listed_part_leads_back_to_its_line() -> None:
 
 def test_a_keep_ends_by_the_servers_stamp_and_bad_marks_keep_nothing() -> None:
     kept = at_least.read_mark(at_least.mark_data("ab" * 20, 2.5), 1_000)
-    assert kept is not None and kept.owner == "ab" * 20
+    assert kept is not None
+    assert kept.owner == "ab" * 20
     assert kept.left(2_000) == 1.5  # 1 s after the stamp: 1.5 s of 2.5 left
-    assert kept.left(3_500) == 0 and kept.left(10_000) < 0
+    assert kept.left(3_500) == 0
+    assert kept.left(10_000) < 0
     assert at_least.read_mark(b"owner soon", 1_000) is None
     assert at_least.read_mark(b"owner 0", 1_000) is None
     assert queues.contender(at_least.MARK) is None  # never taken for a contender

@@ -127,7 +127,7 @@ class Nemesis:
     length = (1.5, 3.0)  # fault duration, in TTLs
 
     def __init__(self, seed: int, ttl: float, start: float) -> None:
-        self.rng = random.Random(f"{seed}:{self.name}")
+        self.rng = random.Random(f"{seed}:{self.name}")  # noqa: S311 (a seeded schedule, to replay)
         self.ttl = ttl
         self.active: _Active | None = None
         self.faults = 0

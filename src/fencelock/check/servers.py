@@ -337,7 +337,7 @@ class Reaper:
     """
 
     def __init__(self) -> None:
-        self._proc = subprocess.Popen(
+        self._proc = subprocess.Popen(  # noqa: S603 (an argument list built here, no shell)
             [sys.executable, "-c", _REAPER],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,

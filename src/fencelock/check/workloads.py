@@ -353,7 +353,7 @@ class Worker:
 
     def __init__(self, spec: ClientSpec, lock: Taken, db: sqlite3.Connection, out: Channel) -> None:
         self.spec, self.lock, self.db, self.out = spec, lock, db, out
-        self.rng = random.Random(spec.seed * 1_000_003 + spec.client)
+        self.rng = random.Random(spec.seed * 1_000_003 + spec.client)  # noqa: S311 (a seeded schedule, to replay)
         self.acquire_timeout = max(1.0, 4 * spec.ttl)
 
     def run(self, deadline: float) -> None:
@@ -544,7 +544,7 @@ class BarrierWorker:
         self, spec: ClientSpec, client: fencelock.Client, db: sqlite3.Connection, out: Channel
     ) -> None:
         self.spec, self.client, self.db, self.out = spec, client, db, out
-        self.rng = random.Random(spec.seed * 1_000_003 + spec.client)
+        self.rng = random.Random(spec.seed * 1_000_003 + spec.client)  # noqa: S311 (a seeded schedule, to replay)
         self.wait_timeout = max(1.0, 4 * spec.ttl)
 
     def run(self, deadline: float) -> None:

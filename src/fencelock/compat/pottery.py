@@ -294,7 +294,7 @@ class Redlock:
                 if left is not None and left <= 0:
                     return self._gave_up(began, blocking)
                 logger.warning("could not reach %s's servers (%s); trying again", self.key, exc)
-                time.sleep(random.uniform(0, min(self._RETRY_DELAY, left or self._RETRY_DELAY)))
+                time.sleep(random.uniform(0, min(self._RETRY_DELAY, left or self._RETRY_DELAY)))  # noqa: S311 (retry jitter)
                 unreachable = True
                 continue
             self._took(lease)

@@ -94,7 +94,7 @@ class Dialect(ABC):
         params: dict[str, Any] = {}
         listed = self._columns(columns) if columns else "*"
         where = self._where(key, params)
-        query = f"SELECT {listed} FROM {self._table(table)} WHERE {where} LIMIT 1"
+        query = f"SELECT {listed} FROM {self._table(table)} WHERE {where} LIMIT 1"  # noqa: S608 (quoted identifiers; values are parameters)
         return self.statement(query + (_LOCKS[lock] if lock else ""), params)
 
     def versioned_update(
@@ -117,7 +117,7 @@ class Dialect(ABC):
             params["expected"] = expected
             same = f"{version} = {param('expected')}"
         where = self._where(key, params)
-        query = f"UPDATE {self._table(table)} SET {', '.join(sets)} WHERE {where} AND {same}"
+        query = f"UPDATE {self._table(table)} SET {', '.join(sets)} WHERE {where} AND {same}"  # noqa: S608 (quoted identifiers; values are parameters)
         return self.statement(query + (" RETURNING *" if self.returning else ""), params)
 
     def fenced_update(self, write: FencedWrite) -> Statement:
@@ -128,7 +128,7 @@ class Dialect(ABC):
         sets = [*self._assignments(write.values, params), f"{fence} = {param('token')}"]
         where = self._where(write.key, params)
         newer = self._fence_test(fence, param("token"), write.allow_equal)
-        query = f"UPDATE {self._table(write.table)} SET {', '.join(sets)} WHERE {where} AND {newer}"
+        query = f"UPDATE {self._table(write.table)} SET {', '.join(sets)} WHERE {where} AND {newer}"  # noqa: S608 (quoted identifiers; values are parameters)
         return self.statement(query, params)
 
     @abstractmethod

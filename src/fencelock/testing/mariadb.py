@@ -19,7 +19,7 @@ from typing import Any
 from fencelock.testing.sql_server import SQLServer
 from fencelock.testing.tools import LOOPBACK, SBIN, require_binary
 
-PASSWORD = "fencelock"
+PASSWORD = "fencelock"  # noqa: S105 (the password of a throwaway test server)
 DATABASE = "fencelock"
 # what both the bootstrap and the server are given: small, and the same redo log size
 # (given another size, the server would rebuild the redo log when it starts)
@@ -30,7 +30,7 @@ DELETE FROM mysql.proxies_priv WHERE Host NOT IN ('localhost', '127.0.0.1');
 FLUSH PRIVILEGES;
 ALTER USER root@'127.0.0.1' IDENTIFIED BY '{PASSWORD}';
 CREATE DATABASE {DATABASE} CHARACTER SET utf8mb4;
-"""
+"""  # noqa: S608 (constants)
 
 
 class MariaDBServer(SQLServer):
@@ -86,7 +86,7 @@ class MariaDBServer(SQLServer):
             f"--extra-file={setup}",
             *_SIZES,
         ]
-        done = subprocess.run(install, capture_output=True, text=True, check=False, timeout=120)
+        done = subprocess.run(install, capture_output=True, text=True, check=False, timeout=120)  # noqa: S603 (a test server with arguments built here, no shell)
         setup.unlink()
         if done.returncode != 0 or not (self.data / DATABASE).is_dir():
             raise RuntimeError(f"mariadb-install-db failed:\n{done.stdout}\n{done.stderr}")

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from fencelock.testing.process import ServerOptions
 
 BIN = Path("/usr/lib/postgresql/15/bin")
-PASSWORD = "fencelock"
+PASSWORD = "fencelock"  # noqa: S105 (the password of a throwaway test server)
 
 
 def postgres_url(address: str) -> str:
@@ -108,7 +108,7 @@ class PostgreSQLServer(SQLServer):
             *("--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync"),
             *("-E", "UTF8", "--locale=C.UTF-8"),
         ]
-        done = subprocess.run(as_nobody(initdb), capture_output=True, text=True, check=False)
+        done = subprocess.run(as_nobody(initdb), capture_output=True, text=True, check=False)  # noqa: S603 (a test server with arguments built here, no shell)
         password_file.unlink()
         if done.returncode != 0:
             raise RuntimeError(f"initdb failed:\n{done.stdout}\n{done.stderr}")

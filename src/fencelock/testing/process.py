@@ -149,7 +149,7 @@ class ServerProcess:
         if self.clock is not None:
             env.update(self.clock.environment())
         with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
+            self.proc = subprocess.Popen(  # noqa: S603 (a test server with arguments built here, no shell)
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -88,7 +88,7 @@ class RedisServer(ServerProcess):
 
     def cli(self, *args: str) -> str:
         """``redis-cli -p PORT ARGS…`` (plain, no credentials); stdout, stripped."""
-        done = subprocess.run(
+        done = subprocess.run(  # noqa: S603 (a test server with arguments built here, no shell)
             [require_binary("redis-cli", "redis-tools"), "-p", str(self.port), *args],
             capture_output=True,
             text=True,
@@ -104,7 +104,7 @@ def create_cluster(nodes: list[RedisServer], replicas: int = 0, timeout: float =
     every node says the cluster is up and every replica has synced with its master (a
     replica that never synced cannot take over)."""
     addresses = [node.address for node in nodes]
-    done = subprocess.run(
+    done = subprocess.run(  # noqa: S603 (a test server with arguments built here, no shell)
         [require_binary("redis-cli", "redis-tools"), "--cluster", "create", *addresses,
          "--cluster-replicas", str(replicas), "--cluster-yes"],
         capture_output=True, text=True, check=False, timeout=timeout,

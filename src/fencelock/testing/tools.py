@@ -38,7 +38,7 @@ def free_port() -> int:
     exits with "Address already in use")."""
     ephemeral_low = _ephemeral_low()
     for _ in range(200):
-        port = random.randrange(_LOWEST, ephemeral_low)
+        port = random.randrange(_LOWEST, ephemeral_low)  # noqa: S311 (a port to try)
         if port in _HANDED_OUT:
             continue
         with socket.socket() as sock:

@@ -153,7 +153,7 @@ class Script:
     load_command: bytes = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        sha = hashlib.sha1(self.source.encode()).hexdigest()
+        sha = hashlib.sha1(self.source.encode(), usedforsecurity=False).hexdigest()
         object.__setattr__(self, "sha", sha)
         object.__setattr__(self, "load_command", pack([b"SCRIPT", b"LOAD", self.source]))
 

@@ -108,7 +108,7 @@ _OURS = "(clock IS NULL OR clock = :clock)"
 _QUEUE = f"""
 SELECT address, arrived, alive_until FROM fencelock_queue WHERE name = :name AND {_OURS}
 ORDER BY seq
-"""
+"""  # noqa: S608 (constant fragments; values are parameters)
 
 _JOIN = """
 INSERT INTO fencelock_queue (name, address, arrived, alive_until, owner, clock)
@@ -588,7 +588,7 @@ class SQLiteBackend:
         written = self._written(self._here())
         with self._transaction() as conn:
             released = conn.execute(
-                f"UPDATE fencelock_leases SET owner = NULL, expires_at = 0 "
+                f"UPDATE fencelock_leases SET owner = NULL, expires_at = 0 "  # noqa: S608 (constant fragments; values are parameters)
                 f"WHERE name = :name AND {_HELD_BY}",
                 {"name": name, "owner": owner, "now": self._host.now()} | written,
             ).rowcount
@@ -606,7 +606,7 @@ class SQLiteBackend:
             now = self._host.now()
             return [
                 conn.execute(
-                    f"UPDATE fencelock_leases SET expires_at = :expires_at, ttl = :ttl "
+                    f"UPDATE fencelock_leases SET expires_at = :expires_at, ttl = :ttl "  # noqa: S608 (constant fragments; values are parameters)
                     f"WHERE name = :name AND {_HELD_BY}",
                     {"name": name, "owner": owner, "now": now, "ttl": ttl}
                     | {"expires_at": now + ttl}
@@ -638,7 +638,7 @@ class SQLiteBackend:
             rows = (
                 self._db()
                 .execute(
-                    f"SELECT owner FROM fencelock_queue WHERE name = :name"
+                    f"SELECT owner FROM fencelock_queue WHERE name = :name"  # noqa: S608 (constant fragments; values are parameters)
                     f" AND (alive_until > :now OR NOT {_OURS}) ORDER BY seq",
                     {"name": name, "now": self._host.now(), "clock": clock},
                 )
