@@ -7,7 +7,7 @@ the server's side (``KILL``, ``pg_terminate_backend``) or the server is SIGKILLe
 restarted on its data. The window is the time from the contender's grant to the moment
 the holder saw its lease lost (0 when the holder knew first).
 
-    python bench/revocation_window.py [--rounds 5] [--colour sync|async|both]
+    python bench/revocation_window.py [--rounds 5] [--variant sync|async|both]
 """
 
 from __future__ import annotations
@@ -178,29 +178,29 @@ def _window(lost_at: list[float], granted_at: list[float]) -> float:
 def main() -> None:
     made = parser(__doc__, "one round of each")
     made.add_argument("--rounds", type=int, default=5)
-    made.add_argument("--colour", choices=("sync", "async", "both"), default="both")
+    made.add_argument("--variant", choices=("sync", "async", "both"), default="both")
     args = made.parse_args()
     if args.quick:
         args.rounds = 1
-    colours = ("sync", "async") if args.colour == "both" else (args.colour,)
+    variants = ("sync", "async") if args.variant == "both" else (args.variant,)
     with server_pool() as (pool, _tmp):
         pg, maria = pool.postgresql(), pool.mariadb()
         backends = [
             ("postgresql+advisory", pg.url.replace("postgresql://", "postgresql+advisory://"), pg),
             ("mysql", maria.url, maria),
         ]
-        print(f"{'backend':22} {'colour':6} {'fault':10} {'median':>8} {'max':>8}")
+        print(f"{'backend':22} {'variant':7} {'fault':10} {'median':>8} {'max':>8}")
         for label, url, server in backends:
             faults = {"session": _end_session, "crash": _crash(server)}
-            for colour in colours:
-                rounds = one_round_sync if colour == "sync" else one_round_async
+            for variant in variants:
+                rounds = one_round_sync if variant == "sync" else one_round_async
                 for fault_name, fault in faults.items():
                     windows = [
-                        rounds(url, f"window/{fault_name}/{colour}/{i}", fault)
+                        rounds(url, f"window/{fault_name}/{variant}/{i}", fault)
                         for i in range(args.rounds)
                     ]
                     print(
-                        f"{label:22} {colour:6} {fault_name:10} "
+                        f"{label:22} {variant:7} {fault_name:10} "
                         f"{statistics.median(windows) * 1000:7.1f}ms {max(windows) * 1000:7.1f}ms",
                         flush=True,
                     )

@@ -245,7 +245,7 @@ def analyse(
 def supports_fair(tmp: Path) -> bool:
     """Whether this fencelock offers fair=True on sqlite:// (it did not always)."""
     with fencelock.connect(sqlite_url(tmp / "probe.db")) as client:
-        return bool(client.seam.backend.capabilities.fair)
+        return bool(client.internals.backend.capabilities.fair)
 
 
 def contenders(tmp: Path, versions: dict[str, str | None]) -> list[Contender]:

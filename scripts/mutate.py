@@ -68,7 +68,7 @@ SAFETY_FILES = [
     "engine/*.py",
     "lease.py",
     "renewer.py",
-    "holdings.py",
+    "client_leases.py",
     "fencing.py",
     "primitives/*.py",
     "backends/threaded.py",
@@ -79,14 +79,14 @@ SAFETY_FILES = [
 ]
 SKIP_FILES = {"__init__.py"}  # package markers: nothing to mutate
 
-# Tests that read the source text (layers, the one clock, the seam, the docs' paths):
+# Tests that read the source text (layers, the one clock, the client's internals, the docs' paths):
 # the mutated copy's text carries every mutant at once and mutmut's imports, so these
 # fail on the copy whatever the mutant (mutmut then refuses to start), and can kill
 # none of them.
 DESELECT = [
     "tests/unit/test_layers.py",
     "tests/unit/test_one_clock.py",
-    "tests/unit/test_seam.py",
+    "tests/unit/test_client_internals.py",
     "tests/unit/test_doc_paths.py",
     "tests/unit/test_backoff.py::test_no_module_writes_a_backoff_of_its_own",
     # and those that list a class's members: mutmut's copies of each method are members

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The other Pythons pyproject.toml declares (3.10, 3.12, 3.13; the default one runs the
 # whole suite in `make test`): each gets a venv of its own (.venv-pyX.Y, with the test
-# extra) and runs tests/unit and the contract suite, both colours, on every backend.
+# extra) and runs tests/unit and the contract suite, sync and async, on every backend.
 # An interpreter that is not installed is named in the last lines, never skipped
 # silently; any failure fails the run. Interpreters are found on PATH (python3.X) or
 # in pyenv's versions.
@@ -122,7 +122,7 @@ else
 fi
 
 echo
-echo "python-matrix (tests/unit and the contract suite on every backend, both colours;"
+echo "python-matrix (tests/unit and the contract suite on every backend, sync and async;"
 echo "the SQLAlchemy integration on 1.4):"
 for line in "${summary[@]}"; do echo "  $line"; done
 exit "$failed"

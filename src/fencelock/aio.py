@@ -9,7 +9,7 @@ returned. fencelock waits with :func:`within` and stops tasks with :func:`stop`.
 Drivers still use ``wait_for`` inside (redis.asyncio bounds every write with it when
 a socket timeout is set, and a write's drain is usually done at once): a cancelled
 ``acquire()`` went on waiting for the lock, 40 times in 100 when cancelled as it
-subscribed. So :func:`within` and :func:`insisting` look, once the awaited call is
+subscribed. So :func:`within` and :func:`within_or_recancel` look, once the awaited call is
 back, whether a cancellation asked meanwhile was swallowed, and raise it.
 """
 
@@ -21,7 +21,7 @@ import sys
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from fencelock import stepping
+from fencelock import blocking_call
 
 T = TypeVar("T")
 F = TypeVar("F", bound="asyncio.Future[Any]")
@@ -61,14 +61,14 @@ else:  # pragma: no cover - Python 3.10: no asyncio.timeout, no Task.cancelling
 async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
     """Await with a deadline (:class:`TimeoutError` past it); no extra task (from Python
     3.11). A cancellation the awaited call swallowed is raised once it is back. In a
-    stepped call (:mod:`fencelock.stepping`), the request inside bounds its wait."""
-    if stepping.active():
-        return await stepping.within(seconds, awaitable, _within)
+    stepped call (:mod:`fencelock.blocking_call`), the request inside bounds its wait."""
+    if blocking_call.active():
+        return await blocking_call.within(seconds, awaitable, _within)
     return await _within(seconds, awaitable)
 
 
 async def _cut_off(seconds: float | None, awaitable: Awaitable[T], recancel: float | None) -> T:
-    """Python 3.10's :func:`within` and :func:`insisting`, as 3.11's behave: the awaited
+    """Python 3.10's :func:`within` and :func:`within_or_recancel`, as 3.11's behave: the awaited
     call, cancelled at the deadline (and again ``recancel`` later if it goes on), ends
     in place; a result it returned all the same is the result, a cancellation is
     :class:`TimeoutError` (the builtin one, as on 3.11)."""
@@ -95,7 +95,7 @@ async def _cut_off(seconds: float | None, awaitable: Awaitable[T], recancel: flo
 
 if sys.version_info >= (3, 11):
 
-    async def insisting(seconds: float, awaitable: Awaitable[T]) -> T:
+    async def within_or_recancel(seconds: float, awaitable: Awaitable[T]) -> T:
         """:func:`within`, cut off in place, and cancelled once more if its clean-up
         from the first cancellation goes on past :data:`RECANCEL_AFTER`: a driver may
         take its time over a cancellation (psycopg asks the server to cancel the query
@@ -126,8 +126,12 @@ if sys.version_info >= (3, 11):
 
 else:  # pragma: no cover - Python 3.10
 
-    async def insisting(seconds: float, awaitable: Awaitable[T]) -> T:
+    async def within_or_recancel(seconds: float, awaitable: Awaitable[T]) -> T:
         return await _cut_off(seconds, awaitable, recancel=RECANCEL_AFTER)
+
+
+# The name before the field's word (fencelock.aio is public): kept.
+insisting = within_or_recancel
 
 
 async def stop(task: asyncio.Future[Any] | None) -> None:

@@ -11,15 +11,15 @@ from urllib.parse import urlencode
 
 from fencelock.backends import open_async_backend, open_backend, url_of
 from fencelock.backends.base import AsyncBackend, Backend, LockInfo
+from fencelock.client_internals import ClientInternals
+from fencelock.client_leases import Holdings
 from fencelock.engine.names import validate_name, validate_prefix
 from fencelock.engine.timing import validate_ttl
 from fencelock.errors import ConfigError, FencelockError
-from fencelock.holdings import Holdings
 from fencelock.lease import AsyncLease, Lease, LeaseBase, Tracker
 from fencelock.log import log
 from fencelock.primitives.lock import AsyncLock, Lock, _LockBase, is_held
 from fencelock.renewer import AsyncRenewer, Renewer
-from fencelock.seam import Seam
 
 if TYPE_CHECKING:  # the rest of the family is imported when first asked for
     from fencelock.primitives.barrier import (
@@ -96,17 +96,17 @@ def _releasing_forgotten(lease: LeaseBase) -> Iterator[None]:
 
 
 class _ClientBase(Generic[B, L, K, M, S]):
-    """What both colours of client are: one backend, and the leases taken through it
+    """What both variants of client are: one backend, and the leases taken through it
     (which go to the client's renewer from there); the primitives both make, with their
-    arguments checked (each colour says which class it makes)."""
+    arguments checked (each variant says which class it makes)."""
 
     _lock_type: type[K]
 
     def __init__(self, backend: B, renewer: Tracker[L]) -> None:
         self._backend: B = backend
         self._holdings: Holdings[L] = Holdings(renewer)
-        self.seam: Seam[B, L] = Seam(backend, self._holdings)
-        """What primitives built on this client use of it (:mod:`fencelock.seam`)."""
+        self.internals: ClientInternals[B, L] = ClientInternals(backend, self._holdings)
+        """What primitives built on this client use of it (:mod:`fencelock.client_internals`)."""
 
     @property
     def url(self) -> str:
@@ -159,7 +159,7 @@ class _ClientBase(Generic[B, L, K, M, S]):
         """
         _check_fair(self._backend.capabilities.fair, fair, self.url)
         return self._lock_type(
-            self.seam,
+            self.internals,
             validate_name(name),
             ttl=validate_ttl(ttl),
             renew=renew,
@@ -198,7 +198,7 @@ class _ClientBase(Generic[B, L, K, M, S]):
         return self._semaphore_type()(self, name, permits, validate_ttl(ttl), timeout)
 
     def _multi_lock_type(self) -> type[M]:
-        raise NotImplementedError  # each colour imports its own when first asked for
+        raise NotImplementedError  # each variant imports its own when first asked for
 
     def _semaphore_type(self) -> type[S]:
         raise NotImplementedError

@@ -1,7 +1,7 @@
 """Leases: what you hold while you hold a lock.
 
 Everything that moves a lease's trusted time (a renewal by the renewer, an
-``extend()`` by the caller) goes through one method per colour,
+``extend()`` by the caller) goes through one method per sync/async variant,
 ``_renew_on_server``, which sends one request at a time per lease and settles
 its outcome in :meth:`LeaseBase._settle` under :mod:`fencelock.engine.trust`'s
 rules, so the client never trusts a lease longer than the server granted it.
@@ -29,13 +29,13 @@ from fencelock.backends.base import (
     keeping,
     leaves_names_taken,
 )
-from fencelock.backends.bounds import abandoning
+from fencelock.backends.bounds import bounded_or_detach
 from fencelock.backends.shared_loop import release_within
 from fencelock.engine import timing, trust
 from fencelock.engine.lease_state import LeaseEvent, LeaseState, is_live, transition
 from fencelock.engine.outcomes import RenewedAsOf
 from fencelock.engine.renewal import Outcome
-from fencelock.engine.session import Session, SessionNews
+from fencelock.engine.session import SessionNews, SharedSession
 from fencelock.errors import ConfigError, FencelockError, LeaseLost
 from fencelock.log import log
 from fencelock.metrics import REGISTRY
@@ -88,7 +88,7 @@ class LeaseTerms:
     trusted_until: float
     max_hold: float | None = None  # seconds from the acquire request: never trusted past it
     hold_until: float = math.inf
-    session: Session | None = None  # the backend session it is held in, if shared
+    session: SharedSession | None = None  # the backend session it is held in, if shared
     attempts: int = 1  # tries the acquire took
     reentrant: bool = False  # its holder may take it again (counted; see ``depth``)
     entry: str = "lock"  # "read", "write" or "permit": an entry in a native shared line
@@ -569,7 +569,7 @@ class AsyncLease(LeaseBase):
                 if release.lost_before:  # a courtesy: bounded
                     url = self._backend.url
                     bound = self._backend.request_bound
-                    sent = abandoning(bound, sent, url, "a release", bound)
+                    sent = bounded_or_detach(bound, sent, url, "a release", bound)
                 release.outcome = await sent
 
     async def wait_lost(self, timeout: float | None = None) -> bool:

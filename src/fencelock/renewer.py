@@ -97,7 +97,7 @@ def still_to_renew(one: _Round[L]) -> bool:
 
 
 class _RenewerBase(Generic[L]):
-    """The schedule and when the driver's current sleep ends, shared by both colours."""
+    """The schedule and when the driver's current sleep ends, shared by sync and async."""
 
     def __init__(self) -> None:
         self._schedule: plan.Schedule[L]

@@ -117,9 +117,9 @@ def _at_most(backend: Backend | AsyncBackend, terms: OnceTerms) -> dict[str, Any
 def run_once(client: Client, name: str, terms: OnceTerms, call: Callable[[], Any]) -> Any:
     """Run ``call`` if ``name`` is free; :data:`SKIPPED` (returned) if not."""
     _refuse_at_least_where_names_end_with_the_client(
-        leaves_names_taken(client.seam.backend, False), terms, client.url
+        leaves_names_taken(client.internals.backend, False), terms, client.url
     )
-    lease = client.lock(name, **_at_most(client.seam.backend, terms)).try_acquire()
+    lease = client.lock(name, **_at_most(client.internals.backend, terms)).try_acquire()
     if lease is None:
         return SKIPPED
     started = clock.now()
@@ -134,9 +134,9 @@ async def arun_once(
 ) -> Any:
     """Await ``call()`` if ``name`` is free; as :func:`run_once`."""
     _refuse_at_least_where_names_end_with_the_client(
-        leaves_names_taken(client.seam.backend, False), terms, client.url
+        leaves_names_taken(client.internals.backend, False), terms, client.url
     )
-    lease = await client.lock(name, **_at_most(client.seam.backend, terms)).try_acquire()
+    lease = await client.lock(name, **_at_most(client.internals.backend, terms)).try_acquire()
     if lease is None:
         return SKIPPED
     started = clock.now()

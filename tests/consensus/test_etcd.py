@@ -177,7 +177,7 @@ def test_many_leases_cost_one_keepalive_and_one_listing_per_third_of_their_ttl(
 def _send_the_release_first(client: fencelock.Client, lease: fencelock.Lease) -> None:
     """Land the delete ``lease.release()`` will send, as a first send whose reply a
     leader change lost would have: the release then sends it again."""
-    shared = client.seam.backend
+    shared = client.internals.backend
     inner = shared._backend()  # type: ignore[attr-defined]
     held = inner._held[lease.owner]
     record = inner.release_record(lease.name, held.revision, lease.owner)
@@ -204,6 +204,6 @@ def test_a_release_sent_again_after_it_landed_is_a_release(etcd: EtcdServer) -> 
 def test_a_release_by_another_client_is_still_a_loss(etcd: EtcdServer) -> None:
     with fencelock.connect(etcd.url) as client, fencelock.connect(etcd.url) as other:
         lease = client.lock("resent/stolen").acquire()
-        assert other.seam.backend.release(lease.name, lease.owner)  # an operator's release
+        assert other.internals.backend.release(lease.name, lease.owner)  # an operator's release
         with pytest.raises(fencelock.LeaseLost):
             lease.release()

@@ -102,7 +102,7 @@ def test_the_token_is_the_holder_nodes_czxid(
 def test_a_session_the_server_ends_is_a_loss_at_once(zookeeper: ZooKeeperServer) -> None:
     with fencelock.connect(zookeeper.url) as client:
         lease = client.lock("expiring", ttl=20).acquire()
-        (session,) = client.seam.backend._inner._sessions.values()  # type: ignore[attr-defined]
+        (session,) = client.internals.backend._inner._sessions.values()  # type: ignore[attr-defined]
         session_id, password = session.client.client_id
         # another connection with the same session id and password closes the session
         thief = KazooClient(hosts=zookeeper.address, client_id=(session_id, password))
@@ -156,7 +156,7 @@ def test_a_waiter_whose_session_the_server_ends_queues_again_at_once(
                 return [n for n in kazoo.get_children(line) if not n.startswith(first.owner)]
 
             queued = wait_until(waiters, what="the waiter in line", interval=0.01)
-            (session,) = waiting.seam.backend._inner._sessions.values()  # type: ignore[attr-defined]
+            (session,) = waiting.internals.backend._inner._sessions.values()  # type: ignore[attr-defined]
             thief = KazooClient(hosts=zookeeper.address, client_id=session.client.client_id)
             thief.start(10)
             thief.stop()

@@ -277,7 +277,7 @@ def queued_waiters(client: fencelock.Client, name: str) -> int:
 def native_shares(client: fencelock.Client) -> bool:
     """Whether the backend queues readers, writers and permits in a line of its own
     (ZooKeeper) instead of the generic gate-and-slot leases."""
-    return sharing(client.seam.backend) is not None
+    return sharing(client.internals.backend) is not None
 
 
 def wait_for_queued_entry(client: fencelock.Client, generic_gate: str, line: str) -> None:

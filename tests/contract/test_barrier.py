@@ -18,7 +18,7 @@ PARTIES = 3
 
 
 def _supported(client: fencelock.Client) -> bool:
-    return holds_latches(client.seam.backend) or latching(client.seam.backend) is not None
+    return holds_latches(client.internals.backend) or latching(client.internals.backend) is not None
 
 
 def test_no_party_passes_before_the_last_arrives(
@@ -94,7 +94,7 @@ def test_a_double_barrier_enters_and_leaves_together(
 def test_asyncio_barrier(backend: BackendCase, name: str) -> None:
     async def main() -> None:
         async with fencelock.aconnect(backend.url) as client:
-            async_backend = client.seam.backend
+            async_backend = client.internals.backend
             if not (holds_latches(async_backend) or async_latching(async_backend) is not None):
                 with pytest.raises(fencelock.ConfigError, match="count-down latch"):
                     client.barrier(name, 2)

@@ -1,6 +1,6 @@
 """One client holding many leases renews them together where its backend can (one
 request a round, not one a lease), keeps every one, and loses none to the batching;
-elsewhere one by one, as before. Both colours."""
+elsewhere one by one, as before. Both variants."""
 
 from __future__ import annotations
 
@@ -89,13 +89,13 @@ def test_many_leases_are_renewed_together_and_all_kept(
     backend: BackendCase, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with fencelock.connect(backend.url) as client:
-        count = spy(client.seam.backend, monkeypatch)
+        count = spy(client.internals.backend, monkeypatch)
         leases = [client.lock(f"{name}-{i}", ttl=TTL).acquire() for i in range(LEASES)]
         time.sleep(HELD_FOR)
         assert not [lease for lease in leases if lease.lost]
         for lease in leases:
             lease.release()
-    check(count, client.seam.backend.capabilities.renews_in_batches)
+    check(count, client.internals.backend.capabilities.renews_in_batches)
 
 
 def test_async_many_leases_are_renewed_together_and_all_kept(
@@ -103,13 +103,13 @@ def test_async_many_leases_are_renewed_together_and_all_kept(
 ) -> None:
     async def main() -> None:
         async with fencelock.aconnect(backend.url) as client:
-            count = spy(client.seam.backend, monkeypatch)
+            count = spy(client.internals.backend, monkeypatch)
             leases = [await client.lock(f"{name}-{i}", ttl=TTL).acquire() for i in range(LEASES)]
             await asyncio.sleep(HELD_FOR)
             assert not [lease for lease in leases if lease.lost]
             for lease in leases:
                 await lease.release()
-        check(count, client.seam.backend.capabilities.renews_in_batches)
+        check(count, client.internals.backend.capabilities.renews_in_batches)
 
     asyncio.run(main())
 

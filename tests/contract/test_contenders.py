@@ -41,7 +41,7 @@ def commands(contenders: list[Holder]) -> list[str]:
 
 
 def keeps_a_line(client: fencelock.Client, name: str) -> bool:
-    return client.seam.backend.waiters(name) is not None
+    return client.internals.backend.waiters(name) is not None
 
 
 def seen(look: Callable[[], list[Holder]], count: int) -> list[str]:
@@ -73,7 +73,7 @@ def test_the_holder_then_the_waiters_in_line(
     name: str,
     label: Callable[[str], None],
 ) -> None:
-    fair, lined = client.seam.backend.capabilities.fair, keeps_a_line(client, name)
+    fair, lined = client.internals.backend.capabilities.fair, keeps_a_line(client, name)
     assert client.lock(name).contenders() == []
     label("holder")
     held = client.lock(name, fair=fair).acquire()
@@ -155,7 +155,7 @@ def test_the_asyncio_faces(backend: BackendCase, name: str, label: Callable[[str
             fencelock.aconnect(backend.url) as first,
             fencelock.aconnect(backend.url) as second,
         ):
-            lined = await first.seam.backend.waiters(name) is not None
+            lined = await first.internals.backend.waiters(name) is not None
             label("holder")
             held = await first.lock(name).acquire()
             label("waiter")

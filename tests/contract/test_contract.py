@@ -68,8 +68,8 @@ def test_owners_are_unique_per_attempt(client: fencelock.Client, name: str) -> N
 
 def test_non_owner_cannot_release_or_renew(client: fencelock.Client, name: str) -> None:
     lease = client.lock(name).acquire()
-    assert client.seam.backend.release(name, "f" * 40) is False
-    assert client.seam.backend.renew(name, "f" * 40, 60) is False
+    assert client.internals.backend.release(name, "f" * 40) is False
+    assert client.internals.backend.renew(name, "f" * 40, 60) is False
     info = client.inspect(name)
     assert info is not None
     assert info.owner == lease.owner
@@ -329,16 +329,16 @@ def test_the_common_connection_options_are_taken_everywhere(
 
 
 def test_each_backend_keeps_its_urls_request_bound(backend: BackendCase) -> None:
-    """The URL's ``request_bound`` is the backend's own, both colours: every scheme
+    """The URL's ``request_bound`` is the backend's own, sync and async: every scheme
     takes it, and the blocking face of an asyncio backend keeps the same."""
     url = f"{backend.url}{'&' if '?' in backend.url else '?'}request_bound=7.5"
     url = url.replace("request_bound=5&", "").replace("&request_bound=5", "")
     with fencelock.connect(url) as client:
-        assert client.seam.backend.request_bound == 7.5
-        assert isinstance(client.seam.backend.capabilities, Capabilities)
+        assert client.internals.backend.request_bound == 7.5
+        assert isinstance(client.internals.backend.capabilities, Capabilities)
 
     async def main() -> None:
         async with fencelock.aconnect(url) as aclient:
-            assert aclient.seam.backend.request_bound == 7.5
+            assert aclient.internals.backend.request_bound == 7.5
 
     asyncio.run(main())

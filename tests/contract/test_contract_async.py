@@ -155,7 +155,7 @@ def test_async_cancelled_waiter_leaves_no_trace(
 
     async def main() -> float:
         async with fencelock.aconnect(backend.url) as a, fencelock.aconnect(backend.url) as b:
-            fair = {"fair": True} if a.seam.backend.capabilities.fair else {}
+            fair = {"fair": True} if a.internals.backend.capabilities.fair else {}
             holder = await a.lock(name, ttl=30, **fair).acquire()
             waiter = asyncio.ensure_future(b.lock(name, **fair).acquire(timeout=10))
             await await_waiters(a, name)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import fencelock
-from fencelock.seam import Seam
+from fencelock.client_internals import ClientInternals
 from tests.contract.conftest import BackendCase
 
 pytestmark = pytest.mark.slow  # seconds of waiting on every backend
@@ -125,8 +125,9 @@ def test_a_slow_renewal_landing_after_extend(
     backend: BackendCase, client: fencelock.Client, other: fencelock.Client, name: str
 ) -> None:
     """The renewer's ttl=4.5 request is sent late; meanwhile the caller extends to 30 s."""
-    slow = SlowFirstRenewal(client.seam.backend, hold=1.0)
-    client.seam = Seam(slow, client.seam.holdings)  # in front of every lock's backend
+    slow = SlowFirstRenewal(client.internals.backend, hold=1.0)
+    # in front of every lock's backend
+    client.internals = ClientInternals(slow, client.internals.holdings)
     lease = client.lock(name, ttl=4.5).acquire()
     assert slow.requests.first_paused.wait(10), "the renewer never renewed"
     lease.extend(30)
@@ -140,8 +141,9 @@ def test_an_extend_whose_reply_comes_late(
     backend: BackendCase, client: fencelock.Client, other: fencelock.Client, name: str
 ) -> None:
     """extend(30) reaches the server first, its reply late; the renewer renews meanwhile."""
-    late = LateFirstReply(client.seam.backend, hold=3.0)
-    client.seam = Seam(late, client.seam.holdings)  # in front of every lock's backend
+    late = LateFirstReply(client.internals.backend, hold=3.0)
+    # in front of every lock's backend
+    client.internals = ClientInternals(late, client.internals.holdings)
     lease = client.lock(name, ttl=6).acquire()
     lease.extend(30)
     assert late.requests.second_done.wait(10), "the renewer never renewed"
@@ -155,8 +157,9 @@ def test_async_a_slow_renewal_landing_after_extend(
 ) -> None:
     async def main() -> None:
         async with fencelock.aconnect(backend.url) as client:
-            slow = AsyncSlowFirstRenewal(client.seam.backend, hold=1.0)
-            client.seam = Seam(slow, client.seam.holdings)  # in front of every lock's backend
+            slow = AsyncSlowFirstRenewal(client.internals.backend, hold=1.0)
+            # in front of every lock's backend
+            client.internals = ClientInternals(slow, client.internals.holdings)
             lease = await client.lock(name, ttl=4.5).acquire()
             await asyncio.wait_for(slow.first_paused.wait(), 10)
             await lease.extend(30)
@@ -176,8 +179,9 @@ def test_a_cancelled_extend_still_bounds_trust(
 
     async def main() -> None:
         async with fencelock.aconnect(backend.url) as client:
-            slow = AsyncSlowFirstRenewal(client.seam.backend, hold=0.5)
-            client.seam = Seam(slow, client.seam.holdings)  # in front of every lock's backend
+            slow = AsyncSlowFirstRenewal(client.internals.backend, hold=0.5)
+            # in front of every lock's backend
+            client.internals = ClientInternals(slow, client.internals.holdings)
             lease = await client.lock(name, ttl=30).acquire()
             extending = asyncio.ensure_future(lease.extend(1))
             await asyncio.wait_for(slow.first_paused.wait(), 10)
@@ -194,8 +198,9 @@ def test_a_release_while_a_renewal_is_in_flight(
     backend: BackendCase, client: fencelock.Client, other: fencelock.Client, name: str
 ) -> None:
     """The late renewal finds the lease gone: the release stands, nobody is told of a loss."""
-    slow = SlowFirstRenewal(client.seam.backend, hold=0.5)
-    client.seam = Seam(slow, client.seam.holdings)  # in front of every lock's backend
+    slow = SlowFirstRenewal(client.internals.backend, hold=0.5)
+    # in front of every lock's backend
+    client.internals = ClientInternals(slow, client.internals.holdings)
     lease = client.lock(name, ttl=3).acquire()
     lost: list[str] = []
     lease.on_lost(lambda _lease: lost.append("lost"))

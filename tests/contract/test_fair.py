@@ -40,7 +40,7 @@ class Joinable(Protocol):
 
 @pytest.fixture
 def fair_client(client: fencelock.Client) -> fencelock.Client:
-    if not client.seam.backend.capabilities.fair:
+    if not client.internals.backend.capabilities.fair:
         with pytest.raises(fencelock.ConfigError, match="fair locks are not available"):
             client.lock("any", fair=True)
         pytest.skip(f"{client.url} has no fair locks (and says so)")
@@ -172,9 +172,9 @@ def test_a_holder_that_asks_again_is_refused_once_the_oldest_waiter_starves(
     waiter has waited STARVATION_BOUND; then a holder that releases and asks again at
     once is refused and that waiter gets the lease. Driven through the backend
     protocol, so no thread has to lose a race for it."""
-    if not client.seam.backend.capabilities.fair:
+    if not client.internals.backend.capabilities.fair:
         pytest.skip(f"{client.url} keeps no line of waiters to bound")
-    backend, owner = client.seam.backend, secrets.token_hex(20)
+    backend, owner = client.internals.backend, secrets.token_hex(20)
     holder = backend.attempt(name, owner, 30)
     waiter = backend.attempt(name, secrets.token_hex(20), 30)
     try:

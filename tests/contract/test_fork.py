@@ -169,13 +169,13 @@ def _held_by_another_thread(locks: list[Any]) -> Iterator[None]:
 
 def _busy_locks(client: fencelock.Client) -> list[Any]:
     """Locks a parent thread may hold at fork time: the renewer's (the deadlock seen),
-    and the backend's own (SQLite's connection mutex, Redlock's loop baton)."""
-    backend: Any = client.seam.backend
+    and the backend's own (SQLite's connection mutex, Redlock's loop's run lock)."""
+    backend: Any = client.internals.backend
     locks: list[Any] = [client._renewer._wake]
     if hasattr(backend, "_mutex"):
         locks.append(backend._mutex)
     if hasattr(backend, "_loop"):
-        locks.append(backend._loop._baton)
+        locks.append(backend._loop._run_lock)
     return locks
 
 

@@ -99,7 +99,7 @@ def test_a_watch_hears_changes_the_server_pushes(
 ) -> None:
     """On etcd and ZooKeeper a watcher looks as the server's watch fires: with a
     re-look only every 120 s, each join and leave still arrives within the test."""
-    if not client.seam.backend.capabilities.name_watches:
+    if not client.internals.backend.capabilities.name_watches:
         pytest.skip(f"{client.url} pushes no changes: a watcher polls (docs/primitives.md)")
     changes = client.group(name, ttl=3).watch(interval=120)
     seen: queue.Queue[fencelock.GroupChange] = queue.Queue()
@@ -130,7 +130,7 @@ def test_an_asyncio_watch_hears_changes_the_server_pushes(backend: BackendCase, 
             fencelock.aconnect(backend.url) as client,
             fencelock.aconnect(backend.url) as other,
         ):
-            if not client.seam.backend.capabilities.name_watches:
+            if not client.internals.backend.capabilities.name_watches:
                 pytest.skip(f"{client.url} pushes no changes: a watcher polls")
             changes = client.group(name, ttl=3).watch(interval=120)
             assert (await within(60, anext(changes))).members == ()

@@ -2,7 +2,7 @@
 
 ``acquire(timeout=T)`` returns (LockTimeout or BackendUnavailable) within T plus
 :data:`~fencelock.engine.timing.REQUEST_BOUND`, and the release of a lease already lost
-waits no longer than that bound, on every server backend, in both colours. Measured
+waits no longer than that bound, on every server backend, in sync and async. Measured
 before the bound: etcd 10-20 s, ZooKeeper 30 s, PostgreSQL 5 s, MariaDB 6 s for an
 ``acquire(timeout=0)``; 10 s to release a lost lease on etcd and ZooKeeper.
 """
@@ -139,7 +139,7 @@ def test_an_asyncio_caller_keeps_its_timeout(hung: tuple[str, ServerProcess]) ->
 def test_the_urls_request_bound_sets_how_long_past_the_timeout(
     hung: tuple[str, ServerProcess],
 ) -> None:
-    """``?request_bound=S`` gives the request in flight S seconds, in both colours, and
+    """``?request_bound=S`` gives the request in flight S seconds, in sync and async, and
     the error names the option (a loaded machine's user can lengthen it)."""
     url, server = hung
     if url.startswith("redis"):

@@ -14,7 +14,7 @@ def test_each_primitive_is_one_line_with_its_holders(
 ) -> None:
     readers = [c.rw_lock(f"{name}/rw").read().acquire(timeout=10) for c in (client, other)]
     permits = [c.semaphore(f"{name}/sem", permits=3).acquire(timeout=10) for c in (client, other)]
-    keeps_latches = holds_latches(client.seam.backend)
+    keeps_latches = holds_latches(client.internals.backend)
     if keeps_latches:
         assert client.latch(f"{name}/latch").try_set_count(2)
     entries = {entry.name: entry for entry in group(client.list(name))}

@@ -19,7 +19,7 @@ from tests.contract.conftest import BackendCase
 
 
 def _supported(client: fencelock.Client) -> bool:
-    return holds_latches(client.seam.backend)
+    return holds_latches(client.internals.backend)
 
 
 def test_count_down_to_zero_wakes_the_waiters(
@@ -104,7 +104,7 @@ def test_async_latch(backend: BackendCase, name: str) -> None:
             fencelock.aconnect(backend.url) as client,
             fencelock.aconnect(backend.url) as other,
         ):
-            if not holds_latches(client.seam.backend):
+            if not holds_latches(client.internals.backend):
                 with pytest.raises(fencelock.ConfigError):
                     client.latch(name)
                 return
@@ -148,7 +148,7 @@ def test_a_latch_made_before_fork_counts_down_in_the_child(
 
 
 def _client_built(client: fencelock.Client) -> bool:
-    return _supported(client) and latching(client.seam.backend) is None
+    return _supported(client) and latching(client.internals.backend) is None
 
 
 def test_a_count_down_that_died_between_its_two_steps_is_finished_by_the_next_call(

@@ -38,10 +38,10 @@ from fencelock.backends.redlock.backend import PHASE1, PHASE2, RELEASE, RENEW, A
 from fencelock.backends.redlock.round import Round, boolean_reply, phase_one_reply
 from fencelock.engine import redlock as quorum_plan
 from fencelock.engine.outcomes import Acquired, RenewedAsOf
-from fencelock.engine.session import Session
+from fencelock.engine.session import SharedSession
 from fencelock.errors import BackendUnavailable, FencelockError
 from fencelock.primitives.lock import new_owner
-from fencelock.sim.model import Granted, LeaseStore, RedlockNode, SessionStore
+from fencelock.sim.model import GrantReply, LeaseStore, RedlockNode, SessionStore
 from fencelock.testing import ServerPool, ServerProcess, ZooKeeperServer
 from fencelock.testing.tools import LOOPBACK
 from fencelock.testing.zookeeper import TICK_MS
@@ -148,7 +148,7 @@ def test_the_lease_model_matches_the_servers(backend: BackendCase, name: str, se
         given = 0.0  # the TTL the holder's lease was last given
         unrenewed: float | None = None  # when it would end had it not been renewed
         async with fencelock.aconnect(backend.url) as client:
-            real, started = client.seam.backend, clock.now()
+            real, started = client.internals.backend, clock.now()
             for step in plan(seed, ops, timing.ttls, LEASE_STEPS):
                 await _steer_clear(store, name, started, timing.margin)
                 owner, now = owners[step.who], clock.now() - started
@@ -171,7 +171,7 @@ def test_the_lease_model_matches_the_servers(backend: BackendCase, name: str, se
                         theirs = isinstance(await attempt.try_acquire(), Acquired)
                     finally:
                         await attempt.close()
-                    ours = isinstance(store.acquire(name, owner, step.ttl, now), Granted)
+                    ours = isinstance(store.acquire(name, owner, step.ttl, now), GrantReply)
                     if ours:
                         given, unrenewed = step.ttl, None
                 elif step.op == "renew":
@@ -225,7 +225,7 @@ def test_the_session_model_matches_the_servers(backend: BackendCase, name: str, 
                     opened = clients[who] = fencelock.aconnect(backend.url)
                     await opened.__aenter__()
                     sessions[who] = store.open_session(3600, now)
-                real = opened.seam.backend
+                real = opened.internals.backend
                 if step.op == "end":
                     await opened.__aexit__(None, None, None)
                     clients[who] = None
@@ -240,7 +240,7 @@ def test_the_session_model_matches_the_servers(backend: BackendCase, name: str, 
                     finally:
                         await attempt.close()
                     mine = store.acquire(name, owners[who], sessions[who], now)
-                    ours = isinstance(mine, Granted)
+                    ours = isinstance(mine, GrantReply)
                 else:
                     theirs = await real.release(name, owners[who])
                     ours = store.release(name, owners[who], sessions[who], now)
@@ -324,7 +324,7 @@ def test_a_redlock_node_matches_its_model(backend: BackendCase, name: str, seed:
         read = [0, 0, 0]  # the counter each owner read in its last phase one won
         keys, leaps = LockKeys.of(name), random.Random(seed + 1)
         async with fencelock.aconnect(backend.url) as client:
-            real = client.seam.backend
+            real = client.internals.backend
             assert isinstance(real, AsyncRedlockBackend)
             link = real.links[0]
 
@@ -559,7 +559,7 @@ class RealRun:
         self.backends: list[Any] = []
         self.owners: dict[tuple[int, str], str] = {}
         self.attempts: dict[tuple[int, str], Any] = {}
-        self.leases: dict[tuple[int, str], Session] = {}  # each lease's news
+        self.leases: dict[tuple[int, str], SharedSession] = {}  # each lease's news
         self.tokens: dict[str, int] = {}  # the highest token granted, by name
         self.steps: list[Said] = []
 
@@ -788,7 +788,7 @@ class ModelRun:
             if current is None or taken is None:  # no session yet, or it has ended: a new one
                 current = self.sessions[key] = store.open_session(self.ttl, at)
                 taken = store.acquire(name, f"{who}", current, at)
-            if not isinstance(taken, Granted):
+            if not isinstance(taken, GrantReply):
                 return "busy"
             self.leases[(who, name)] = current
             above = "above" if taken.token > self.tokens.get(name, 0) else "not above"

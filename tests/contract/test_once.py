@@ -68,7 +68,7 @@ def test_at_least_keeps_the_name_taken_after_a_fast_job(
     def job() -> str:
         return "done"
 
-    if not leaves_names_taken(client.seam.backend, False):
+    if not leaves_names_taken(client.internals.backend, False):
         with pytest.raises(fencelock.ConfigError, match="at_least needs a lease"):
             job()
         return
@@ -101,7 +101,7 @@ def test_expire_in_leaves_the_name_to_its_ttl(
 ) -> None:
     client = fencelock.connect(backend.url)
     lease = client.lock(name, renew=renew).acquire()
-    if not leaves_names_taken(client.seam.backend, renew):
+    if not leaves_names_taken(client.internals.backend, renew):
         with pytest.raises(fencelock.ConfigError, match="outlives its client"):
             lease.expire_in(5)
         lease.release()
@@ -153,7 +153,7 @@ def test_a_waiter_waits_out_a_kept_name(
 ) -> None:
     """A name left taken by ``expire_in`` is taken again only when the keep ends, by a
     waiter that sleeps until then (where nothing rings at a keep's end) or is woken."""
-    if not leaves_names_taken(client.seam.backend, False):
+    if not leaves_names_taken(client.internals.backend, False):
         pytest.skip("no name is kept after its lease here (its ConfigError is tested)")
     lease = client.lock(name, renew=False).acquire()
     lease.expire_in(2)

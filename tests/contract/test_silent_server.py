@@ -1,7 +1,7 @@
 """A server that takes the connection and never answers (a listening socket that accepts
 and reads nothing back: no ZooKeeper handshake, no HTTP reply, no PostgreSQL startup).
 
-Connecting fails within the URL's ``connect_timeout``, in both colours (``aconnect()``,
+Connecting fails within the URL's ``connect_timeout``, in sync and async (``aconnect()``,
 or a blocking client's first call), with one error naming the server and not the
 password; closing a client whose connection never came waits for none of it, and says
 nothing on stderr. Measured before: ``aconnect()`` 10 s on etcd (its request timeout)

@@ -31,7 +31,7 @@ def steal(url: str, lease: LeaseBase) -> None:
     """Another client takes the lease away, as after an expiry the holder did not see,
     and gives it back (closed: a ZooKeeper client left open reconnects forever)."""
     with fencelock.connect(url) as thief:
-        assert thief.seam.backend.release(lease.name, lease.owner)
+        assert thief.internals.backend.release(lease.name, lease.owner)
         thief.lock(lease.name, ttl=30).acquire(timeout=10).release()
 
 

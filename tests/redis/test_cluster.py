@@ -150,7 +150,7 @@ def test_many_leases_renew_in_one_pipeline_a_master_even_after_a_script_flush(
             assert (
                 node.cli("SCRIPT", "FLUSH") == "OK"
             )  # NOSCRIPT in the pipeline: loaded, sent again
-        cluster: Any = client.seam.backend
+        cluster: Any = client.internals.backend
         renewals = [(lease.name, lease.owner, 60.0) for lease in leases]
         renewals.append((stranger.name, stranger.owner, 60.0))  # released: not renewed
         assert cluster.renew_many(renewals) == [True] * 24 + [False]

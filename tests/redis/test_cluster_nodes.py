@@ -108,7 +108,7 @@ def test_a_release_wakes_a_waiter_on_the_owning_node(cluster: Cluster, slow_refr
     with fencelock.connect(node.url) as holder, fencelock.connect(node.url) as waiter:
         lease = holder.lock(name, ttl=30).acquire(timeout=0)
         attempt = Background(lambda: waiter.lock(name, ttl=30).acquire(timeout=10))
-        channel = waiter.seam.backend.listener.channel  # type: ignore[attr-defined]
+        channel = waiter.internals.backend.listener.channel  # type: ignore[attr-defined]
         queue = LockKeys.of(name).queue
         wait_until(
             lambda: (

@@ -4,7 +4,7 @@ The waiter's tries during the pause go unanswered; at resume the server runs the
 oldest of them (it may take the lock), and the waiter tries again on a new connection.
 The undo of the unanswered try, sent once the server answers, must give back only
 what that try took, never the grant of a later try: every try that may land late
-stores an owner value of its own. Both colours, against a real ``redis-server``.
+stores an owner value of its own. Both variants, against a real ``redis-server``.
 """
 
 from __future__ import annotations

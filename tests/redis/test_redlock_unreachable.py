@@ -136,7 +136,7 @@ def test_renew_is_decided_by_the_engine(
 ) -> None:
     """True with a quorum in time; False when lost; unknown raises; late is a loss."""
     with fencelock.connect(redlock_url(ports_of(five))) as client:
-        backend = client.seam.backend
+        backend = client.internals.backend
         lease = client.lock(name, ttl=TTL, renew=False).acquire(timeout=0)
         assert backend.renew(name, lease.owner, TTL) is True
         five[3].kill()

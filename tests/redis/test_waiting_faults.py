@@ -151,7 +151,7 @@ def test_a_waiter_is_woken_across_a_pubsub_reconnect(
     server = servers.redis(name="reconnect")
     patient = server.url + "?timeout=5"  # the waiter awaits its listener's return 5 s
     with fencelock.connect(server.url) as holder, fencelock.connect(patient) as other:
-        subscription = other.seam.backend.listener._state  # type: ignore[attr-defined]
+        subscription = other.internals.backend.listener._state  # type: ignore[attr-defined]
         lease = holder.lock(name, ttl=30).acquire(timeout=0)
         waiter = Background(lambda: other.lock(name, ttl=30).acquire(timeout=15))
         wait_until(

@@ -22,11 +22,11 @@ from fencelock.primitives import lock as lock_module
 from fencelock.sim.backend import REQUEST_BOUND
 from fencelock.sim.etcd import EtcdModel, sim_etcd_backend
 from fencelock.sim.loop import VirtualClock, VirtualLoop
-from fencelock.sim.network import Network, Weather
+from fencelock.sim.network import Network, NetworkConditions
 
 NAME = "orders/1"
 TTL = 1.0  # in an etcd lease of 2 s: etcd's smallest
-CALM = Weather(slow=0.0, drop=0.0, duplicate=0.0)
+CALM = NetworkConditions(slow=0.0, drop=0.0, duplicate=0.0)
 LOSS_BOUND = 2 * REQUEST_BOUND  # as the simulator's world: a loss told this late at most
 
 
@@ -40,7 +40,7 @@ class Run:
     ``nemesis``, clients are paused, holders evicted and the server restarted."""
 
     seed: int
-    weather: Weather = CALM
+    conditions: NetworkConditions = CALM
     nemesis: bool = False
     extends: bool = True  # a holder may extend its lease while it holds it
     clients: int = 3
@@ -59,7 +59,7 @@ class Run:
         self.loop = VirtualLoop(self.vclock)
         self.loop.after_step = self.check
         self.loop.set_exception_handler(self.unhandled)
-        self.network = Network(random.Random(self.rng.random()), self.weather, self.true_now)
+        self.network = Network(random.Random(self.rng.random()), self.conditions, self.true_now)
         self.network.log = self.say
         self.model = EtcdModel(self.true_now)
         self.backends = [
@@ -233,7 +233,7 @@ def test_a_run_is_decided_by_its_seed() -> None:
 def test_faults_on_the_network_and_the_server_break_no_invariant(seed: int) -> None:
     """Lost, late and resent messages, paused clients, evicted holders (their lease
     revoked or their key deleted) and restarts with and without the data."""
-    run = simulate(Run(seed, Weather(), nemesis=True, duration=30.0))
+    run = simulate(Run(seed, NetworkConditions(), nemesis=True, duration=30.0))
     assert len(run.grants) > 5
     assert run.model.unmodeled == []
 

@@ -31,7 +31,7 @@ from fencelock.engine.latch import (
     set_count_flow,
     wait_flow,
 )
-from fencelock.engine.steps import Holding, ListHeld
+from fencelock.engine.operations import Holding, ListHeld
 from fencelock.sim import Plan, run
 
 NAMES = LatchNames("gate")

@@ -16,9 +16,9 @@ import pytest
 
 from fencelock.sim import Plan, run
 from fencelock.sim.bugs import KNOWN, REDIS_REUSED_OWNER
-from fencelock.sim.network import Weather
+from fencelock.sim.network import NetworkConditions
 
-CALM = Weather(slow=0.0, drop=0.0, duplicate=0.0)  # no message lost or late: pauses only
+CALM = NetworkConditions(slow=0.0, drop=0.0, duplicate=0.0)  # no message lost or late: pauses only
 
 
 def test_the_switch_is_registered_beside_the_librarys_own() -> None:
@@ -28,15 +28,17 @@ def test_the_switch_is_registered_beside_the_librarys_own() -> None:
 
 
 @pytest.mark.parametrize(
-    ("seed", "weather"),
+    ("seed", "conditions"),
     [
-        (0, Weather()),  # found in the first run
+        (0, NetworkConditions()),  # found in the first run
         (0, CALM),  # no message lost or late: a try held up by the server's pause
     ],
 )
-def test_the_reused_owner_is_found_and_the_fix_holds(seed: int, weather: Weather) -> None:
-    plan = Plan(seed=seed, family="redis", weather=weather)
-    broken = run(Plan(seed=seed, family="redis", weather=weather, bugs=(REDIS_REUSED_OWNER,)))
+def test_the_reused_owner_is_found_and_the_fix_holds(
+    seed: int, conditions: NetworkConditions
+) -> None:
+    plan = Plan(seed=seed, family="redis", conditions=conditions)
+    broken = run(Plan(seed=seed, family="redis", conditions=conditions, bugs=(REDIS_REUSED_OWNER,)))
     assert not broken.ok
     assert "by no release of its own" in (broken.violation or ""), broken.violation
     fixed = run(plan)

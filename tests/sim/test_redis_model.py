@@ -22,7 +22,7 @@ from fencelock.errors import FencelockError
 from fencelock.lease import AsyncLease
 from fencelock.sim.bugs import REDIS_REUSED_OWNER, reintroduced
 from fencelock.sim.loop import ClientClock, client_clock
-from fencelock.sim.network import Weather
+from fencelock.sim.network import NetworkConditions
 from fencelock.sim.redis_model import (
     CONNECT,
     EPOCH_US,
@@ -254,12 +254,12 @@ def test_sha_of_a_loaded_script_is_its_sha1(model: RedisModel) -> None:
 # --- the real backend through a paused server, in virtual time -------------------------
 
 TTL = 1.0
-CALM = Weather(slow=0.0, drop=0.0, duplicate=0.0)
+CALM = NetworkConditions(slow=0.0, drop=0.0, duplicate=0.0)
 
 
 @contextlib.contextmanager
 def _world(bugs: tuple[str, ...]) -> Iterator[World]:
-    world = World(Plan(seed=1, family="redis", weather=CALM, faults=False, ttl=TTL))
+    world = World(Plan(seed=1, family="redis", conditions=CALM, faults=False, ttl=TTL))
     world.loop.after_step = world.check
     with _seams(world), reintroduced(*bugs):
         try:

@@ -22,7 +22,7 @@ from fencelock.primitives import lock as lock_module
 from fencelock.sim import Plan, run
 from fencelock.sim.bugs import KNOWN
 from fencelock.sim.loop import Stalled, VirtualClock, VirtualLoop
-from fencelock.sim.model import Granted, LeaseStore, Taken
+from fencelock.sim.model import GrantReply, LeaseStore, Taken
 from fencelock.sim.workloads import WORKLOADS
 from fencelock.sim.world import OUTLIVING
 
@@ -226,7 +226,7 @@ def test_the_lease_store_model(sequence: list[tuple[str, int, float]]) -> None:
         if op == "acquire":
             outcome = store.acquire("n", owner, seconds, now)
             if before is None:
-                assert isinstance(outcome, Granted)
+                assert isinstance(outcome, GrantReply)
                 tokens.append(outcome.token)
             else:
                 assert isinstance(outcome, Taken)

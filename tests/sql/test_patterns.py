@@ -425,7 +425,7 @@ def test_a_key_that_matches_several_rows_is_refused(db: Database, table: str) ->
     assert row(db, table, 1)[0] == row(db, table, 2)[0] == 0  # rolled back
 
 
-def test_a_connection_of_the_wrong_colour_is_refused(db: Database, table: str) -> None:
+def test_a_connection_of_the_wrong_variant_is_refused(db: Database, table: str) -> None:
     async def main() -> None:
         aconn = await db.aconnect()
         with pytest.raises(ConfigError, match=r"psycopg\.Connection"):

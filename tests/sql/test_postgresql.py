@@ -215,7 +215,7 @@ def test_every_statement_may_run_twice_with_the_same_effect(
     token and a release sent again still says the lease was held (while a separate
     second release, as a second ``evict``, says it was not)."""
     with fencelock.connect(postgres.url) as client:
-        backend, owner = client.seam.backend, secrets.token_hex(20)
+        backend, owner = client.internals.backend, secrets.token_hex(20)
         first = backend.attempt(name, owner, 30)
         again = backend.attempt(name, owner, 30)
         try:

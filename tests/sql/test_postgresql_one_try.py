@@ -1,5 +1,5 @@
 """``acquire(timeout=0)`` on a held lock sends one try on PostgreSQL, both modes and
-both colours: no listening connection is opened for a try that never waits.
+sync and async: no listening connection is opened for a try that never waits.
 
 Counted, not timed: every statement and connection the client sends through psycopg.
 Before, a contender's first try subscribed to the client's listener, so a client's

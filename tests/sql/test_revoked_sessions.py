@@ -2,7 +2,7 @@
 
 ``mysql://`` and ``postgresql+advisory://``: when the server ends the holder's
 connection (``KILL``, ``pg_terminate_backend``, a crash) it hands the lock to a waiter
-in the same instant. The holder must know within milliseconds, in both colours, not at
+in the same instant. The holder must know within milliseconds, in sync and async, not at
 its next renewal: with TTL 60 s that renewal comes 20 s later, so a lease still
 believed held after :data:`PROMPTLY` is the bug (measured: docs/backends.md,
 ``bench/revocation_window.py``).
@@ -152,10 +152,10 @@ def test_a_released_lease_is_not_reported_lost_when_its_connection_ends_later(
 
 
 def test_a_forked_child_hears_its_own_session_end_at_once(revocable: Revocable, name: str) -> None:
-    """The watchman is the parent's (a thread and an epoll set): a child forked while it
+    """The socket watcher is the parent's (a thread and an epoll set): a child forked while it
     runs gets one of its own with its first lease, and the parent's lease is untouched."""
     with fencelock.connect(revocable.url) as client:
-        parents = client.lock(f"{name}/parent", ttl=TTL).acquire()  # the watchman runs
+        parents = client.lock(f"{name}/parent", ttl=TTL).acquire()  # the socket watcher runs
         ready_r, ready_w = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: exit 0 if it hears of its loss at once

@@ -12,7 +12,7 @@ import contextlib
 
 import pytest
 
-from fencelock.aio import insisting, stop, within
+from fencelock.aio import stop, within, within_or_recancel
 from fencelock.renewer import AsyncRenewer
 
 
@@ -39,7 +39,7 @@ async def _swallowing_like_wait_for() -> str:
     return "slept"
 
 
-@pytest.mark.parametrize("wait", [within, insisting])
+@pytest.mark.parametrize("wait", [within, within_or_recancel])
 def test_a_cancellation_the_driver_swallowed_is_raised(wait: object) -> None:
     async def main() -> None:
         task = asyncio.get_running_loop().create_task(wait(60, _swallowing_like_wait_for()))  # type: ignore[operator]
@@ -58,7 +58,7 @@ def test_a_deadline_the_driver_swallowed_is_no_cancellation() -> None:
     assert asyncio.run(main()) == "written"  # its own deadline's cancel: nobody else's
 
 
-def test_insisting_raises_no_cancellation_of_its_own() -> None:
+def test_within_or_recancel_raises_no_cancellation_of_its_own() -> None:
     async def swallows_every_cancellation() -> str:
         for _ in range(3):
             try:
@@ -68,7 +68,7 @@ def test_insisting_raises_no_cancellation_of_its_own() -> None:
         return "done"
 
     async def main() -> str:
-        return await insisting(0.01, swallows_every_cancellation())  # cut off, then again
+        return await within_or_recancel(0.01, swallows_every_cancellation())  # cut off, then again
 
     assert asyncio.run(main()) == "done"  # nobody else cancelled: no CancelledError
 

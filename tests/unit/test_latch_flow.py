@@ -23,7 +23,7 @@ from fencelock.engine.latch import (
     validate_count,
     wait_flow,
 )
-from fencelock.engine.steps import AwaitRelease, Holding, ListHeld
+from fencelock.engine.operations import AwaitRelease, Holding, ListHeld
 from fencelock.errors import ConfigError
 
 NAMES = LatchNames("jobs")

@@ -15,7 +15,7 @@ LIBRARY_RANKS = {
     "errors": 0,
     "clock": 0,
     "log": 0,  # the "fencelock" logger, quiet unless the application configures logging
-    "stepping": 1,  # a coroutine run as a plain call; its requests' end (clock)
+    "blocking_call": 1,  # a coroutine run as a plain call; its requests' end (clock)
     "aio": 2,
     "engine": 1,
     "redaction": 1,  # what of a command line the lock store may show
@@ -27,10 +27,10 @@ LIBRARY_RANKS = {
     "lease": 4,
     "fencing": 5,  # sqlite_fence runs fencelock.sql's fence check
     "tracing": 4,  # spans around an acquire, for primitives
-    "holdings": 5,
+    "client_leases": 5,
     "renewer": 5,
     "stopping": 5,
-    "seam": 6,
+    "client_internals": 6,
     "primitives": 7,
     "client": 8,
     "group": 8,  # assign(), beside the client's groups

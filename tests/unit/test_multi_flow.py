@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fencelock.engine.multi import multi_acquire_flow, ordered
-from fencelock.engine.steps import Blocked, Reply, Take
+from fencelock.engine.operations import Blocked, Reply, Take
 from fencelock.errors import ConfigError
 
 names = st.lists(st.from_regex(r"[a-z]{1,3}(/[a-z0-9]{1,3})?", fullmatch=True), max_size=8)

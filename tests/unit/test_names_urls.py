@@ -84,7 +84,7 @@ def test_a_bad_request_bound_is_a_config_error(text: str) -> None:
 def test_every_scheme_takes_a_request_bound(scheme: str, tmp_path: Path) -> None:
     url = "memory://x" if scheme == "memory" else f"sqlite:///{tmp_path / 'bound.db'}"
     with fencelock.connect(f"{url}?request_bound=7") as client:
-        assert client.seam.backend.request_bound == 7.0
+        assert client.internals.backend.request_bound == 7.0
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,8 @@
 """A backend whose blocking calls start off the loop (``steps_off_the_loop``) runs its
 stepped path on the caller's thread with no loop running until that path suspends
 (``SharedLoop.run_stepped``). Whatever needs a running loop there (a task, a timer, a
-new connection) must first move onto it: ``await stepping.onto_the_loop()``, or
-``stepping.running_loop()``. This walks those backends' source and fails on a call that
+new connection) must first move onto it: ``await blocking_call.onto_the_loop()``, or
+``blocking_call.running_loop()``. This walks those backends' source and fails on a call that
 needs the loop in a function that has not moved onto it by then."""
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ NEEDS_A_LOOP = {
     "wait_for",
     "wrap_future",
 }
-# fencelock's own helpers built on those (stepping.within and bounds.bounded move onto
+# fencelock's own helpers built on those (blocking_call.within and bounds.bounded move onto
 # the loop themselves)
-NEEDS_A_LOOP_TOO = {"insisting", "abandoning"}
+NEEDS_A_LOOP_TOO = {"within_or_recancel", "bounded_or_detach"}
 MOVES_ONTO_THE_LOOP = {"onto_the_loop", "running_loop"}
 
 # Functions (module, qualified name) that need no move of their own: they only ever run
@@ -172,7 +172,7 @@ def test_what_needs_a_loop_moves_onto_it_first(package: Path) -> None:
         for path in sorted(package.glob("*.py"))
         for problem in unmoved_calls(path.read_text(), path.relative_to(SRC).as_posix())
     ]
-    assert not problems, "needs a running loop before stepping.onto_the_loop():\n" + "\n".join(
+    assert not problems, "needs a running loop before blocking_call.onto_the_loop():\n" + "\n".join(
         problems
     )
 
@@ -181,7 +181,7 @@ def test_the_check_finds_a_call_before_the_move_and_none_after_it() -> None:
     sample = (
         "import asyncio\n"
         "async def moved():\n"
-        "    await stepping.onto_the_loop()\n"
+        "    await blocking_call.onto_the_loop()\n"
         "    asyncio.get_running_loop()\n"
         "async def unmoved():\n"
         "    await asyncio.sleep(0)\n"

@@ -13,7 +13,7 @@ import fencelock
 ROOT = Path(fencelock.__file__).parent
 # The library's logic: what the simulator runs. Backends' wire-level timing (a pooled
 # connection's idle time, a driver's connect loop) and the tools are outside it.
-LOGIC = ["engine", "primitives", "lease.py", "renewer.py", "client.py", "holdings.py"]
+LOGIC = ["engine", "primitives", "lease.py", "renewer.py", "client.py", "client_leases.py"]
 READS_TIME = re.compile(r"\btime\.(monotonic|time|perf_counter|clock_gettime)\(")
 
 

@@ -60,7 +60,7 @@ def test_once_names_what_is_wrong_when_it_decorates(
         fencelock.once(**kwargs)  # type: ignore[arg-type]
 
 
-def test_once_refuses_a_client_of_the_other_colour() -> None:
+def test_once_refuses_a_client_of_the_other_variant() -> None:
     with fencelock.connect("memory://bad-input") as client:
 
         async def job() -> None:
@@ -70,7 +70,7 @@ def test_once_refuses_a_client_of_the_other_colour() -> None:
             fencelock.once("a", at_most=10, client=client)(job)
 
 
-def test_a_decorator_of_the_wrong_colour_is_refused() -> None:
+def test_a_decorator_of_the_wrong_variant_is_refused() -> None:
     async def coroutine_function() -> None:
         return None
 

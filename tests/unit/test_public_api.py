@@ -90,7 +90,7 @@ def test_clients_locks_and_leases_keep_their_workings_private() -> None:
     with fencelock.connect("memory://public-api") as client:
         lock = client.lock("jobs/1")
         lease = lock.acquire()
-        assert _public(client) == {"seam"}  # what primitives use (fencelock.seam), and only that
+        assert _public(client) == {"internals"}  # what primitives use, and only that
         assert _public(lock) == {
             "name",
             "ttl",

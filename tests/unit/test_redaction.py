@@ -189,7 +189,7 @@ def test_no_error_message_contains_the_password(
     written = quote(password, safe="") if encoded else password
     url = f"{scheme}://{user}:{written}@{host}{tail}"
     messages = _messages(url)
-    assert len(messages) == 2, (url, messages)  # neither colour opens it: both say why
+    assert len(messages) == 2, (url, messages)  # neither variant opens it: both say why
     for message in messages:
         assert password not in message, (url, message)
         assert written not in message, (url, message)

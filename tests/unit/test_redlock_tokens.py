@@ -250,7 +250,7 @@ def _describe(script: Script) -> str:
 
 
 @dataclass
-class Lease:
+class ClientLease:
     owner: str
     token: int
     asked: float  # phase 1 began
@@ -262,7 +262,7 @@ class Lease:
 class Client:
     world: World
     name: str
-    leases: list[Lease] = field(default_factory=list)
+    leases: list[ClientLease] = field(default_factory=list)
 
     @property
     def s(self) -> Scenario:
@@ -287,7 +287,7 @@ class Client:
             for retry in range(self.s.retries + 1):
                 owner = f"{self.name}.{attempt}.{retry}"  # unique per attempt
                 outcome = yield from acquire(self, owner)
-                if isinstance(outcome, Lease):
+                if isinstance(outcome, ClientLease):
                     self.note(f"{owner} token {outcome.token} until {outcome.until:.5f}", "granted")
                     self.leases.append(outcome)
                     yield from self.hold(outcome)
@@ -295,7 +295,7 @@ class Client:
                 assert outcome.retry_after is not None
                 yield Sleep(outcome.retry_after)  # the holder's expiry, or a random delay
 
-    def hold(self, lease: Lease) -> Generator[Sleep | Send, Reply, None]:
+    def hold(self, lease: ClientLease) -> Generator[Sleep | Send, Reply, None]:
         ttl = self.s.ttl
         for _ in range(self.world.rng.randint(0, 2)):
             started = yield from self.pause()
@@ -320,7 +320,7 @@ class Client:
         yield Send({i: partial(Node.release, owner=owner) for i in range(N)}, self.s.timeout)
 
 
-Outcome = Generator[Sleep | Send, Reply, Lease | Busy]
+Outcome = Generator[Sleep | Send, Reply, ClientLease | Busy]
 Acquire = Callable[[Client, str], Outcome]
 
 
@@ -349,7 +349,7 @@ def two_phase(client: Client, owner: str) -> Outcome:
     if isinstance(done, Abort):
         yield from client.release(owner)
         return busy_result(done, client.world.rng.random)
-    return Lease(owner, done.token, started, now, done.trusted_until)
+    return ClientLease(owner, done.token, started, now, done.trusted_until)
 
 
 def _event(decision: object) -> str:
@@ -373,13 +373,13 @@ def one_phase_incr(client: Client, owner: str) -> Outcome:
         yield from client.release(owner)
         return busy_result(step, client.world.rng.random)
     token = max(r.counter for r in results if isinstance(r, NodeWon))
-    return Lease(owner, token, started, now, trusted_until(started, ttl))
+    return ClientLease(owner, token, started, now, trusted_until(started, ttl))
 
 
 # -- the checks --------------------------------------------------------------------------
 
 
-def simulate(scenario: Scenario, acquire: Acquire) -> tuple[list[Lease], World]:
+def simulate(scenario: Scenario, acquire: Acquire) -> tuple[list[ClientLease], World]:
     world = World(scenario)
     clients = [Client(world, f"c{k}") for k in range(scenario.clients)]
     for client in clients:
@@ -388,7 +388,7 @@ def simulate(scenario: Scenario, acquire: Acquire) -> tuple[list[Lease], World]:
     return [lease for c in clients for lease in c.leases], world
 
 
-def violations(leases: list[Lease], drift_bounded: bool = True) -> list[str]:
+def violations(leases: list[ClientLease], drift_bounded: bool = True) -> list[str]:
     """What went wrong: a shared token, tokens out of order, leases trusted at once.
 
     The last needs node clocks within the drift allowance; the token rules need nothing.

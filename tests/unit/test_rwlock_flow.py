@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fencelock.engine.operations import Blocked, Give, Holding, ListHeld, Reply, Take
 from fencelock.engine.rwlock import Op, RWFlow, RWNames, read_flow, write_flow
-from fencelock.engine.steps import Blocked, Give, Holding, ListHeld, Reply, Take
 
 NAMES = RWNames("doc")
 

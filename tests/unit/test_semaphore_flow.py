@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fencelock.engine.operations import AwaitRelease, Blocked, Give, Holding, ListHeld, Reply, Take
 from fencelock.engine.semaphore import (
     Arm,
     Disarm,
@@ -19,7 +20,6 @@ from fencelock.engine.semaphore import (
     acquire_flow,
     wake_after,
 )
-from fencelock.engine.steps import AwaitRelease, Blocked, Give, Holding, ListHeld, Reply, Take
 
 NAMES = SemaphoreNames("pool")
 

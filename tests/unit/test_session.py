@@ -5,7 +5,7 @@ from __future__ import annotations
 from fencelock import clock
 from fencelock.engine.lease_state import LeaseEvent, LeaseState
 from fencelock.engine.outcomes import RenewedAsOf
-from fencelock.engine.session import Session, SessionNews
+from fencelock.engine.session import SessionNews, SharedSession
 from fencelock.engine.timing import trusted_until
 from fencelock.lease import LeaseBase, LeaseTerms
 
@@ -14,7 +14,7 @@ def _state(lease: LeaseBase) -> LeaseState:
     return lease.state
 
 
-def lease_in(session: Session | None, name: str = "job", ttl: float = 30.0) -> LeaseBase:
+def lease_in(session: SharedSession | None, name: str = "job", ttl: float = 30.0) -> LeaseBase:
     now = clock.now()
     terms = LeaseTerms(
         name=name,
@@ -29,7 +29,7 @@ def lease_in(session: Session | None, name: str = "job", ttl: float = 30.0) -> L
 
 
 def test_the_end_of_a_session_loses_every_lease_in_it_at_once() -> None:
-    session = Session("etcd lease 1f")
+    session = SharedSession("etcd lease 1f")
     leases = [lease_in(session, f"job{i}") for i in range(1000)]
     lost: list[LeaseBase] = []
     for lease in leases:
@@ -42,7 +42,7 @@ def test_the_end_of_a_session_loses_every_lease_in_it_at_once() -> None:
 
 
 def test_a_suspended_session_puts_its_leases_at_risk_and_a_renewal_recovers_them() -> None:
-    session = Session("zookeeper session 9")
+    session = SharedSession("zookeeper session 9")
     lease = lease_in(session)
     session.suspend("connection to the ensemble lost")
     assert lease.state is LeaseState.AT_RISK
@@ -52,7 +52,7 @@ def test_a_suspended_session_puts_its_leases_at_risk_and_a_renewal_recovers_them
 
 
 def test_a_lease_released_or_lost_stops_listening() -> None:
-    session = Session("s")
+    session = SharedSession("s")
     kept, released = lease_in(session), lease_in(session)
     released._apply(LeaseEvent.RELEASED)
     assert session.listeners == 1
@@ -63,7 +63,7 @@ def test_a_lease_released_or_lost_stops_listening() -> None:
 
 
 def test_a_session_that_ended_already_reports_it_to_a_new_listener() -> None:
-    session = Session("s")
+    session = SharedSession("s")
     session.end("revoked")
     heard: list[tuple[SessionNews, str]] = []
     session.listen(lambda news, why: heard.append((news, why)))
@@ -84,7 +84,7 @@ def test_a_renewal_as_of_an_earlier_keepalive_is_trusted_from_that_keepalive() -
 def test_a_lease_made_in_a_session_that_ended_already_is_lost_at_once() -> None:
     """Found by the simulator: a session that ended between the grant and the lease
     reported its end while the lease was being made, which raised AttributeError."""
-    session = Session("zookeeper session 4")
+    session = SharedSession("zookeeper session 4")
     session.end("expired")
     lease = lease_in(session)
     assert lease.lost

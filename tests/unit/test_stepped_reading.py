@@ -1,5 +1,5 @@
 """A stepped request reads its reply from the socket on the calling thread
-(``stepping.reading_here``, as the etcd wire and aiomysql use it): over a real
+(``blocking_call.reading_here``, as the etcd wire and aiomysql use it): over a real
 socketpair, no server and no running loop (the reply parser is the etcd wire's)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fencelock import clock, stepping
+from fencelock import blocking_call, clock
 from fencelock.backends.etcd.wire import _Connection, _read_reply
 from fencelock.backends.shared_loop import SharedLoop
 
@@ -36,7 +36,7 @@ def connected() -> Iterator[tuple[_Connection, socket.socket, SharedLoop]]:
 
 
 def _read_here(connection: _Connection, timeout: float) -> tuple[int, bytes, bool]:
-    reading = stepping.reading_here(
+    reading = blocking_call.reading_here(
         _read_reply(connection.reader),
         connection.reader,
         connection.writer.transport,
@@ -82,7 +82,7 @@ def test_the_calls_end_cuts_it_off_first(
     connected: tuple[_Connection, socket.socket, SharedLoop],
 ) -> None:
     connection, _, _ = connected
-    with stepping.call_ends_at(clock.now() + 0.1), pytest.raises(stepping.CallEnded):
+    with blocking_call.call_ends_at(clock.now() + 0.1), pytest.raises(blocking_call.CallEnded):
         _read_here(connection, 30)
 
 
@@ -104,13 +104,13 @@ def test_what_only_the_loop_can_finish_runs_there_within_the_time_left(
 
     async def first_a_timer_then_the_reply() -> tuple[int, bytes, bool]:
         await asyncio.sleep(0.01)  # not the reader's wait: the loop's to finish
-        seen.append(stepping.active())
+        seen.append(blocking_call.active())
         return await _read_reply(connection.reader)
 
     async def request() -> tuple[int, bytes, bool]:
         transport = connection.writer.transport
         reading = first_a_timer_then_the_reply()
-        return await stepping.reading_here(reading, connection.reader, transport, 5, "test")
+        return await blocking_call.reading_here(reading, connection.reader, transport, 5, "test")
 
     _send_later(theirs, [REPLY], 0.05)
     assert shared.run_stepped(request()) == (200, b'{"ok":true}', True)
@@ -119,7 +119,7 @@ def test_what_only_the_loop_can_finish_runs_there_within_the_time_left(
     async def never_answered() -> tuple[int, bytes, bool]:
         transport = connection.writer.transport
         reading = first_a_timer_then_the_reply()
-        return await stepping.reading_here(reading, connection.reader, transport, 0.2, "test")
+        return await blocking_call.reading_here(reading, connection.reader, transport, 0.2, "test")
 
     with pytest.raises(TimeoutError):
         shared.run_stepped(never_answered())

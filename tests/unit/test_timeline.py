@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from fencelock.demo import timeline
-from fencelock.demo.model import Hold, Pause, Trace, Wrote
+from fencelock.demo.model import Hold, Trace, WorkerPause, Wrote
 from fencelock.toolkit import labels, scale
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -29,7 +29,7 @@ def _trace(title: str = "Round 1: locks only") -> Trace:
             Hold(1, 3, 100.9, 101.0, asked=100.2),
             Hold(3, 4, 101.1, 101.2, asked=100.2),
         ),
-        pauses=(Pause(2, 100.2, 101.4, token=2, seat=1),),
+        pauses=(WorkerPause(2, 100.2, 101.4, token=2, seat=1),),
         writes=(
             Wrote(1, 0, 1, 100.05, "sold"),
             Wrote(1, 1, 3, 100.95, "sold"),

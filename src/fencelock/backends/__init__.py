@@ -3,7 +3,7 @@
 A family (``memory``, ``sqlite``, ``redis``, ``redlock``, ``etcd``, ``zookeeper``,
 ``postgresql``, ``mysql``) offers
 ``open_sync(parsed)`` and ``open_async(parsed)``: native drivers where its I/O has both
-colours, else the other colour through an adapter (:mod:`.threaded`, :mod:`.shared_loop`).
+variants, else the other variant through an adapter (:mod:`.threaded`, :mod:`.shared_loop`).
 A family's package imports its driver only inside those two, so this registry, the one
 module outside the families that imports them, can import a family to ask it something
 that needs no driver (the SQL it would run, the file it would open) on a plain install.

@@ -1,4 +1,4 @@
-"""The backend contract: one small protocol, in a sync and an asyncio colour.
+"""The backend contract: one small protocol, in a sync and an asyncio variant.
 
 An acquisition is an :class:`Attempt`: the backend may keep state in it (a queue
 entry, a watch revision, a doorbell socket), ``wait`` belongs to it, and
@@ -19,7 +19,7 @@ ZooKeeper's sequential node) and whose leases live in a shared session:
   queue and ``wait`` returns when its predecessor leaves; the acquire loop calls
   ``wait`` again and again without a timer of its own (only a long liveness bound).
 - **One session, many leases.** ``Acquired(session=...)`` names the
-  :class:`~fencelock.engine.session.Session` the lease is held in; the backend
+  :class:`~fencelock.engine.session.SharedSession` the lease is held in; the backend
   reports through it a suspension (at risk) or the end (lost) to all its leases at
   once. ``renew`` may answer :class:`RenewedAsOf` (the time of the session's
   keepalive that covers the lease) instead of sending a request per lease, so a
@@ -71,9 +71,9 @@ class Capabilities:
     keeps: bool = False  # a name kept after its lease by the server's clock: KeepingBackend
     keeps_announced: bool = False  # a keep ended early wakes the name's waiters
     renews_in_batches: bool = False  # many renewals in one request: BatchRenewingBackend
-    steps: bool = False  # the blocking face may wait on its driver stepped (stepping.py)
+    steps: bool = False  # the blocking face may wait on its driver stepped (blocking_call.py)
     # ... and start a stepped call off the loop (its path needs no running loop until
-    # it suspends, and every leaf that needs one calls stepping.onto_the_loop first)
+    # it suspends, and every leaf that needs one calls blocking_call.onto_the_loop first)
     steps_off_the_loop: bool = False
 
 

@@ -4,10 +4,10 @@ An acquire with a timeout returns within it plus one request's time (the URL's
 ``request_bound`` option, :data:`~fencelock.engine.timing.REQUEST_BOUND` by default),
 and the release of a lease already lost waits no longer than that, whatever the
 server does (paused, partitioned, a cluster without a leader). The
-asyncio-native backends are cut off here, in both colours: the blocking client runs
+asyncio-native backends are cut off here, in sync and async: the blocking client runs
 them through :mod:`~fencelock.backends.shared_loop`, which uses the same
 :class:`BoundedAttempt`. A blocking driver (Redis's, a stepped request) reads
-:func:`~fencelock.stepping.time_left` and cuts its own waits to it.
+:func:`~fencelock.blocking_call.time_left` and cuts its own waits to it.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any, NoReturn, TypeVar
 
-from fencelock import clock, stepping
-from fencelock.aio import TIMEOUTS, insisting
+from fencelock import blocking_call, clock
+from fencelock.aio import TIMEOUTS, within_or_recancel
 from fencelock.backends.base import AsyncAttempt, AttemptResult
+from fencelock.blocking_call import CallEnded
 from fencelock.engine.deadline import CallEnd
 from fencelock.engine.timing import REQUEST_BOUND
 from fencelock.errors import BackendUnavailable
-from fencelock.stepping import CallEnded
 
 T = TypeVar("T")
 
@@ -64,25 +64,25 @@ async def bounded(
     without the bound: an attempt's own clean-up (giving back a lease its try took as
     it was cut off) runs as it does for any cancelled acquire, and a lease granted
     as the caller is cancelled is never dropped between two tasks. A clean-up that
-    waits on the hung server is cancelled again (:func:`~fencelock.aio.insisting`).
+    waits on the hung server is cancelled again (:func:`~fencelock.aio.within_or_recancel`).
     """
     if seconds is None:
         return await awaitable
-    await stepping.onto_the_loop()
+    await blocking_call.onto_the_loop()
     try:
-        return await insisting(seconds, awaitable)
+        return await within_or_recancel(seconds, awaitable)
     except TIMEOUTS as exc:
         raise _no_answer(where, what, seconds, bound) from exc
 
 
-async def abandoning(
+async def bounded_or_detach(
     seconds: float, awaitable: Awaitable[T], where: str, what: str, bound: float = REQUEST_BOUND
 ) -> T:
     """:func:`bounded` for a request whose outcome nobody needs once it is late (a
     renewal past the lease's trust, the release of a lease already lost): cut off, it
     is cancelled and left to end in the background, in a task of its own, as a thread
     of the blocking client must not wait for a driver's clean-up."""
-    await stepping.onto_the_loop()
+    await blocking_call.onto_the_loop()
     task = asyncio.ensure_future(awaitable)
     try:
         done, _ = await asyncio.wait({task}, timeout=seconds)
@@ -168,7 +168,7 @@ class BoundedAttempt:
         if not self._cut_off:
             await self._attempt.close()
             return
-        await stepping.onto_the_loop()  # a close left running needs the loop
+        await blocking_call.onto_the_loop()  # a close left running needs the loop
         closing = asyncio.ensure_future(self._attempt.close())
         _leave_running(closing)
         await asyncio.wait({closing}, timeout=0)  # sent; the caller's time is already up

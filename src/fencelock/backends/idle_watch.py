@@ -5,7 +5,7 @@ server hands it to a waiter at once: the holder must hear of a closed connection
 milliseconds, not at its next renewal. An asyncio client's own loop reads the socket
 as soon as anything arrives. The blocking client's shared loop
 (:mod:`fencelock.backends.shared_loop`) runs only inside calls, so between them a
-:class:`Watchman` thread waits on the sockets of held leases (epoll, edge-triggered:
+:class:`SocketWatcher` thread waits on the sockets of held leases (epoll, edge-triggered:
 one wake-up per arrival, never a spin) and, when one has news, runs the loop for a
 turn: the backend's reader sees the end there, in the loop, as it would in asyncio.
 
@@ -28,44 +28,44 @@ _EVENTS = (
     getattr(select, "EPOLLIN", 0) | getattr(select, "EPOLLRDHUP", 0) | getattr(select, "EPOLLET", 0)
 )
 
-_watchmen: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Watchman] = (
+_watchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SocketWatcher] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def attach(loop: asyncio.AbstractEventLoop, turn: Callable[[], None]) -> Watchman | None:
-    """Give ``loop`` (run only inside calls) a watchman that calls ``turn()`` to run it
+def attach(loop: asyncio.AbstractEventLoop, turn: Callable[[], None]) -> SocketWatcher | None:
+    """Give ``loop`` (run only inside calls) a watcher that calls ``turn()`` to run it
     for a moment; None where epoll is missing."""
     if not hasattr(select, "epoll"):
         return None
-    watchman = Watchman(turn)
-    _watchmen[loop] = watchman
-    return watchman
+    watcher = SocketWatcher(turn)
+    _watchers[loop] = watcher
+    return watcher
 
 
 def watch(loop: asyncio.AbstractEventLoop, fd: int) -> None:
     """Have ``loop`` read ``fd`` as soon as anything arrives on it, running or not."""
-    watchman = _watchmen.get(loop)
-    if watchman is not None:
-        watchman.add(fd)
+    watcher = _watchers.get(loop)
+    if watcher is not None:
+        watcher.add(fd)
 
 
-def nudge(loop: asyncio.AbstractEventLoop) -> None:
+def wake(loop: asyncio.AbstractEventLoop) -> None:
     """From any thread: have ``loop`` run a turn soon, running or not, for news a
     driver's own thread handed it (``call_soon_threadsafe``: a ZooKeeper watch)."""
-    watchman = _watchmen.get(loop)
-    if watchman is not None:
-        watchman.nudge()
+    watcher = _watchers.get(loop)
+    if watcher is not None:
+        watcher.wake()
 
 
 def unwatch(loop: asyncio.AbstractEventLoop, fd: int) -> None:
     """Stop :func:`watch`'s watching of ``fd`` (before it is closed or reused)."""
-    watchman = _watchmen.get(loop)
-    if watchman is not None:
-        watchman.remove(fd)
+    watcher = _watchers.get(loop)
+    if watcher is not None:
+        watcher.remove(fd)
 
 
-class Watchman:
+class SocketWatcher:
     """A thread that waits on the watched sockets and runs the loop when one has news.
 
     Started on the first :meth:`add`, stopped by :meth:`stop`. ``turn`` runs the loop
@@ -80,7 +80,7 @@ class Watchman:
         self._wake_r = self._wake_w = -1
         self._thread: threading.Thread | None = None
         self._stopped = False
-        self._nudged = False
+        self._woken = False
 
     def add(self, fd: int) -> None:
         with self._guard:
@@ -95,13 +95,13 @@ class Watchman:
                 epoll.modify(fd, _EVENTS)
             self._fds.add(fd)
 
-    def nudge(self) -> None:
-        """Run a turn soon (on the watchman's thread)."""
+    def wake(self) -> None:
+        """Run a turn soon (on the watcher's thread)."""
         with self._guard:
             if self._stopped:
                 return
             self._start()
-            self._nudged = True
+            self._woken = True
             with contextlib.suppress(OSError):  # full: a wake-up is pending already
                 os.write(self._wake_w, b"n")
 
@@ -129,7 +129,7 @@ class Watchman:
             self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
             self._epoll.register(self._wake_r, select.EPOLLIN)
             self._thread = threading.Thread(
-                target=self._run, args=(self._epoll,), name="fencelock-watchman", daemon=True
+                target=self._run, args=(self._epoll,), name="fencelock-socket-watcher", daemon=True
             )
             self._thread.start()
         return self._epoll
@@ -141,8 +141,8 @@ class Watchman:
                 with self._guard:
                     if self._stopped:
                         return
-                    news = self._nudged or any(fd in self._fds for fd, _ in events)
-                    self._nudged = False
+                    news = self._woken or any(fd in self._fds for fd, _ in events)
+                    self._woken = False
                     if any(fd == self._wake_r for fd, _ in events):
                         with contextlib.suppress(OSError):
                             os.read(self._wake_r, 4096)

@@ -32,7 +32,7 @@ from fencelock.engine.urls import (
 from fencelock.errors import ConfigError
 
 
-class _Bell(threading.Event):
+class _WakeUp(threading.Event):
     """A queued waiter's wake-up, carrying the waiter's owner value (``waiters``)."""
 
     def __init__(self, owner: str) -> None:
@@ -47,7 +47,7 @@ class _Slot:
     since: float = 0.0  # Unix time of the grant
     expires_at: float = 0.0
     # Waiters in arrival order, keyed by the event that wakes them.
-    queue: dict[_Bell, barging.Waiter[_Bell]] = field(default_factory=dict)
+    queue: dict[_WakeUp, barging.Waiter[_WakeUp]] = field(default_factory=dict)
 
     def free(self, now: float) -> bool:
         return self.owner is None or self.expires_at <= now
@@ -92,7 +92,7 @@ class MemoryAttempt:
     def __init__(self, store: _Store, name: str, owner: str, ttl: float, bound: float) -> None:
         self._store, self._name, self._owner, self._ttl = store, name, owner, ttl
         self._bound = bound
-        self._bell: _Bell | None = None  # made when it first has to wait
+        self._wake_up: _WakeUp | None = None  # made when it first has to wait
 
     def try_acquire(self) -> AttemptResult:
         with self._store.mutex:
@@ -101,47 +101,47 @@ class MemoryAttempt:
             if not slot.free(now):
                 return self._queue(slot, now, slot.expires_at - now)
             if slot.queue:
-                verdict = barging.handoff(slot.queue.values(), self._bell, now, self._bound)
-                for bell in verdict.expired:
-                    del slot.queue[bell]
+                verdict = barging.handoff(slot.queue.values(), self._wake_up, now, self._bound)
+                for wake_up in verdict.expired:
+                    del slot.queue[wake_up]
                 if not verdict.may_take:
                     return self._queue(slot, now, None)  # kept for the oldest waiter
-                if self._bell is not None:
-                    slot.queue.pop(self._bell, None)
+                if self._wake_up is not None:
+                    slot.queue.pop(self._wake_up, None)
             slot.owner, slot.token, slot.since = self._owner, slot.token + 1, time.time()
             slot.expires_at = now + self._ttl
             return Acquired(slot.token)
 
     def _queue(self, slot: _Slot, now: float, holder_remaining: float | None) -> Busy:
         """Join the queue, or refresh our place in it (keeping our arrival time)."""
-        if self._bell is None:
-            self._bell = _Bell(self._owner)
-        queued = slot.queue.get(self._bell)
+        if self._wake_up is None:
+            self._wake_up = _WakeUp(self._owner)
+        queued = slot.queue.get(self._wake_up)
         arrived = now if queued is None else queued.arrived
-        slot.queue[self._bell] = barging.Waiter(self._bell, arrived, barging.alive_until(now))
+        slot.queue[self._wake_up] = barging.Waiter(self._wake_up, arrived, barging.alive_until(now))
         return Busy(barging.busy_wait(holder_remaining))
 
     def interrupt(self) -> None:
-        bell = self._bell
-        if bell is not None:
-            bell.set()
+        wake_up = self._wake_up
+        if wake_up is not None:
+            wake_up.set()
 
     def wait(self, timeout: float) -> None:
-        if self._bell is None:  # never queued (it cannot happen: a wait follows a Busy)
+        if self._wake_up is None:  # never queued (it cannot happen: a wait follows a Busy)
             return
-        self._bell.wait(timeout)
-        self._bell.clear()
+        self._wake_up.wait(timeout)
+        self._wake_up.clear()
 
     def close(self) -> None:
-        if self._bell is None:
+        if self._wake_up is None:
             return  # never queued: nothing to leave
         with self._store.mutex:
             slot = self._store.slots.get(self._name)
-            if slot is not None and slot.queue.pop(self._bell, None) is not None:
+            if slot is not None and slot.queue.pop(self._wake_up, None) is not None:
                 now = clock.now()
                 if slot.free(now):  # we may have been woken for it: pass the wake-up on
                     slot.wake_head(now)
-        self._bell.set()  # a wait still blocked in a thread (a cancelled task) returns
+        self._wake_up.set()  # a wait still blocked in a thread (a cancelled task) returns
 
 
 class MemoryBackend:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Coroutine, Generator, Sequence
 from contextvars import Context, copy_context
 from typing import Any, Generic, TypeVar
 
-from fencelock import clock, forking, stepping
+from fencelock import blocking_call, clock, forking
 from fencelock.backends import idle_watch
 from fencelock.backends.base import (
     AsyncAttempt,
@@ -44,11 +44,11 @@ from fencelock.backends.base import (
     async_name_watching,
     async_sharing,
 )
-from fencelock.backends.bounds import BoundedAttempt, abandoning
+from fencelock.backends.bounds import BoundedAttempt, bounded_or_detach
+from fencelock.blocking_call import call_ends_at
 from fencelock.engine.deadline import CallEnd
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import BackendUnavailable, ConfigError
-from fencelock.stepping import call_ends_at
 
 T = TypeVar("T")
 STOP_WAIT = 5.0  # how long stop() waits for a thread still running the loop
@@ -120,7 +120,7 @@ class _WatchedLoop(asyncio.SelectorEventLoop):
 class SharedLoop:
     """An event loop run by whichever thread calls :meth:`run`, one thread at a time.
 
-    The thread holding the baton runs the loop until its own coroutine is done. A
+    The thread holding the run lock runs the loop until its own coroutine is done. A
     thread that calls meanwhile hands its coroutine to the running loop and waits,
     and takes the loop over if the runner leaves first. Between calls nothing runs:
     replies that arrive meanwhile wait in their sockets, and timers that fell due
@@ -131,9 +131,9 @@ class SharedLoop:
     def __init__(self) -> None:
         self.loop = _WatchedLoop()
         self.loop.set_exception_handler(_quiet_when_abandoned)
-        self._baton = threading.Lock()
+        self._run_lock = threading.Lock()
         self._changed = threading.Condition()
-        self._watchman = idle_watch.attach(self.loop, self._turn)
+        self._watcher = idle_watch.attach(self.loop, self._turn)
 
     def _turn(self) -> None:
         """Run the loop for a moment: what arrived on a watched socket is read now."""
@@ -143,7 +143,7 @@ class SharedLoop:
         """Run ``coro`` on the loop; block until it is done and return (or raise) its outcome."""
         if _loop_running_here():  # called from asyncio code: this thread cannot run ours
             return _on_helper_thread(self.run, coro)
-        if self._baton.acquire(blocking=False):
+        if self._run_lock.acquire(blocking=False):
             return self._lead_new(_after_pending_io(coro, self.loop.has_news()), False)
         return self._join(coro)
 
@@ -153,7 +153,7 @@ class SharedLoop:
         rest: Callable[[Coroutine[Any, Any, T]], Coroutine[Any, Any, T]] = _as_it_is,
         off_the_loop: bool = False,
     ) -> T:
-        """:meth:`run` of ``rest(coro)`` as a stepped call (:mod:`.stepping`): where the
+        """:meth:`run` of ``rest(coro)`` as a stepped call (:mod:`.blocking_call`): where the
         backend's driver can, it waits for its answers right here, the loop held still.
 
         Run by this thread, the call's task stops the loop as it ends: the turn it ends
@@ -163,17 +163,19 @@ class SharedLoop:
         stepped path needs no running loop until it suspends) and nothing for the loop to
         do, the call starts on this thread with no loop running at all."""
         if _loop_running_here():
-            return _on_helper_thread(self.run, stepping.stepped(rest(coro)))
-        if not self._baton.acquire(blocking=False):
-            return self._join(stepping.stepped(rest(coro)))
+            return _on_helper_thread(self.run, blocking_call.stepped(rest(coro)))
+        if not self._run_lock.acquire(blocking=False):
+            return self._join(blocking_call.stepped(rest(coro)))
         if off_the_loop and not self.loop.is_closed() and not self.loop.has_news():
             return self._off_the_loop(rest(coro))
-        return self._lead_new(_stopping_the_loop(stepping.stepped(rest(coro)), self.loop), True)
+        return self._lead_new(
+            _stopping_the_loop(blocking_call.stepped(rest(coro)), self.loop), True
+        )
 
     def _lead_new(
         self, wrapped: Coroutine[Any, Any, T], stops_itself: bool, context: Context | None = None
     ) -> T:
-        """Run ``wrapped`` as a task of its own (in ``context``, if given), the baton held
+        """Run ``wrapped`` as a task of its own (in ``context``, if given), the run lock held
         (see :meth:`_lead`)."""
         try:
             task = (
@@ -187,13 +189,13 @@ class SharedLoop:
         return self._lead(task, task, stops_itself)
 
     def _off_the_loop(self, call: Coroutine[Any, Any, T]) -> T:
-        """Drive ``call`` (a stepped call, the baton held) on this thread with no loop
+        """Drive ``call`` (a stepped call, the run lock held) on this thread with no loop
         running; the first time it suspends, it goes on as a task on the loop. The task
         runs in a copy of the context the call began in (Python 3.10's ``create_task``
         takes no context): a ContextVar set off the loop reads the same on it, but its
-        token cannot be reset there, so ``stepping.within`` moves onto the loop first."""
+        token cannot be reset there, so ``blocking_call.within`` moves onto the loop first."""
         context = copy_context()
-        mark = context.run(stepping.off_the_loop)
+        mark = context.run(blocking_call.off_the_loop)
         try:
             suspended = context.run(call.send, None)
         except StopIteration as done:
@@ -231,7 +233,7 @@ class SharedLoop:
             self._leave()
 
     def _leave(self) -> None:
-        self._baton.release()
+        self._run_lock.release()
         with self._changed:
             self._changed.notify_all()
 
@@ -263,11 +265,11 @@ class SharedLoop:
         """Wait for ``future`` while another thread runs the loop; run it if that stops."""
         while True:
             with self._changed:
-                while not future.done() and self._baton.locked():
+                while not future.done() and self._run_lock.locked():
                     self._changed.wait()
             if future.done():
                 return future.result()
-            if self._baton.acquire(blocking=False):
+            if self._run_lock.acquire(blocking=False):
                 if self.loop.is_closed():  # closed before it ran what it was handed
                     self._leave()
                     raise BackendUnavailable("the client was closed")
@@ -279,13 +281,13 @@ class SharedLoop:
 
     def stop(self) -> None:
         """Close the loop, once no thread runs it (waiting up to :data:`STOP_WAIT`)."""
-        if self._watchman is not None:
-            self._watchman.stop()
-        if self._baton.acquire(timeout=STOP_WAIT):
+        if self._watcher is not None:
+            self._watcher.stop()
+        if self._run_lock.acquire(timeout=STOP_WAIT):
             try:
                 self.loop.close()
             finally:
-                self._baton.release()
+                self._run_lock.release()
 
 
 def _quiet_when_abandoned(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
@@ -343,7 +345,7 @@ async def _stopping_the_loop(coro: Coroutine[Any, Any, T], loop: _WatchedLoop) -
 
 
 async def _resumed(
-    call: Coroutine[Any, Any, T], suspended: Any, mark: stepping.Stepped, loop: _WatchedLoop
+    call: Coroutine[Any, Any, T], suspended: Any, mark: blocking_call.Stepped, loop: _WatchedLoop
 ) -> T:
     """The rest of ``call``, which suspended on ``suspended`` off the loop, as this task
     (the loop stopped as it ends, as :func:`_stopping_the_loop`)."""
@@ -599,7 +601,7 @@ class SharedLoopBackend:
         self.capabilities: Capabilities = inner.capabilities
         self.request_bound = inner.request_bound
         self.outlives_client = inner.outlives_client
-        self._steps = inner.capabilities.steps  # see stepping.py
+        self._steps = inner.capabilities.steps  # see blocking_call.py
         self._off_the_loop = inner.capabilities.steps_off_the_loop
         forking.register(self)
 
@@ -684,7 +686,7 @@ class SharedLoopBackend:
         """:meth:`release`, cut off after ``seconds`` (BackendUnavailable)."""
         inner = self._backend()
         return self._loop.run(
-            abandoning(seconds, inner.release(name, owner), self.url, "a release", seconds)
+            bounded_or_detach(seconds, inner.release(name, owner), self.url, "a release", seconds)
         )
 
     def renew(self, name: str, owner: str, ttl: float) -> bool | RenewedAsOf:
@@ -694,7 +696,7 @@ class SharedLoopBackend:
         inner = self._backend()
         renewing = inner.renew(name, owner, ttl)
         bound = self.request_bound
-        cut_off = abandoning(ttl + bound, renewing, self.url, "a renewal", bound)
+        cut_off = bounded_or_detach(ttl + bound, renewing, self.url, "a renewal", bound)
         return self._loop.run(cut_off)
 
     def renew_many(self, renewals: Sequence[Renewal]) -> list[RenewOutcome]:
@@ -704,7 +706,9 @@ class SharedLoopBackend:
         bound = self.request_bound
         longest = max((ttl for _, _, ttl in renewals), default=0.0)
         renewing = inner.renew_many(renewals)
-        return self._loop.run(abandoning(longest + bound, renewing, self.url, "renewals", bound))
+        return self._loop.run(
+            bounded_or_detach(longest + bound, renewing, self.url, "renewals", bound)
+        )
 
     def inspect(self, name: str) -> LockInfo | None:
         inner = self._backend()

@@ -1,4 +1,4 @@
-"""Waiting for a wake-up event with a timeout, then re-arming it: both colours."""
+"""Waiting for a wake-up event with a timeout, then re-arming it: sync and async."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ Fate = Literal["released", "lost", "crashed", "open"]
 
 
 @dataclass(frozen=True)
-class Lease:
+class LeaseInterval:
     """One successful acquisition and the interval its client believed it held the lock."""
 
     process: int
@@ -304,7 +304,7 @@ class CheckResult:
     """Everything :func:`check` found; ``ok`` is the verdict."""
 
     workload: str
-    leases: tuple[Lease, ...]
+    leases: tuple[LeaseInterval, ...]
     overlaps: tuple[Overlap, ...]
     token_violations: tuple[TokenViolation, ...]
     invariant: Invariant
@@ -438,7 +438,7 @@ def workload_of(history: History) -> str:
     return "seats" if seats else "register"
 
 
-def leases(history: History) -> list[Lease]:
+def leases(history: History) -> list[LeaseInterval]:
     """Every successful acquire with its belief interval, in order of acquisition."""
     by_process: dict[int, list[Op]] = {}
     for op in history.ops:
@@ -448,7 +448,7 @@ def leases(history: History) -> list[Lease]:
     for op in history.ops:
         if op.kind == "acquire" and op.result == "ok" and op.token is not None:
             end, fate = _belief_end(op, op.token, by_process[op.process], horizon)
-            out.append(Lease(op.process, op.token, op.start, op.end, end, fate))
+            out.append(LeaseInterval(op.process, op.token, op.start, op.end, end, fate))
     return sorted(out, key=lambda lease: (lease.start, lease.process))
 
 
@@ -470,13 +470,13 @@ def _belief_end(acquire: Op, token: int, mine: Sequence[Op], horizon: float) -> 
     return max(horizon, acquire.end), "open"
 
 
-def overlaps(held: Iterable[Lease]) -> list[Overlap]:
+def overlaps(held: Iterable[LeaseInterval]) -> list[Overlap]:
     """Every pair of different processes' belief intervals that intersect for a positive time.
 
     Intervals that merely touch (one ends exactly when the other begins) do not overlap.
     """
     out = []
-    active: list[Lease] = []
+    active: list[LeaseInterval] = []
     for lease in sorted(held, key=lambda le: (le.start, le.end)):
         active = [a for a in active if a.end > lease.start]
         for a in active:
@@ -536,7 +536,9 @@ def token_violations(ordered: Sequence[Op]) -> list[TokenViolation]:
     return out
 
 
-def register_check(ops: Sequence[Op], accepted: int, held: Sequence[Lease]) -> RegisterCheck:
+def register_check(
+    ops: Sequence[Op], accepted: int, held: Sequence[LeaseInterval]
+) -> RegisterCheck:
     """The last final read of the register against the accepted writes."""
     reads = [
         op
@@ -614,7 +616,7 @@ def _reported_double_sales(ops: Sequence[Op]) -> list[str]:
     return [f"seat:{n}" for n in twice if isinstance(n, int)]
 
 
-def counts(ops: Sequence[Op], held: Sequence[Lease]) -> Counts:
+def counts(ops: Sequence[Op], held: Sequence[LeaseInterval]) -> Counts:
     """Tally the history."""
     tally = Counter((op.kind, op.result) for op in ops)
     return Counts(

@@ -52,7 +52,7 @@ class Supervisor:
         self.directory, self.reaper = directory, reaper
         self.clients: dict[int, ClientProcess] = {}
         self.selector = selectors.DefaultSelector()
-        self._freezer = processes.Freezer(databases, FREEZE_ATTEMPTS)
+        self._pauser = processes.ProcessPauser(databases, FREEZE_ATTEMPTS)
 
     def start(self, spec: ClientSpec) -> ClientProcess:
         """Start the client process ``spec`` describes."""
@@ -110,7 +110,7 @@ class Supervisor:
     def freeze(self, c: ClientProcess) -> bool:
         """SIGSTOP ``c`` outside any SQLite write transaction; False if it could not."""
         try:
-            frozen = self._freezer.freeze(c.proc.pid)
+            frozen = self._pauser.freeze(c.proc.pid)
         except ProcessLookupError:
             return False
         if frozen:
@@ -147,7 +147,7 @@ class Supervisor:
             if not c.done or c.proc.poll() is None:
                 self.kill(c)
         self.selector.close()
-        self._freezer.close()
+        self._pauser.close()
 
     def _ended(self, c: ClientProcess) -> None:
         assert c.proc.stdout is not None

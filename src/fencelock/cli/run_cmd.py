@@ -67,7 +67,7 @@ def _acquire(
     try:
         with errors_as_exit_codes():
             client = fencelock.connect(url)
-            if terms.at_least and not leaves_names_taken(client.seam.backend, True):
+            if terms.at_least and not leaves_names_taken(client.internals.backend, True):
                 fail(
                     f"--at-least needs a lease that outlives its client, and on "
                     f"{client.url.split('://', 1)[0]}:// a lease ends with the client's "

@@ -69,7 +69,7 @@ class _Hold(threading.local):
 
 
 class _Face:
-    """What both colours of the face share: redis-py's settings, and the hold."""
+    """What both variants of the face share: redis-py's settings, and the hold."""
 
     def __init__(
         self,

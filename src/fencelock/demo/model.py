@@ -159,7 +159,7 @@ class Hold:
 
 
 @dataclass(frozen=True)
-class Pause:
+class WorkerPause:
     """A SIGSTOP..SIGCONT interval of one worker."""
 
     worker: int
@@ -179,7 +179,7 @@ class Trace:
     end: float
     note: str = ""
     holds: tuple[Hold, ...] = ()
-    pauses: tuple[Pause, ...] = ()
+    pauses: tuple[WorkerPause, ...] = ()
     writes: tuple[Wrote, ...] = ()  # every sale, as its worker reported it
     stats: tuple[tuple[str, int], ...] = ()
 

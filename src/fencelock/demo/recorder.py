@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from fencelock.demo.model import Acquired, Hold, Pause, Released, Trace, Wrote
+from fencelock.demo.model import Acquired, Hold, Released, Trace, WorkerPause, Wrote
 
 # After a resume, the next pause comes at the 1st..3rd sale that finds nobody frozen.
 GAP = (1, 3)
@@ -40,7 +40,7 @@ class Recorder:
     def __init__(self, workers: int) -> None:
         self.workers = workers
         self.holds: list[Hold] = []
-        self.pauses: list[Pause] = []
+        self.pauses: list[WorkerPause] = []
         self.writes: list[Wrote] = []
         self.leases_lost = 0
         self._open: dict[int, Acquired] = {}
@@ -62,7 +62,7 @@ class Recorder:
             Hold(msg.worker, msg.token, start.at, msg.at, msg.lost, trusted, start.asked)
         )
 
-    def paused(self, pause: Pause) -> None:
+    def paused(self, pause: WorkerPause) -> None:
         """A worker was frozen and let go again."""
         self.pauses.append(pause)
 

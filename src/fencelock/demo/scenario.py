@@ -26,16 +26,16 @@ from fencelock.demo.model import (
     Intent,
     Message,
     Options,
-    Pause,
     Ready,
     Released,
     RoundResult,
     RoundSpec,
+    WorkerPause,
     WorkerSpec,
     Wrote,
 )
 from fencelock.demo.recorder import PausePlan, Recorder
-from fencelock.toolkit.processes import Freezer, resume
+from fencelock.toolkit.processes import ProcessPauser, resume
 from fencelock.toolkit.resources import remove_database
 
 PAUSE_TTLS = 1.5  # a pause lasts 1.5 times the TTL ...
@@ -129,7 +129,7 @@ class Conductor:
         self.live = {w.number: w for w in workers}
         self.plan = PausePlan(options.pauses, options.seed)
         self.recorder = Recorder(options.workers)
-        self.freezer = Freezer([spec.locks_path], FREEZE_ATTEMPTS)
+        self.pauser = ProcessPauser([spec.locks_path], FREEZE_ATTEMPTS)
         self.frozen: dict[int, _Frozen] = {}
 
     def start(self) -> float:
@@ -185,7 +185,7 @@ class Conductor:
         if not self.plan.should_pause(bool(self.frozen)):
             w.conn.send_bytes(GO)
             return
-        if not self.freezer.freeze(w.pid):
+        if not self.pauser.freeze(w.pid):
             raise DemoError(f"could not freeze worker pid {w.pid} outside a lock transaction")
         since = clock.now()
         self.frozen[w.number] = _Frozen(w, msg, since, since + PAUSE_TTLS * self.options.ttl)
@@ -205,7 +205,7 @@ class Conductor:
             resume(f.worker.pid)
             end = clock.now()
             del self.frozen[number]
-            self.recorder.paused(Pause(number, f.since, end, f.intent.token, f.intent.seat))
+            self.recorder.paused(WorkerPause(number, f.since, end, f.intent.token, f.intent.seat))
             self.reporter.note(f"worker {number} resumed after {end - f.since:.2f}s", "resume")
 
     def _on_wrote(self, msg: Wrote) -> None:
@@ -251,7 +251,7 @@ def run_round(spec: RoundSpec, options: Options, reporter: Reporter) -> RoundRes
         ended = conductor.run(clock.now() + ROUND_LIMIT)
         finished = True
     finally:
-        conductor.freezer.close()
+        conductor.pauser.close()
         _stop_workers(workers, finished)
     return _result(spec, options, conductor.recorder, started, ended)
 

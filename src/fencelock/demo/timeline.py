@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from html import escape
 
-from fencelock.demo.model import Hold, Pause, Trace, Wrote
+from fencelock.demo.model import Hold, Trace, WorkerPause, Wrote
 from fencelock.toolkit import svg
 from fencelock.toolkit.labels import Label, label_text, spread
 from fencelock.toolkit.page import page
@@ -45,7 +45,7 @@ GAP = 26
 TOP = 72
 LEGEND = 64
 
-PEN = svg.ROOMY
+MARKS = svg.ROOMY
 STYLE = f"""body {{ font-family: {FONT}; color: {INK}; margin: 24px auto; max-width: {WIDTH + 40}px;
        background: {PAGE}; }}
 p {{ color: {PROSE}; line-height: 1.45; max-width: 980px; margin: 6px 20px; }}
@@ -163,14 +163,14 @@ def _safe_end(hold: Hold) -> float:
 
 
 def _hold(hold: Hold, scale: Scale, rows_top: float) -> str:
-    y = _row_y(hold.worker, rows_top) - PEN.bar / 2
+    y = _row_y(hold.worker, rows_top) - MARKS.bar / 2
     x0 = scale.x(hold.start)
     safe_end = _safe_end(hold)
     x1 = max(scale.x(safe_end), x0 + 1.5)
     tip = f"worker {hold.worker}: token {hold.token}, held {hold.end - hold.start:.3f}s"
-    parts = [PEN.bar_rect("hold", x0, x1, y, tip)]
+    parts = [MARKS.bar_rect("hold", x0, x1, y, tip)]
     if hold.lost and hold.end > safe_end:
-        parts.append(PEN.ghost_rect(x1, scale.x(hold.end), y))
+        parts.append(MARKS.ghost_rect(x1, scale.x(hold.end), y))
     return "\n".join(parts)
 
 
@@ -180,22 +180,22 @@ def _hold_label(hold: Hold, scale: Scale, rows_top: float) -> str:
     if x1 - x0 < 30:
         return ""
     tx, anchor = (x0 + 7, "start") if x1 - x0 > 90 else ((x0 + x1 - 5) / 2, "middle")
-    return PEN.token(f"#{hold.token}", tx, _row_y(hold.worker, rows_top) + 4, anchor=anchor)
+    return MARKS.token(f"#{hold.token}", tx, _row_y(hold.worker, rows_top) + 4, anchor=anchor)
 
 
 def _wait(hold: Hold, scale: Scale, rows_top: float) -> str:
     if hold.asked is None or hold.start - hold.asked < 0.002:
         return ""
-    return PEN.wait_line(scale.x(hold.asked), scale.x(hold.start), _row_y(hold.worker, rows_top))
+    return MARKS.wait_line(scale.x(hold.asked), scale.x(hold.start), _row_y(hold.worker, rows_top))
 
 
-def _pause(pause: Pause, scale: Scale, rows_top: float) -> str:
+def _pause(pause: WorkerPause, scale: Scale, rows_top: float) -> str:
     y = _row_y(pause.worker, rows_top) - PAUSE_BOX / 2
     tip = (
         f"worker {pause.worker} frozen (SIGSTOP) {pause.end - pause.start:.2f}s "
         f"holding token {pause.token}, about to sell seat {pause.seat}"
     )
-    return PEN.box(
+    return MARKS.box(
         "pause",
         x0=scale.x(pause.start),
         x1=scale.x(pause.end),
@@ -212,8 +212,8 @@ def _write(write: Wrote, scale: Scale, rows_top: float) -> str:
     tip = f"worker {write.worker}, token {write.token}: seat {write.seat} {write.outcome}"
     cls = f"write {write.outcome}"
     if write.outcome == "sold":
-        return PEN.dot_mark(cls, x, y, SOLD, tip)
-    return PEN.cross_mark(cls, x, y, _colour(write), tip)
+        return MARKS.dot_mark(cls, x, y, SOLD, tip)
+    return MARKS.cross_mark(cls, x, y, _colour(write), tip)
 
 
 def _colour(write: Wrote) -> str:
@@ -290,8 +290,8 @@ def _legend_items() -> list[tuple[str, str]]:
         ),
         (f'<rect {box} fill="url(#hatch)" stroke="{PAUSE}"/>', "frozen (SIGSTOP)"),
         (f'<circle cx="13" cy="0" r="4.5" fill="{SOLD}"/>', "seat sold"),
-        (PEN.cross_mark("", 13, 0, DOUBLE, "seat sold twice"), "seat sold twice"),
-        (PEN.cross_mark("", 13, 0, REJECTED, "stale write rejected"), "stale write rejected"),
+        (MARKS.cross_mark("", 13, 0, DOUBLE, "seat sold twice"), "seat sold twice"),
+        (MARKS.cross_mark("", 13, 0, REJECTED, "stale write rejected"), "stale write rejected"),
         (
             f'<path d="M0,4 C8,-8 18,-8 26,4" fill="none" stroke="{MUTED}" '
             'stroke-dasharray="3 3" marker-end="url(#arrow)"/>',

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from fencelock.engine.backoff import Backoff
 from fencelock.engine.deadline import deadline_after, time_left
 from fencelock.engine.outcomes import Acquired, AttemptResult, Busy
-from fencelock.engine.session import Session
+from fencelock.engine.session import SharedSession
 from fencelock.engine.timing import trusted_until
 
 # When the holder's remaining TTL is unknown, waits back off between these bounds.
@@ -72,7 +72,7 @@ class Granted:
     started: float
     trusted_until: float
     owner: str | None = None
-    session: Session | None = None
+    session: SharedSession | None = None
     attempts: int = 1  # tries it took: 1 uncontended; each wake-up adds one
     # The shortest TTL a try of this acquisition left unanswered may still set, should it
     # land late (a backend that grants its holder's own try again: PostgreSQL's lease

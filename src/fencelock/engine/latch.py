@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass
 
-from fencelock.engine import steps
+from fencelock.engine import operations
 from fencelock.engine.deadline import deadline_after, time_left
-from fencelock.engine.steps import AwaitRelease, Holding, ListHeld
+from fencelock.engine.operations import AwaitRelease, Holding, ListHeld
 from fencelock.errors import ConfigError
 
 ARM_WAIT = 2.0  # seconds to wait for a waiter that holds ``closed`` for a moment
@@ -86,7 +86,7 @@ class Held:
 
 
 @dataclass(frozen=True)
-class Reply(steps.Reply):
+class Reply(operations.Reply):
     """What a step came to; for :class:`Held`, also whether the name was left to last,
     and who holds it."""
 

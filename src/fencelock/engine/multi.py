@@ -13,7 +13,7 @@ from collections.abc import Generator, Iterable
 
 from fencelock.engine.deadline import deadline_after, time_left
 from fencelock.engine.names import validate_name
-from fencelock.engine.steps import Blocked, Reply, Take
+from fencelock.engine.operations import Blocked, Reply, Take
 from fencelock.errors import ConfigError
 
 MultiFlow = Generator[Take, Reply, Blocked | None]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fencelock.engine.session import Session
+from fencelock.engine.session import SharedSession
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class Acquired:
 
     token: int
     owner: str | None = None
-    session: Session | None = None
+    session: SharedSession | None = None
     as_of: float | None = None
 
 

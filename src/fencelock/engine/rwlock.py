@@ -25,7 +25,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 
 from fencelock.engine.deadline import deadline_after, time_left
-from fencelock.engine.steps import Blocked, Give, ListHeld, Reply, Take
+from fencelock.engine.operations import Blocked, Give, ListHeld, Reply, Take
 
 Op = Take | Give | ListHeld
 RWFlow = Generator[Op, Reply, Blocked | None]

@@ -24,7 +24,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 
 from fencelock.engine.deadline import deadline_after, time_left
-from fencelock.engine.steps import AwaitRelease, Blocked, Give, Holding, ListHeld, Reply, Take
+from fencelock.engine.operations import AwaitRelease, Blocked, Give, Holding, ListHeld, Reply, Take
 
 # A wait for the bell also ends this long after the first held permit's TTL would.
 EXPIRY_MARGIN = 0.01

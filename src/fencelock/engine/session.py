@@ -1,9 +1,9 @@
 """A session shared by many leases (etcd's lease, ZooKeeper's session), as leases see it.
 
 The backend owns the session and its I/O; it reports here what happened to it, and
-every lease held in it hears at once: :meth:`Session.suspend` (the connection is
+every lease held in it hears at once: :meth:`SharedSession.suspend` (the connection is
 gone, the session may still live: the leases are at risk, still trusted until their
-safe time ends) and :meth:`Session.end` (expired or revoked: the leases are lost).
+safe time ends) and :meth:`SharedSession.end` (expired or revoked: the leases are lost).
 No I/O and no clock reads here.
 """
 
@@ -22,7 +22,7 @@ class SessionNews(Enum):
 Listener = Callable[[SessionNews, str], object]
 
 
-class Session:
+class SharedSession:
     """Who listens to one backend session, and whether it has ended."""
 
     def __init__(self, label: str) -> None:

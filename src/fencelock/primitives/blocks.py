@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Generic, Literal, Protocol, TypeVar, overload
 
+from fencelock.client_leases import this_task, this_thread
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
-from fencelock.holdings import this_task, this_thread
 from fencelock.lease import LeaseBase
 
 

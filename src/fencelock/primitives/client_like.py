@@ -10,16 +10,16 @@ from __future__ import annotations
 from typing import Protocol
 
 from fencelock.backends.base import AsyncBackend, Backend, LockInfo
+from fencelock.client_internals import ClientInternals
 from fencelock.lease import AsyncLease, Lease
 from fencelock.primitives.lock import AsyncLock, Lock
-from fencelock.seam import Seam
 
 
 class ClientLike(Protocol):
     """A sync client, as far as the primitives built on it go."""
 
     @property
-    def seam(self) -> Seam[Backend, Lease]:
+    def internals(self) -> ClientInternals[Backend, Lease]:
         """The client's backend and holdings."""
 
     @property
@@ -43,7 +43,7 @@ class AsyncClientLike(Protocol):
     """An asyncio client, as far as the primitives built on it go."""
 
     @property
-    def seam(self) -> Seam[AsyncBackend, AsyncLease]:
+    def internals(self) -> ClientInternals[AsyncBackend, AsyncLease]:
         """The client's backend and holdings."""
 
     @property

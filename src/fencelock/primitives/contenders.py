@@ -1,6 +1,6 @@
 """Who contends for a lock (kazoo's ``Lock.contenders()``): its holder, then its waiters.
 
-Written once for both colours: a driver (``Lock.contenders``, ``AsyncLock.contenders``)
+Written once for sync and async: a driver (``Lock.contenders``, ``AsyncLock.contenders``)
 reads the backend's line of waiters (``waiters``), then the holder (``inspect``), and
 :func:`line_of` puts the two together. The line is read first: a waiter granted the
 lock between the two looks is then the holder the second one finds, listed once, at the

@@ -91,7 +91,7 @@ class _Changes:
 def _resigning(
     stopper: TaskStopper | ThreadStopper, failure: BaseException | None
 ) -> Iterator[None]:
-    """Around the resignation that ends :meth:`Election.run` (either colour), after
+    """Around the resignation that ends :meth:`Election.run` (either variant), after
     ``func`` returned or raised ``failure``: a failed resignation is heard, unless
     something else is; a run stopped by the leadership's loss raises :class:`LeaseLost`."""
     stopped = stopper.leaving(failure)

@@ -1,7 +1,7 @@
 """Running a primitive's flow, and the leases one run takes and gives back, by name.
 
 A flow (multi-lock, read-write lock, semaphore, latch) yields steps and receives their
-replies; :func:`run_flow` is that loop, once per colour. The multi-lock, read-write lock
+replies; :func:`run_flow` is that loop, once per sync/async variant. The multi-lock, read-write lock
 and semaphore flows ask to take a name, give it back, and list what is held under a
 prefix: :class:`FlowLeases` carries those out, with the token of each take kept and
 everything still taken given back quietly when the run fails.
@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 
 from fencelock import clock
 from fencelock.backends.base import LockInfo
-from fencelock.engine.steps import Give, Holding, ListHeld, Reply, Take
+from fencelock.engine.operations import Give, Holding, ListHeld, Reply, Take
 from fencelock.errors import FencelockError, LockTimeout
 from fencelock.lease import AsyncLease, Lease
 from fencelock.primitives.client_like import AsyncClientLike, ClientLike

@@ -280,7 +280,7 @@ class Group(_GroupBase):
         pushes changes (etcd, ZooKeeper) it looks as each arrives, and at least every
         ``interval`` seconds (default 30); elsewhere every ``interval`` seconds
         (default: a third of the TTL, at most 1 s)."""
-        backend = name_watching(self._client.seam.backend)
+        backend = name_watching(self._client.internals.backend)
         pushed = None if backend is None else backend.watch_names(self._prefixes)
         every = self._every(interval, pushed is not None)
         changes = _Changes()
@@ -333,7 +333,7 @@ class AsyncGroup(_GroupBase):
 
     async def watch(self, interval: float | None = None) -> AsyncIterator[GroupChange]:
         """The members now, then each change; as :meth:`Group.watch`."""
-        backend = async_name_watching(self._client.seam.backend)
+        backend = async_name_watching(self._client.internals.backend)
         pushed = None if backend is None else backend.watch_names(self._prefixes)
         every = self._every(interval, pushed is not None)
         changes = _Changes()

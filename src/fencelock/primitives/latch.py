@@ -35,7 +35,7 @@ from fencelock.engine.latch import (
     wait_flow,
 )
 from fencelock.engine.names import validate_name
-from fencelock.engine.steps import ListHeld
+from fencelock.engine.operations import ListHeld
 from fencelock.engine.timing import MAX_TTL, validate_timeout
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease, Lease
@@ -76,7 +76,7 @@ class _LatchBase(Generic[N]):
         self.names = LatchNames(self.name)
         self._native: N | None = None if keeper is None else keeper.latch(self.name)
         if self._native is None:
-            _refuse(holds_latches(client.seam.backend), self.name, client.url)
+            _refuse(holds_latches(client.internals.backend), self.name, client.url)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
@@ -86,7 +86,7 @@ class Latch(_LatchBase[NativeLatch]):
     """A count-down latch (sync API)."""
 
     def __init__(self, client: ClientLike, name: str) -> None:
-        super().__init__(name, latching(client.seam.backend), client)
+        super().__init__(name, latching(client.internals.backend), client)
         self._client = client
 
     def try_set_count(self, count: int) -> bool:
@@ -132,7 +132,7 @@ class Latch(_LatchBase[NativeLatch]):
             return _held(clock.now(), client.inspect(op.name))
         if isinstance(op, Evict):
             if op.owner is not None:  # that owner's only: a compare-and-delete
-                return Reply(clock.now(), client.seam.backend.release(op.name, op.owner))
+                return Reply(clock.now(), client.internals.backend.release(op.name, op.owner))
             return Reply(clock.now(), client.evict(op.name) is not None)
         if isinstance(op, Take):
             try:
@@ -159,7 +159,7 @@ class AsyncLatch(_LatchBase[AsyncNativeLatch]):
     """A count-down latch (asyncio API)."""
 
     def __init__(self, client: AsyncClientLike, name: str) -> None:
-        super().__init__(name, async_latching(client.seam.backend), client)
+        super().__init__(name, async_latching(client.internals.backend), client)
         self._client = client
 
     async def try_set_count(self, count: int) -> bool:
@@ -205,7 +205,7 @@ class AsyncLatch(_LatchBase[AsyncNativeLatch]):
             return _held(clock.now(), await client.inspect(op.name))
         if isinstance(op, Evict):
             if op.owner is not None:  # that owner's only: a compare-and-delete
-                return Reply(clock.now(), await client.seam.backend.release(op.name, op.owner))
+                return Reply(clock.now(), await client.internals.backend.release(op.name, op.owner))
             return Reply(clock.now(), await client.evict(op.name) is not None)
         if isinstance(op, Take):
             lock = client.lock(op.name, ttl=op.ttl, renew=False)

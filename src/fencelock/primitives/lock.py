@@ -32,6 +32,9 @@ from fencelock.backends.base import (
 )
 from fencelock.backends.bounds import alimited
 from fencelock.backends.shared_loop import limited
+from fencelock.blocking_call import call_ends_at
+from fencelock.client_internals import ClientInternals
+from fencelock.client_leases import Holdings, this_task, this_thread
 from fencelock.engine.acquire import (
     AcquireFlow,
     GaveUp,
@@ -48,13 +51,10 @@ from fencelock.engine.deadline import CallEnd
 from fencelock.engine.timing import validate_timeout, validate_ttl
 from fencelock.errors import BackendUnavailable, ConfigError, FencelockError, LockTimeout
 from fencelock.holder import Holder, owner_value
-from fencelock.holdings import Holdings, this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseBase, LeaseTerms
 from fencelock.metrics import REGISTRY
 from fencelock.primitives.contenders import line_of
 from fencelock.primitives.pending import BlockingAcquire, PendingAcquires
-from fencelock.seam import Seam
-from fencelock.stepping import call_ends_at
 from fencelock.stopping import TaskStopper, ThreadStopper
 from fencelock.tracing import acquiring
 
@@ -260,12 +260,12 @@ class _Acquisition:
 
 
 class _LockBase(Generic[B, L]):
-    """What both colours of lock share: the settings, and the steps before and after
+    """What both variants of lock share: the settings, and the steps before and after
     the acquire flow is driven (the drivers only send and wait)."""
 
     def __init__(
         self,
-        seam: Seam[B, L],
+        internals: ClientInternals[B, L],
         name: str,
         *,
         ttl: float,
@@ -277,7 +277,7 @@ class _LockBase(Generic[B, L]):
         reentrant: bool = False,
         share: Share | None = None,
     ) -> None:
-        self._seam: Seam[B, L] = seam
+        self._internals: ClientInternals[B, L] = internals
         self._share = share  # a native read-write lock's or semaphore's entry (see Share)
         self.name, self.ttl, self.renew, self.fair = name, ttl, renew, fair
         self.timeout = validate_timeout(timeout)
@@ -298,14 +298,14 @@ class _LockBase(Generic[B, L]):
 
     @property
     def _backend(self) -> B:
-        return self._seam.backend
+        return self._internals.backend
 
     def _reenter(self, holder: object) -> L | None:
         """``holder``'s lease on the name, taken again, if it holds one (re-entrant);
         raises :class:`AlreadyHeld` if it holds one it cannot take again."""
         if self._share is not None and self._share.kind != "write":
             return None  # every read or permit is an entry of its own, a holder's second too
-        return self._seam.holdings.reenter(self.name, holder, self.reentrant)
+        return self._internals.holdings.reenter(self.name, holder, self.reentrant)
 
     def _acquisition(self, timeout: float | None) -> _Acquisition:
         """One acquisition within ``timeout``, for a driver to enter (``with``)."""
@@ -329,7 +329,7 @@ class _LockBase(Generic[B, L]):
     ) -> L:
         """What the driven flow came to: ``holder``'s new lease, or :class:`LockTimeout`."""
         terms = self._terms(taking.owner, outcome, taking.began)
-        lease = self._hold(lease_of(self._backend, self._seam.holdings, terms), holder)
+        lease = self._hold(lease_of(self._backend, self._internals.holdings, terms), holder)
         taking.traced.granted(lease)
         return lease
 
@@ -364,11 +364,11 @@ class _LockBase(Generic[B, L]):
             )
 
     def _owned_by(self, holder: object) -> bool:
-        return bool(self._seam.holdings.held_by(self.name, holder))
+        return bool(self._internals.holdings.held_by(self.name, holder))
 
     def _hold(self, lease: L, holder: object) -> L:
         """After an acquisition: ``holder`` holds ``lease``, and it is renewed."""
-        self._seam.holdings.add(lease, holder)
+        self._internals.holdings.add(lease, holder)
         return lease
 
     def _entering(self, holder: object, lease: L, stopper: Stopper | None) -> L:

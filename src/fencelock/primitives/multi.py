@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from fencelock import clock
 from fencelock.engine.multi import MultiFlow, multi_acquire_flow, ordered
-from fencelock.engine.steps import Blocked
+from fencelock.engine.operations import Blocked
 from fencelock.engine.timing import validate_timeout
 from fencelock.errors import LeaseLost, LockTimeout
 from fencelock.lease import AsyncLease, Lease, LeaseBase

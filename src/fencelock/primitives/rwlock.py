@@ -11,12 +11,12 @@ from typing import Literal, TypeVar
 
 from fencelock import clock
 from fencelock.backends.base import Share, async_sharing, sharing
+from fencelock.client_leases import this_task, this_thread
 from fencelock.engine.names import validate_name
+from fencelock.engine.operations import Blocked
 from fencelock.engine.rwlock import RWFlow, RWNames, read_flow, write_flow
-from fencelock.engine.steps import Blocked
 from fencelock.engine.timing import validate_timeout
 from fencelock.errors import AlreadyHeld, LockTimeout
-from fencelock.holdings import this_task, this_thread
 from fencelock.lease import AsyncLease, Lease, LeaseBase
 from fencelock.primitives.blocks import AsyncHeldInBlocks, GateHold, HeldInBlocks
 from fencelock.primitives.client_like import AsyncClientLike, ClientLike
@@ -119,8 +119,8 @@ class ReadWriteSide(_SideBase, HeldInBlocks[RWLease]):
 
     def _acquire(self, timeout: float | None) -> RWLease:
         """Take a read or write hold; :class:`LockTimeout` (nothing held) after ``timeout``."""
-        holdings = self._client.seam.holdings
-        if sharing(self._client.seam.backend) is not None:
+        holdings = self._client.internals.holdings
+        if sharing(self._client.internals.backend) is not None:
             return self._acquire_natively(timeout)
         self._refuse_upgrade(holdings.holds_under(self.names.readers, this_thread()))
         leases = FlowLeases(self._client, self.ttl)
@@ -133,9 +133,11 @@ class ReadWriteSide(_SideBase, HeldInBlocks[RWLease]):
     def _acquire_natively(self, timeout: float | None) -> RWLease:
         """One read or write entry in the backend's own line (ZooKeeper's nodes)."""
         self._refuse_waiting_for_itself(
-            self._client.seam.holdings.held_by(self.names.line, this_thread())
+            self._client.internals.holdings.held_by(self.names.line, this_thread())
         )
-        lock = Lock(self._client.seam, self.names.line, ttl=self.ttl, renew=True, share=self._share)
+        lock = Lock(
+            self._client.internals, self.names.line, ttl=self.ttl, renew=True, share=self._share
+        )
         started = clock.now()
         try:
             lease = lock.acquire(validate_timeout(timeout))
@@ -156,8 +158,8 @@ class AsyncReadWriteSide(_SideBase, AsyncHeldInBlocks[AsyncRWLease]):
 
     async def _acquire(self, timeout: float | None) -> AsyncRWLease:
         """Take a read or write hold; as :meth:`ReadWriteSide.acquire`."""
-        holdings = self._client.seam.holdings
-        if async_sharing(self._client.seam.backend) is not None:
+        holdings = self._client.internals.holdings
+        if async_sharing(self._client.internals.backend) is not None:
             return await self._acquire_natively(timeout)
         self._refuse_upgrade(holdings.holds_under(self.names.readers, this_task()))
         leases = AsyncFlowLeases(self._client, self.ttl)
@@ -170,10 +172,10 @@ class AsyncReadWriteSide(_SideBase, AsyncHeldInBlocks[AsyncRWLease]):
     async def _acquire_natively(self, timeout: float | None) -> AsyncRWLease:
         """As :meth:`ReadWriteSide._acquire_natively`."""
         self._refuse_waiting_for_itself(
-            self._client.seam.holdings.held_by(self.names.line, this_task())
+            self._client.internals.holdings.held_by(self.names.line, this_task())
         )
         lock = AsyncLock(
-            self._client.seam, self.names.line, ttl=self.ttl, renew=True, share=self._share
+            self._client.internals, self.names.line, ttl=self.ttl, renew=True, share=self._share
         )
         started = clock.now()
         try:

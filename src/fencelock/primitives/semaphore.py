@@ -15,6 +15,7 @@ from fencelock import clock
 from fencelock.backends.base import LockInfo, PermitsInUse, Share, async_sharing, sharing
 from fencelock.engine.acquire import Granted, acquire_flow
 from fencelock.engine.names import validate_name
+from fencelock.engine.operations import AwaitRelease, Blocked, Holding, Reply
 from fencelock.engine.semaphore import (
     Arm,
     Disarm,
@@ -25,7 +26,6 @@ from fencelock.engine.semaphore import (
     counts_of,
 )
 from fencelock.engine.semaphore import acquire_flow as permit_flow
-from fencelock.engine.steps import AwaitRelease, Blocked, Holding, Reply
 from fencelock.engine.timing import validate_timeout
 from fencelock.errors import ConfigError, FencelockError, LockTimeout
 from fencelock.lease import AsyncLease, Lease, LeaseBase
@@ -134,7 +134,7 @@ class Semaphore(_SemaphoreBase[ClientLike, Permit], HeldInBlocks[Permit]):
 
     def _acquire(self, timeout: float | None) -> Permit:
         """Take a permit; :class:`LockTimeout` (nothing held) after ``timeout``."""
-        if sharing(self._client.seam.backend) is not None:
+        if sharing(self._client.internals.backend) is not None:
             return self._acquire_natively(timeout)
         leases = FlowLeases(self._client, self.ttl)
         bell: Lease | None = None  # the bell's lease while armed
@@ -158,7 +158,9 @@ class Semaphore(_SemaphoreBase[ClientLike, Permit], HeldInBlocks[Permit]):
 
     def _acquire_natively(self, timeout: float | None) -> Permit:
         """One permit entry in the backend's own queue (ZooKeeper's sequential nodes)."""
-        lock = Lock(self._client.seam, self.names.line, ttl=self.ttl, renew=True, share=self._share)
+        lock = Lock(
+            self._client.internals, self.names.line, ttl=self.ttl, renew=True, share=self._share
+        )
         started = clock.now()
         try:
             lease = lock.acquire(validate_timeout(timeout))
@@ -179,7 +181,7 @@ class Semaphore(_SemaphoreBase[ClientLike, Permit], HeldInBlocks[Permit]):
         rung = self._await_bell(op.name, op.timeout)
         if rung and bell is not None:
             with contextlib.suppress(FencelockError):  # the ringer ended it: no news
-                bell._left_to_expire(self._client.seam.holdings)
+                bell._left_to_expire(self._client.internals.holdings)
             bell = None
         return bell, Reply(clock.now(), granted=rung)
 
@@ -193,14 +195,14 @@ class Semaphore(_SemaphoreBase[ClientLike, Permit], HeldInBlocks[Permit]):
 
     def _await_bell(self, bell: str, timeout: float | None) -> bool:
         owner = new_owner()
-        attempt = self._client.seam.backend.attempt(bell, owner, self.ttl, renewed=False)
+        attempt = self._client.internals.backend.attempt(bell, owner, self.ttl, renewed=False)
         try:
             outcome = drive(acquire_flow(self.ttl, timeout, clock.now(), random.random), attempt)
         finally:
             attempt.close()
         if isinstance(outcome, Granted):
             with contextlib.suppress(FencelockError):
-                self._client.seam.backend.release(bell, outcome.owner or owner)
+                self._client.internals.backend.release(bell, outcome.owner or owner)
             return True
         return False
 
@@ -221,7 +223,7 @@ class AsyncSemaphore(_SemaphoreBase[AsyncClientLike, AsyncPermit], AsyncHeldInBl
 
     async def _acquire(self, timeout: float | None) -> AsyncPermit:
         """Take a permit; as :meth:`Semaphore.acquire`."""
-        if async_sharing(self._client.seam.backend) is not None:
+        if async_sharing(self._client.internals.backend) is not None:
             return await self._acquire_natively(timeout)
         leases = AsyncFlowLeases(self._client, self.ttl)
         bell: AsyncLease | None = None  # the bell's lease while armed
@@ -246,7 +248,7 @@ class AsyncSemaphore(_SemaphoreBase[AsyncClientLike, AsyncPermit], AsyncHeldInBl
     async def _acquire_natively(self, timeout: float | None) -> AsyncPermit:
         """One permit entry in the backend's own queue; as :meth:`Semaphore._acquire_natively`."""
         lock = AsyncLock(
-            self._client.seam, self.names.line, ttl=self.ttl, renew=True, share=self._share
+            self._client.internals, self.names.line, ttl=self.ttl, renew=True, share=self._share
         )
         started = clock.now()
         try:
@@ -268,7 +270,7 @@ class AsyncSemaphore(_SemaphoreBase[AsyncClientLike, AsyncPermit], AsyncHeldInBl
         rung = await self._await_bell(op.name, op.timeout)
         if rung and bell is not None:
             with contextlib.suppress(FencelockError):
-                bell._left_to_expire(self._client.seam.holdings)
+                bell._left_to_expire(self._client.internals.holdings)
             bell = None
         return bell, Reply(clock.now(), granted=rung)
 
@@ -282,7 +284,7 @@ class AsyncSemaphore(_SemaphoreBase[AsyncClientLike, AsyncPermit], AsyncHeldInBl
 
     async def _await_bell(self, bell: str, timeout: float | None) -> bool:
         owner = new_owner()
-        attempt = self._client.seam.backend.attempt(bell, owner, self.ttl, renewed=False)
+        attempt = self._client.internals.backend.attempt(bell, owner, self.ttl, renewed=False)
         try:
             outcome = await adrive(
                 acquire_flow(self.ttl, timeout, clock.now(), random.random), attempt
@@ -291,7 +293,7 @@ class AsyncSemaphore(_SemaphoreBase[AsyncClientLike, AsyncPermit], AsyncHeldInBl
             await attempt.close()
         if isinstance(outcome, Granted):
             with contextlib.suppress(FencelockError):
-                await self._client.seam.backend.release(bell, outcome.owner or owner)
+                await self._client.internals.backend.release(bell, outcome.owner or owner)
             return True
         return False
 

@@ -19,10 +19,10 @@ from fencelock import clock
 from fencelock.backends.base import Capabilities, LockInfo
 from fencelock.engine import redlock as plan
 from fencelock.engine.outcomes import Acquired, AttemptResult, Busy, RenewedAsOf
-from fencelock.engine.session import Session
+from fencelock.engine.session import SharedSession
 from fencelock.errors import BackendUnavailable, ConfigError, LeaseLost
 from fencelock.sim.model import (
-    Granted,
+    GrantReply,
     LeaseStore,
     RedlockNode,
     RedlockNodes,
@@ -108,14 +108,14 @@ class SimAttempt:
     async def try_acquire(self) -> AttemptResult:
         backend = self._backend
 
-        def apply() -> Granted | float:
+        def apply() -> GrantReply | float:
             taken = backend.store.acquire(self._name, self._owner, self._ttl, backend._now())
-            return taken if isinstance(taken, Granted) else taken.remaining
+            return taken if isinstance(taken, GrantReply) else taken.remaining
 
         outcome = await backend.network.call(
             backend.client, apply, REQUEST_BOUND, f"acquire {self._name}"
         )
-        if isinstance(outcome, Granted):
+        if isinstance(outcome, GrantReply):
             return Acquired(outcome.token)
         return Busy(retry_after=outcome)
 
@@ -129,7 +129,7 @@ class SimAttempt:
 class SimSessionBackend:
     """Client ``client``'s connection to a session-family ``store``: one session, opened
     on first use and again after it ended; every lock held in it reports its end (the
-    server's push, or the answer to the next request) through one :class:`Session`."""
+    server's push, or the answer to the next request) through one :class:`SharedSession`."""
 
     capabilities = Capabilities()
     request_bound = REQUEST_BOUND
@@ -137,7 +137,7 @@ class SimSessionBackend:
     def __init__(self, store: SessionStore, network: Network, client: int, timeout: float) -> None:
         self.store, self.network, self.client, self.timeout = store, network, client, timeout
         self.url = f"sim://session-store/client-{client}"
-        self._session: tuple[int, Session] | None = None
+        self._session: tuple[int, SharedSession] | None = None
         self._opening = asyncio.Lock()  # one session at a time, as a real client's
 
     def outlives_client(self, renewed: bool) -> bool:
@@ -149,13 +149,13 @@ class SimSessionBackend:
     async def open(self) -> None:
         await self.session()
 
-    async def session(self) -> tuple[int, Session]:
+    async def session(self) -> tuple[int, SharedSession]:
         """The session in use, opened if there is none: by one task at a time (two tasks
         opening at once made two, a lock taken in one and the other pinged)."""
         async with self._opening:
             return await self._open_once()
 
-    async def _open_once(self) -> tuple[int, Session]:
+    async def _open_once(self) -> tuple[int, SharedSession]:
         if self._session is None or self._session[1].ended_because is not None:
             number = await self.network.call(
                 self.client,
@@ -163,7 +163,7 @@ class SimSessionBackend:
                 REQUEST_BOUND,
                 "open a session",
             )
-            news = Session(f"simulated session {number}")
+            news = SharedSession(f"simulated session {number}")
             self.store.clients[number] = self
             self._session = (number, news)
         return self._session
@@ -241,7 +241,7 @@ class SimSessionAttempt:
         backend = self._backend
         number, news = await backend.session()
 
-        def apply() -> Granted | float | None:
+        def apply() -> GrantReply | float | None:
             taken = backend.store.acquire(self._name, self._owner, number, backend._now())
             return taken.remaining if isinstance(taken, Taken) else taken
 
@@ -251,7 +251,7 @@ class SimSessionAttempt:
         if outcome is None:  # the session had ended: a new one at the next try
             backend.ended(number, "expired")
             return Busy(retry_after=0.0)
-        if isinstance(outcome, Granted):
+        if isinstance(outcome, GrantReply):
             return Acquired(outcome.token, session=news)
         return Busy(retry_after=max(outcome, 0.0))
 

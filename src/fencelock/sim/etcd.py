@@ -97,7 +97,7 @@ class Key:
 
 
 @dataclass
-class Lease:
+class EtcdLease:
     id: int
     ttl: int  # as granted (seconds)
     expires: float  # by the model's clock
@@ -241,7 +241,7 @@ class EtcdModel:
         self.revision = 1  # etcd's first: the empty store's
         self.term = 2
         self.keys: dict[bytes, Key] = {}
-        self.leases: dict[int, Lease] = {}
+        self.leases: dict[int, EtcdLease] = {}
         self.watchers: list[Watcher] = []
         self.unmodeled: list[str] = []  # requests refused as beyond the model
         self._next_lease = FIRST_LEASE
@@ -475,7 +475,7 @@ class EtcdModel:
                 self._next_lease += 1
             lease, self._next_lease = self._next_lease, self._next_lease + 1
         ttl = max(ttl, self.min_ttl)
-        self.leases[lease] = Lease(lease, ttl, self.now() + ttl)
+        self.leases[lease] = EtcdLease(lease, ttl, self.now() + ttl)
         return {"header": self._header(), "ID": str(lease), "TTL": str(ttl)}
 
     def _keepalive(self, body: Json) -> Json:

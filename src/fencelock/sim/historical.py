@@ -137,9 +137,9 @@ class _ReusedNumbers:
 @contextlib.contextmanager
 def _reused_holder_id() -> Iterator[None]:
     """Every module that names a task holder by ``this_task`` names it by number."""
-    from fencelock import holdings
+    from fencelock import client_leases
 
-    real, numbered = holdings.this_task, _ReusedNumbers()
+    real, numbered = client_leases.this_task, _ReusedNumbers()
     modules = [m for m in list(sys.modules.values()) if getattr(m, "this_task", None) is real]
     with contextlib.ExitStack() as stack:
         for module in modules:

@@ -26,7 +26,7 @@ class Record:
 
 
 @dataclass
-class Granted:
+class GrantReply:
     token: int
 
 
@@ -59,19 +59,19 @@ class LeaseStore:
             return None
         return record
 
-    def acquire(self, name: str, owner: str, ttl: float, true_now: float) -> Granted | Taken:
+    def acquire(self, name: str, owner: str, ttl: float, true_now: float) -> GrantReply | Taken:
         now = self.clock(true_now)
         held = self.holder(name, true_now)
         if held is not None and self.regrant and held.owner == owner:
             held.expires = now + ttl  # a resent try: the same lease, its TTL from now
-            return Granted(held.token)
+            return GrantReply(held.token)
         if held is not None:
             return Taken(held.expires - now)
         token = max(self.counters.get(name, 0) + 1, int(now * 1_000_000))
         self.counters[name] = token
         self.records[name] = Record(owner, now + ttl, token)
         self.grants.append((name, owner, token))
-        return Granted(token)
+        return GrantReply(token)
 
     def release(self, name: str, owner: str, true_now: float) -> bool:
         held = self.holder(name, true_now)
@@ -184,7 +184,7 @@ class SessionStore:
 
     def acquire(
         self, name: str, owner: str, session: int, true_now: float
-    ) -> Granted | Taken | None:
+    ) -> GrantReply | Taken | None:
         """The lock, or who has it; None if ``session`` has ended."""
         if not self.ping(session, true_now):
             return None
@@ -195,7 +195,7 @@ class SessionStore:
         self.counter += 1
         self.locks[name] = SessionLock(owner, session, self.counter)
         self.grants.append((name, owner, self.counter))
-        return Granted(self.counter)
+        return GrantReply(self.counter)
 
     def release(self, name: str, owner: str, session: int, true_now: float) -> bool:
         self.ping(session, true_now)

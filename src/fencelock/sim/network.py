@@ -35,7 +35,7 @@ def shown(value: object) -> str:
 
 
 @dataclass(frozen=True)
-class Weather:
+class NetworkConditions:
     """How the network behaves: one-way delays and the odds of each mishap."""
 
     delay: tuple[float, float] = (0.0005, 0.005)
@@ -46,10 +46,12 @@ class Weather:
 
 
 class Network:
-    def __init__(self, rng: random.Random, weather: Weather, now: Callable[[], float]) -> None:
+    def __init__(
+        self, rng: random.Random, conditions: NetworkConditions, now: Callable[[], float]
+    ) -> None:
         # ``now``: true time. A client's loop.time() is its own clock's; the network's
         # and the servers' work runs on true time (each callback in a server context).
-        self.rng, self.weather, self.now = rng, weather, now
+        self.rng, self.conditions, self.now = rng, conditions, now
         self.server = server_side()
         self.paused_until: dict[int, float] = {}
         self.dead: set[int] = set()  # clients whose process was killed: nothing in or out
@@ -60,7 +62,7 @@ class Network:
         self.log: Callable[[str], None] = lambda line: None
 
     def _delay(self) -> float:
-        w = self.weather
+        w = self.conditions
         low, high = w.slow_delay if self.rng.random() < w.slow else w.delay
         return self.rng.uniform(low, high)
 
@@ -85,7 +87,7 @@ class Network:
             else:
                 deliver()
 
-        if self.rng.random() >= self.weather.drop:
+        if self.rng.random() >= self.conditions.drop:
             loop.call_later(self._delay(), arrive, context=self.server)
 
     def _in_order(self, link: object | None, way: str, now: float, delay: float) -> float:
@@ -111,7 +113,7 @@ class Network:
         loop = asyncio.get_running_loop()
         reply: asyncio.Future[T] = loop.create_future()
         self.messages += 1
-        if self.rng.random() >= self.weather.drop and client not in self.dead:
+        if self.rng.random() >= self.conditions.drop and client not in self.dead:
             now = self.now()
             delay = self._in_order(link, "in", now, self._resumes(client, now) + self._delay())
             loop.call_later(
@@ -136,10 +138,10 @@ class Network:
         result = apply()
         self.log(f"server: {what} from client {client} -> {shown(result)}")
         loop = asyncio.get_running_loop()
-        if self.rng.random() >= self.weather.drop:
+        if self.rng.random() >= self.conditions.drop:
             delay = self._in_order(link, "out", self.now(), self._delay())
             loop.call_later(delay, self._answer, client, reply, result, what, context=self.server)
-        elif link is None and self.rng.random() < self.weather.duplicate:
+        elif link is None and self.rng.random() < self.conditions.duplicate:
             loop.call_later(self._delay(), self._again, client, apply, what, context=self.server)
 
     def _again(self, client: int, apply: Callable[[], object], what: str) -> None:
@@ -167,7 +169,7 @@ class Network:
         if to_server and client in self.dead:
             return True  # never sent; its sender will never know
         self.messages += 1
-        if not reliable and self.rng.random() < self.weather.drop:
+        if not reliable and self.rng.random() < self.conditions.drop:
             return False
         loop = asyncio.get_running_loop()
         now = self.now()

@@ -45,7 +45,7 @@ from fencelock.sim.model import (
     SessionLock,
     SessionStore,
 )
-from fencelock.sim.network import Network, Weather
+from fencelock.sim.network import Network, NetworkConditions
 from fencelock.sim.workloads import WORKLOADS
 
 T = TypeVar("T")
@@ -105,7 +105,7 @@ class Plan:
     clients: int = 4
     duration: float = 30.0  # virtual seconds
     ttl: float = 1.0
-    weather: Weather = field(default_factory=Weather)
+    conditions: NetworkConditions = field(default_factory=NetworkConditions)
     faults: bool = True
     bugs: tuple[str, ...] = ()  # bugs put back (fencelock.sim.bugs)
     family: str = "lease"  # one of FAMILIES
@@ -194,8 +194,10 @@ class World:
             self.store = SessionStore(rate=self._rate(), started=self.clock.now)
         else:  # a holder's own try answered as Redis and SQLite do, or as PostgreSQL
             self.store = LeaseStore(self._rate(), self.clock.now, regrant=self.rng.random() < 0.5)
-        weather = plan.weather if plan.faults else Weather(slow=0.0, drop=0.0, duplicate=0.0)
-        self.network = Network(random.Random(self.rng.random()), weather, self.true_now)
+        conditions = (
+            plan.conditions if plan.faults else NetworkConditions(slow=0.0, drop=0.0, duplicate=0.0)
+        )
+        self.network = Network(random.Random(self.rng.random()), conditions, self.true_now)
         self.network.log = self.say
         if plan.family == "redlock":
             from fencelock.sim.redlock import RedisNodes, dialer
@@ -627,7 +629,7 @@ class World:
             self.victims.setdefault(owner, self.clock.now)
 
     def _tell_session_end(self, number: int, why: str) -> None:
-        backend = self.clients[number].seam.backend
+        backend = self.clients[number].internals.backend
         if isinstance(backend, SimSessionBackend) and backend.current is not None:
             session = backend.current
             self.network.push(number, lambda: backend.ended(session, why))
@@ -658,7 +660,7 @@ class World:
 
     def _recording_leases(self, number: int, client: AsyncClient) -> None:
         """Every lease ``client`` takes, known by its name and owner."""
-        holdings = client.seam.holdings
+        holdings = client.internals.holdings
         adding = holdings.add
 
         def add(lease: AsyncLease, holder: object) -> None:

@@ -37,7 +37,7 @@ class Execute:
 
 
 @dataclass(frozen=True)
-class Pause:
+class Sleep:
     """Sleep ``seconds``; the reply is None."""
 
     seconds: float
@@ -51,7 +51,7 @@ class Atomic:
     flow: Flow[Any]
 
 
-Operation = Fetch | Execute | Pause | Atomic
+Operation = Fetch | Execute | Sleep | Atomic
 Flow = Generator[Operation, Any, T]
 
 
@@ -123,7 +123,7 @@ def _perform(operation: Operation, session: Session) -> Any:
         return session.fetch(operation.statement)
     if isinstance(operation, Execute):
         return session.execute(operation.statement)
-    if isinstance(operation, Pause):
+    if isinstance(operation, Sleep):
         time.sleep(operation.seconds)
         return None
     with session.transaction():
@@ -146,7 +146,7 @@ async def _aperform(operation: Operation, session: AsyncSession) -> Any:
         return await session.fetch(operation.statement)
     if isinstance(operation, Execute):
         return await session.execute(operation.statement)
-    if isinstance(operation, Pause):
+    if isinstance(operation, Sleep):
         await asyncio.sleep(operation.seconds)
         return None
     async with session.transaction():

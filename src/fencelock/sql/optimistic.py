@@ -22,7 +22,7 @@ from fencelock.errors import ConfigError, ConflictError, RowNotFound
 from fencelock.sql.backoff import RetryPolicy
 from fencelock.sql.connections import abind, bind
 from fencelock.sql.dialect import Dialect
-from fencelock.sql.flow import Atomic, Execute, Fetch, Flow, Pause, arun, run
+from fencelock.sql.flow import Atomic, Execute, Fetch, Flow, Sleep, arun, run
 from fencelock.sql.statement import Row, Table, column_name, describe, value_columns
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def optimistic_flow(
     column_name(version_column, "version column")
     for attempt in range(policy.attempts):
         if attempt:
-            yield Pause(policy.delay(attempt - 1, jitter))
+            yield Sleep(policy.delay(attempt - 1, jitter))
         try:
             written = yield Atomic(_attempt(dialect, table, key, changes, version_column))
         except Exception as error:

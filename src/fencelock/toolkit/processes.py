@@ -4,7 +4,7 @@ A frozen process's renewer thread is frozen too, so its lease runs out: that is 
 fault both tools show. One care: if the process happened to be inside a write
 transaction on an SQLite database the others use (the lock database, the shared
 resource), freezing it there would block every other process for the whole pause.
-:meth:`Freezer.freeze` stops the process, checks that no such database is
+:meth:`ProcessPauser.freeze` stops the process, checks that no such database is
 write-locked, and otherwise lets it run a moment and tries again.
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 
-class Freezer:
+class ProcessPauser:
     """Freezes processes at a moment none of them holds a write lock on ``databases``."""
 
     def __init__(self, databases: Iterable[Path], attempts: int) -> None:

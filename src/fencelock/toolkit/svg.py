@@ -1,7 +1,7 @@
 """The SVG both timelines are drawn with: the document, its patterns, the axis, rows and marks.
 
 Each mark's markup is written here once. The demo draws a few roomy rows and the
-check report many thin ones, so each draws its marks with a :class:`Pen` of its
+check report many thin ones, so each draws its marks with a :class:`MarkStyle` of its
 own sizes (:data:`ROOMY`, :data:`THIN`).
 """
 
@@ -111,7 +111,7 @@ def legend(items: Sequence[tuple[str, str]], top: float, row: float, size: float
 
 
 @dataclass(frozen=True, kw_only=True)
-class Pen:
+class MarkStyle:
     """The sizes one picture draws its marks with, and the marks."""
 
     bar: float  # a lease bar's height
@@ -187,7 +187,7 @@ class Pen:
     def cross_mark(
         self, cls: str, x: float, y: float, colour: str, tip: str, r: float | None = None
     ) -> str:
-        """A bad write: a white x in a ``colour`` disc (radius ``r``, else the pen's)."""
+        """A bad write: a white x in a ``colour`` disc (radius ``r``, else the style's)."""
         r = self.cross if r is None else r
         a = r * self.cross_arm
         return (
@@ -220,7 +220,7 @@ class Pen:
 
 
 # The demo's few roomy rows, and the check report's many thin ones.
-ROOMY = Pen(
+ROOMY = MarkStyle(
     bar=18,
     corner=3,
     ghost_stroke=1.5,
@@ -235,7 +235,7 @@ ROOMY = Pen(
     token_size=11,
     wait_cap="round",
 )
-THIN = Pen(
+THIN = MarkStyle(
     bar=12,
     corner=2,
     ghost_stroke=1.3,

@@ -20,7 +20,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fencelock import clock, forking, stepping
+from fencelock import blocking_call, clock, forking
 from fencelock.aio import read_when_done, stop
 from fencelock.backends.base import (
     Acquired,
@@ -124,7 +124,7 @@ class AsyncEtcdBackend(RenewsEach):
             current = self._sessions.get(ttl)
             if current is not None and not current.ended:
                 return current
-        await stepping.onto_the_loop()  # a new session's keepalive runs on the loop
+        await blocking_call.onto_the_loop()  # a new session's keepalive runs on the loop
         if not shared:
             return await EtcdSession.grant(self._gateway, ttl)
         granting = self._granting.get(ttl)
@@ -226,7 +226,7 @@ class AsyncEtcdBackend(RenewsEach):
             finally:
                 self.unclaim(key)
 
-        task = (await stepping.running_loop()).create_task(again())
+        task = (await blocking_call.running_loop()).create_task(again())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -387,11 +387,13 @@ class EtcdAttempt:
         enqueue = gateway.enqueue_txn(
             key, self._owner.encode(), session.lease_id, self._backend.queue(self._name)
         )
-        if stepping.active():
+        if blocking_call.active():
             reply = await self._backend.call("kv/txn", enqueue)
         else:
             self._enqueuing = read_when_done(
-                (await stepping.running_loop()).create_task(self._backend.call("kv/txn", enqueue))
+                (await blocking_call.running_loop()).create_task(
+                    self._backend.call("kv/txn", enqueue)
+                )
             )
             reply = await asyncio.shield(self._enqueuing)
         where = gateway.read_enqueued(reply)

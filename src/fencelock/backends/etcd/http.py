@@ -23,7 +23,7 @@ import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fencelock import clock, stepping
+from fencelock import blocking_call, clock
 from fencelock.aio import TIMEOUTS
 from fencelock.backends.etcd.gateway import Body, Reply
 from fencelock.backends.etcd.options import EtcdOptions
@@ -111,7 +111,7 @@ class Gateway:
                 pause = next(pauses)
                 if not transient or clock.now() + pause > deadline:
                     raise self._translated(refused) from refused
-            await stepping.onto_the_loop()
+            await blocking_call.onto_the_loop()
             await asyncio.sleep(pause)
             self._current = (self._current + 1) % len(self.options.endpoints)
 

@@ -3,7 +3,7 @@
 The keepalive is lazy: whoever needs the session fresh (an acquire, a waiter, the
 renewer renewing any of its leases) sends one, unless one sent recently enough
 answered, and callers at the same time share one request. Its outcome is pushed
-into every lease held in the session (:class:`fencelock.engine.session.Session`).
+into every lease held in the session (:class:`fencelock.engine.session.SharedSession`).
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import math
 
-from fencelock import clock, stepping
+from fencelock import blocking_call, clock
 from fencelock.aio import read_when_done
 from fencelock.backends.etcd import gateway
 from fencelock.backends.etcd.http import Gateway
-from fencelock.engine.session import Session
+from fencelock.engine.session import SharedSession
 from fencelock.errors import BackendUnavailable, FencelockError
 
 # A keepalive answered this long ago (as a fraction of the TTL) is fresh enough.
@@ -42,7 +42,7 @@ class EtcdSession:
         self._gateway = gateway_
         self.lease_id, self.ttl = lease_id, ttl
         self.confirmed_at = granted_at  # when the last answered grant/keepalive was sent
-        self.news = Session(f"etcd lease {lease_id:x}")
+        self.news = SharedSession(f"etcd lease {lease_id:x}")
         self._keepalive: asyncio.Task[float] | None = None
         self._keys: frozenset[bytes] = frozenset()
         self._keys_read_at = -math.inf  # when the request that listed them was sent
@@ -78,7 +78,7 @@ class EtcdSession:
                 return self.confirmed_at
             if self._keepalive is None or self._keepalive.done():
                 self._keepalive = read_when_done(
-                    (await stepping.running_loop()).create_task(self._send_keepalive())
+                    (await blocking_call.running_loop()).create_task(self._send_keepalive())
                 )
             await asyncio.shield(self._keepalive)
 
@@ -89,7 +89,7 @@ class EtcdSession:
         while asked - self._keys_read_at > max_age:
             if self._listing is None or self._listing.done():
                 self._listing = read_when_done(
-                    (await stepping.running_loop()).create_task(self._list_keys())
+                    (await blocking_call.running_loop()).create_task(self._list_keys())
                 )
             await asyncio.shield(self._listing)
         return key in self._keys

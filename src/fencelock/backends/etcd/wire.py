@@ -20,7 +20,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from fencelock import clock, forking, stepping
+from fencelock import blocking_call, clock, forking
 from fencelock.aio import TIMEOUTS, within
 
 # What a reply that cannot be read raises: a connection that failed or ended early, a
@@ -91,9 +91,9 @@ class Wire:
         try:
             connection.writer.write(_request(method, endpoint, path, body, headers))
             reading, reader = _read_reply(connection.reader), connection.reader
-            if stepping.active():  # the reply read on this thread (stepping.py)
+            if blocking_call.active():  # the reply read on this thread (blocking_call.py)
                 transport = connection.writer.transport
-                got = await stepping.reading_here(reading, reader, transport, timeout, "etcd")
+                got = await blocking_call.reading_here(reading, reader, transport, timeout, "etcd")
             else:
                 got = await within(timeout, reading)
             status, reply, keep = got
@@ -152,7 +152,7 @@ class Wire:
         return await self._connect(endpoint)
 
     async def _connect(self, endpoint: _Endpoint) -> _Connection:
-        await stepping.onto_the_loop()  # opening a connection needs the loop
+        await blocking_call.onto_the_loop()  # opening a connection needs the loop
         try:
             reader, writer = await within(
                 self._connect_timeout,

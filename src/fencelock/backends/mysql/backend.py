@@ -21,7 +21,7 @@ from typing import Any
 
 import aiomysql
 
-from fencelock import forking, stepping
+from fencelock import blocking_call, forking
 from fencelock.backends import base
 from fencelock.backends.mysql.connections import Connections, discard, lost
 from fencelock.backends.mysql.options import mysql_options
@@ -260,7 +260,7 @@ class MySQLAttempt:
             conn, backend.statements.acquire, params, backend.options.timeout
         )
         try:
-            if stepping.active():
+            if blocking_call.active():
                 sets = await asking
             else:
                 self._sending = asyncio.ensure_future(asking)

@@ -18,7 +18,7 @@ import aiomysql
 import pymysql
 from pymysql.constants import CLIENT
 
-from fencelock import forking, stepping
+from fencelock import blocking_call, forking
 from fencelock.aio import TIMEOUTS, within
 from fencelock.backends.mysql.options import MySQLOptions
 from fencelock.backends.mysql.statements import Statements
@@ -115,11 +115,13 @@ class Connections:
         try:
             async with _turn(conn):  # one statement at a time (a renewal meets a release)
                 results = _results(conn, query, params)
-                streams = None if waits or not stepping.active() else aiomysql_streams(conn)
+                streams = None if waits or not blocking_call.active() else aiomysql_streams(conn)
                 if streams is None:
                     return await within(timeout, results)
                 reader, transport = streams
-                return await stepping.reading_here(results, reader, transport, timeout, "MySQL")
+                return await blocking_call.reading_here(
+                    results, reader, transport, timeout, "MySQL"
+                )
         except BaseException as exc:
             await discard(conn)
             if isinstance(exc, TIMEOUTS):

@@ -3,7 +3,7 @@
 A named lock ends with the connection that took it, and the server gives it to a
 waiter in the same instant (``KILL``, a crash, ``wait_timeout``). The connection's
 transport already reads the socket whenever the loop runs; a thin protocol in front of
-aiomysql's own tells the lease's :class:`~fencelock.engine.session.Session` when the
+aiomysql's own tells the lease's :class:`~fencelock.engine.session.SharedSession` when the
 server hangs up, and :mod:`~fencelock.backends.idle_watch` makes the blocking client's
 loop run when that happens between calls.
 """
@@ -17,7 +17,7 @@ import aiomysql
 
 from fencelock.backends import idle_watch
 from fencelock.backends.mysql.connections import aiomysql_streams
-from fencelock.engine.session import Session
+from fencelock.engine.session import SharedSession
 
 
 class WatchedConnection:
@@ -25,7 +25,7 @@ class WatchedConnection:
 
     def __init__(self, conn: aiomysql.Connection, where: str) -> None:
         self.conn = conn
-        self.news = Session(f"MySQL connection {conn.thread_id()} ({where})")
+        self.news = SharedSession(f"MySQL connection {conn.thread_id()} ({where})")
         streams = aiomysql_streams(conn)
         self._transport: Any = None if streams is None else streams[1]
         self._loop = asyncio.get_running_loop()

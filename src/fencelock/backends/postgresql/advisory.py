@@ -30,11 +30,11 @@ from fencelock.backends.postgresql.listener import Listener
 from fencelock.backends.postgresql.options import postgres_options
 from fencelock.backends.postgresql.session import LockSession
 from fencelock.backends.postgresql.waiters import WaiterPlace
+from fencelock.blocking_call import CallEnded
 from fencelock.engine import barging
 from fencelock.engine.barging import busy_wait, starvation_bound
 from fencelock.engine.urls import ParsedURL
 from fencelock.errors import BackendUnavailable, ConfigError
-from fencelock.stepping import CallEnded
 
 # The oldest server whose idle_session_timeout lets a silent client's locks go.
 MIN_SERVER_VERSION = 140000
@@ -55,7 +55,7 @@ class AsyncAdvisoryBackend(base.RenewsEach, base.EndsWithItsSession):
         renews_in_batches=True,  # each on its own session, all in one loop trip
         keeps=True,  # a name kept after its lock: a row of the lease table
         keeps_announced=True,  # a keep ended early wakes the name's waiters (NOTIFY)
-        steps=STEPS,  # the blocking client steps it (fencelock/stepping.py)
+        steps=STEPS,  # the blocking client steps it (fencelock/blocking_call.py)
     )
 
     def __init__(self, parsed: ParsedURL) -> None:

@@ -35,7 +35,7 @@ class AsyncPostgresBackend:
     capabilities = Capabilities(
         fair=True,
         renews_in_batches=True,
-        steps=STEPS,  # the blocking client steps it (fencelock/stepping.py)
+        steps=STEPS,  # the blocking client steps it (fencelock/blocking_call.py)
     )
 
     def outlives_client(self, renewed: bool) -> bool:

@@ -20,7 +20,7 @@ from psycopg import waiting
 from psycopg.abc import PQGen
 from psycopg.conninfo import make_conninfo
 
-from fencelock import clock, forking, stepping
+from fencelock import blocking_call, clock, forking
 from fencelock.aio import within
 from fencelock.backends.postgresql.options import PostgresOptions
 from fencelock.backends.postgresql.statements import SchemaObjects, Statements
@@ -39,14 +39,14 @@ RV = TypeVar("RV")
 
 
 def _until(gen: PQGen[RV], ends: float, limit: float) -> PQGen[RV]:
-    """``gen``, ended by :class:`~fencelock.stepping.CallEnded` once a wait that psycopg
+    """``gen``, ended by :class:`~fencelock.blocking_call.CallEnded` once a wait that psycopg
     reports as over with nothing ready (a falsy readiness) finds the call's end passed."""
     state = next(gen)
     while True:
         ready = yield state
         if not ready and clock.now() >= ends:
             gen.close()
-            raise stepping.CallEnded(f"PostgreSQL did not answer within {limit:.3g}s")
+            raise blocking_call.CallEnded(f"PostgreSQL did not answer within {limit:.3g}s")
         try:
             state = gen.send(ready)
         except StopIteration as done:
@@ -56,17 +56,17 @@ def _until(gen: PQGen[RV], ends: float, limit: float) -> PQGen[RV]:
 class SteppedConnection(psycopg.AsyncConnection[Any]):
     """psycopg's asyncio connection, whose every wait for the server can also block
     the calling thread, when the blocking client steps the backend
-    (:mod:`fencelock.stepping`): psycopg's statements are generators, run by this one
+    (:mod:`fencelock.blocking_call`): psycopg's statements are generators, run by this one
     method."""
 
     async def wait(
         self, gen: PQGen[RV], interval: float = WAIT_INTERVAL, timeout: float | None = None
     ) -> RV:
-        if not stepping.active():
+        if not blocking_call.active():
             if timeout is None:  # psycopg before 3.3.6 has no timeout here (nor asks for one)
                 return await super().wait(gen, interval)
             return await super().wait(gen, interval, timeout)
-        limit, cut = stepping.wait_limit(timeout)
+        limit, cut = blocking_call.wait_limit(timeout)
         try:
             if not cut:  # its own timeout, as psycopg means it
                 return waiting.wait(gen, self.pgconn.socket, interval=interval, timeout=timeout)

@@ -22,7 +22,7 @@ from psycopg import pq
 from fencelock import forking
 from fencelock.backends import idle_watch
 from fencelock.backends.postgresql.connections import Connections
-from fencelock.engine.session import Session
+from fencelock.engine.session import SharedSession
 from fencelock.errors import BackendUnavailable
 
 
@@ -32,7 +32,7 @@ class LockSession:
     def __init__(self, conn: psycopg.AsyncConnection[Any], ttl: float, where: str) -> None:
         self.conn, self.ttl, self.where = conn, ttl, where
         self.pid = conn.info.backend_pid
-        self.news = Session(f"PostgreSQL session {self.pid} (TTL {ttl:g}s)")
+        self.news = SharedSession(f"PostgreSQL session {self.pid} (TTL {ttl:g}s)")
         self.held: dict[int, str] = {}  # advisory key -> owner, as this client took them
         self._turn = asyncio.Lock()
         self._loop = asyncio.get_running_loop()

@@ -5,7 +5,7 @@ a plain packed command) and receives their replies; an error reply is thrown int
 A script the server does not know (``NOSCRIPT``) is loaded and called again by
 :class:`ConversationState`, once for every conversation. A :class:`~.wire.Wire` runs one on one
 connection, blocking or with asyncio; the conversation itself decides what is said
-and what the replies mean, in both colours alike.
+and what the replies mean, in sync and async alike.
 """
 
 from __future__ import annotations

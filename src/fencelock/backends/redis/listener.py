@@ -19,7 +19,7 @@ import redis.client
 from fencelock.aio import TIMEOUTS, stop, within
 from fencelock.backends.redis.errors import subscribing
 from fencelock.backends.redis.wakeups import Subscription, Wakeups, new_channel
-from fencelock.stepping import time_left
+from fencelock.blocking_call import time_left
 
 CONFIRM_TIMEOUT = 2.0
 RETRY_AFTER = 0.1  # after a failed read of the channel, before reading it again

@@ -28,8 +28,8 @@ from fencelock.aio import TIMEOUTS, within
 from fencelock.backends.redis.conversations import Conversation, ConversationState
 from fencelock.backends.redis.resp import RawReply
 from fencelock.backends.redis.scripts import Command
+from fencelock.blocking_call import time_left
 from fencelock.errors import FencelockError
-from fencelock.stepping import time_left
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -87,7 +87,7 @@ class Wire:
     def talk(self, talk: Conversation[T]) -> T:
         """Run ``talk`` on one connection; its result, or the error that ended it. An
         acquire with a timeout waits on the socket no longer than its call may last
-        (:func:`fencelock.stepping.time_left`), if that is shorter."""
+        (:func:`fencelock.blocking_call.time_left`), if that is shorter."""
         talking = ConversationState(talk)
         self._on_a_connection(_talk_within_the_call, talking)
         return talking.result

@@ -27,7 +27,7 @@ from typing import Any
 
 from kazoo import exceptions as kz
 
-from fencelock import clock, forking, stepping
+from fencelock import blocking_call, clock, forking
 from fencelock.backends.base import (
     Acquired,
     AttemptResult,
@@ -101,7 +101,7 @@ class AsyncZooKeeperBackend(RenewsEach, EndsWithItsSession):
         shares=True,  # readers, writers and permits queue in one line
         latches=True,  # in a persistent node (a lease's node ends with its session)
         keeps=True,  # a name kept after its lease, by a mark the server times
-        steps=True,  # kazoo's results can be waited for on the caller's thread (stepping.py)
+        steps=True,  # kazoo's results can be waited for on the caller's thread (blocking_call.py)
         steps_off_the_loop=True,  # ... with no loop running, until a call suspends
         name_watches=True,  # child watches: a group's changes are pushed
     )
@@ -157,7 +157,7 @@ class AsyncZooKeeperBackend(RenewsEach, EndsWithItsSession):
         current = self._sessions.get(timeout) if shared else None
         if current is not None and not current.ended:
             return current
-        await stepping.onto_the_loop()  # a new session's client lives on the loop
+        await blocking_call.onto_the_loop()  # a new session's client lives on the loop
         if not shared:
             own = await self._connect(timeout)
             self._own.add(own)
@@ -175,7 +175,7 @@ class AsyncZooKeeperBackend(RenewsEach, EndsWithItsSession):
         return fresh
 
     async def _in_background(self, work: Any) -> None:
-        task = (await stepping.running_loop()).create_task(_quietly(work))
+        task = (await blocking_call.running_loop()).create_task(_quietly(work))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 

@@ -26,7 +26,7 @@ from typing import Any
 from kazoo import exceptions as kz
 from kazoo.handlers.threading import AsyncResult, KazooTimeoutError, SequentialThreadingHandler
 
-from fencelock import stepping
+from fencelock import blocking_call
 from fencelock.aio import TIMEOUTS, within
 from fencelock.errors import BackendUnavailable, ConfigError, FencelockError
 
@@ -122,10 +122,10 @@ def on_loop(loop: asyncio.AbstractEventLoop, call: Callable[..., object], *args:
 async def outcome(result: Any, timeout: float, where: str) -> Any:
     """The value of a kazoo ``IAsyncResult`` on this loop; a fencelock error if the
     call failed or no answer came within ``timeout``. Stepped (the blocking client,
-    :mod:`~fencelock.stepping`), it waits for the result right here."""
-    if stepping.active():
+    :mod:`~fencelock.blocking_call`), it waits for the result right here."""
+    if blocking_call.active():
         return _waited_for(result, timeout, where)
-    loop = await stepping.running_loop()
+    loop = await blocking_call.running_loop()
     future: asyncio.Future[Any] = loop.create_future()
 
     def settle(value: Any, error: BaseException | None) -> None:
@@ -155,14 +155,14 @@ async def outcome(result: Any, timeout: float, where: str) -> Any:
 
 def _waited_for(result: Any, timeout: float, where: str) -> Any:
     """:func:`outcome`, waited for on this thread, by ``timeout`` or the blocking call's
-    end (:func:`~fencelock.stepping.time_left`), whichever is first."""
-    wait, cut = stepping.wait_limit(timeout)
+    end (:func:`~fencelock.blocking_call.time_left`), whichever is first."""
+    wait, cut = blocking_call.wait_limit(timeout)
     try:
         return result.get(timeout=wait)
     except KazooTimeoutError as exc:
         if result.ready():  # kazoo's own timeout (no server answered): its failure
             raise translated(exc, where) from exc
-        ended = stepping.CallEnded if cut else BackendUnavailable
+        ended = blocking_call.CallEnded if cut else BackendUnavailable
         raise ended(f"ZooKeeper ({where}) did not answer within {wait:.3g}s") from exc
     except ANSWERS:
         raise

@@ -19,7 +19,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType, KazooState, KeeperState, WatchedEvent
 
-from fencelock import clock, stepping
+from fencelock import blocking_call, clock
 from fencelock.aio import within
 from fencelock.backends import idle_watch
 from fencelock.backends.zookeeper.bridge import (
@@ -30,7 +30,7 @@ from fencelock.backends.zookeeper.bridge import (
     outcome,
 )
 from fencelock.backends.zookeeper.options import ZooKeeperOptions
-from fencelock.engine.session import Session, SessionNews
+from fencelock.engine.session import SessionNews, SharedSession
 from fencelock.errors import BackendUnavailable, ConfigError
 
 # How soon a delete whose reply was lost is sent again.
@@ -44,7 +44,7 @@ class Watch:
     """A ZooKeeper watch and its session's news, as one event: a waiter sets
     ``callback`` as a read's watch, then awaits :meth:`fired`."""
 
-    def __init__(self, news: Session) -> None:
+    def __init__(self, news: SharedSession) -> None:
         self.event = asyncio.Event()
         self.woken = threading.Event()  # set from any thread, before the waiter awaits
         self.deleted = False  # what fired was the watched node's deletion,
@@ -109,7 +109,7 @@ class ZkSession:
         self._settled = asyncio.Event()  # on the loop: set up, or being stopped
         self._stopping = _Stopping(self.client, self._handler, self._log)
         self._capture_negotiated_timeout()
-        self.news = Session(f"ZooKeeper session of {timeout}s")
+        self.news = SharedSession(f"ZooKeeper session of {timeout}s")
         self.session_id: int | None = None
         self.confirmed_at = -math.inf  # when the last answered request was sent
         self._probe: asyncio.Task[None] | None = None
@@ -118,7 +118,7 @@ class ZkSession:
         self._closing: threading.Timer | None = None
         self.gone: set[str] = set()  # of those, the ones a watch saw deleted
         # each held node's own news: its session's, and its deletion by someone else
-        self._node_news: dict[str, tuple[Session, Callable[[], None]]] = {}
+        self._node_news: dict[str, tuple[SharedSession, Callable[[], None]]] = {}
 
     def _capture_negotiated_timeout(self) -> None:
         """kazoo keeps the session timeout the server granted to itself: it reads
@@ -208,7 +208,7 @@ class ZkSession:
                 raise SessionLost(str(self.news.ended_because))
             if asked - self.confirmed_at <= max_age:
                 return self.confirmed_at
-            await stepping.onto_the_loop()  # a probe is sent and awaited on the loop
+            await blocking_call.onto_the_loop()  # a probe is sent and awaited on the loop
             if self._probe is None or self._probe.done():
                 self._probe = self.loop.create_task(self._send_probe())
             await asyncio.shield(self._probe)
@@ -272,11 +272,11 @@ class ZkSession:
             self._watches.discard(watch)
             watch.close()
 
-    def news_of(self, path: str) -> Session:
+    def news_of(self, path: str) -> SharedSession:
         """The news a lease held by node ``path`` listens to: the session's suspension
         and end, and the node's deletion by someone else (once :meth:`watch_mine` has set
         its watch), each the moment it is known."""
-        node = Session(f"ZooKeeper node {path}")
+        node = SharedSession(f"ZooKeeper node {path}")
 
         def follow(news: SessionNews, why: str) -> None:
             if news is SessionNews.SUSPENDED:
@@ -300,7 +300,7 @@ class ZkSession:
     def _node_changed(self, event: WatchedEvent) -> None:  # on kazoo's thread
         if event.type == EventType.DELETED:
             on_loop(self.loop, self._deleted, event.path)
-            idle_watch.nudge(self.loop)  # heard now, not at the next call
+            idle_watch.wake(self.loop)  # heard now, not at the next call
         elif event.type == EventType.CHANGED and not self.ended:  # a watch fires once
             self.client.exists_async(event.path, watch=self._node_changed)
 
@@ -318,7 +318,7 @@ class ZkSession:
             on_loop(self.loop, self._suspended)
         elif state == KazooState.LOST:
             on_loop(self.loop, self.end, "expired: its leases' nodes are gone")
-        idle_watch.nudge(self.loop)  # the leases hear it now, not at the next call
+        idle_watch.wake(self.loop)  # the leases hear it now, not at the next call
 
     def _suspended(self) -> None:
         if not self.ended:
@@ -347,7 +347,7 @@ class ZkSession:
         if self._closing is not None:
             self._closing.cancel()
         self._settled.set()  # a start still waiting gives up now
-        await stepping.onto_the_loop()
+        await blocking_call.onto_the_loop()
         await asyncio.to_thread(self._stopping.run, self._grace())
 
     def _grace(self) -> float:

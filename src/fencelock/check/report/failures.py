@@ -9,7 +9,7 @@ from html import escape
 
 from fencelock.check.checker import CheckResult, SeatsCheck
 from fencelock.check.history import Op
-from fencelock.check.report.layout import PEN, Layout
+from fencelock.check.report.layout import MARKS, Layout
 from fencelock.toolkit.labels import Label
 from fencelock.toolkit.palette import DOUBLE
 
@@ -53,7 +53,7 @@ def overtaken(result: CheckResult, lay: Layout) -> tuple[list[str], list[Label]]
 
 def _ring(x: float, y: float, tip: str) -> str:
     return (
-        f'<circle class="lost-write" cx="{x:.1f}" cy="{y:.1f}" r="{PEN.cross + RING:g}" '
+        f'<circle class="lost-write" cx="{x:.1f}" cy="{y:.1f}" r="{MARKS.cross + RING:g}" '
         f'fill="none" stroke="{DOUBLE}" stroke-width="1.6" stroke-dasharray="2.5 2">'
         f"<title>{escape(tip)}</title></circle>"
     )
@@ -63,7 +63,7 @@ def _arrow(*, x0: float, y0: float, x1: float, y1: float, tip: str) -> str:
     """The demo's link: a dashed curve, arched over its own row, ending short of the cross."""
     mid = (x0 + x1) / 2
     lift = 14 if y0 == y1 else 0
-    end = x1 - PEN.cross - 1.5 if x1 - x0 > 2 * PEN.cross else x1
+    end = x1 - MARKS.cross - 1.5 if x1 - x0 > 2 * MARKS.cross else x1
     return (
         f'<path class="link" d="M{x0:.1f},{y0:.1f} C{mid:.1f},{y0 - lift:.1f} '
         f'{mid:.1f},{y1 - lift:.1f} {end:.1f},{y1:.1f}" fill="none" stroke="{DOUBLE}" '

@@ -9,7 +9,7 @@ from dataclasses import replace
 from html import escape
 
 from fencelock.check.history import Op
-from fencelock.check.report.layout import PEN, SERVER_LANE, TOP, Layout
+from fencelock.check.report.layout import MARKS, SERVER_LANE, TOP, Layout
 from fencelock.toolkit.labels import Label, label_text, spread
 from fencelock.toolkit.palette import INK, PAPER, PARTITION, PAUSE, SERVER
 from fencelock.toolkit.scale import RIGHT, WIDTH
@@ -53,7 +53,7 @@ def client_fault(fault: Op, layout: Layout) -> str:
     x0, x1 = layout.x(fault.start), layout.x(fault.end)
     y = layout.y(fault.process) - layout.box / 2
     tip = f"{fault.detail}: {fault.end - fault.start:.2f}s"
-    return PEN.box(
+    return MARKS.box(
         f"fault client {kind}",
         x0=x0,
         x1=x1,

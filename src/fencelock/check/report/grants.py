@@ -13,16 +13,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from fencelock.check.checker import Lease
+from fencelock.check.checker import LeaseInterval
 from fencelock.check.history import History
-from fencelock.check.report.layout import PEN, Layout
+from fencelock.check.report.layout import MARKS, Layout
 from fencelock.toolkit.palette import INK, MUTED
 
 TTL_IN_DETAIL = re.compile(r"\bto (\d+(?:\.\d+)?)s\b")  # "to 0.734s"
 
 
 @dataclass(frozen=True)
-class Granted:
+class ServerLease:
     """A lease on the server: granted at ``start`` until ``ttl_end``, extended by the
     renewals at ``renewals`` over ``extensions``, over at ``end`` (``expired``: by its TTL)."""
 
@@ -56,7 +56,9 @@ def renewals(history: History, ttl: float) -> dict[tuple[int, int], list[tuple[f
     return out
 
 
-def granted(lease: Lease, renewed: Sequence[tuple[float, float]], ttl: float) -> Granted:
+def granted(
+    lease: LeaseInterval, renewed: Sequence[tuple[float, float]], ttl: float
+) -> ServerLease:
     """What the server granted ``lease``: its TTL from the grant, then each renewal."""
     expiry = ttl_end = lease.start + ttl
     moments: list[float] = []
@@ -71,12 +73,12 @@ def granted(lease: Lease, renewed: Sequence[tuple[float, float]], ttl: float) ->
             extensions.append((expiry, at + span))
         expiry = at + span
     end = min(expiry, lease.end) if lease.fate == "released" else expiry
-    return Granted(lease.start, ttl_end, tuple(moments), tuple(extensions), end, end == expiry)
+    return ServerLease(lease.start, ttl_end, tuple(moments), tuple(extensions), end, end == expiry)
 
 
-def granted_line(lease: Lease, grant: Granted, lay: Layout) -> str:
+def granted_line(lease: LeaseInterval, grant: ServerLease, lay: Layout) -> str:
     """The TTL's stretch (dark), each extension (grey), a tick per renewal, a cap at expiry."""
-    y = lay.y(lease.process) + PEN.bar / 2 + 3.5
+    y = lay.y(lease.process) + MARKS.bar / 2 + 3.5
     t0 = lay.scale.start
 
     def line(cls: str, a: float, b: float, colour: str, width: float = 2) -> str:

@@ -23,7 +23,7 @@ FAULT_BOX = 24  # a pause's hatched box (in a full-height row)
 SERVER_LANE = 30  # the lane above the clients for server-wide faults
 TOP = 40  # the caption above the lanes
 
-PEN = THIN
+MARKS = THIN
 
 
 @dataclass(frozen=True)

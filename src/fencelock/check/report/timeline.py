@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from html import escape
 
-from fencelock.check.checker import CheckResult, Lease, Overlap
+from fencelock.check.checker import CheckResult, LeaseInterval, Overlap
 from fencelock.check.history import History, Op
 from fencelock.check.report.failures import RING, overtaken
 from fencelock.check.report.faults import client_fault, fault_kind, fault_labels, kill, server_band
 from fencelock.check.report.grants import granted, granted_line, renewals, run_ttl
-from fencelock.check.report.layout import PEN, SERVER_LANE, TOP, Layout, layout
+from fencelock.check.report.layout import MARKS, SERVER_LANE, TOP, Layout, layout
 from fencelock.check.report.summary import param_text
 from fencelock.toolkit import svg
 from fencelock.toolkit.palette import (
@@ -182,10 +182,10 @@ def _wait(acquire: Op, lay: Layout) -> str:
         return ""
     tip = f"client {acquire.process} waited {acquire.end - acquire.start:.3f}s"
     if acquire.result == "ok":
-        return PEN.wait_line(x0, x1, y, tip=tip)
+        return MARKS.wait_line(x0, x1, y, tip=tip)
     return (
         f'<g class="wait {acquire.result}"><title>{tip}: {acquire.result}</title>'
-        f'{PEN.wait_line(x0, x1, y, cls="", dash="3 2")}<line x1="{x1:.1f}" y1="{y - 5:.1f}" '
+        f'{MARKS.wait_line(x0, x1, y, cls="", dash="3 2")}<line x1="{x1:.1f}" y1="{y - 5:.1f}" '
         f'x2="{x1:.1f}" y2="{y + 5:.1f}" stroke="{MUTED}" stroke-width="1.5"/></g>'
     )
 
@@ -206,16 +206,16 @@ def _leases(result: CheckResult, lay: Layout) -> list[str]:
     return bars + labels
 
 
-def _lease(lease: Lease, stale_from: float, lay: Layout) -> str:
-    x0, y = lay.x(lease.start), lay.y(lease.process) - PEN.bar / 2
+def _lease(lease: LeaseInterval, stale_from: float, lay: Layout) -> str:
+    x0, y = lay.x(lease.start), lay.y(lease.process) - MARKS.bar / 2
     x1 = max(lay.x(stale_from), x0 + 1.2)
     tip = (
         f"client {lease.process}: token {lease.token}, believed {lease.duration:.3f}s, {lease.fate}"
     )
-    parts = [PEN.bar_rect("lease", x0, x1, y, tip)]
+    parts = [MARKS.bar_rect("lease", x0, x1, y, tip)]
     end = lay.x(lease.end)
     if end > x1 + 0.5:
-        parts.append(PEN.ghost_rect(x1, end, y, f"{tip}; a newer token had been issued"))
+        parts.append(MARKS.ghost_rect(x1, end, y, f"{tip}; a newer token had been issued"))
     if lease.fate == "lost":
         tip = f"client {lease.process} noticed token {lease.token} was lost"
         parts.append(f'<g class="lost"><title>{tip}</title>{_pin(end, y)}</g>')
@@ -225,7 +225,7 @@ def _lease(lease: Lease, stale_from: float, lay: Layout) -> str:
 def _pin(x: float, top: float) -> str:
     """A red pin through the bar's end: a line under a small downward triangle."""
     return (
-        f'<line x1="{x:.1f}" y1="{top - 3:.1f}" x2="{x:.1f}" y2="{top + PEN.bar + 3:.1f}" '
+        f'<line x1="{x:.1f}" y1="{top - 3:.1f}" x2="{x:.1f}" y2="{top + MARKS.bar + 3:.1f}" '
         f'stroke="{PAUSE}" stroke-width="2"/><path d="M{x - 4:.1f},{top - 7:.1f} '
         f'L{x + 4:.1f},{top - 7:.1f} L{x:.1f},{top - 1:.1f} z" fill="{PAUSE}"/>'
     )
@@ -244,7 +244,7 @@ def _granted(result: CheckResult, history: History, lay: Layout) -> list[str]:
     ]
 
 
-def _token_label(lease: Lease, stale_from: float, lay: Layout) -> str:
+def _token_label(lease: LeaseInterval, stale_from: float, lay: Layout) -> str:
     """``#token`` inside the bar where it fits (long tokens shortened to their last digits)."""
     text = f"#{lease.token}" if lease.token < 100_000 else f"#…{lease.token % 10_000:04d}"
     x0, x1 = lay.x(lease.start), lay.x(lease.end)
@@ -253,7 +253,7 @@ def _token_label(lease: Lease, stale_from: float, lay: Layout) -> str:
     solid = lay.x(stale_from) - x0 >= len(text) * 6.3 + 6
     fill, halo = (PAPER, HOLD) if solid else (HOLD, GHOST)
     y = lay.y(lease.process) + 3.8
-    return PEN.token(text, x0 + 4, y, cls="token", fill=fill, halo=halo)
+    return MARKS.token(text, x0 + 4, y, cls="token", fill=fill, halo=halo)
 
 
 def _write(op: Op, lay: Layout, violating: bool) -> str:
@@ -265,11 +265,11 @@ def _write(op: Op, lay: Layout, violating: bool) -> str:
     seq = f", seq {op.value}" if op.value is not None else ""
     tip = f"client {op.process}, token {op.token}: write {op.key} {what}{seq}"
     if violating:
-        return PEN.cross_mark("write violation", x, y, DOUBLE, tip + " - VIOLATION")
+        return MARKS.cross_mark("write violation", x, y, DOUBLE, tip + " - VIOLATION")
     if op.result == "accepted":
-        return PEN.dot_mark("write accepted", x, y, SOLD, tip)
+        return MARKS.dot_mark("write accepted", x, y, SOLD, tip)
     if op.result == "stale":
-        return PEN.cross_mark("write stale", x, y, REJECTED, tip, r=STALE_CROSS)
+        return MARKS.cross_mark("write stale", x, y, REJECTED, tip, r=STALE_CROSS)
     return (
         f'<circle class="write error" cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{PAPER}" '
         f'stroke="{ERROR}" stroke-width="1.8"><title>{escape(tip)}</title></circle>'
@@ -279,7 +279,7 @@ def _write(op: Op, lay: Layout, violating: bool) -> str:
 def _legend_items(failed: bool) -> list[tuple[str, str]]:
     """(swatch, label) pairs; each swatch fits a 26 x 16 box around y = 0. ``failed``:
     with the lost write's ring and arrow."""
-    box = f'x="0" y="{-PEN.bar / 2}" width="26" height="{PEN.bar}" rx="2"'
+    box = f'x="0" y="{-MARKS.bar / 2}" width="26" height="{MARKS.bar}" rx="2"'
     return [
         (f'<line x1="0" y1="0" x2="26" y2="0" stroke="{WAIT}" stroke-width="2"/>', "waiting"),
         (
@@ -310,17 +310,17 @@ def _legend_items(failed: bool) -> list[tuple[str, str]]:
             f'stroke="{OVERLAP_BAND}" stroke-opacity="0.6"/>',
             "overlap: two believed at once",
         ),
-        (_pin(13, -PEN.bar / 2), "client noticed its lease lost"),
+        (_pin(13, -MARKS.bar / 2), "client noticed its lease lost"),
         (f'<circle cx="13" cy="0" r="2.6" fill="{SOLD}"/>', "write accepted"),
         (
             f'<circle cx="13" cy="0" r="4" fill="{PAPER}" stroke="{ERROR}" stroke-width="1.8"/>',
             "write failed (outcome unknown)",
         ),
         (
-            PEN.cross_mark("", 13, 0, REJECTED, "stale write rejected", r=STALE_CROSS),
+            MARKS.cross_mark("", 13, 0, REJECTED, "stale write rejected", r=STALE_CROSS),
             "stale write rejected",
         ),
-        (PEN.cross_mark("", 13, 0, DOUBLE, "violation"), "violation (order / sold twice)"),
+        (MARKS.cross_mark("", 13, 0, DOUBLE, "violation"), "violation (order / sold twice)"),
         *(_failure_items() if failed else []),
         (
             f'<rect x="0" y="-10" width="26" height="20" fill="url(#hatch)" stroke="{PAUSE}"/>',
@@ -347,7 +347,7 @@ def _failure_items() -> list[tuple[str, str]]:
     """The lost write's ring and the arrow to the write that overtook it."""
     return [
         (
-            f'<circle cx="13" cy="0" r="{PEN.cross + RING:g}" fill="none" stroke="{DOUBLE}" '
+            f'<circle cx="13" cy="0" r="{MARKS.cross + RING:g}" fill="none" stroke="{DOUBLE}" '
             'stroke-width="1.6" stroke-dasharray="2.5 2"/>',
             "lost write (overwritten)",
         ),

@@ -1,4 +1,4 @@
-"""Primitives reach their client through its public methods and ``client.seam`` only."""
+"""Primitives reach their client through its public methods and ``client.internals`` only."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ def test_no_module_but_client_py_reads_a_clients_private_attributes() -> None:
     assert readers == []
 
 
-def test_the_seam_is_the_clients_own_backend_and_holdings() -> None:
+def test_the_internals_are_the_clients_own_backend_and_holdings() -> None:
     with fencelock.connect("memory://seam") as client:
         lease = client.lock("seam/a").acquire()
-        assert client.seam.backend.url == client.url
-        assert client.seam.holdings.held() == [lease] == client.held()
+        assert client.internals.backend.url == client.url
+        assert client.internals.holdings.held() == [lease] == client.held()
         lease.release()

@@ -1,4 +1,4 @@
-"""The steps the primitives' flows share (latch, multi-lock, read-write lock, semaphore):
+"""The operations the primitives' flows share (latch, multi-lock, read-write lock, semaphore):
 take a name, give it back, list what is held under a prefix, wait for a name to be let
 go; what each step came to; and how a flow that gave up says where. Data only."""
 

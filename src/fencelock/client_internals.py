@@ -1,7 +1,7 @@
-"""The seam between a client and the primitives built on it (``client.seam``).
+"""What primitives use of a client beyond its public methods (``client.internals``).
 
 A primitive uses the client's public methods (``lock``, ``list``, ``evict``…) and,
-through this seam only, the two things no public method gives: the backend the client
+through it only, the two things no public method gives: the backend the client
 talks to (its capabilities and attempts) and the holdings that track, renew and
 re-enter the leases taken through the client. No module but ``client.py`` reads a
 client's private attributes.
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from fencelock.backends.base import AsyncBackend, Backend
-from fencelock.holdings import Holdings
+from fencelock.client_leases import Holdings
 from fencelock.lease import LeaseBase
 
 B = TypeVar("B", Backend, AsyncBackend)
@@ -21,7 +21,7 @@ L = TypeVar("L", bound=LeaseBase)
 
 
 @dataclass(frozen=True)
-class Seam(Generic[B, L]):
+class ClientInternals(Generic[B, L]):
     """A client's backend and holdings, for the primitives built on it."""
 
     backend: B

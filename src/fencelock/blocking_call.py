@@ -1,4 +1,4 @@
-"""Stepping: an asyncio-native backend's request waited for on the driver's own
+"""A blocking call: an asyncio-native backend's request waited for on the driver's own
 results, on the thread that runs the blocking client's call.
 
 The blocking client runs asyncio-native backends on a shared loop
@@ -9,7 +9,7 @@ selector, a callback, a future, a task step. So a blocking call runs as a task m
 *stepped* (:func:`stepped`), and a driver's leaf that sees :func:`active` waits for its
 result right there, the loop held still meanwhile (it is this thread's, and nobody else
 runs it). Tasks that the call starts are not stepped: they run on the loop. One
-algorithm, in both colours; public asyncio only, on every Python version.
+algorithm, in sync and async; public asyncio only, on every Python version.
 """
 
 from __future__ import annotations

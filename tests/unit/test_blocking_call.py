@@ -1,4 +1,4 @@
-"""Stepping (``stepping.py``): a blocking call runs as a task of its own, marked
+"""Stepping (``blocking_call.py``): a blocking call runs as a task of its own, marked
 stepped, on the loop its thread runs; tasks it starts are not stepped. No server: the
 requests here are futures set by timers and threads."""
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from fencelock import clock, stepping
+from fencelock import blocking_call, clock
 from fencelock.aio import within
 from fencelock.backends.shared_loop import SharedLoop
 from fencelock.errors import BackendUnavailable
@@ -30,21 +30,21 @@ def test_a_stepped_call_is_stepped_and_the_tasks_it_starts_are_not(shared: Share
     seen: list[tuple[str, bool]] = []
 
     async def opening() -> int:
-        seen.append(("task", stepping.active()))
+        seen.append(("task", blocking_call.active()))
         await asyncio.sleep(0.01)
         return 5
 
     async def request() -> int:
-        seen.append(("stepped", stepping.active()))
+        seen.append(("stepped", blocking_call.active()))
         opened = await asyncio.get_running_loop().create_task(opening())
-        seen.append(("resumed", stepping.active()))
+        seen.append(("resumed", blocking_call.active()))
         return opened + 1
 
     assert shared.run_stepped(request()) == 6
     assert seen == [("stepped", True), ("task", False), ("resumed", True)]
     assert shared.run(request()) == 6  # a plain call is not stepped
     assert seen[3:] == [("stepped", False), ("task", False), ("resumed", False)]
-    assert not stepping.active()  # nor is this thread, outside any call
+    assert not blocking_call.active()  # nor is this thread, outside any call
 
 
 def test_a_failed_future_raises_inside_the_resumed_coroutine(shared: SharedLoop) -> None:
@@ -114,7 +114,7 @@ def test_a_thread_that_finds_the_loop_busy_hands_it_its_call_still_stepped(
     seen: list[bool] = []
 
     async def request() -> int:
-        seen.append(stepping.active())
+        seen.append(blocking_call.active())
         return 3
 
     bounds: list[str] = []
@@ -133,15 +133,15 @@ def test_a_thread_that_finds_the_loop_busy_hands_it_its_call_still_stepped(
 
 
 def test_a_wait_is_limited_by_the_calls_end_only_when_that_comes_first() -> None:
-    assert stepping.wait_limit(5.0) == (5.0, False)  # no end set
-    with stepping.call_ends_at(clock.now() + 100):
-        assert stepping.wait_limit(5.0) == (5.0, False)
-        limit, cut = stepping.wait_limit(None)
+    assert blocking_call.wait_limit(5.0) == (5.0, False)  # no end set
+    with blocking_call.call_ends_at(clock.now() + 100):
+        assert blocking_call.wait_limit(5.0) == (5.0, False)
+        limit, cut = blocking_call.wait_limit(None)
         assert cut
         assert limit is not None
         assert 99 < limit <= 100
-    with stepping.call_ends_at(clock.now() - 1):  # already past: no wait at all
-        assert stepping.wait_limit(5.0) == (0.0, True)
+    with blocking_call.call_ends_at(clock.now() - 1):  # already past: no wait at all
+        assert blocking_call.wait_limit(5.0) == (0.0, True)
 
 
 def test_a_bound_set_inside_a_stepped_call_stays_inside_it(shared: SharedLoop) -> None:
@@ -152,23 +152,23 @@ def test_a_bound_set_inside_a_stepped_call_stays_inside_it(shared: SharedLoop) -
 
     async def request() -> None:
         await within(30, asyncio.sleep(0.001))
-        ends.append(stepping.time_left())
+        ends.append(blocking_call.time_left())
 
     async def after() -> None:
-        ends.append(stepping.time_left())
+        ends.append(blocking_call.time_left())
 
     shared.run_stepped(request())
     shared.run_stepped(after())
     assert ends[0] is None  # within() was done: its end with it
     assert ends[1] is None
-    assert stepping.time_left() is None
+    assert blocking_call.time_left() is None
 
 
 def test_within_says_timeout_when_its_own_end_cut_the_request_off(shared: SharedLoop) -> None:
     async def cut_off_request() -> None:
-        limit, cut = stepping.wait_limit(None)
+        limit, cut = blocking_call.wait_limit(None)
         if cut:
-            raise stepping.CallEnded(f"no answer within {limit:g}s")
+            raise blocking_call.CallEnded(f"no answer within {limit:g}s")
 
     async def by_within() -> str:
         try:
@@ -180,12 +180,12 @@ def test_within_says_timeout_when_its_own_end_cut_the_request_off(shared: Shared
     async def by_the_call() -> str:
         try:
             await within(30, cut_off_request())
-        except stepping.CallEnded:
+        except blocking_call.CallEnded:
             return "CallEnded"
         return "answered"
 
     assert shared.run_stepped(by_within()) == "TimeoutError"
-    with stepping.call_ends_at(clock.now() + 1):  # the call ends before within's 30 s
+    with blocking_call.call_ends_at(clock.now() + 1):  # the call ends before within's 30 s
         assert shared.run_stepped(by_the_call()) == "CallEnded"
 
 
@@ -223,7 +223,7 @@ def test_a_call_handed_to_a_loop_closed_before_it_ran_says_the_client_was_closed
         except BaseException as exc:
             outcome.append(exc)
 
-    assert shared._baton.acquire(blocking=False)  # as if another thread ran the loop
+    assert shared._run_lock.acquire(blocking=False)  # as if another thread ran the loop
     thread = threading.Thread(target=caller)
     thread.start()
     time.sleep(0.1)  # handed over (had it not been yet, the closed loop refuses it)
@@ -250,12 +250,14 @@ def test_a_call_off_the_loop_that_never_suspends_runs_with_no_loop_and_no_task(
     seen: list[object] = []
 
     async def request() -> int:
-        seen.extend([_running_loop_or_none(), stepping.active(), stepping.is_off_the_loop()])
+        seen.extend(
+            [_running_loop_or_none(), blocking_call.active(), blocking_call.is_off_the_loop()]
+        )
         return 7
 
     assert shared.run_stepped(request(), off_the_loop=True) == 7
     assert seen == [None, True, True]
-    assert not stepping.active()
+    assert not blocking_call.active()
     assert shared.run_stepped(request()) == 7  # not asked for: a task on the loop
     assert seen[3:] == [shared.loop, True, False]
 
@@ -266,16 +268,16 @@ def test_a_call_off_the_loop_moves_onto_it_where_it_suspends_and_goes_on_there(
     seen: list[object] = []
 
     async def opening() -> str:
-        seen.append(("opening stepped", stepping.active()))
+        seen.append(("opening stepped", blocking_call.active()))
         await asyncio.sleep(0.01)
         return "opened"
 
     async def request() -> str:
         seen.append(("before", _running_loop_or_none()))
-        loop = await stepping.running_loop()  # what needs a loop moves onto it first
-        seen.append(("after", loop, asyncio.current_task() is not None, stepping.active()))
+        loop = await blocking_call.running_loop()  # what needs a loop moves onto it first
+        seen.append(("after", loop, asyncio.current_task() is not None, blocking_call.active()))
         opened = await loop.create_task(opening())
-        seen.append(("resumed", stepping.active(), stepping.is_off_the_loop()))
+        seen.append(("resumed", blocking_call.active(), blocking_call.is_off_the_loop()))
         return opened
 
     assert shared.run_stepped(request(), off_the_loop=True) == "opened"
@@ -291,7 +293,7 @@ def test_a_call_off_the_loop_hears_errors_and_cancellation_where_it_waits(
     shared: SharedLoop,
 ) -> None:
     async def failing() -> str:
-        future = (await stepping.running_loop()).create_future()
+        future = (await blocking_call.running_loop()).create_future()
         shared.loop.call_later(0.01, future.set_exception, KeyError("gone"))
         try:
             await future
@@ -310,7 +312,7 @@ def test_a_call_off_the_loop_hears_errors_and_cancellation_where_it_waits(
     heard: list[str] = []
 
     async def sleeping() -> None:
-        await stepping.onto_the_loop()
+        await blocking_call.onto_the_loop()
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:
@@ -318,7 +320,7 @@ def test_a_call_off_the_loop_hears_errors_and_cancellation_where_it_waits(
             raise
 
     async def cut_off(rest: Coroutine[Any, Any, None]) -> None:
-        task = (await stepping.running_loop()).create_task(rest)
+        task = (await blocking_call.running_loop()).create_task(rest)
         await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -334,7 +336,7 @@ def test_a_task_made_off_the_loop_by_a_call_that_ended_there_is_not_stepped(
     seen: list[bool] = []
 
     async def later() -> None:
-        seen.append(stepping.active())
+        seen.append(blocking_call.active())
 
     async def request() -> None:
         shared.loop.create_task(later())  # a loop's own method needs no running loop
@@ -356,7 +358,7 @@ def test_a_thread_that_calls_while_a_call_runs_off_the_loop_waits_for_it_then_ru
 
     async def holding() -> str:
         inside.set()
-        release.wait(10)  # this thread, off the loop, holds the baton meanwhile
+        release.wait(10)  # this thread, off the loop, holds the run lock meanwhile
         order.append("off the loop")
         return "held"
 
@@ -373,7 +375,7 @@ def test_a_thread_that_calls_while_a_call_runs_off_the_loop_waits_for_it_then_ru
     second = threading.Thread(target=lambda: results.update(b=shared.run(other())))
     second.start()
     time.sleep(0.05)
-    assert order == []  # the second call waits for the baton
+    assert order == []  # the second call waits for the run lock
     release.set()
     first.join(10)
     second.join(10)
