@@ -34,6 +34,7 @@ from harness.stats import jain
 MODES = ("many", "one", "shared")
 NAMES = 16  # names of its own per process in "many"
 SHARED_NAMES = 64  # names every process shares in "shared"
+WARM_CYCLES = {"many": NAMES, "one": 1, "shared": SHARED_NAMES}
 READY_TIMEOUT = 180.0  # 16 spawned interpreters importing python-etcd3 on 2 busy cores
 MAX_ERRORS = 10
 SLICE = 0.4  # the server has settled once it spends at most QUIET of a core in a slice
@@ -99,8 +100,9 @@ def worker(job: Job, commands: Any, results: Any) -> None:
             sides[name] = open_side(name, job.url)
             for mode in job.modes:
                 cycles[name, mode] = cycle_for(sides[name], mode, job.index, job.hold)
-                warm = SHARED_NAMES if mode == "shared" else NAMES
-                for _ in range(warm):  # warm: connections, scripts, parent nodes, rows
+                # warm: connections, scripts, parent nodes, rows (one name: once, since
+                # the peers that poll can starve a process of it for long)
+                for _ in range(WARM_CYCLES[mode]):
                     cycles[name, mode]()
         results.put(("ready", job.index, None))
         while (command := commands.get()) is not None:

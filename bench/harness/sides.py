@@ -11,6 +11,7 @@ MySQL driver (``GET_LOCK``) beside MariaDB.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 import uuid
@@ -202,6 +203,9 @@ class AioredlockSide:
     def __init__(self, url: str) -> None:
         import aioredlock  # type: ignore[import-untyped]
 
+        # it logs each node it could not unlock on the way out: errors count in the tables
+        logging.getLogger("aioredlock").addHandler(logging.NullHandler())
+        logging.getLogger("aioredlock").propagate = False
         self._loop = asyncio.new_event_loop()
         self._manager = aioredlock.Aioredlock(redlock_nodes(url))
         self._refused = aioredlock.LockError
