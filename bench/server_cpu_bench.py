@@ -172,6 +172,13 @@ def available(peer: Peer) -> bool:
     return all(optional(module) is not None for module in needs)
 
 
+def prepare(url: str) -> None:
+    """One cycle from here first: the SQL backends make their tables on first use, and
+    eight processes making them at once can fail with "relation already exists"."""
+    with fencelock.connect(url) as client:
+        client.lock("clients/prepare", ttl=30).acquire(timeout=30).release()
+
+
 def measure(
     backend: str, target: Target, scenarios: list[Scenario], args: argparse.Namespace
 ) -> list[Row]:
@@ -182,6 +189,7 @@ def measure(
     processes = scenarios[0].processes
     modes = tuple(s.mode for s in scenarios)
     group = Group(Job(target.url, sides, 0, 0.0, modes), processes, f"server-cpu-{backend}")
+    prepare(target.url)
     rows = []
     try:
         group.start()
