@@ -408,8 +408,11 @@ def uncontended_ratios(rows: list[Row]) -> dict[str, float]:
 def risen_over_baseline(rows: list[Row]) -> list[str]:
     """The backends whose server-CPU ratio to a peer rose more than ALLOWED_RISE."""
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
-    risen = []
-    for key, now in uncontended_ratios(rows).items():
+    risen, measured = [], uncontended_ratios(rows)
+    for key in baseline.keys() - measured.keys():
+        if key.split("/", 1)[0] in {row.backend for row in rows}:
+            print(f"{key}: not measured (is the peer installed? the bench extra has it)")
+    for key, now in measured.items():
         if (before := baseline.get(key)) is None:
             print(f"{key}: server CPU {now:.2f}x the peer's, no baseline")
             continue
