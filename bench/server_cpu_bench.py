@@ -236,9 +236,15 @@ def of(row: Row, side: str, attribute: str) -> list[float]:
     return [getattr(r, attribute) for r in row.rounds if r.side == side]
 
 
+def server_cores(row: Row, side: str) -> list[float]:
+    """The server's CPU seconds per second at the round's rate, the cycles' aftermath
+    included (python-etcd3's leases expire after the window)."""
+    return [r.rate * r.server_us / 1e6 for r in row.rounds if r.side == side]
+
+
 def per_core(row: Row, side: str) -> list[float]:
     """Cycles per second per server core: the rate over the server's CPU per second."""
-    return [r.rate / r.server_cores for r in row.rounds if r.side == side and r.server_cores]
+    return [1e6 / r.server_us for r in row.rounds if r.side == side and r.server_us]
 
 
 def ratios(ours: list[float], theirs: list[float]) -> list[float]:
@@ -298,10 +304,10 @@ def carry_table(rows: list[Row]) -> str:
                 row.backend,
                 peer.label,
                 spread(of(row, peer.key, "rate")),
-                spread(of(row, peer.key, "server_cores"), "{:.2f}"),
+                spread(server_cores(row, peer.key), "{:.2f}"),
                 spread(theirs),
                 spread(of(row, "fencelock", "rate")),
-                spread(of(row, "fencelock", "server_cores"), "{:.2f}"),
+                spread(server_cores(row, "fencelock"), "{:.2f}"),
                 spread(ours),
                 spread(ratios(ours, theirs), "{:.2f}x"),
                 busy,
@@ -329,7 +335,8 @@ def notes(rows: list[Row], args: argparse.Namespace) -> list[str]:
         "ZooKeeper, MariaDB: /proc/PID/stat; PostgreSQL: the postmaster's process tree "
         "from /proc, the backends reaped in the round included.",
         "What one server carries: cycles/s in the window, the server's CPU seconds per "
-        "second in it (server cores), and their quotient (cycles/s per server core). With "
+        "second at that rate (server cores: the rate times the server's CPU a cycle, its "
+        "aftermath included), and their quotient (cycles/s per server core). With "
         f"16 clients on {os.cpu_count()} shared cores the clients, not the server, bound "
         "the rate: the per-core figure is what one server core would carry at that cost.",
     ]
