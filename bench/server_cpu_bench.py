@@ -180,7 +180,11 @@ def prepare(url: str) -> None:
 
 
 def measure(
-    backend: str, target: Target, scenarios: list[Scenario], args: argparse.Namespace
+    backend: str,
+    target: Target,
+    scenarios: list[Scenario],
+    args: argparse.Namespace,
+    warmup: float,
 ) -> list[Row]:
     """The scenarios of one process count on one backend: a warm-up round for each side,
     then the rounds, the sides' order rotated every round."""
@@ -198,9 +202,9 @@ def measure(
         for scenario in scenarios:
             row = Row(backend, scenario.key, processes, scenario.mode, peers, idle)
             say(f"{backend}: {scenario.title} ...")
-            if args.warmup:
+            if warmup:
                 for side in sides:
-                    group.round(side, scenario.mode, args.warmup, target.server)
+                    group.round(side, scenario.mode, warmup, target.server)
             for r in range(args.rounds):
                 turn = r % len(sides)
                 for side in sides[turn:] + sides[:turn]:
@@ -224,8 +228,10 @@ def run(args: argparse.Namespace) -> list[Row]:
             by_processes: dict[int, list[Scenario]] = {}
             for scenario in wanted:
                 by_processes.setdefault(scenario.processes, []).append(scenario)
-            for group in by_processes.values():
-                rows += measure(backend, target, group, args)
+            for n, group in enumerate(by_processes.values()):
+                # the first warm-up is longer: a fresh ZooKeeper's JVM compiles as it goes
+                warmup = args.warmup and (args.warmup if n else max(args.warmup, 2.0))
+                rows += measure(backend, target, group, args, warmup)
     return rows
 
 
