@@ -420,6 +420,8 @@ def uncontended_ratios(rows: list[Row]) -> dict[str, float]:
 
 def risen_over_baseline(rows: list[Row]) -> list[str]:
     """The backends whose server-CPU ratio to a peer rose more than ALLOWED_RISE."""
+    if not BASELINE.exists():
+        print(f"no {BASELINE.name} yet: take one with --save-baseline on a quiet machine")
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
     risen, measured = [], uncontended_ratios(rows)
     for key in baseline.keys() - measured.keys():
@@ -454,8 +456,8 @@ def main() -> int:
     made = parser(__doc__, "one 1 s round each, no warm-up: a smoke run, no figures to quote")
     add_backends(made, BACKENDS)
     made.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated")
-    made.add_argument("--rounds", type=int, default=5, help="rounds each, interleaved")
-    made.add_argument("--seconds", type=float, default=2.0, help="one round's window")
+    made.add_argument("--rounds", type=int, default=9, help="rounds each, interleaved")
+    made.add_argument("--seconds", type=float, default=1.0, help="one round's window")
     made.add_argument("--warmup", type=float, default=0.5, help="a discarded round's window")
     made.add_argument("--check", action="store_true", help="uncontended, against the baseline")
     made.add_argument("--save-baseline", action="store_true", help="uncontended ratios")
