@@ -444,7 +444,9 @@ def check(rows: list[Row], args: argparse.Namespace, again: Callable[[], list[Ro
     if risen:
         print(f"measuring again: {', '.join(risen)}")
         args.backends = risen
-        risen = risen_over_baseline(again())
+        measured = again()
+        print(tables(measured, args))
+        risen = risen_over_baseline(measured)
     if risen:
         print(f"server CPU per cycle rose more than {ALLOWED_RISE:.0%} on: {', '.join(risen)}")
         return 1
