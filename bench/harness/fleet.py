@@ -4,7 +4,7 @@ P spawned worker processes each open one client per side (fencelock's, a peer's:
 :mod:`harness.sides`) and, told a side, a mode and a window, loop acquire+release
 until the window ends. Modes: ``many`` (16 names of the process's own: no contention),
 ``one`` (every process on one name) and ``shared`` (64 names every process shares, each
-process taking them in its own shuffled order). The parent reads the server's CPU
+process taking them in an order of its own). The parent reads the server's CPU
 (:class:`Server`: any ``cpu()`` in seconds so far) at the window's start and once the
 server has settled after it, and the machine's busy share during the window.
 """
@@ -12,14 +12,13 @@ server has settled after it, and the machine's busy share during the window.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import itertools
 import json
 import multiprocessing as mp
 import queue
-import random
 import time
 import traceback
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.context import SpawnProcess
@@ -49,8 +48,11 @@ def cycle_for(side: Side, mode: str, index: int, hold: float = 0.0) -> Callable[
     if mode == "one":
         locks = [side.lock("clients/one")]
     elif mode == "shared":
-        names = [f"clients/shared/{n}" for n in range(SHARED_NAMES)]
-        random.Random(index).shuffle(names)
+        # an order of its own: an odd stride (index-dependent) from an offset of its own
+        stride, offset = 2 * index + 1, 8 * index
+        names = [
+            f"clients/shared/{(offset + n * stride) % SHARED_NAMES}" for n in range(SHARED_NAMES)
+        ]
         locks = [side.lock(name) for name in names]
     else:
         locks, hold = [side.lock(f"clients/{index}/{n}") for n in range(NAMES)], 0.0
@@ -144,10 +146,13 @@ def machine_times() -> tuple[int, int]:
 
 
 def etcd_leases(url: str) -> int:
-    address = hosts(url).split(",", 1)[0]
-    request = urllib.request.Request(f"http://{address}/v3/lease/leases", data=b"{}")
-    with urllib.request.urlopen(request, timeout=5) as reply:
-        return len(json.load(reply).get("leases", []))
+    host, port = hosts(url).split(",", 1)[0].rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=5)
+    try:
+        connection.request("POST", "/v3/lease/leases", body=b"{}")
+        return len(json.load(connection.getresponse()).get("leases", []))
+    finally:
+        connection.close()
 
 
 @dataclass
