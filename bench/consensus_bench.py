@@ -73,7 +73,7 @@ class Contender:
 
             lock = client.Lock(f"/bench-kazoo/{NAME}", uuid.uuid4().hex)
             return PeerLocker(lock, close, "kazoo Lock", timeout=ACQUIRE_TIMEOUT)
-        import etcd3
+        import etcd3  # type: ignore[import-untyped]
 
         host, port = self.target.rsplit(":", 1)
         etcd = etcd3.client(host=host, port=int(port))

@@ -7,9 +7,10 @@ import math
 import os
 import signal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from fencelock.testing import ServerPool
 
@@ -61,6 +62,38 @@ def process_cpu_seconds(pid: int) -> float:
     except OSError:
         return math.nan
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def process_tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and every child it forked, the exited ones
+    included (Linux ``/proc``; nan elsewhere): its own time and its reaped children's
+    (``cutime``, ``cstime``), and each live child's own and reaped children's. For
+    PostgreSQL's postmaster: the whole cluster, the backends of connections that closed
+    included once the postmaster has reaped them (it does at once)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # exited while we looked
+            continue
+        if stat.parent.name == str(pid) or fields[1] == str(pid):  # itself, or its child
+            total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    return total / tick if total else math.nan
+
+
+def redis_cpu_seconds(url: str) -> Callable[[], float]:
+    """A Redis server's own CPU seconds so far, as it reports them (``INFO cpu``: its main
+    process's user + system time, every thread)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+
+    def used() -> float:
+        info: Any = client.info("cpu")
+        return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+    return used
 
 
 @contextlib.contextmanager
