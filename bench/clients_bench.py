@@ -28,7 +28,6 @@ costs the clients, and the server's CPU per cycle is the figure to quote for the
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -45,7 +44,7 @@ from harness.cli import add_backends, backends, parser
 from harness.fleet import MODES as FLEET_MODES
 from harness.fleet import Group, Job, Round, Server
 from harness.peers import optional, say, version
-from harness.results import clean_json, command, git_state, stamped
+from harness.results import command, git_state, write_fleet_results
 from harness.servers import process_cpu_seconds, server_pool
 from harness.sides import PEERS
 
@@ -88,14 +87,9 @@ def measure(
         for mode in MODES:
             row = Row(backend, mode, processes, peer, idle)
             say(f"{backend}: {processes} processes, {mode} name(s) ...")
-            if warmup:
-                for side in sides:
-                    group.round(side, mode, warmup, server)
-            for r in range(args.rounds):
-                for side in sides if r % 2 == 0 else sides[::-1]:
-                    done = group.round(side, mode, args.seconds, server)
-                    done.side = "fencelock" if side == "fencelock" else "peer"
-                    row.rounds.append(done)
+            row.rounds = group.interleaved(sides, mode, args.rounds, args.seconds, warmup, server)
+            for done in row.rounds:
+                done.side = "fencelock" if done.side == "fencelock" else "peer"
             row.load_average = os.getloadavg()
             rows.append(row)
     finally:
@@ -240,34 +234,16 @@ def versions(backends: list[str]) -> dict[str, str | None]:
 def write(
     rows: list[Row], args: argparse.Namespace, started: float, load: tuple[float, ...]
 ) -> Iterator[Path]:
-    markdown = stamped("clients", ".md")
-    found = versions(args.backends)
-    heading = (
-        f"clients_bench.py, {time.strftime('%Y-%m-%d')}, commit {found['git']}, "
-        f"{os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in load)} at the "
-        f"start, {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end, "
-        f"{time.monotonic() - started:.0f} s"
-    )
-    text = "\n\n".join(
-        [heading, table(rows), "\n".join(notes(rows, args)), json.dumps(found)]
-    )  # fmt: skip
-    markdown.write_text(text + "\n")
-    yield markdown
     document = {
         "benchmark": "clients_bench",
-        "settings": {k: v for k, v in vars(args).items()},
-        "environment": {
-            **found,
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "load_average_at_start": load,
-            "load_average_at_end": os.getloadavg(),
-        },
+        "settings": dict(vars(args)),
         "rows": [asdict(row) for row in rows],
     }
-    path = markdown.with_suffix(".json")
-    path.write_text(json.dumps(clean_json(document), indent=2) + "\n")
-    yield path
+    sections = [table(rows), "\n".join(notes(rows, args))]
+    found = versions(args.backends)
+    return write_fleet_results(
+        "clients", "clients_bench.py", sections, document, found, started, load
+    )
 
 
 def main() -> int:

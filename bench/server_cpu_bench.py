@@ -60,7 +60,7 @@ os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")  # pyt
 from harness.cli import add_backends, backends, parser
 from harness.fleet import Group, Job, Round, Server
 from harness.peers import optional, say, version
-from harness.results import clean_json, git_state, stamped
+from harness.results import git_state, write_fleet_results
 from harness.servers import (
     process_cpu_seconds,
     process_tree_cpu_seconds,
@@ -202,13 +202,9 @@ def measure(
         for scenario in scenarios:
             row = Row(backend, scenario.key, processes, scenario.mode, peers, idle)
             say(f"{backend}: {scenario.title} ...")
-            if warmup:
-                for side in sides:
-                    group.round(side, scenario.mode, warmup, target.server)
-            for r in range(args.rounds):
-                turn = r % len(sides)
-                for side in sides[turn:] + sides[:turn]:
-                    row.rounds.append(group.round(side, scenario.mode, args.seconds, target.server))
+            row.rounds = group.interleaved(
+                sides, scenario.mode, args.rounds, args.seconds, warmup, target.server
+            )
             row.load_average = os.getloadavg()
             rows.append(row)
     finally:
@@ -372,33 +368,16 @@ def versions(rows: list[Row]) -> dict[str, str | None]:
 def write(
     rows: list[Row], args: argparse.Namespace, started: float, load: tuple[float, ...]
 ) -> Iterator[Path]:
-    markdown = stamped("server-cpu", ".md")
-    found = versions(rows)
-    heading = (
-        f"server_cpu_bench.py, {time.strftime('%Y-%m-%d')}, commit {found['git']}, "
-        f"{os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in load)} at the "
-        f"start, {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end, "
-        f"{time.monotonic() - started:.0f} s"
-    )
-    body = [heading, tables(rows, args), "\n".join(notes(rows, args)), json.dumps(found)]
-    markdown.write_text("\n\n".join(body) + "\n")
-    yield markdown
     settings = {**vars(args), "scenarios": [s.key for s in args.scenarios]}
     document = {
         "benchmark": "server_cpu_bench",
         "settings": settings,
-        "environment": {
-            **found,
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "load_average_at_start": load,
-            "load_average_at_end": os.getloadavg(),
-        },
         "rows": [asdict(row) for row in rows],
     }
-    path = markdown.with_suffix(".json")
-    path.write_text(json.dumps(clean_json(document), indent=2) + "\n")
-    yield path
+    sections = [tables(rows, args), "\n".join(notes(rows, args))]
+    return write_fleet_results(
+        "server-cpu", "server_cpu_bench.py", sections, document, versions(rows), started, load
+    )
 
 
 # --------------------------------------------------------------------------- the check

@@ -19,7 +19,7 @@ import multiprocessing as mp
 import queue
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.context import SpawnProcess
 from pathlib import Path
@@ -258,6 +258,27 @@ class Group:
         if kind == "failed":
             raise RuntimeError(f"worker {index} failed:\n{payload}")
         return payload
+
+    def interleaved(
+        self,
+        sides: Sequence[str],
+        mode: str,
+        rounds: int,
+        seconds: float,
+        warmup: float,
+        server: Server,
+    ) -> list[Round]:
+        """A discarded warm-up round of ``warmup`` seconds for each side (none if 0),
+        then ``rounds`` rounds of each, the sides' order rotated every round."""
+        if warmup:
+            for side in sides:
+                self.round(side, mode, warmup, server)
+        done = []
+        for r in range(rounds):
+            turn = r % len(sides)
+            for side in [*sides[turn:], *sides[:turn]]:
+                done.append(self.round(side, mode, seconds, server))
+        return done
 
     def round(self, side: str, mode: str, seconds: float, server: Server) -> Round:
         start_at = clock.now() + 0.2

@@ -10,7 +10,7 @@ import platform
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,41 @@ def write_results(
         markdown = "\n".join(table_markdown(table) for table in tables)
         path.with_suffix(".md").write_text(f"{heading}\n\n{markdown}" if heading else markdown)
     return path
+
+
+def write_fleet_results(
+    prefix: str,
+    script: str,
+    sections: Sequence[str],
+    document: dict[str, Any],
+    found: dict[str, Any],
+    started: float,
+    load: tuple[float, ...],
+) -> Iterator[Path]:
+    """A fleet benchmark's results: ``bench/results/<prefix>-<timestamp>.md`` (a heading,
+    then ``sections``, then the versions ``found``) and the ``.json`` beside it
+    (``document``, the machine and the load average at both ends added); each path as it
+    is written."""
+    markdown = stamped(prefix, ".md")
+    end = os.getloadavg()
+    heading = (
+        f"{script}, {time.strftime('%Y-%m-%d')}, commit {found['git']}, "
+        f"{os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in load)} at the "
+        f"start, {' '.join(f'{x:.2f}' for x in end)} at the end, "
+        f"{time.monotonic() - started:.0f} s"
+    )
+    markdown.write_text("\n\n".join([heading, *sections, json.dumps(found)]) + "\n")
+    yield markdown
+    document["environment"] = {
+        **found,
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "load_average_at_start": load,
+        "load_average_at_end": end,
+    }
+    path = markdown.with_suffix(".json")
+    path.write_text(json.dumps(clean_json(document), indent=2) + "\n")
+    yield path
 
 
 def timestamp() -> str:
