@@ -15,15 +15,13 @@ import random
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from types import TracebackType
-from typing import TYPE_CHECKING, Generic, Literal, ParamSpec, Protocol, TypeVar, overload
+from typing import Generic, Literal, ParamSpec, TypeVar, overload
 
 from fencelock import clock
 from fencelock.backends.base import (
     AsyncAttempt,
     AsyncBackend,
     Attempt,
-    AttemptResult,
     Backend,
     LockInfo,
     Share,
@@ -34,12 +32,11 @@ from fencelock.backends.bounds import alimited
 from fencelock.backends.shared_loop import limited
 from fencelock.blocking_call import call_ends_at
 from fencelock.client_internals import ClientInternals
-from fencelock.client_leases import Holdings, this_task, this_thread
+from fencelock.client_leases import this_task, this_thread
 from fencelock.engine.acquire import (
     AcquireFlow,
     GaveUp,
     Granted,
-    Operation,
     Reply,
     Tried,
     TryAcquire,
@@ -57,9 +54,6 @@ from fencelock.primitives.contenders import line_of
 from fencelock.primitives.pending import BlockingAcquire, PendingAcquires
 from fencelock.stopping import TaskStopper, ThreadStopper
 from fencelock.tracing import acquiring
-
-if TYPE_CHECKING:
-    pass
 
 B = TypeVar("B", Backend, AsyncBackend)
 Stopper = TaskStopper | ThreadStopper
@@ -79,46 +73,6 @@ def new_owner() -> str:
     return owner_value(secrets.token_hex(20))
 
 
-class _Walk:
-    """The acquire flow as both drivers walk it: its next op, each reply stamped with the
-    clock, and the gauge of acquires waiting on ``name``'s prefix, counted from the
-    first wait on until :meth:`close`."""
-
-    outcome: Granted | GaveUp
-    """What the flow returned, once :meth:`next` has said it ended."""
-
-    def __init__(self, flow: AcquireFlow, name: str | None) -> None:
-        self._flow, self._name = flow, name
-        self._reply: Reply | None = None
-        self._waiting = False
-
-    def next(self) -> Operation | None:
-        """The flow's next op, sent the last reply; None once it has returned."""
-        try:
-            return self._flow.send(self._reply) if self._reply is not None else next(self._flow)
-        except StopIteration as done:
-            self.outcome = done.value  # a generator's return value is untyped
-            return None
-
-    def tried(self, result: AttemptResult, started: float) -> None:
-        self._reply = Tried(result, started, clock.now())
-
-    def unreachable(self, exc: BackendUnavailable, started: float) -> None:
-        self._reply = Unreachable(exc, started, clock.now())
-
-    def waiting(self, timeout: float) -> float:
-        """A wait of ``timeout`` begins (counted, the first one); when it is to end."""
-        self._waiting = self._waiting or _start_waiting(self._name)
-        return clock.now() + timeout
-
-    def waited(self) -> None:
-        self._reply = Waited(clock.now())
-
-    def close(self) -> None:
-        if self._waiting and self._name is not None:
-            REGISTRY.waiting(self._name, -1)
-
-
 def drive(
     flow: AcquireFlow,
     attempt: Attempt,
@@ -129,54 +83,66 @@ def drive(
     from its first wait on); raises :class:`AcquireCancelled` once ``pending`` is
     cancelled (looked at before each try and around each wait, which
     ``attempt.interrupt()`` ends)."""
-    walk = _Walk(flow, name)
+    reply: Reply | None = None
+    waiting = False
     try:
-        while (op := walk.next()) is not None:
+        while True:
+            op = flow.send(reply) if reply is not None else next(flow)
             if pending is not None and pending.requested:
                 raise pending.cancelled()
             if isinstance(op, TryAcquire):
                 started = clock.now()
                 try:
-                    walk.tried(attempt.try_acquire(), started)
+                    reply = Tried(attempt.try_acquire(), started, clock.now())
                 except BackendUnavailable as exc:
-                    walk.unreachable(exc, started)
+                    reply = Unreachable(exc, started, clock.now())
             else:
-                waited = walk.waiting(op.timeout)
+                waiting = waiting or _start_waiting(name)
+                waited = clock.now() + op.timeout
                 try:
                     attempt.wait(op.timeout)
                 except BackendUnavailable:  # the next try says whether it lasts
                     time.sleep(max(waited - clock.now(), 0.0))
                 if pending is not None and pending.requested:
                     raise pending.cancelled()
-                walk.waited()
-        return walk.outcome
+                reply = Waited(clock.now())
+    except StopIteration as done:
+        granted: Granted | GaveUp = done.value  # a generator's return value is untyped
+        return granted
     finally:
-        walk.close()
+        if waiting and name is not None:
+            REGISTRY.waiting(name, -1)
 
 
 async def adrive(
     flow: AcquireFlow, attempt: AsyncAttempt, name: str | None = None
 ) -> Granted | GaveUp:
     """Run the acquire flow with asyncio I/O; as :func:`drive`."""
-    walk = _Walk(flow, name)
+    reply: Reply | None = None
+    waiting = False
     try:
-        while (op := walk.next()) is not None:
+        while True:
+            op = flow.send(reply) if reply is not None else next(flow)
             if isinstance(op, TryAcquire):
                 started = clock.now()
                 try:
-                    walk.tried(await attempt.try_acquire(), started)
+                    reply = Tried(await attempt.try_acquire(), started, clock.now())
                 except BackendUnavailable as exc:
-                    walk.unreachable(exc, started)
+                    reply = Unreachable(exc, started, clock.now())
             else:
-                waited = walk.waiting(op.timeout)
+                waiting = waiting or _start_waiting(name)
+                waited = clock.now() + op.timeout
                 try:
                     await attempt.wait(op.timeout)
                 except BackendUnavailable:  # the next try says whether it lasts
                     await asyncio.sleep(max(waited - clock.now(), 0.0))
-                walk.waited()
-        return walk.outcome
+                reply = Waited(clock.now())
+    except StopIteration as done:
+        granted: Granted | GaveUp = done.value  # a generator's return value is untyped
+        return granted
     finally:
-        walk.close()
+        if waiting and name is not None:
+            REGISTRY.waiting(name, -1)
 
 
 def deadline_of(began: float, timeout: float | None) -> float | None:
@@ -199,64 +165,6 @@ def _timed_out(name: str, outcome: GaveUp) -> LockTimeout:
         f"lock {name!r} not acquired: held by another owner for the whole "
         f"{outcome.waited:.3f}s timeout ({outcome.attempts} attempts)"
     )
-
-
-A = TypeVar("A", Attempt, AsyncAttempt)
-A_co = TypeVar("A_co", covariant=True)
-
-
-class _Bounded(Protocol):
-    """A backend, as where an acquisition's span and end come from."""
-
-    @property
-    def url(self) -> str: ...
-
-    @property
-    def request_bound(self) -> float: ...
-
-
-class _Attempts(Protocol[A_co]):
-    """A backend, as the maker of attempts at a name."""
-
-    def attempt(
-        self, name: str, owner: str, ttl: float, fair: bool = False, renewed: bool = True
-    ) -> A_co: ...
-
-
-class _Shares(Protocol[A_co]):
-    """A backend with native read/write and permit queues (:func:`sharing`)."""
-
-    def shared_attempt(self, name: str, owner: str, ttl: float, share: Share) -> A_co: ...
-
-
-class _Acquisition:
-    """One acquisition, around its span (:func:`~fencelock.tracing.acquiring`): entered,
-    its owner value, flow, and when it began and ends, for a driver to drive the flow."""
-
-    __slots__ = ("_bound", "_span", "_timeout", "_ttl", "began", "end", "flow", "owner", "traced")
-
-    def __init__(self, name: str, ttl: float, timeout: float | None, backend: _Bounded) -> None:
-        self._span = acquiring(name, timeout, backend.url)
-        self._ttl, self._timeout, self._bound = ttl, timeout, backend.request_bound
-
-    def __enter__(self) -> _Acquisition:
-        self.traced = self._span.__enter__()
-        try:  # in the span, so that it ends with a bad timeout's ConfigError too
-            self.began = began = clock.now()
-            self.owner = new_owner()
-            self.flow = acquire_flow(
-                self._ttl, validate_timeout(self._timeout), began, random.random
-            )
-            self.end = CallEnd(deadline_of(began, self._timeout), self._bound)
-        except BaseException as exc:
-            if not self._span.__exit__(type(exc), exc, exc.__traceback__):
-                raise
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        return self._span.__exit__(kind, exc, tb)
 
 
 class _LockBase(Generic[B, L]):
@@ -307,31 +215,14 @@ class _LockBase(Generic[B, L]):
             return None  # every read or permit is an entry of its own, a holder's second too
         return self._internals.holdings.reenter(self.name, holder, self.reentrant)
 
-    def _acquisition(self, timeout: float | None) -> _Acquisition:
-        """One acquisition within ``timeout``, for a driver to enter (``with``)."""
-        return _Acquisition(self.name, self.ttl, timeout, self._backend)
-
-    def _attempt_on(self, owner: str, backend: _Attempts[A], native: _Shares[A] | None) -> A:
-        """The attempt for ``owner``: at ``backend``'s own queue, or at its ``native``
-        read/write or permit queue (:class:`ConfigError` where it has none)."""
-        if self._share is None:
-            return backend.attempt(self.name, owner, self.ttl, self.fair, self.renew)
-        if native is None:
-            raise ConfigError(f"{self._backend.url} has no native read/write or permit queue")
-        return native.shared_attempt(self.name, owner, self.ttl, self._share)
-
-    def _granted(
-        self,
-        taking: _Acquisition,
-        outcome: Granted | GaveUp,
-        lease_of: Callable[[B, Holdings[L], LeaseTerms], L],
-        holder: object,
-    ) -> L:
-        """What the driven flow came to: ``holder``'s new lease, or :class:`LockTimeout`."""
-        terms = self._terms(taking.owner, outcome, taking.began)
-        lease = self._hold(lease_of(self._backend, self._internals.holdings, terms), holder)
-        taking.traced.granted(lease)
-        return lease
+    def _start(self, timeout: float | None) -> tuple[str, AcquireFlow, float]:
+        """Before an acquisition: the owner, the flow, and when it began."""
+        began = clock.now()
+        return (
+            new_owner(),
+            acquire_flow(self.ttl, validate_timeout(timeout), began, random.random),
+            began,
+        )
 
     def _terms(self, owner: str, outcome: Granted | GaveUp, began: float) -> LeaseTerms:
         """What the flow came to: the new lease's terms, or :class:`LockTimeout`."""
@@ -447,19 +338,29 @@ class Lock(_LockBase[Backend, Lease]):
         again = self._reenter(holder)
         if again is not None:
             return again
-        with self._acquisition(timeout) as taking:
-            attempt = limited(self._attempt(taking.owner), taking.end)
+        with acquiring(self.name, timeout, self._backend.url) as traced:
+            owner, flow, began = self._start(timeout)
+            end = CallEnd(deadline_of(began, timeout), self._backend.request_bound)
+            attempt = limited(self._attempt(owner), end)
             pending = self._pending.blocking(attempt)
             try:
-                with call_ends_at(taking.end.at):  # a blocking driver's sockets end with the call
-                    outcome = drive(taking.flow, attempt, self.name, pending)
+                with call_ends_at(end.at):  # a blocking driver's sockets end with the call
+                    outcome = drive(flow, attempt, self.name, pending)
             finally:
                 self._pending.done(pending)
                 attempt.close()
-            return self._granted(taking, outcome, Lease, holder)
+            terms = self._terms(owner, outcome, began)
+            lease = self._hold(Lease(self._backend, self._internals.holdings, terms), holder)
+            traced.granted(lease)
+            return lease
 
     def _attempt(self, owner: str) -> Attempt:
-        return self._attempt_on(owner, self._backend, sharing(self._backend))
+        if self._share is None:
+            return self._backend.attempt(self.name, owner, self.ttl, self.fair, self.renew)
+        native = sharing(self._backend)
+        if native is None:
+            raise ConfigError(f"{self._backend.url} has no native read/write or permit queue")
+        return native.shared_attempt(self.name, owner, self.ttl, self._share)
 
     def try_acquire(self) -> Lease | None:
         """Try once: the :class:`Lease`, or None if another owner holds the lock."""
@@ -541,11 +442,13 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
         again = self._reenter(holder)
         if again is not None:
             return again
-        with self._acquisition(timeout) as taking:
-            attempt = alimited(self._attempt(taking.owner), self._backend.url, taking.end)
+        with acquiring(self.name, timeout, self._backend.url) as traced:
+            owner, flow, began = self._start(timeout)
+            end = CallEnd(deadline_of(began, timeout), self._backend.request_bound)
+            attempt = alimited(self._attempt(owner), self._backend.url, end)
             pending = self._pending.task()
             try:
-                outcome = await adrive(taking.flow, attempt, self.name)
+                outcome = await adrive(flow, attempt, self.name)
             except asyncio.CancelledError:
                 if not pending.requested:
                     raise
@@ -554,10 +457,18 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
             finally:
                 self._pending.task_done(pending)
                 await attempt.close()
-            return self._granted(taking, outcome, AsyncLease, holder)
+            terms = self._terms(owner, outcome, began)
+            lease = self._hold(AsyncLease(self._backend, self._internals.holdings, terms), holder)
+            traced.granted(lease)
+            return lease
 
     def _attempt(self, owner: str) -> AsyncAttempt:
-        return self._attempt_on(owner, self._backend, async_sharing(self._backend))
+        if self._share is None:
+            return self._backend.attempt(self.name, owner, self.ttl, self.fair, self.renew)
+        native = async_sharing(self._backend)
+        if native is None:
+            raise ConfigError(f"{self._backend.url} has no native read/write or permit queue")
+        return native.shared_attempt(self.name, owner, self.ttl, self._share)
 
     async def try_acquire(self) -> AsyncLease | None:
         """Try once: the :class:`AsyncLease`, or None if another owner holds the lock."""
