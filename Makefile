@@ -15,8 +15,8 @@ demo: install
 	$(BIN)/fencelock demo
 
 lint: install-test
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench scripts examples
+	$(BIN)/ruff format --check src tests bench scripts examples
 
 typecheck: install-test
 	$(BIN)/mypy --strict src tests

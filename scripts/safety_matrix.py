@@ -20,6 +20,7 @@ import argparse
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,7 +39,7 @@ from fencelock.check.matrix import (
 from fencelock.check.nemesis import NEMESES
 
 FENCELOCK = str(Path(sys.executable).parent / "fencelock")
-RESULTS = Path("/tmp/safety-matrix/results.jsonl")
+RESULTS = Path(tempfile.gettempdir()) / "safety-matrix" / "results.jsonl"
 DOC = Path(__file__).resolve().parent.parent / "docs" / "safety.md"
 
 

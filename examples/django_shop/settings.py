@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-SECRET_KEY = "example-only"
+SECRET_KEY = "example-only"  # noqa: S105 - an example app; a real one reads its own
 DEBUG = False
 ALLOWED_HOSTS = ["*"]
 INSTALLED_APPS = ["examples.django_shop.shop"]
