@@ -6,8 +6,9 @@ sessions are here, the MySQL ones in :mod:`.mysql_sessions`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from fencelock.errors import ConfigError
 from fencelock.sql.dialect import Dialect
@@ -15,8 +16,6 @@ from fencelock.sql.flow import AsyncSession, Session
 from fencelock.sql.statement import Row, Statement
 
 if TYPE_CHECKING:
-    from typing import TypeAlias
-
     import aiomysql
     import psycopg
     import pymysql
@@ -30,44 +29,72 @@ if TYPE_CHECKING:
 
 def bind(conn: object) -> tuple[Dialect, Session]:
     """The dialect and session of a blocking connection, or ConfigError."""
-    driver = type(conn).__module__
-    if driver.startswith("psycopg"):
-        import psycopg
-
-        from fencelock.sql.postgresql import POSTGRESQL
-
-        if isinstance(conn, psycopg.Connection):
-            return POSTGRESQL, PsycopgSession(conn)
-    if driver.startswith("pymysql"):
-        import pymysql
-
-        from fencelock.sql.mysql import MYSQL
-        from fencelock.sql.mysql_sessions import PyMySQLSession
-
-        if isinstance(conn, pymysql.connections.Connection):
-            return MYSQL, PyMySQLSession(conn)
-    raise ConfigError(_unsupported(conn, "psycopg.Connection or a pymysql.connections.Connection"))
+    return _bound(
+        conn,
+        {"psycopg": _psycopg, "pymysql": _pymysql},
+        "psycopg.Connection or a pymysql.connections.Connection",
+    )
 
 
 def abind(conn: object) -> tuple[Dialect, AsyncSession]:
     """The dialect and session of an asyncio connection, or ConfigError."""
-    driver = type(conn).__module__
-    if driver.startswith("psycopg"):
-        import psycopg
+    return _bound(
+        conn,
+        {"psycopg": _async_psycopg, "aiomysql": _aiomysql},
+        "psycopg.AsyncConnection or an aiomysql.Connection",
+    )
 
-        from fencelock.sql.postgresql import POSTGRESQL
 
-        if isinstance(conn, psycopg.AsyncConnection):
-            return POSTGRESQL, AsyncPsycopgSession(conn)
-    if driver.startswith("aiomysql"):
-        import aiomysql
+_S = TypeVar("_S", Session, AsyncSession)
+# A driver's connection class, the dialect it speaks and the session wrapping it;
+# imported only when a connection of that driver's module comes.
+_Driver: TypeAlias = "tuple[type[Any], Dialect, Callable[[Any], _S]]"
 
-        from fencelock.sql.mysql import MYSQL
-        from fencelock.sql.mysql_sessions import AiomysqlSession
 
-        if isinstance(conn, aiomysql.Connection):
-            return MYSQL, AiomysqlSession(conn)
-    raise ConfigError(_unsupported(conn, "psycopg.AsyncConnection or an aiomysql.Connection"))
+def _bound(
+    conn: object, drivers: Mapping[str, Callable[[], _Driver[_S]]], expected: str
+) -> tuple[Dialect, _S]:
+    module = type(conn).__module__
+    for prefix, load in drivers.items():
+        if module.startswith(prefix):
+            connection_type, dialect, session = load()
+            if isinstance(conn, connection_type):
+                return dialect, session(conn)
+    raise ConfigError(_unsupported(conn, expected))
+
+
+def _psycopg() -> _Driver[Session]:
+    import psycopg
+
+    from fencelock.sql.postgresql import POSTGRESQL
+
+    return psycopg.Connection, POSTGRESQL, PsycopgSession
+
+
+def _async_psycopg() -> _Driver[AsyncSession]:
+    import psycopg
+
+    from fencelock.sql.postgresql import POSTGRESQL
+
+    return psycopg.AsyncConnection, POSTGRESQL, AsyncPsycopgSession
+
+
+def _pymysql() -> _Driver[Session]:
+    import pymysql
+
+    from fencelock.sql.mysql import MYSQL
+    from fencelock.sql.mysql_sessions import PyMySQLSession
+
+    return pymysql.connections.Connection, MYSQL, PyMySQLSession
+
+
+def _aiomysql() -> _Driver[AsyncSession]:
+    import aiomysql
+
+    from fencelock.sql.mysql import MYSQL
+    from fencelock.sql.mysql_sessions import AiomysqlSession
+
+    return aiomysql.Connection, MYSQL, AiomysqlSession
 
 
 def _unsupported(conn: object, expected: str) -> str:
