@@ -15,7 +15,7 @@ import random
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from typing import Generic, Literal, ParamSpec, TypeVar, overload
+from typing import Generic, Literal, ParamSpec, Protocol, TypeVar, overload
 
 from fencelock import clock
 from fencelock.backends.base import (
@@ -60,6 +60,14 @@ Stopper = TaskStopper | ThreadStopper
 L = TypeVar("L", bound=LeaseBase)
 P = ParamSpec("P")
 R = TypeVar("R")
+A = TypeVar("A", Attempt, AsyncAttempt)
+A_co = TypeVar("A_co", covariant=True)
+
+
+class _Sharing(Protocol[A_co]):
+    """A backend's native read/write or permit queue (:func:`sharing`)."""
+
+    def shared_attempt(self, name: str, owner: str, ttl: float, share: Share) -> A_co: ...
 
 
 def is_held(info: LockInfo | None) -> bool:
@@ -215,14 +223,23 @@ class _LockBase(Generic[B, L]):
             return None  # every read or permit is an entry of its own, a holder's second too
         return self._internals.holdings.reenter(self.name, holder, self.reentrant)
 
-    def _start(self, timeout: float | None) -> tuple[str, AcquireFlow, float]:
-        """Before an acquisition: the owner, the flow, and when it began."""
+    def _start(self, timeout: float | None) -> tuple[str, AcquireFlow, float, CallEnd]:
+        """Before an acquisition: the owner, the flow, when it began, and when the call
+        ends (its requests' bound)."""
         began = clock.now()
         return (
             new_owner(),
             acquire_flow(self.ttl, validate_timeout(timeout), began, random.random),
             began,
+            CallEnd(deadline_of(began, timeout), self._backend.request_bound),
         )
+
+    def _shared_attempt(self, native: _Sharing[A] | None, owner: str) -> A:
+        """The attempt of a read/write lock's or a semaphore's share of the name."""
+        if native is None:
+            raise ConfigError(f"{self._backend.url} has no native read/write or permit queue")
+        assert self._share is not None
+        return native.shared_attempt(self.name, owner, self.ttl, self._share)
 
     def _terms(self, owner: str, outcome: Granted | GaveUp, began: float) -> LeaseTerms:
         """What the flow came to: the new lease's terms, or :class:`LockTimeout`."""
@@ -339,8 +356,7 @@ class Lock(_LockBase[Backend, Lease]):
         if again is not None:
             return again
         with acquiring(self.name, timeout, self._backend.url) as traced:
-            owner, flow, began = self._start(timeout)
-            end = CallEnd(deadline_of(began, timeout), self._backend.request_bound)
+            owner, flow, began, end = self._start(timeout)
             attempt = limited(self._attempt(owner), end)
             pending = self._pending.blocking(attempt)
             try:
@@ -357,10 +373,7 @@ class Lock(_LockBase[Backend, Lease]):
     def _attempt(self, owner: str) -> Attempt:
         if self._share is None:
             return self._backend.attempt(self.name, owner, self.ttl, self.fair, self.renew)
-        native = sharing(self._backend)
-        if native is None:
-            raise ConfigError(f"{self._backend.url} has no native read/write or permit queue")
-        return native.shared_attempt(self.name, owner, self.ttl, self._share)
+        return self._shared_attempt(sharing(self._backend), owner)
 
     def try_acquire(self) -> Lease | None:
         """Try once: the :class:`Lease`, or None if another owner holds the lock."""
@@ -443,8 +456,7 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
         if again is not None:
             return again
         with acquiring(self.name, timeout, self._backend.url) as traced:
-            owner, flow, began = self._start(timeout)
-            end = CallEnd(deadline_of(began, timeout), self._backend.request_bound)
+            owner, flow, began, end = self._start(timeout)
             attempt = alimited(self._attempt(owner), self._backend.url, end)
             pending = self._pending.task()
             try:
@@ -465,10 +477,7 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
     def _attempt(self, owner: str) -> AsyncAttempt:
         if self._share is None:
             return self._backend.attempt(self.name, owner, self.ttl, self.fair, self.renew)
-        native = async_sharing(self._backend)
-        if native is None:
-            raise ConfigError(f"{self._backend.url} has no native read/write or permit queue")
-        return native.shared_attempt(self.name, owner, self.ttl, self._share)
+        return self._shared_attempt(async_sharing(self._backend), owner)
 
     async def try_acquire(self) -> AsyncLease | None:
         """Try once: the :class:`AsyncLease`, or None if another owner holds the lock."""
