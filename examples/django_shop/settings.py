@@ -10,7 +10,7 @@ import os
 SECRET_KEY = "example-only"  # noqa: S105 - an example app; a real one reads its own
 DEBUG = False
 ALLOWED_HOSTS = ["*"]
-INSTALLED_APPS = ["examples.django_shop.shop"]
+INSTALLED_APPS = ["fencelock.integrations.django", "examples.django_shop.shop"]
 ROOT_URLCONF = "examples.django_shop.urls"
 DATABASES = {
     "default": {
@@ -20,4 +20,4 @@ DATABASES = {
 }
 USE_TZ = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-FENCELOCK_URL = os.environ.get("FENCELOCK_URL")  # fencelock's default when None
+FENCELOCK_URL = os.environ.get("FENCELOCK_URL")  # locks() connects here; None: the default

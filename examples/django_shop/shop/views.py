@@ -4,9 +4,6 @@ paused past its lease and woke up late changes nothing."""
 
 from __future__ import annotations
 
-import functools
-
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.http import HttpRequest, JsonResponse
@@ -15,12 +12,7 @@ from django.views.decorators.http import require_POST
 
 import fencelock
 from examples.django_shop.shop.models import Seat
-
-
-@functools.cache
-def locks() -> fencelock.Client:
-    """One client per process (made on first use, after any fork of the server)."""
-    return fencelock.connect(settings.FENCELOCK_URL)
+from fencelock.integrations.django import locks  # this process's client, from settings
 
 
 def sell(seat: str, buyer: str, token: int) -> bool:
