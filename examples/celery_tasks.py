@@ -6,8 +6,9 @@ charge that stops the moment its lock is lost.
 
 Celery beat (or every node's cron) may start ``nightly_report`` on many workers at
 once: the first takes ``reports/nightly`` and runs; the others skip, and for
-``at_least`` after the start so does anyone a little late. The client is made at import,
-before the prefork pool forks: each worker process gets a working copy of it.
+``at_least`` after the start so does anyone a little late. Both tasks are
+``fencelock.integrations.celery.LockedTask``s: each worker process makes its client on
+first use, for ``app.conf.fencelock_url``.
 """
 
 from __future__ import annotations
@@ -17,35 +18,35 @@ import time
 
 from celery import Celery
 
-import fencelock
+from fencelock.integrations.celery import LockedTask
 
 BROKER = os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/1")
 app = Celery("shop", broker=BROKER, backend=BROKER)
 app.conf.beat_schedule = {
     "nightly-report": {"task": "examples.celery_tasks.nightly_report", "schedule": 24 * 3600.0},
 }
-locks = fencelock.connect(os.environ.get("FENCELOCK_URL"))  # forks with the pool
+app.conf.fencelock_url = os.environ.get("FENCELOCK_URL")  # each worker process's client
 
 
-@fencelock.once("reports/nightly", at_most=600, at_least=30, client=locks)
-def make_report() -> str:
+@app.task(
+    base=LockedTask,
+    once="reports/nightly",
+    at_most=600,
+    at_least=30,
+    on_skip="skipped: another worker has it",
+)
+def nightly_report() -> str:
+    """Runs on one worker however many get it, and not again within ``at_least``."""
     time.sleep(0.5)  # the work
     return f"report made by worker process {os.getpid()}"
 
 
-@app.task
-def nightly_report() -> str:
-    """Runs ``make_report`` if no other worker has within ``at_least``; else says so."""
-    made = make_report()
-    return "skipped: another worker has it" if made is fencelock.SKIPPED else str(made)
-
-
-@app.task
-def charge(order: int, seconds: float) -> str:
+@app.task(base=LockedTask, bind=True, lock="orders/{order}", lock_ttl=2, lock_timeout=10)
+def charge(self: LockedTask, order: int, seconds: float) -> str:
     """Charge an order under its lock; if the lease is lost meanwhile (a pause, a forced
     release), the work stops at once with ``LeaseLost`` and the task fails with it."""
-    with locks.lock(f"orders/{order}", ttl=2, timeout=10, stop_on_loss=True) as lease:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            time.sleep(0.05)  # the work, in steps (a loss is raised between them)
-        return f"charged order {order} under token {lease.token}"
+    token = self.lease.token  # fence the charge's writes with it
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.05)  # the work, in steps (a loss is raised between them)
+    return f"charged order {order} under token {token}"

@@ -4,67 +4,28 @@ taken away stops at once with LeaseLost."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
+from typing import Any
 
 import pytest
 
 import fencelock
-from fencelock.testing.pool import ServerPool
+from tests.examples.celery_worker import celery_worker, tasks_module
 from tests.polling import wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
+MODULE = "examples.celery_tasks"
 
 
 @pytest.fixture(scope="module")
 def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A Redis and a prefork worker of two processes; the environment they use."""
-    with ServerPool(tmp_path_factory.mktemp) as pool:
-        redis_url = pool.redis(name="celery").url
-        env = dict(
-            os.environ,
-            CELERY_BROKER_URL=redis_url.replace("/0", "/1"),
-            FENCELOCK_URL=redis_url,
-            PYTHONPATH=str(ROOT),
-        )
-        log = (tmp_path_factory.mktemp("celery") / "worker.log").open("w")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "examples.celery_tasks", "worker",
-             "--pool=prefork", "--concurrency=2", "--loglevel=warning", "--without-heartbeat",
-             "--without-gossip", "--without-mingle"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-        try:
-            yield env
-        finally:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(10)
+    with celery_worker(MODULE, tmp_path_factory.mktemp("celery")) as env:
+        yield env
 
 
-def _tasks(env: dict[str, str]):  # type: ignore[no-untyped-def]
-    """The example module, imported with the worker's settings (this process's own
-    environment is left as it was)."""
-    saved = {key: os.environ.get(key) for key in ("CELERY_BROKER_URL", "FENCELOCK_URL")}
-    os.environ.update({key: env[key] for key in saved})
-    try:
-        import examples.celery_tasks as tasks
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    tasks.app.conf.broker_url = tasks.app.conf.result_backend = env["CELERY_BROKER_URL"]
-    return tasks
+def _tasks(env: dict[str, str]) -> Any:
+    return tasks_module(MODULE, env)
 
 
 def test_the_nightly_report_runs_once_across_the_workers(worker: dict[str, str]) -> None:
