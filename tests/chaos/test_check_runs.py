@@ -199,3 +199,20 @@ def test_the_history_follows_the_contract(tmp_path: Path) -> None:
     # a replacement client was started for every kill, with a fresh id
     replacements = [int(k.detail.rsplit(" ", 1)[1]) for k in kills]
     assert replacements == list(range(4, 4 + len(kills)))
+
+
+@pytest.mark.parametrize("workload", ["register", "seats"])
+def test_the_sqlalchemy_fence_refuses_every_stale_write_under_pauses(
+    tmp_path: Path, workload: str
+) -> None:
+    """The resource's fence checked by fencelock.integrations.sqlalchemy's fence(), in
+    SQLAlchemy transactions on the resource: the pauses bite, the fence holds."""
+    run = _run(
+        tmp_path, "sqlite", "--workload", workload, "--nemesis", "pause",
+        "--fence-with", "sqlalchemy", "--seed", "3", *QUICK,
+    )  # fmt: skip
+    assert run.code == 0, run.describe()
+    assert run.result["token_violations"] == []
+    assert run.result["invariant"]["holds"] is True
+    assert run.counts["stale_writes"] >= 1, run.describe()
+    assert run.doc["params"]["fence_with"] == "sqlalchemy"

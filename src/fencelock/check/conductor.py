@@ -147,6 +147,7 @@ class Conductor:
             fencing=self.options.fencing,
             seed=self.options.seed,
             fence_reads=self.options.fence_reads,
+            fence_with=self.options.fence_with,
             parties=self.options.clients,
         )
         self.supervisor.start(spec)

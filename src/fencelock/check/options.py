@@ -8,7 +8,7 @@ from pathlib import Path
 from fencelock.check.nemesis import NEMESES, NETWORK_NEMESES, SERVER_NEMESES
 from fencelock.check.servers import DATABASES, NODES
 from fencelock.check.sessions import NO_SESSION_NEMESIS
-from fencelock.check.workloads import WORKLOADS
+from fencelock.check.workloads import FENCE_WITH, WORKLOADS
 from fencelock.engine.urls import parse_url
 from fencelock.errors import ConfigError
 
@@ -31,6 +31,7 @@ class CheckOptions:
     seed: int = 0
     report: Path | None = None
     fence_reads: bool = True  # False: fence the write only (shows why that is not enough)
+    fence_with: str = "guard"  # "sqlalchemy": the resource's fence checked by the ORM integration
 
 
 def validate(options: CheckOptions) -> None:
@@ -57,6 +58,24 @@ def _validate_values(options: CheckOptions) -> None:
         raise ConfigError("--work must be 0 or more seconds")
     if not options.fencing and not options.fence_reads:
         raise ConfigError("--fence-writes-only and --no-fencing contradict each other")
+    _validate_fence_with(options)
+
+
+def _validate_fence_with(options: CheckOptions) -> None:
+    if options.fence_with not in FENCE_WITH:
+        raise ConfigError(
+            f"--fence-with must be one of {', '.join(FENCE_WITH)}, not {options.fence_with!r}"
+        )
+    if options.fence_with == "guard":
+        return
+    if not options.fencing:
+        raise ConfigError("--fence-with sqlalchemy and --no-fencing contradict each other")
+    try:
+        import sqlalchemy  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "--fence-with sqlalchemy needs SQLAlchemy: pip install 'fencelock[sqlalchemy]'"
+        ) from None
 
 
 def _validate_backend(options: CheckOptions) -> None:

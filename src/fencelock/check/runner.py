@@ -95,6 +95,7 @@ def _params(options: CheckOptions, url: str, lock_name: str) -> dict[str, object
         "nemeses": list(options.nemeses),
         "fencing": options.fencing,
         "fence_reads": options.fencing and options.fence_reads,
+        "fence_with": options.fence_with,
         "seed": options.seed,
         "lock": lock_name,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

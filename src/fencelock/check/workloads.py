@@ -59,6 +59,7 @@ from typing import Protocol
 
 import fencelock
 from fencelock import clock
+from fencelock.check import orm_resource
 from fencelock.check.history import Op, Recorder, Result
 from fencelock.engine.backoff import Backoff
 from fencelock.engine.outcomes import RenewedAsOf
@@ -68,6 +69,7 @@ from fencelock.fencing import sqlite_fence
 from fencelock.toolkit import resources
 
 WORKLOADS = ("register", "seats", "election", "semaphore", "barrier")
+FENCE_WITH = ("guard", "sqlalchemy")  # what checks the resource's fence
 SEMAPHORE_PERMITS = 2  # the semaphore workload's pool: 2 holders at most
 REGISTER_KEY = "register"
 SEATS_KEY = "seats"
@@ -113,6 +115,7 @@ class ClientSpec:
     seed: int
     fence_reads: bool = True
     parties: int = 0  # the barrier workload's: how many clients run at once
+    fence_with: str = "guard"  # "sqlalchemy": fence() of fencelock.integrations.sqlalchemy
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -215,6 +218,8 @@ def _fenced_read(conn: sqlite3.Connection, spec: ClientSpec, token: int, query: 
     if not (spec.fencing and spec.fence_reads):
         (value,) = conn.execute(query).fetchone()
         return int(value)
+    if spec.fence_with == "sqlalchemy":
+        return orm_resource.fenced_read(spec.resource, spec.fence_key, token, query)
     with resources.write_transaction(conn):
         sqlite_fence(conn, spec.fence_key, token, allow_equal=True)
         (value,) = conn.execute(query).fetchone()
@@ -230,14 +235,14 @@ def _commit(
     update: tuple[str, tuple[object, ...]],
 ) -> int:
     """Apply ``update`` and log the commit in one transaction (fenced); the commit's seq."""
+    commit = (spec.client, token, key, value)
+    if spec.fencing and spec.fence_with == "sqlalchemy":
+        return orm_resource.commit(spec.resource, spec.fence_key, token, update, commit)
     with resources.write_transaction(conn):
         if spec.fencing:
             sqlite_fence(conn, spec.fence_key, token, allow_equal=True)
         conn.execute(*update)
-        cursor = conn.execute(
-            "INSERT INTO commits (client, token, key, value, at) VALUES (?, ?, ?, ?, ?)",
-            (spec.client, token, key, value, clock.now()),
-        )
+        cursor = conn.execute(orm_resource.COMMIT, (*commit, clock.now()))
         seq = cursor.lastrowid
     assert seq is not None
     return int(seq)

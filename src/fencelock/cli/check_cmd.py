@@ -95,6 +95,14 @@ class _BadInput(click.UsageError):
     help="Check the token on the write but not on the read (see docs/safety.md).",
 )
 @click.option(
+    "--fence-with",
+    type=click.Choice(["guard", "sqlalchemy"]),
+    default="guard",
+    show_default=True,
+    help="What checks the resource's fence: fencelock.fencing's guard, or the SQLAlchemy "
+    "integration's fence() in the resource's transactions.",
+)
+@click.option(
     "--seed", type=Number(COUNT), default=0, show_default=True, help="Seed of the fault schedule."
 )
 @click.option(
@@ -116,6 +124,7 @@ def check(
     nemesis: str,
     no_fencing: bool,
     fence_writes_only: bool,
+    fence_with: str,
     seed: int,
     report: Path | None,
     as_json: bool,
@@ -146,6 +155,7 @@ def check(
         seed=seed,
         report=report,
         fence_reads=not fence_writes_only,
+        fence_with=fence_with,
     )
     err = Console(stderr=True)
     with errors_as_exit_codes():
