@@ -102,27 +102,29 @@ if [ -f "$lower/.installed" ]; then
 else
     summary+=("oldest drivers: FAILED to install $(echo $lower_pins)"); failed=1
 fi
-# SQLAlchemy 1.4 (its newest release; the default venv has 2.x): the integration's tests
-# that use only the API 1.4 has, its legacy Connection and psycopg2 (1.4 has no psycopg 3).
-sqla14=".venv-sqlalchemy14"
-if [ ! -x "$sqla14/bin/python" ] || [ pyproject.toml -nt "$sqla14/.installed" ]; then
-    rm -rf "$sqla14"
-    .venv/bin/python -m venv "$sqla14" && "$sqla14/bin/python" -m pip install -q --upgrade pip >/dev/null
-    if "$sqla14/bin/python" -m pip install -q -e . "sqlalchemy>=1.4,<2" psycopg2-binary \
-        "psycopg[binary]>=3.2.1" pymysql "aiomysql>=0.2,<0.4" \
+# The oldest integrations the package declares: SQLAlchemy 1.4 (its newest release; the
+# default venv has 2.x), the integration's tests that use only the API 1.4 has, its legacy
+# Connection and psycopg2 (1.4 has no psycopg 3); and Django 4.2 LTS (the default venv
+# has 5.x), the Django integration's tests, by Django's own test runner.
+oldest=".venv-integrations-oldest"
+if [ ! -x "$oldest/bin/python" ] || [ pyproject.toml -nt "$oldest/.installed" ]; then
+    rm -rf "$oldest"
+    .venv/bin/python -m venv "$oldest" && "$oldest/bin/python" -m pip install -q --upgrade pip >/dev/null
+    if "$oldest/bin/python" -m pip install -q -e . "sqlalchemy>=1.4,<2" psycopg2-binary \
+        "django>=4.2,<5" "psycopg[binary]>=3.2.1" pymysql "aiomysql>=0.2,<0.4" \
         "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.5" "hypothesis>=6.100"; then
-        touch "$sqla14/.installed"
+        touch "$oldest/.installed"
     fi
 fi
-if [ -f "$sqla14/.installed" ]; then
-    run_suite "SQLAlchemy $("$sqla14/bin/python" -c 'import sqlalchemy; print(sqlalchemy.__version__)')" \
-        "$sqla14/bin/python" tests/sql/test_sqlalchemy14.py
+if [ -f "$oldest/.installed" ]; then
+    oldest_versions=$("$oldest/bin/python" -c 'import django, sqlalchemy; print(f"SQLAlchemy {sqlalchemy.__version__}, Django {django.__version__}")')
+    run_suite "$oldest_versions" "$oldest/bin/python" tests/sql/test_sqlalchemy14.py tests/sql/test_django.py
 else
-    summary+=("SQLAlchemy 1.4: FAILED to install"); failed=1
+    summary+=("SQLAlchemy 1.4 and Django 4.2: FAILED to install"); failed=1
 fi
 
 echo
 echo "python-matrix (tests/unit and the contract suite on every backend, sync and async;"
-echo "the SQLAlchemy integration on 1.4):"
+echo "the SQLAlchemy integration on 1.4 and the Django integration on 4.2):"
 for line in "${summary[@]}"; do echo "  $line"; done
 exit "$failed"

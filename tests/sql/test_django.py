@@ -1,6 +1,8 @@
 """fencelock.integrations.django, by Django's own test runner (tests/django_app/checks.py)
 on a real PostgreSQL (psycopg 3) and on SQLite (a file): the app's migration, the fence
-in an atomic block, the fenced update, the metrics and ``manage.py fencelock_run``."""
+in an atomic block, the fenced update, the metrics and ``manage.py fencelock_run``; and
+docs/integrations/django.md run. The suite runs it on the Django it installs (5.x);
+scripts/python-matrix.sh on Django 4.2 LTS as well."""
 
 from __future__ import annotations
 
