@@ -53,6 +53,13 @@ def _until(gen: PQGen[RV], ends: float, limit: float) -> PQGen[RV]:
             return done.value  # type: ignore[no-any-return]
 
 
+# What a CREATE … IF NOT EXISTS raises when another session created the same object
+# between its check and its insert into the catalog: the row's type (pg_type's unique
+# index), the relation, or a table's row type ("type … already exists"). Sent again, it
+# finds the object and does nothing.
+_CATALOG_RACE = (pgerrors.UniqueViolation, pgerrors.DuplicateTable, pgerrors.DuplicateObject)
+
+
 class SteppedConnection(psycopg.AsyncConnection[Any]):
     """psycopg's asyncio connection, whose every wait for the server can also block
     the calling thread, when the blocking client steps the backend
@@ -168,7 +175,7 @@ class Connections:
                 except ConfigError:
                     raise
                 except FencelockError as exc:
-                    if not isinstance(exc.__cause__, pgerrors.UniqueViolation):
+                    if not isinstance(exc.__cause__, _CATALOG_RACE):
                         raise
         self._schema_ready = True
 
