@@ -5,7 +5,9 @@ A side opens its client once and hands out a lock object per name, each with a b
 ``release()``. The peers, per backend (:data:`PEERS`): redis-py's ``Lock``; aioredlock
 and redlock-py over the five Redlock nodes; python-etcd3's ``Lock``; kazoo's ``Lock``;
 tooz's PostgreSQL driver (``pg_advisory_lock``) beside both PostgreSQL backends, tooz's
-MySQL driver (``GET_LOCK``) beside MariaDB.
+MySQL driver (``GET_LOCK``) beside MariaDB; and beside those, the bare statements on a
+kept connection (``bare-pg``, ``bare-mysql``), the steady yardstick of the server-CPU
+check.
 """
 
 from __future__ import annotations
@@ -46,14 +48,22 @@ class Side(Protocol):
 
 @dataclass(frozen=True)
 class Peer:
-    """A backend's peer library: its key (the side's name), label and what it needs."""
+    """A backend's peer library: its key (the side's name), label and what it needs.
+    ``steady``: its cost a cycle holds still between runs, so a ratio to it can be a
+    regression check's baseline (tooz's SQL drivers open a connection a cycle, whose
+    fork and login move by 15-40 % from run to run)."""
 
     key: str
     label: str
     module: str  # imported to see whether it is installed here
     distribution: str
+    steady: bool = True
 
 
+TOOZ_PG = Peer("tooz-pg", "tooz pgsql", "psycopg2", "tooz", steady=False)
+# No library: the session advisory lock's two statements on one kept psycopg connection.
+BARE_PG = Peer("bare-pg", "bare advisory lock", "psycopg", "psycopg")
+BARE_MYSQL = Peer("bare-mysql", "bare GET_LOCK", "pymysql", "pymysql")  # likewise
 PEERS: dict[str, tuple[Peer, ...]] = {
     "redis": (Peer("redis-py", "redis-py Lock", "redis", "redis"),),
     "redlock": (
@@ -62,9 +72,9 @@ PEERS: dict[str, tuple[Peer, ...]] = {
     ),
     "etcd": (Peer("python-etcd3", "python-etcd3 Lock", "etcd3", "etcd3"),),
     "zookeeper": (Peer("kazoo", "kazoo Lock", "kazoo", "kazoo"),),
-    "postgresql": (Peer("tooz-pg", "tooz pgsql", "psycopg2", "tooz"),),
-    "postgresql-advisory": (Peer("tooz-pg", "tooz pgsql", "psycopg2", "tooz"),),
-    "mysql": (Peer("tooz-mysql", "tooz mysql", "pymysql", "tooz"),),
+    "postgresql": (TOOZ_PG, BARE_PG),
+    "postgresql-advisory": (TOOZ_PG, BARE_PG),
+    "mysql": (Peer("tooz-mysql", "tooz mysql", "pymysql", "tooz", steady=False), BARE_MYSQL),
 }
 
 
@@ -252,6 +262,77 @@ class ToozSide:
         self._coordinator.stop()
 
 
+class BareAdvisorySide:
+    """PostgreSQL's session advisory lock on one kept connection, with no library around
+    it (``pg_advisory_lock``, ``pg_advisory_unlock``): what the statements alone cost."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        plain = url.replace("postgresql+advisory://", "postgresql://", 1).split("?", 1)[0]
+        self._conn = psycopg.connect(plain, autocommit=True)
+
+    def lock(self, name: str) -> Lockable:
+        return BareAdvisoryLock(self._conn, f"peer/{name}")
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class BareAdvisoryLock:
+    def __init__(self, conn: Any, key: str) -> None:
+        self._conn, self._key = conn, key
+
+    def acquire(self) -> object:
+        return self._conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (self._key,))
+
+    def release(self) -> None:
+        self._conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self._key,))
+
+
+class BareGetLockSide:
+    """MySQL's named lock on one kept connection, with no library around it
+    (``GET_LOCK``, ``RELEASE_LOCK``): what the statements alone cost."""
+
+    def __init__(self, url: str) -> None:
+        from urllib.parse import urlsplit
+
+        import pymysql
+
+        parts = urlsplit(url)
+        self._conn = pymysql.connect(
+            host=parts.hostname,
+            port=parts.port or 3306,
+            user=parts.username,
+            password=parts.password or "",
+            database=parts.path.lstrip("/") or None,
+            autocommit=True,
+        )
+
+    def lock(self, name: str) -> Lockable:
+        return BareGetLock(self._conn, f"peer/{name}")
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class BareGetLock:
+    def __init__(self, conn: Any, key: str) -> None:
+        self._conn, self._key = conn, key
+
+    def acquire(self) -> object:
+        with self._conn.cursor() as cursor:
+            cursor.execute("SELECT GET_LOCK(%s, %s)", (self._key, ACQUIRE_TIMEOUT))
+            (taken,) = cursor.fetchone()
+        if taken != 1:
+            raise NotAcquired(f"not acquired within {ACQUIRE_TIMEOUT:g} s")
+        return taken
+
+    def release(self) -> None:
+        with self._conn.cursor() as cursor:
+            cursor.execute("SELECT RELEASE_LOCK(%s)", (self._key,))
+
+
 OPENERS: dict[str, Callable[[str], Side]] = {
     "fencelock": FencelockSide,
     "redis-py": RedisPySide,
@@ -260,6 +341,8 @@ OPENERS: dict[str, Callable[[str], Side]] = {
     "python-etcd3": Etcd3Side,
     "kazoo": KazooSide,
     "tooz-pg": ToozSide,
+    "bare-pg": BareAdvisorySide,
+    "bare-mysql": BareGetLockSide,
     "tooz-mysql": ToozSide,
 }
 
