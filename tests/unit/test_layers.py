@@ -41,12 +41,12 @@ LIBRARY_RANKS = {
 TOOLS_MAY_IMPORT = {
     "toolkit": set(),
     "testing": set(),
-    "check": {"toolkit", "testing"},
+    "check": {"toolkit", "testing", "integrations"},  # --fence-with sqlalchemy
     "demo": {"toolkit"},
     "cli": {"check", "demo", "toolkit", "testing"},
     "compat": set(),  # other libraries' faces, over the public API
     "sim": set(),  # the deterministic simulator: the real client against model servers
-    "integrations": set(),  # other libraries' fences (SQLAlchemy), over fencelock.sql
+    "integrations": set(),  # other libraries' fences (SQLAlchemy, Django), Celery's tasks
 }
 
 
