@@ -116,6 +116,34 @@ class FencedUpdate(TransactionTestCase):
             fenced_update(Seat, {"seat": "99Z"}, {"buyer": "alice"}, 1)
 
 
+class BadInput(TransactionTestCase):
+    """Each mistake is a ConfigError that names it, and nothing is written."""
+
+    def test_a_token_that_is_not_an_int(self) -> None:
+        with pytest.raises(ConfigError, match="a fencing token is an int"), transaction.atomic():
+            fence("orders/6", "7")  # type: ignore[arg-type]
+
+    def test_an_empty_key(self) -> None:
+        with pytest.raises(ConfigError, match="non-empty string"), transaction.atomic():
+            fence("", 7)
+
+    def test_a_database_not_in_the_settings(self) -> None:
+        with pytest.raises(ConfigError, match="no database 'replica'"):
+            fence("orders/6", 7, using="replica")
+
+    def test_a_field_the_model_lacks(self) -> None:
+        Seat.objects.create(seat="1A")
+        with pytest.raises(ConfigError, match="Seat has no field 'price'"):
+            fenced_update(Seat, {"seat": "1A"}, {"price": 3}, 7)
+        with pytest.raises(ConfigError, match="Seat has no field 'fence'"):
+            fenced_update(Seat, {"seat": "1A"}, {"buyer": "bob"}, 7, fence_field="fence")
+        assert Seat.objects.get(seat="1A").buyer is None
+
+    def test_what_is_not_a_model(self) -> None:
+        with pytest.raises(ConfigError, match="needs a Django model class"):
+            fenced_update("Seat", {"seat": "1A"}, {"buyer": "bob"}, 7)  # type: ignore[arg-type]
+
+
 class FencelockRun(TransactionTestCase):
     def setUp(self) -> None:
         self.out = Path(tempfile.mkdtemp()) / "report.txt"
@@ -154,3 +182,30 @@ class FencelockRun(TransactionTestCase):
             assert not self.out.exists()
         finally:
             other.close()
+
+    def test_a_bad_ttl_is_a_command_error_naming_it(self) -> None:
+        with pytest.raises(CommandError, match="ttl"):
+            call_command("fencelock_run", "jobs/ttl", "report", str(self.out), "--ttl", "0")
+        with pytest.raises(CommandError, match="at_least"):
+            call_command(
+                "fencelock_run", "jobs/ttl", "report", str(self.out),
+                "--once", "--at-most", "5", "--at-least", "10",
+            )  # fmt: skip
+        assert not self.out.exists()
+
+    def test_the_client_is_the_processs_own_after_a_fork(self) -> None:
+        before = locks()
+        before.lock("jobs/fork").acquire().release()
+        pid = os.fork()
+        if pid == 0:  # the child: its own client, which works
+            code = 1
+            try:
+                mine = locks()
+                with mine.lock("jobs/fork", ttl=5, timeout=30) as lease:
+                    code = 0 if mine is not before and lease.token > 0 else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert locks() is before  # the parent's is still the one it made
+        before.lock("jobs/fork").acquire().release()

@@ -48,3 +48,13 @@ def misnamed(account: int) -> None:
 @app.task(base=LockedTask)
 def unlocked() -> None:
     """Neither lock= nor once=: the call fails with ConfigError."""
+
+
+@app.task(base=LockedTask, once="jobs/unbounded")
+def unbounded() -> None:
+    """once= without at_most=: the call fails with ConfigError."""
+
+
+@app.task(base=LockedTask, lock="accounts/{account}")
+def nameless(account: str) -> None:
+    """Called with an empty account, its lock's name ends in "/": ConfigError."""

@@ -51,7 +51,10 @@ def test_a_once_task_runs_once_then_skips_for_at_least(tasks: Any) -> None:
     assert tasks.job.delay("weekly").get(timeout=WAIT) == "ran weekly"  # another name
 
 
-@pytest.mark.parametrize(("task", "args"), [("misnamed", (1,)), ("unlocked", ())])
+@pytest.mark.parametrize(
+    ("task", "args"),
+    [("misnamed", (1,)), ("unlocked", ()), ("unbounded", ()), ("nameless", ("",))],
+)
 def test_a_misconfigured_task_fails_with_config_error(
     tasks: Any, task: str, args: tuple[int, ...]
 ) -> None:

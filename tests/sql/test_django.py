@@ -42,7 +42,7 @@ def test_the_integration_passes_djangos_test_runner(database_url: str, tmp_path:
     report = done.stdout + done.stderr
     assert done.returncode == 0, report
     assert "Applying fencelock.0001_initial... OK" in report  # the app's own migration
-    assert "Ran 12 tests" in report, report
+    assert "Ran 19 tests" in report, report
 
 
 # --- docs/integrations/django.md ---------------------------------------------------------

@@ -64,13 +64,13 @@ def fenced_update(
     not newer, :class:`~fencelock.RowNotFound` if no row matches ``where``. Runs in the
     current atomic block if there is one (a savepoint), else in a transaction of its own.
     """
-    connection = connections[using or DEFAULT_DB_ALIAS]
+    connection = _connection(using)
     write = FencedWrite(
-        model._meta.db_table,
+        _meta(model).db_table,
         _columns(model, where, connection),
         token,
         _columns(model, values, connection),
-        model._meta.get_field(fence_field).column,
+        _field(model, fence_field).column,
         False,
         allow_equal,
     )
@@ -96,8 +96,31 @@ def locks() -> fencelock.Client:
 # --- what they share ---------------------------------------------------------------------
 
 
+def _connection(using: str | None) -> BaseDatabaseWrapper:
+    alias = using or DEFAULT_DB_ALIAS
+    if alias not in connections:
+        raise ConfigError(f"no database {alias!r} in settings.DATABASES")
+    return connections[alias]
+
+
+def _meta(model: object) -> Any:
+    meta = getattr(model, "_meta", None)
+    if not isinstance(model, type) or meta is None or not hasattr(meta, "db_table"):
+        raise ConfigError(f"fenced_update needs a Django model class, not {model!r}")
+    return meta
+
+
+def _field(model: type[Any], name: str) -> Any:
+    from django.core.exceptions import FieldDoesNotExist
+
+    try:
+        return _meta(model).get_field(name)
+    except FieldDoesNotExist:
+        raise ConfigError(f"{model.__name__} has no field {name!r}") from None
+
+
 def _in_atomic_block(using: str | None) -> BaseDatabaseWrapper:
-    connection = connections[using or DEFAULT_DB_ALIAS]
+    connection = _connection(using)
     if not connection.in_atomic_block:
         raise ConfigError(
             "fence the write inside its transaction: call fence() in the "
@@ -132,10 +155,9 @@ def _columns(
     model: type[Any], fields: Mapping[str, Any], connection: BaseDatabaseWrapper
 ) -> dict[str, Any]:
     """Field names and values as column names and the values the database stores."""
-    meta = model._meta
     columns = {}
     for name, value in fields.items():
-        field = meta.get_field(name)
+        field = _field(model, name)
         columns[field.column] = field.get_db_prep_save(value, connection)
     return columns
 

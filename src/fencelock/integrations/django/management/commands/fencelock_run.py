@@ -55,10 +55,10 @@ class Command(BaseCommand):
             )
             with lock as lease, _announced(lease):
                 call_command(command, *args)
-        except fencelock.LockTimeout as exc:
-            raise CommandError(str(exc)) from exc
         except fencelock.LeaseLost as exc:
             raise CommandError(f"{command} stopped: the lease on {name!r} was lost") from exc
+        except fencelock.FencelockError as exc:  # a busy lock, a bad TTL, no server
+            raise CommandError(str(exc)) from exc
 
     def _once(self, name: str, command: str, args: tuple[str, ...], options: Any) -> None:
         ran: list[bool] = []
