@@ -34,7 +34,7 @@ from typing import Any
 from harness.cli import add_backends, add_rounds, backends, parser
 from harness.lockers import acquire_release, fencelock_cycle
 from harness.peers import say
-from harness.results import RESULTS_DIR
+from harness.results import RESULTS_DIR, confirmed_rise
 from harness.rounds import Opener, RateResult, SyncRunner, interleave
 from harness.servers import BACKENDS, backend_url, hosts, server_pool
 
@@ -237,16 +237,12 @@ def risen_over_baseline(found: list[Pairing]) -> list[str]:
 
 def check(found: list[Pairing], args: argparse.Namespace) -> int:
     """1 if a rise over the baseline shows twice (a busy moment is measured again)."""
-    risen = risen_over_baseline(found)
-    if risen:
-        print(f"measuring again: {', '.join(risen)}")
+
+    def again(risen: list[str]) -> list[str]:
         args.backends = risen
-        risen = risen_over_baseline(run(args))
-    if risen:
-        print(f"CPU per cycle rose more than {ALLOWED_RISE:.0%} on: {', '.join(risen)}")
-        return 1
-    print("no rise over the baseline")
-    return 0
+        return risen_over_baseline(run(args))
+
+    return confirmed_rise(risen_over_baseline(found), again, ALLOWED_RISE, "CPU per cycle")
 
 
 def main() -> int:

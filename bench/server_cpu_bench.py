@@ -60,7 +60,7 @@ os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")  # pyt
 from harness.cli import add_backends, backends, parser
 from harness.fleet import Group, Job, Round, Server
 from harness.peers import optional, say, version
-from harness.results import git_state, write_fleet_results
+from harness.results import confirmed_rise, git_state, write_fleet_results
 from harness.servers import (
     process_cpu_seconds,
     process_tree_cpu_seconds,
@@ -421,18 +421,15 @@ def risen_over_baseline(rows: list[Row]) -> list[str]:
 
 def check(rows: list[Row], args: argparse.Namespace, again: Callable[[], list[Row]]) -> int:
     """1 if a rise over the baseline shows twice (a busy moment is measured again)."""
-    risen = risen_over_baseline(rows)
-    if risen:
-        print(f"measuring again: {', '.join(risen)}")
+
+    def measured_again(risen: list[str]) -> list[str]:
         args.backends = risen
         measured = again()
         print(tables(measured, args))
-        risen = risen_over_baseline(measured)
-    if risen:
-        print(f"server CPU per cycle rose more than {ALLOWED_RISE:.0%} on: {', '.join(risen)}")
-        return 1
-    print("no rise of the server's CPU a cycle over the baseline")
-    return 0
+        return risen_over_baseline(measured)
+
+    what = "the server's CPU a cycle"
+    return confirmed_rise(risen_over_baseline(rows), measured_again, ALLOWED_RISE, what)
 
 
 def main() -> int:

@@ -262,75 +262,72 @@ class ToozSide:
         self._coordinator.stop()
 
 
-class BareAdvisorySide:
-    """PostgreSQL's session advisory lock on one kept connection, with no library around
-    it (``pg_advisory_lock``, ``pg_advisory_unlock``): what the statements alone cost."""
+class BareSide:
+    """A database's own lock statements on one kept connection, with no library around
+    them: what the statements alone cost (``take`` answers 1 once the lock is taken)."""
 
-    def __init__(self, url: str) -> None:
-        import psycopg
-
-        plain = url.replace("postgresql+advisory://", "postgresql://", 1).split("?", 1)[0]
-        self._conn = psycopg.connect(plain, autocommit=True)
+    def __init__(self, conn: Any, take: str, give: str) -> None:
+        self._conn, self._take, self._give = conn, take, give
 
     def lock(self, name: str) -> Lockable:
-        return BareAdvisoryLock(self._conn, f"peer/{name}")
+        return BareLock(self, f"peer/{name}")
 
-    def close(self) -> None:
-        self._conn.close()
+    def take(self, key: str) -> bool:
+        return self._run(self._take, key) == 1
 
+    def give(self, key: str) -> None:
+        self._run(self._give, key)
 
-class BareAdvisoryLock:
-    def __init__(self, conn: Any, key: str) -> None:
-        self._conn, self._key = conn, key
-
-    def acquire(self) -> object:
-        return self._conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (self._key,))
-
-    def release(self) -> None:
-        self._conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self._key,))
-
-
-class BareGetLockSide:
-    """MySQL's named lock on one kept connection, with no library around it
-    (``GET_LOCK``, ``RELEASE_LOCK``): what the statements alone cost."""
-
-    def __init__(self, url: str) -> None:
-        from urllib.parse import urlsplit
-
-        import pymysql
-
-        parts = urlsplit(url)
-        self._conn = pymysql.connect(
-            host=parts.hostname,
-            port=parts.port or 3306,
-            user=parts.username,
-            password=parts.password or "",
-            database=parts.path.lstrip("/") or None,
-            autocommit=True,
-        )
-
-    def lock(self, name: str) -> Lockable:
-        return BareGetLock(self._conn, f"peer/{name}")
-
-    def close(self) -> None:
-        self._conn.close()
-
-
-class BareGetLock:
-    def __init__(self, conn: Any, key: str) -> None:
-        self._conn, self._key = conn, key
-
-    def acquire(self) -> object:
+    def _run(self, statement: str, key: str) -> object:
         with self._conn.cursor() as cursor:
-            cursor.execute("SELECT GET_LOCK(%s, %s)", (self._key, ACQUIRE_TIMEOUT))
-            (taken,) = cursor.fetchone()
-        if taken != 1:
+            cursor.execute(statement, (key,))
+            return cursor.fetchone()[0]
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class BareLock:
+    def __init__(self, side: BareSide, key: str) -> None:
+        self._side, self._key = side, key
+
+    def acquire(self) -> object:
+        if not self._side.take(self._key):
             raise NotAcquired(f"not acquired within {ACQUIRE_TIMEOUT:g} s")
-        return taken
+        return True
 
     def release(self) -> None:
-        with self._conn.cursor() as cursor:
-            cursor.execute("SELECT RELEASE_LOCK(%s)", (self._key,))
+        self._side.give(self._key)
+
+
+def bare_advisory(url: str) -> BareSide:
+    """``pg_advisory_lock`` and ``pg_advisory_unlock`` (session locks) over psycopg."""
+    import psycopg
+
+    plain = url.replace("postgresql+advisory://", "postgresql://", 1).split("?", 1)[0]
+    take = "SELECT 1 FROM pg_advisory_lock(hashtext(%s))"
+    return BareSide(
+        psycopg.connect(plain, autocommit=True), take, "SELECT pg_advisory_unlock(hashtext(%s))"
+    )
+
+
+def bare_get_lock(url: str) -> BareSide:
+    """``GET_LOCK`` and ``RELEASE_LOCK`` over PyMySQL."""
+    from urllib.parse import urlsplit
+
+    import pymysql
+
+    parts = urlsplit(url)
+    conn = pymysql.connect(
+        host=parts.hostname,
+        port=parts.port or 3306,
+        user=parts.username,
+        password=parts.password or "",
+        database=parts.path.lstrip("/") or None,
+        autocommit=True,
+    )
+    take = f"SELECT GET_LOCK(%s, {ACQUIRE_TIMEOUT:g})"
+    return BareSide(conn, take, "SELECT RELEASE_LOCK(%s)")
 
 
 OPENERS: dict[str, Callable[[str], Side]] = {
@@ -341,8 +338,8 @@ OPENERS: dict[str, Callable[[str], Side]] = {
     "python-etcd3": Etcd3Side,
     "kazoo": KazooSide,
     "tooz-pg": ToozSide,
-    "bare-pg": BareAdvisorySide,
-    "bare-mysql": BareGetLockSide,
+    "bare-pg": bare_advisory,
+    "bare-mysql": bare_get_lock,
     "tooz-mysql": ToozSide,
 }
 

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from unittest import mock
 
 from fencelock.testing.pool import ServerPool
 
@@ -55,15 +56,8 @@ def celery_worker(
 def tasks_module(module: str, env: dict[str, str]) -> ModuleType:
     """``module``, imported with the worker's settings (this process's own environment is
     left as it was); its app's broker and result backend the worker's."""
-    saved = {key: os.environ.get(key) for key in ("CELERY_BROKER_URL", "FENCELOCK_URL")}
-    os.environ.update({key: env[key] for key in saved})
-    try:
+    settings = {key: env[key] for key in ("CELERY_BROKER_URL", "FENCELOCK_URL")}
+    with mock.patch.dict(os.environ, settings):
         tasks = importlib.import_module(module)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     tasks.app.conf.broker_url = tasks.app.conf.result_backend = env["CELERY_BROKER_URL"]
     return tasks
