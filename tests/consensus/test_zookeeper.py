@@ -13,8 +13,10 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import LockTimeout
+from kazoo.protocol.states import WatchedEvent
 
 import fencelock
+from fencelock.backends.zookeeper.bridge import LoopHandler
 from fencelock.holder import UNKNOWN, holder_of
 from fencelock.testing import ServerPool, ZooKeeperServer
 from tests.polling import wait_until
@@ -332,3 +334,37 @@ def test_an_at_least_mark_stops_the_handoff_without_a_listing(zookeeper: ZooKeep
         waiter.join(30)
         assert taken
         assert taken[0] - started[0] >= 1.9  # not before at_least ran out
+
+
+def test_watches_are_heard_before_the_answers_the_server_sent_after_them(
+    zookeeper: ZooKeeperServer, kazoo: KazooClient
+) -> None:
+    """kazoo's own handler runs watches on a thread of their own, behind any slow one,
+    while fencelock's answers come straight from the connection: an answer could reach a
+    waiter before the mark's creation it was sent after (the handoff then missed the
+    mark). fencelock's handler calls both as they are read, in the server's order."""
+    base = f"/order-{time.monotonic_ns()}"
+    kazoo.create(f"{base}/holder", makepath=True)
+    client = KazooClient(hosts=zookeeper.address, timeout=10.0, handler=LoopHandler(5.0))
+    client.start(10)
+    try:
+        heard: list[str] = []
+
+        def slow_watch(_event: WatchedEvent) -> None:
+            time.sleep(0.3)  # a watch callback that takes its time
+            heard.append("the holder's deletion")
+
+        client.exists(f"{base}/holder", watch=slow_watch)
+        client.exists(f"{base}/mark", watch=lambda _event: heard.append("the mark's creation"))
+        release = kazoo.transaction()
+        release.create(f"{base}/mark")
+        release.delete(f"{base}/holder")
+        release.commit()
+        answer = client.exists_async(base)
+        answer.rawlink(lambda _result: heard.append("the answer after them"))
+        answer.get(10)
+        wait_until(lambda: len(heard) == 3, what="both watches and the answer")
+        assert heard == ["the mark's creation", "the holder's deletion", "the answer after them"]
+    finally:
+        client.stop()
+        client.close()

@@ -1,9 +1,14 @@
 """kazoo's threads meet the event loop here, and kazoo's errors become fencelock's.
 
 kazoo runs a connection thread and a callback thread per client; its ``*_async``
-calls return a result that calls back on the latter. :func:`outcome` carries that
-result onto the caller's loop (no thread per call, none per lock), and
-:func:`on_loop` does the same for watches and session-state callbacks.
+calls return a result that calls back on the latter, and its watches fire there too.
+Through :class:`LoopHandler` both are called on the connection thread instead, as each
+message is read, so fencelock hears a watch's event before any answer the server sent
+after it (what the ZooKeeper handoff relies on: an at-least mark's creation is heard
+before the deletion that comes in the same transaction, or before a read's answer that
+shows it). :func:`outcome` carries a result onto the caller's loop (no thread per call,
+none per lock), and :func:`on_loop` does the same for watches and session-state
+callbacks.
 
 kazoo reads a server's answer to its handshake for as long as the session timeout
 (30 s for the default TTL), and its ``stop()`` waits for that read: through the
@@ -25,10 +30,13 @@ from typing import Any
 
 from kazoo import exceptions as kz
 from kazoo.handlers.threading import AsyncResult, KazooTimeoutError, SequentialThreadingHandler
+from kazoo.protocol.states import Callback
 
 from fencelock import blocking_call
 from fencelock.aio import TIMEOUTS, within
 from fencelock.errors import BackendUnavailable, ConfigError, FencelockError
+
+_log = logging.getLogger("fencelock.zookeeper")
 
 # What the recipe acts on itself: answers about nodes, not failures.
 ANSWERS = (kz.NoNodeError, kz.NodeExistsError, kz.BadVersionError, kz.NotEmptyError)
@@ -50,8 +58,9 @@ class _DirectResult(AsyncResult):  # type: ignore[misc]
 
 
 class LoopHandler(SequentialThreadingHandler):  # type: ignore[misc]
-    """kazoo's threading handler, with results that call back directly, a TCP connect
-    bounded by ``connect_timeout``, and :meth:`cut` for the connections it made."""
+    """kazoo's threading handler, with results and watches that call back directly (in
+    the order the server sent them), a TCP connect bounded by ``connect_timeout``, and
+    :meth:`cut` for the connections it made."""
 
     def __init__(self, connect_timeout: float) -> None:
         super().__init__()
@@ -62,6 +71,15 @@ class LoopHandler(SequentialThreadingHandler):  # type: ignore[misc]
 
     def async_result(self) -> AsyncResult:
         return _DirectResult(self)
+
+    def dispatch_callback(self, callback: Callback) -> None:
+        """A watch's callback, called where kazoo read its event (the connection thread),
+        not queued behind other callbacks: an answer read after the event cannot reach
+        the loop first. fencelock's watch callbacks only set flags and wake a loop."""
+        try:
+            callback.func(*callback.args)
+        except Exception:  # as kazoo's callback thread does: logged, the connection goes on
+            _log.exception("a ZooKeeper watch's callback failed")
 
     def create_connection(self, *args: Any, **kwargs: Any) -> socket.socket:
         """kazoo's connection to one server, its TCP connect given the connect timeout

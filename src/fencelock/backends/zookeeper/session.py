@@ -297,7 +297,7 @@ class ZkSession:
             stop()
             news.close("released")
 
-    def _node_changed(self, event: WatchedEvent) -> None:  # on kazoo's thread
+    def _node_changed(self, event: WatchedEvent) -> None:  # on kazoo's connection thread
         if event.type == EventType.DELETED:
             on_loop(self.loop, self._deleted, event.path)
             idle_watch.wake(self.loop)  # heard now, not at the next call
