@@ -81,10 +81,11 @@ class _NotTraced:
 
 _NOT_TRACED = _NotTraced()
 
+Traced = _Acquiring | _NotTraced
+"""What :func:`acquiring` gives the acquire it is around."""
 
-def acquiring(
-    name: str, timeout: float | None, backend: str
-) -> AbstractContextManager[_Acquiring | _NotTraced]:
+
+def acquiring(name: str, timeout: float | None, backend: str) -> AbstractContextManager[Traced]:
     """Around one acquire: its span (if :func:`instrument` was called), current while
     it runs; ended with the outcome, or with the error that ended the acquire."""
     tracer = _INSTRUMENTED.tracer

@@ -53,7 +53,7 @@ from fencelock.metrics import REGISTRY
 from fencelock.primitives.contenders import line_of
 from fencelock.primitives.pending import BlockingAcquire, PendingAcquires
 from fencelock.stopping import TaskStopper, ThreadStopper
-from fencelock.tracing import acquiring
+from fencelock.tracing import Traced, acquiring
 
 B = TypeVar("B", Backend, AsyncBackend)
 Stopper = TaskStopper | ThreadStopper
@@ -274,10 +274,18 @@ class _LockBase(Generic[B, L]):
     def _owned_by(self, holder: object) -> bool:
         return bool(self._internals.holdings.held_by(self.name, holder))
 
-    def _hold(self, lease: L, holder: object) -> L:
-        """After an acquisition: ``holder`` holds ``lease``, and it is renewed."""
+    def _granted(
+        self, owner: str, outcome: Granted | GaveUp, began: float, holder: object, traced: Traced
+    ) -> L:
+        """After the flow: the lease it came to (or :class:`LockTimeout`), held by
+        ``holder`` and renewed, and the acquire's span told."""
+        lease = self._new_lease(self._terms(owner, outcome, began))
         self._internals.holdings.add(lease, holder)
+        traced.granted(lease)
         return lease
+
+    def _new_lease(self, terms: LeaseTerms) -> L:
+        raise NotImplementedError
 
     def _entering(self, holder: object, lease: L, stopper: Stopper | None) -> L:
         self._entered.setdefault(holder, []).append((lease, stopper))
@@ -365,10 +373,10 @@ class Lock(_LockBase[Backend, Lease]):
             finally:
                 self._pending.done(pending)
                 attempt.close()
-            terms = self._terms(owner, outcome, began)
-            lease = self._hold(Lease(self._backend, self._internals.holdings, terms), holder)
-            traced.granted(lease)
-            return lease
+            return self._granted(owner, outcome, began, holder, traced)
+
+    def _new_lease(self, terms: LeaseTerms) -> Lease:
+        return Lease(self._backend, self._internals.holdings, terms)
 
     def _attempt(self, owner: str) -> Attempt:
         if self._share is None:
@@ -469,10 +477,10 @@ class AsyncLock(_LockBase[AsyncBackend, AsyncLease]):
             finally:
                 self._pending.task_done(pending)
                 await attempt.close()
-            terms = self._terms(owner, outcome, began)
-            lease = self._hold(AsyncLease(self._backend, self._internals.holdings, terms), holder)
-            traced.granted(lease)
-            return lease
+            return self._granted(owner, outcome, began, holder, traced)
+
+    def _new_lease(self, terms: LeaseTerms) -> AsyncLease:
+        return AsyncLease(self._backend, self._internals.holdings, terms)
 
     def _attempt(self, owner: str) -> AsyncAttempt:
         if self._share is None:
