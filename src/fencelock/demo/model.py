@@ -76,37 +76,39 @@ class WorkerSpec:
 
 
 @dataclass(frozen=True)
-class Ready:
-    """The worker is connected and waits for the start signal."""
+class FromWorker:
+    """What every message of a worker to the parent says first: which worker it is."""
 
     worker: int
 
 
 @dataclass(frozen=True)
-class Acquired:
+class Ready(FromWorker):
+    """The worker is connected and waits for the start signal."""
+
+
+@dataclass(frozen=True)
+class Acquired(FromWorker):
     """The lease with ``token`` was granted at ``at``, after asking for it at ``asked``."""
 
-    worker: int
     token: int
     asked: float
     at: float
 
 
 @dataclass(frozen=True)
-class Intent:
+class Intent(FromWorker):
     """About to write ``seat`` with ``token``; the worker waits for a go-ahead byte."""
 
-    worker: int
     seat: int
     token: int
     at: float
 
 
 @dataclass(frozen=True)
-class Wrote:
+class Wrote(FromWorker):
     """The sale's transaction ended: committed (sold, double) or rolled back (rejected)."""
 
-    worker: int
     seat: int
     token: int
     at: float
@@ -114,10 +116,9 @@ class Wrote:
 
 
 @dataclass(frozen=True)
-class Released:
+class Released(FromWorker):
     """The lease is given back; ``lost`` if the worker noticed it had been lost."""
 
-    worker: int
     token: int
     at: float
     lost: bool
@@ -125,17 +126,14 @@ class Released:
 
 
 @dataclass(frozen=True)
-class Done:
+class Done(FromWorker):
     """The show is sold out; the worker exits."""
-
-    worker: int
 
 
 @dataclass(frozen=True)
-class Failed:
+class Failed(FromWorker):
     """The worker hit an error it cannot recover from."""
 
-    worker: int
     message: str
 
 
