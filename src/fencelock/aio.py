@@ -71,26 +71,45 @@ async def _cut_off(seconds: float | None, awaitable: Awaitable[T], recancel: flo
     """Python 3.10's :func:`within` and :func:`within_or_recancel`, as 3.11's behave: the awaited
     call, cancelled at the deadline (and again ``recancel`` later if it goes on), ends
     in place; a result it returned all the same is the result, a cancellation is
-    :class:`TimeoutError` (the builtin one, as on 3.11)."""
+    :class:`TimeoutError` (the builtin one, as on 3.11). Cancelled itself, it returns
+    only once the call has ended too."""
     future = asyncio.ensure_future(awaitable)
     try:
         done, _ = await asyncio.wait({future}, timeout=seconds)
-        if not done:
-            future.cancel()
-            if recancel is not None:
-                done, _ = await asyncio.wait({future}, timeout=recancel)
-                if not done:
-                    future.cancel()
-            await asyncio.wait({future})
     except asyncio.CancelledError:
-        future.cancel()
+        await _cancelled_and_ended(future, recancel)
         raise
+    if not done and await _cancelled_and_ended(future, recancel):
+        raise asyncio.CancelledError
     if future.cancelled():
         raise TimeoutError
     try:
         return future.result()
     except asyncio.TimeoutError as exc:  # a driver's own deadline: the one kind of timeout
         raise TimeoutError(*exc.args) from exc
+
+
+async def _cancelled_and_ended(future: asyncio.Future[Any], recancel: float | None) -> bool:
+    """Cancel ``future`` and wait until it has ended, its clean-up done (on 3.11 the call
+    runs in the caller's task, so the caller goes on only after it: a connection it was
+    using is not closed under a read still registered on its socket). It is cancelled
+    again ``recancel`` seconds later if it goes on, and whenever the caller is
+    cancelled meanwhile; True if the caller was."""
+    caller_cancelled = False
+    future.cancel()
+    while not future.done():
+        try:
+            done, _ = await asyncio.wait({future}, timeout=recancel)
+        except asyncio.CancelledError:
+            caller_cancelled = True
+            future.cancel()
+            continue
+        if not done:
+            future.cancel()
+            recancel = None  # once more, as 3.11's within_or_recancel does
+    if not future.cancelled():
+        future.exception()  # read: an error it ended with is the caller's to raise or drop
+    return caller_cancelled
 
 
 if sys.version_info >= (3, 11):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import sys
 from collections.abc import Coroutine
 from typing import TypeVar
 
@@ -111,21 +110,12 @@ def test_async_timeout(backend: BackendCase, name: str) -> None:
     run(main())
 
 
-def _psycopg_may_turn_a_cancel_into_an_error(backend: BackendCase) -> None:
-    """Before Python 3.11 a task keeps no count of the cancellations asked of it, so a
-    cancellation psycopg turns into a closed-socket error cannot be told from a failure
-    (aio.within raises the one it swallowed on 3.11 on): known, not yet mended."""
-    if sys.version_info < (3, 11) and backend.url.startswith("postgresql"):
-        pytest.xfail("Python 3.10: psycopg may report a cancellation as a closed socket")
-
-
 def test_async_acquire_cancelled_at_any_moment_is_cancelled(
     backend: BackendCase, name: str
 ) -> None:
     """A waiter cancelled a moment after it began, wherever it is (its first try, its
     wake-up subscription, its wait) ends cancelled at once: redis.asyncio once swallowed
     the cancellation in a write's ``wait_for`` and the acquire waited out its timeout."""
-    _psycopg_may_turn_a_cancel_into_an_error(backend)
 
     async def main() -> list[str]:
         wrong = []
@@ -151,7 +141,6 @@ def test_async_cancelled_waiter_leaves_no_trace(
 ) -> None:
     """Cancelling a waiting acquire() takes it out of any queue: the next caller is not
     held up behind it (30 s, till its queue place expired), and nothing is left held."""
-    _psycopg_may_turn_a_cancel_into_an_error(backend)
 
     async def main() -> float:
         async with fencelock.aconnect(backend.url) as a, fencelock.aconnect(backend.url) as b:

@@ -51,6 +51,39 @@ def test_a_cancellation_the_driver_swallowed_is_raised(wait: object) -> None:
     asyncio.run(main())
 
 
+@pytest.mark.parametrize("wait", [within, within_or_recancel])
+def test_a_cancelled_wait_returns_after_the_calls_clean_up(wait: object) -> None:
+    """The caller goes on (closing the connection the call was reading, say) only once
+    the call's clean-up has run: on Python 3.10 the call runs in a task of its own, and
+    psycopg's connect, left to clean up later, removed a socket's reader after the
+    socket was closed and its number reused (a cancelled acquire then failed)."""
+    cleaned: list[str] = []
+    seen_by_the_caller: list[list[str]] = []
+
+    async def call() -> None:
+        try:
+            await asyncio.sleep(60)
+        finally:
+            await asyncio.sleep(0.02)  # a clean-up that awaits
+            cleaned.append("cleaned up")
+
+    async def caller() -> None:
+        try:
+            await wait(30, call())  # type: ignore[operator]
+        finally:
+            seen_by_the_caller.append(list(cleaned))
+
+    async def main() -> None:
+        task = asyncio.get_running_loop().create_task(caller())
+        await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.wait({task}, timeout=30)
+        assert task.cancelled()
+
+    asyncio.run(main())
+    assert seen_by_the_caller == [["cleaned up"]]
+
+
 def test_a_deadline_the_driver_swallowed_is_no_cancellation() -> None:
     async def main() -> str:
         return await within(0.01, _swallowing_like_wait_for())
