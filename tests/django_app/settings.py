@@ -1,6 +1,8 @@
 """Settings of the Django test project: the database from $TEST_DATABASE_URL
-(``postgresql://user:password@host:port/name`` or ``sqlite:///path``), fencelock's from
-$FENCELOCK_URL. Run by tests/sql/test_django.py with Django's own test runner."""
+(``postgresql://``, ``mysql://user:password@host:port/name`` or ``sqlite:///path``),
+fencelock's from $FENCELOCK_URL. Run by tests/sql/test_django.py with Django's own test
+runner. MySQL through PyMySQL standing in for ``mysqlclient`` (its documented
+``install_as_MySQLdb``): mysqlclient needs the MySQL C headers to build."""
 
 from __future__ import annotations
 
@@ -14,8 +16,12 @@ def _database(url: str) -> dict[str, Any]:
         path = url.removeprefix("sqlite:///")
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": path, "TEST": {"NAME": path}}
     parts = urlsplit(url)
+    if parts.scheme == "mysql":
+        import pymysql
+
+        pymysql.install_as_MySQLdb()
     return {
-        "ENGINE": "django.db.backends.postgresql",
+        "ENGINE": f"django.db.backends.{parts.scheme}",
         "NAME": parts.path.lstrip("/"),
         "USER": parts.username,
         "PASSWORD": parts.password,

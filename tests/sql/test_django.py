@@ -1,5 +1,6 @@
 """fencelock.integrations.django, by Django's own test runner (tests/django_app/checks.py)
-on a real PostgreSQL (psycopg 3) and on SQLite (a file): the app's migration, the fence
+on a real PostgreSQL (psycopg 3), a real MariaDB (PyMySQL as mysqlclient) and on
+SQLite (a file): the app's migration, the fence
 in an atomic block, the fenced update, the metrics and ``manage.py fencelock_run``; and
 docs/integrations/django.md run. The suite runs it on the Django it installs (5.x);
 scripts/python-matrix.sh on Django 4.2 LTS as well."""
@@ -18,10 +19,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(params=["postgresql", "sqlite"])
+@pytest.fixture(params=["postgresql", "mysql", "sqlite"])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "postgresql":
         url: str = request.getfixturevalue("postgres").url
+        return url
+    if request.param == "mysql":
+        url = request.getfixturevalue("mariadb").url
         return url
     return f"sqlite:///{tmp_path / 'app.sqlite3'}"
 
@@ -68,12 +72,13 @@ def test_the_page_names_a_file_for_every_block() -> None:
     assert {"settings.py", "shop/models.py", "check.py"} <= set(page_files())
 
 
-@pytest.fixture(params=["postgresql", "sqlite"])
+@pytest.fixture(params=["postgresql", "mysql", "sqlite"])
 def fresh_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A database of its own: a new one on the session's PostgreSQL, or a new file."""
+    """A database of its own: a new one on the session's PostgreSQL or MariaDB, or a
+    new file."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'shop.sqlite3'}"
-    server = request.getfixturevalue("postgres")
+    server = request.getfixturevalue("postgres" if request.param == "postgresql" else "mariadb")
     name = f"page_{secrets.token_hex(4)}"
     server.sql(f"CREATE DATABASE {name}")
     base: str = server.url
