@@ -86,7 +86,7 @@ bench-check: servers install-test
 # CPU per cycle against the commit bench/cpu_baseline.json was taken at, both checkouts
 # measured in turn on the same servers (the machine's drift moves both alike; the
 # baseline's absolute figures drift with it): fails above 1.10x on any backend.
-BASELINE_COMMIT := fcf7467
+BASELINE_COMMIT := 5abc6e3
 BASELINE_TREE := /tmp/fencelock-bench-baseline
 bench-ab: servers install-test
 	@git worktree remove --force $(BASELINE_TREE) 2>/dev/null; rm -rf $(BASELINE_TREE)
