@@ -42,10 +42,9 @@ from harness.peers import say
 from harness.results import RESULTS_DIR, confirmed_rise
 from harness.rounds import Opener, RateResult, SyncRunner, interleave
 from harness.servers import BACKENDS, backend_url, hosts, server_pool
+from harness.sides import BareSide, bare_advisory, bare_get_lock
 
 import fencelock
-from fencelock.testing import ServerPool
-from fencelock.testing.mariadb import MariaDBServer
 
 HERE = Path(__file__).parent
 BASELINE = HERE / "cpu_baseline.json"
@@ -152,33 +151,15 @@ def etcd_gateway_runner(url: str) -> SyncRunner:
     return SyncRunner(cycle, conn.close)
 
 
-def pg_advisory_runner(url: str) -> SyncRunner:
-    import psycopg
-
-    conn = psycopg.connect(url.split("?", 1)[0], autocommit=True)
-
-    def cycle() -> None:
-        conn.execute("SELECT pg_advisory_lock(4242)")
-        conn.execute("SELECT pg_advisory_unlock(4242)")
-
-    return SyncRunner(cycle, conn.close)
-
-
-def get_lock_runner(server: MariaDBServer) -> SyncRunner:
-    conn = server.connect()
-
-    def cycle() -> None:
-        with conn.cursor() as cursor:
-            cursor.execute("SELECT GET_LOCK('bench/cpu/peer', 10)")
-            cursor.execute("SELECT RELEASE_LOCK('bench/cpu/peer')")
-
-    return SyncRunner(cycle, conn.close)
+def bare_runner(side: BareSide) -> SyncRunner:
+    """The database's own lock statements, bare (``harness.sides``)."""
+    return SyncRunner(acquire_release(side.lock(NAME), "the bare lock"), side.close)
 
 
 # --------------------------------------------------------------------------- the run
 
 
-def peer_of(backend: str, url: str, pool: ServerPool, tmp: Path) -> tuple[str, Opener]:
+def peer_of(backend: str, url: str, tmp: Path) -> tuple[str, Opener]:
     """The native way to lock on ``backend``'s server (in-process for memory://)."""
     if backend == "memory":
         return "bare dict lock", dict_lock_runner
@@ -191,10 +172,9 @@ def peer_of(backend: str, url: str, pool: ServerPool, tmp: Path) -> tuple[str, O
     if backend == "etcd":
         return "etcd put + delete", lambda: etcd_gateway_runner(url)
     if backend == "postgresql":
-        return "pg_advisory_lock", lambda: pg_advisory_runner(url)
+        return "pg_advisory_lock", lambda: bare_runner(bare_advisory(url))
     if backend == "mysql":
-        server = next(s for s in pool.servers if isinstance(s, MariaDBServer))
-        return "GET_LOCK", lambda: get_lock_runner(server)
+        return "GET_LOCK", lambda: bare_runner(bare_get_lock(url))
     raise SystemExit(f"--backends: no peer for {backend!r}")
 
 
@@ -206,7 +186,7 @@ def run(args: argparse.Namespace) -> list[Pairing]:
             say(f"{backend}: {args.rounds} interleaved rounds of {args.seconds:g}s ...")
             ours = RateResult("fencelock", "fencelock")
             sides: list[tuple[RateResult, Opener]] = [(ours, partial(fencelock_runner, url))]
-            label, peer = peer_of(backend, url, pool, tmp)
+            label, peer = peer_of(backend, url, tmp)
             theirs = RateResult("peer", label)
             sides.append((theirs, peer))
             server_cpu = redis_server_cpu(url) if backend == "redis" else None
