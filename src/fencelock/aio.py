@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from fencelock import blocking_call
@@ -65,6 +65,27 @@ async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
     if blocking_call.active():
         return await blocking_call.within(seconds, awaitable, _within)
     return await _within(seconds, awaitable)
+
+
+async def opened_within(
+    seconds: float | None, opening: Awaitable[T], close: Callable[[T], object]
+) -> T:
+    """:func:`within` for a call that opens something (a connection): what it opened is
+    the caller's, or closed with ``close`` when the caller does not get it (cancelled
+    as the call returned, the result is dropped for the cancellation; left to the
+    garbage collector, a socket is closed after its loop, an error nobody can catch)."""
+    opened: list[T] = []
+
+    async def kept() -> T:
+        opened.append(await opening)
+        return opened[0]
+
+    try:
+        return await within(seconds, kept())
+    except BaseException:
+        for thing in opened:
+            close(thing)
+        raise
 
 
 async def _cut_off(seconds: float | None, awaitable: Awaitable[T], recancel: float | None) -> T:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import inspect
+import random
+import sys
+import warnings
 from collections.abc import Coroutine
 from typing import TypeVar
 
@@ -134,6 +138,43 @@ def test_async_acquire_cancelled_at_any_moment_is_cancelled(
         return wrong
 
     assert run_for(main()) == []
+
+
+def test_cancelled_acquires_leave_nothing_to_the_garbage_collector(
+    backend: BackendCase, name: str
+) -> None:
+    """Waiters cancelled 0-4 ms after they began (a connection being opened, a statement
+    on its way) leave nothing open behind them: on MySQL a connection opened as its
+    acquire was cancelled was dropped unclosed, 1 run in 2 of 400 waiters, and the
+    garbage collector closed its socket after the loop had ended, an error raised in
+    whatever test it happened to run in."""
+    delays = random.Random(7)
+
+    async def main() -> None:
+        async with fencelock.aconnect(backend.url) as a, fencelock.aconnect(backend.url) as b:
+            holder = await a.lock(name, ttl=30).acquire()
+            for _ in range(150):
+                waiter = asyncio.ensure_future(b.lock(name).acquire(timeout=20))
+                await asyncio.sleep(delays.uniform(0, 0.004))
+                waiter.cancel()
+                await asyncio.wait({waiter}, timeout=10)
+            await holder.release()
+
+    gc.collect()  # what earlier tests left is theirs
+    run(main())
+    unraisable: list[str] = []
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda raised: unraisable.append(
+        f"{raised.object!r}: {raised.exc_value!r}"
+    )
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert unraisable == []
+    assert [str(warning.message) for warning in caught] == []
 
 
 def test_async_cancelled_waiter_leaves_no_trace(

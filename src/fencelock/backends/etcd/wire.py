@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from fencelock import blocking_call, clock, forking
-from fencelock.aio import TIMEOUTS, within
+from fencelock.aio import TIMEOUTS, opened_within, within
 
 # What a reply that cannot be read raises: a connection that failed or ended early, a
 # reply that is not HTTP/1.1, a header block or chunk-size line over the reader's
@@ -154,7 +154,7 @@ class Wire:
     async def _connect(self, endpoint: _Endpoint) -> _Connection:
         await blocking_call.onto_the_loop()  # opening a connection needs the loop
         try:
-            reader, writer = await within(
+            reader, writer = await opened_within(
                 self._connect_timeout,
                 asyncio.open_connection(
                     endpoint.host,
@@ -162,6 +162,7 @@ class Wire:
                     ssl=self._tls if endpoint.tls else None,
                     server_hostname=endpoint.host if endpoint.tls else None,
                 ),
+                close=lambda streams: streams[1].close(),
             )
         except (OSError, TimeoutError, ssl.SSLError) as exc:
             raise NotSent(str(exc) or type(exc).__name__) from exc

@@ -19,7 +19,7 @@ import pymysql
 from pymysql.constants import CLIENT
 
 from fencelock import blocking_call, forking
-from fencelock.aio import TIMEOUTS, within
+from fencelock.aio import TIMEOUTS, opened_within, within
 from fencelock.backends.mysql.options import MySQLOptions
 from fencelock.backends.mysql.statements import Statements
 from fencelock.errors import BackendUnavailable, ConfigError, FencelockError
@@ -78,7 +78,7 @@ class Connections:
                     f"file ({exc.strerror or exc})"
                 ) from exc
         try:
-            return await within(
+            return await opened_within(
                 options.connect_timeout + 1,
                 aiomysql.connect(
                     host=options.host,
@@ -92,6 +92,7 @@ class Connections:
                     ssl=context,
                     charset="utf8mb4",
                 ),
+                close=aiomysql.Connection.close,
             )
         except TIMEOUTS as exc:
             raise BackendUnavailable(

@@ -21,7 +21,7 @@ from psycopg.abc import PQGen
 from psycopg.conninfo import make_conninfo
 
 from fencelock import blocking_call, clock, forking
-from fencelock.aio import within
+from fencelock.aio import opened_within, within
 from fencelock.backends.postgresql.options import PostgresOptions
 from fencelock.backends.postgresql.statements import SchemaObjects, Statements
 from fencelock.errors import BackendUnavailable, ConfigError, FencelockError
@@ -111,7 +111,7 @@ class Connections:
         # whole seconds and 2 at least, so the URL's is kept here.
         limit = self.options.connect_timeout * len(self.options.hosts)
         try:
-            return await within(limit, self._connect(values))
+            return await opened_within(limit, self._connect(values), close=_close_now)
         except TimeoutError as exc:
             raise BackendUnavailable(
                 f"PostgreSQL ({self.url}) did not answer within {limit:g} s"
@@ -277,6 +277,11 @@ async def _backend_pid(conn: psycopg.AsyncConnection[Any]) -> int:
 
 class _Stale(Exception):
     """A connection from the idle list turned out dead: run the statement on a new one."""
+
+
+def _close_now(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Closed without awaiting (libpq's finish): for a connection nobody will use."""
+    conn.pgconn.finish()
 
 
 async def _discard(conn: psycopg.AsyncConnection[Any]) -> None:

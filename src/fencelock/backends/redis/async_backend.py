@@ -21,7 +21,7 @@ from fencelock.backends.redis.attempt import (
 )
 from fencelock.backends.redis.errors import DRIVER_ERRORS, translate
 from fencelock.backends.redis.listener import AsyncWakeListener
-from fencelock.backends.redis.options import redis_client
+from fencelock.backends.redis.options import aclose_client, redis_client
 from fencelock.backends.redis.scripts import Command, LockKeys
 from fencelock.backends.redis.server import RedisServer, Undoing
 from fencelock.backends.redis.wire import AsyncWire
@@ -116,4 +116,4 @@ class AsyncRedisBackend(RedisServer):
                 await stop(task)
         await self.listener.close()
         await self.wire.close()
-        await self.redis.aclose()
+        await aclose_client(self.redis)

@@ -193,6 +193,25 @@ def redis_client(options: RedisOptions, asyncio: bool = False) -> Any:
     return sentinel.master_for(options.service, **kwargs)
 
 
+def close_client(client: Any) -> None:
+    """Close a client of :func:`redis_client`, and the ones Sentinel was asked with."""
+    client.close()
+    for sentinel in _sentinels_of(client):
+        sentinel.close()
+
+
+async def aclose_client(client: Any) -> None:
+    """:func:`close_client` for a ``redis.asyncio`` client."""
+    await client.aclose()
+    for sentinel in _sentinels_of(client):
+        await sentinel.aclose()
+
+
+def _sentinels_of(client: Any) -> list[Any]:
+    manager = getattr(client.connection_pool, "sentinel_manager", None)
+    return list(getattr(manager, "sentinels", ()))
+
+
 def _unix_options(parsed: ParsedURL) -> RedisOptions:
     """A server on this host, through its unix socket: the URL's path; ``?db=N``."""
     reject_unknown_options(

@@ -28,7 +28,7 @@ from fencelock.backends.redis.attempt import (
 )
 from fencelock.backends.redis.errors import DRIVER_ERRORS, translate
 from fencelock.backends.redis.listener import WakeListener
-from fencelock.backends.redis.options import RedisOptions, redis_client
+from fencelock.backends.redis.options import RedisOptions, close_client, redis_client
 from fencelock.backends.redis.scripts import Command, LockKeys, renew_command
 from fencelock.backends.redis.server import RedisServer, Undoing
 from fencelock.backends.redis.wire import Wire
@@ -136,4 +136,4 @@ class RedisBackend(RedisServer):
         self._closed.set()
         self.listener.close()
         self.wire.close()
-        self.redis.close()
+        close_client(self.redis)
