@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import secrets
+import sys
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -324,3 +327,18 @@ def slow_waiter_expiry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     caller up for far longer than any bound a loaded machine needs."""
     with waiter_timing(refresh=10.0, liveness=30.0):
         yield
+
+
+def left_to_the_garbage_collector() -> list[str]:
+    """What a collection now finds unclosed: ResourceWarnings and errors raised in
+    finalizers (a socket closed after its loop ended), said as text."""
+    found: list[str] = []
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda raised: found.append(f"{raised.object!r}: {raised.exc_value!r}")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    return found + [str(warning.message) for warning in caught]

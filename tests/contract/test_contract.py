@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import multiprocessing
 import os
@@ -19,7 +20,7 @@ import fencelock
 from fencelock import clock
 from fencelock.backends.base import Capabilities
 from fencelock.engine import timing
-from tests.contract.conftest import BackendCase, wait_for_waiters
+from tests.contract.conftest import BackendCase, left_to_the_garbage_collector, wait_for_waiters
 from tests.contract.workers import unsafe_increments
 
 
@@ -283,6 +284,20 @@ def test_a_closed_client_says_so(backend: BackendCase, name: str) -> None:
     client.close()
     with pytest.raises(fencelock.FencelockError, match="closed"):
         client.lock(name).acquire(timeout=0)
+
+
+def test_a_closed_client_leaves_nothing_open(backend: BackendCase, name: str) -> None:
+    """Closed, a client has closed every connection it opened (its lease's, a waiter's
+    that timed out, Sentinel's): none is left for the garbage collector to find."""
+    gc.collect()  # what earlier tests left is theirs
+    client = fencelock.connect(backend.url)
+    other = fencelock.connect(backend.url)
+    with client.lock(name), pytest.raises(fencelock.LockTimeout):
+        other.lock(name).acquire(timeout=0.2)
+    other.close()
+    client.close()
+    del client, other
+    assert left_to_the_garbage_collector() == []
 
 
 def test_leaving_with_after_loss_raises(client: fencelock.Client, name: str) -> None:

@@ -7,8 +7,6 @@ import contextlib
 import gc
 import inspect
 import random
-import sys
-import warnings
 from collections.abc import Coroutine
 from typing import TypeVar
 
@@ -16,7 +14,7 @@ import pytest
 
 import fencelock
 from fencelock import clock
-from tests.contract.conftest import BackendCase, await_waiters
+from tests.contract.conftest import BackendCase, await_waiters, left_to_the_garbage_collector
 
 T = TypeVar("T")
 
@@ -162,19 +160,7 @@ def test_cancelled_acquires_leave_nothing_to_the_garbage_collector(
 
     gc.collect()  # what earlier tests left is theirs
     run(main())
-    unraisable: list[str] = []
-    hook = sys.unraisablehook
-    sys.unraisablehook = lambda raised: unraisable.append(
-        f"{raised.object!r}: {raised.exc_value!r}"
-    )
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ResourceWarning)
-            gc.collect()
-    finally:
-        sys.unraisablehook = hook
-    assert unraisable == []
-    assert [str(warning.message) for warning in caught] == []
+    assert left_to_the_garbage_collector() == []
 
 
 def test_async_cancelled_waiter_leaves_no_trace(
