@@ -43,6 +43,8 @@ def test_a_label_that_is_not_text_is_refused_in_one_line() -> None:
     assert holder_of(new_owner()) is not None  # and nothing changed
 
 
+# a fork beside threads is what these tests are about (3.12 warns of it)
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_describes_itself_with_its_own_pid() -> None:
     parent = new_owner()
     reader, writer = os.pipe()

@@ -73,6 +73,8 @@ def test_serving_on_a_taken_or_bad_port_is_one_clear_error() -> None:
         first.shutdown()
 
 
+# a fork beside threads is what these tests are about (3.12 warns of it)
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_records_even_if_a_parent_thread_held_the_registry() -> None:
     """The registry's lock is made anew in a child (forking.register): a parent thread
     that held it at the fork would otherwise leave the child stuck on it forever."""
