@@ -73,13 +73,16 @@ mutate:
 	$(BIN)/python scripts/mutate.py --files "$(FILES)" --budget "$(or $(BUDGET),0)" \
 		--sample "$(or $(SAMPLE),0)" --rev "$(or $(REV),HEAD)" $(if $(REDIS),--redis)
 
-# The CPU a lock cycle costs, against bench/cpu_baseline.json, and the lock server's CPU
-# a cycle over each peer's, against bench/server_cpu_baseline.json (the peers come with
-# the bench extra): fails on a rise over 15 %. Both run; either failing fails.
+# The client's CPU a lock cycle against the reference commit's, both measured here in
+# turn (`bench-ab`: above 1.10x fails), and the lock server's CPU a cycle over each
+# peer's, against bench/server_cpu_baseline.json (the peers come with the bench extra; a
+# rise over 15 % fails). Both run; either failing fails. (`bench/cpu_check.py --check`,
+# the client's CPU over a peer's against bench/cpu_baseline.json, is no gate: on
+# another machine those ratios moved by up to 45 % with the code unchanged.)
 bench-check: servers install-test
 	@scripts/bootstrap.sh test,bench
 	@status=0; \
-		$(BIN)/python bench/cpu_check.py --check || status=1; \
+		$(MAKE) --no-print-directory bench-ab || status=1; \
 		$(BIN)/python bench/server_cpu_bench.py --check || status=1; \
 		exit $$status
 

@@ -7,11 +7,14 @@ side's median CPU per cycle (user + sys of the process, every thread) and the ra
 A wall-clock rate here moves ±40 % between runs; interleaved rounds of CPU per cycle move
 both sides alike, so the ratio is what to read. Make an old checkout with
 ``git worktree add /tmp/old <commit>``. ``--check 1.10`` exits 1 if any backend's paired
-ratio is above 1.10 (``make bench-ab``: against the commit the CPU baseline was taken at).
+ratio is above 1.10 twice (a backend above it is measured again: one noisy stretch of a
+shared machine read etcd 1.13x, then 1.00x) (``make bench-ab``: against the reference
+commit).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import subprocess
@@ -46,6 +49,23 @@ def one_round(src: Path, url: str, cycles: int) -> float:
     return float(done.stdout.strip())
 
 
+def measured(backend: str, url: str, args: argparse.Namespace) -> float:
+    """``args.rounds`` interleaved rounds of each side, printed; the paired ratio B/A."""
+    a: list[float] = []
+    b: list[float] = []
+    for _ in range(args.rounds):
+        a.append(one_round(args.old, url, args.cycles))
+        b.append(one_round(args.new, url, args.cycles))
+    ma, mb = statistics.median(a), statistics.median(b)
+    paired = sorted(y / x for x, y in zip(a, b, strict=True))
+    print(
+        f"{backend:<11} {ma:8.0f} {mb:8.0f} {mb / ma:6.2f}   paired "
+        f"{statistics.median(paired):.2f} [{paired[0]:.2f}-{paired[-1]:.2f}]",
+        flush=True,
+    )
+    return statistics.median(paired)
+
+
 def main() -> int:
     made = parser(__doc__, "2 rounds of 200 cycles: a smoke run, no figures to quote")
     made.add_argument("old", type=Path, help="the A side's src directory")
@@ -67,20 +87,12 @@ def main() -> int:
             "paired: the median of each round's B/A, [lowest-highest])"
         )
         for backend, url in found.items():
-            a: list[float] = []
-            b: list[float] = []
-            for _ in range(args.rounds):
-                a.append(one_round(args.old, url, args.cycles))
-                b.append(one_round(args.new, url, args.cycles))
-            ma, mb = statistics.median(a), statistics.median(b)
-            paired = sorted(y / x for x, y in zip(a, b, strict=True))
-            print(
-                f"{backend:<11} {ma:8.0f} {mb:8.0f} {mb / ma:6.2f}   paired "
-                f"{statistics.median(paired):.2f} [{paired[0]:.2f}-{paired[-1]:.2f}]",
-                flush=True,
-            )
-            if args.check is not None and statistics.median(paired) > args.check:
-                above.append(backend)
+            ratio = measured(backend, url, args)
+            if args.check is not None and ratio > args.check:
+                # one noisy stretch is measured again: a rise is above twice
+                print(f"{backend}: above {args.check}x, measured again", flush=True)
+                if measured(backend, url, args) > args.check:
+                    above.append(backend)
     if above:
         print(f"CPU per cycle above {args.check}x the A side on: {', '.join(above)}")
         return 1
