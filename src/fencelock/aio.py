@@ -143,26 +143,40 @@ if sys.version_info >= (3, 11):
         task = asyncio.current_task()
         assert task is not None, "awaited in a task"
         already = task.cancelling()
-        again: list[bool] = []
+        loop = asyncio.get_running_loop()
+        ours = 0
 
         def cancel_again() -> None:
-            again.append(True)
+            # again every RECANCEL_AFTER till the call ends: a loop stalled past the
+            # deadline runs this in the deadline's own turn, where the two cancellations
+            # are one (psycopg then took its whole 10 s clean-up)
+            nonlocal ours, handle
+            ours += 1
             task.cancel()
+            handle = loop.call_later(RECANCEL_AFTER, cancel_again)
 
-        handle = asyncio.get_running_loop().call_later(seconds + RECANCEL_AFTER, cancel_again)
+        handle = loop.call_later(seconds + RECANCEL_AFTER, cancel_again)
         try:
             async with asyncio.timeout(seconds):
                 result = await awaitable
         except asyncio.CancelledError:
-            if again and task.uncancel() <= already:  # ours, both: the time is up
+            handle.cancel()
+            if ours and _uncancel(task, ours) <= already:  # all ours: the time is up
                 raise TimeoutError from None
             raise
         finally:
             handle.cancel()
-        if again:  # our second cancellation, which the awaited call swallowed as well
-            task.uncancel()
+        if ours:  # our later cancellations, which the awaited call swallowed as well
+            _uncancel(task, ours)
         _raise_swallowed(already)
         return result
+
+    def _uncancel(task: asyncio.Task[Any], times: int) -> int:
+        """``task.uncancel()`` ``times`` times; the cancellations left."""
+        left = task.cancelling()
+        for _ in range(times):
+            left = task.uncancel()
+        return left
 
 else:  # pragma: no cover - Python 3.10
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 
 import pytest
 
@@ -142,6 +143,28 @@ def test_what_an_opening_swallowing_a_cancellation_made_is_closed() -> None:
     asyncio.run(main())
     assert len(made) == 1
     assert made[0].closed
+
+
+def test_a_call_cut_off_by_a_stalled_loop_is_cancelled_again() -> None:
+    """The deadline's cancellation and the one after RECANCEL_AFTER fall in one loop turn
+    when the loop stalls past both (a loaded machine): they are one, and a clean-up that
+    gives up only on a second (psycopg: 10 s) must get one still."""
+
+    async def slow_clean_up() -> None:
+        try:
+            await asyncio.sleep(60)
+        finally:
+            await asyncio.sleep(10)  # what a second cancellation cuts short
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.09, time.sleep, 0.2)  # stalled past the deadline and the recancel
+        began = loop.time()
+        with pytest.raises(TimeoutError):
+            await within_or_recancel(0.1, slow_clean_up())
+        return loop.time() - began
+
+    assert asyncio.run(main()) < 5
 
 
 def test_a_deadline_the_driver_swallowed_is_no_cancellation() -> None:
