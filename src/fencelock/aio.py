@@ -84,7 +84,8 @@ async def opened_within(
         return await within(seconds, kept())
     except BaseException:
         for thing in opened:
-            close(thing)
+            with contextlib.suppress(Exception):  # the error being raised is the one to say
+                close(thing)
         raise
 
 
@@ -160,7 +161,6 @@ if sys.version_info >= (3, 11):
             async with asyncio.timeout(seconds):
                 result = await awaitable
         except asyncio.CancelledError:
-            handle.cancel()
             if ours and _uncancel(task, ours) <= already:  # all ours: the time is up
                 raise TimeoutError from None
             raise
